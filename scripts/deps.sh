@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages parley needs to build, test and benchmark.
+# Idempotent: only packages that are missing are installed, and the script says
+# which. Works as root or through sudo. Called by `make run` and `make test`.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config clang llvm libclang-rt-14-dev
+  libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev
+  libpcre2-dev libutf8proc-dev libcurl4-openssl-dev
+  python3 python3-numpy python3-jinja2
+  openssl curl wrk
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+# Node.js and npm run the API tests with the vendors' SDKs; a machine that
+# already has a newer Node (not from Debian) keeps it.
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

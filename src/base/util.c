@@ -1,0 +1,104 @@
+/*
+ * util.c - clocks, random ids, constant-time compare, string helpers.
+ */
+#include "base/util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base/err.h"
+
+uint64_t time_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int64_t time_wall_s(void) { return (int64_t)time(NULL); }
+
+int64_t time_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int rand_bytes(void *out, size_t n) {
+  unsigned char *p = out;
+  while (n > 0) {
+    ssize_t r = getrandom(p, n, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return err_set(ERR_IO, "getrandom failed: %s", strerror(errno));
+    }
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+int id_make(char *out, size_t cap, const char *prefix, size_t n_bytes) {
+  static const char hex[] = "0123456789abcdef";
+  size_t plen = strlen(prefix);
+  if (n_bytes > 64 || cap < plen + 2 * n_bytes + 1) return ERR_TOO_LARGE;
+  unsigned char raw[64];
+  int rc = rand_bytes(raw, n_bytes);
+  if (rc) return rc;
+  memcpy(out, prefix, plen);
+  for (size_t i = 0; i < n_bytes; i++) {
+    out[plen + 2 * i] = hex[raw[i] >> 4];
+    out[plen + 2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[plen + 2 * n_bytes] = '\0';
+  return 0;
+}
+
+int id_uuid(char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  if (cap < 37) return ERR_TOO_LARGE;
+  unsigned char r[16];
+  int rc = rand_bytes(r, sizeof r);
+  if (rc) return rc;
+  r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+  r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+  size_t o = 0;
+  for (int i = 0; i < 16; i++) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out[o++] = '-';
+    out[o++] = hex[r[i] >> 4];
+    out[o++] = hex[r[i] & 15];
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+bool ct_equal(const void *a, size_t alen, const void *b, size_t blen) {
+  const unsigned char *x = a, *y = b;
+  /* Compare over max length so timing does not reveal a common prefix. */
+  size_t n = alen > blen ? alen : blen;
+  unsigned diff = (unsigned)(alen ^ blen);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char cx = i < alen ? x[i] : 0;
+    unsigned char cy = i < blen ? y[i] : 0;
+    diff |= (unsigned)(cx ^ cy);
+  }
+  return diff == 0;
+}
+
+char *str_dup(const char *s) { return s ? strdup(s) : NULL; }
+
+char *str_ndup(const char *s, size_t n) {
+  char *p = malloc(n + 1);
+  if (!p) return NULL;
+  memcpy(p, s, n);
+  p[n] = '\0';
+  return p;
+}
+
+bool str_starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+bool str_ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}

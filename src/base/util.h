@@ -1,0 +1,40 @@
+/*
+ * util.h - small helpers every module uses: clocks, random ids, constant-time
+ * comparison, checked arithmetic.
+ */
+#ifndef PARLEY_BASE_UTIL_H
+#define PARLEY_BASE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Monotonic clock in nanoseconds / wall clock in seconds and milliseconds. */
+uint64_t time_mono_ns(void);
+int64_t time_wall_s(void);
+int64_t time_wall_ms(void);
+
+/* Fills out with n random bytes from the kernel (getrandom). */
+int rand_bytes(void *out, size_t n);
+/* Writes prefix followed by 2*n_bytes lowercase hex digits and a NUL into out
+ * (cap bytes). Returns 0 or ERR_TOO_LARGE when cap is too small. */
+int id_make(char *out, size_t cap, const char *prefix, size_t n_bytes);
+/* A random RFC 4122 version-4 UUID, 36 characters plus NUL (cap >= 37). */
+int id_uuid(char *out, size_t cap);
+
+/* Compares two byte strings in time that depends only on their lengths. */
+bool ct_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+/* a*b and a+b with overflow detection: return false on overflow. */
+static inline bool size_mul(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool size_add(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* strdup that returns NULL for NULL. */
+char *str_dup(const char *s);
+char *str_ndup(const char *s, size_t n);
+bool str_starts_with(const char *s, const char *prefix);
+bool str_ends_with(const char *s, const char *suffix);
+
+#endif

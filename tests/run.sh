@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs every test suite and ends with one line `N passed, N failed` summing
+# them all; exits non-zero when any suite failed or could not run.
+#   - the C unit tests (build/unit-tests)
+#   - the same C suite under ASan+UBSan when CI=true or SAN_TOO=1
+#   - the API tests (tests/api, Node's test runner with the vendors' SDKs)
+set -u
+cd "$(dirname "$0")/.."
+total_pass=0 total_fail=0 total_skip=0 bad=0
+
+count_c() { # $1 = log file; reads the runner's closing line
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+  if [ -z "$line" ]; then bad=1; return; fi
+  local p f s
+  p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+  f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+  s=$(echo "$line" | sed -nE 's/.*, ([0-9]+) skipped.*/\1/p')
+  total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + ${s:-0}))
+}
+
+log=$(mktemp)
+echo "== C unit tests"
+./build/unit-tests 2>&1 | tee "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || bad=1
+count_c "$log"
+
+if [ "${CI:-}" = "true" ] || [ "${SAN_TOO:-0}" = "1" ]; then
+  echo "== C unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  if make --no-print-directory SAN=1 build-san/unit-tests build-san/parley >"$log.build" 2>&1; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+      ./build-san/unit-tests 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || bad=1
+    count_c "$log"
+  else
+    cat "$log.build"; echo "sanitizer build failed"; bad=1
+  fi
+fi
+
+if [ -f tests/api/package.json ] && ls tests/api/*.test.mjs tests/api/*/*.test.mjs >/dev/null 2>&1; then
+  echo "== API tests (Node test runner, official SDKs)"
+  (cd tests/api && PARLEY_BIN="$PWD/../../build/parley" node --test --test-concurrency=1 \
+     --test-reporter=tap $(find . -name '*.test.mjs' -not -path './node_modules/*' | sort)) >"$log" 2>&1
+  rc=$?
+  grep -E '^# (tests|pass|fail|skipped)|^not ok|^# Subtest' "$log" | grep -vE '^# Subtest' | head -n 200
+  grep -B2 -A30 '^not ok' "$log" | head -n 300
+  p=$(grep -E '^# pass ' "$log" | tail -n1 | awk '{print $3}')
+  f=$(grep -E '^# fail ' "$log" | tail -n1 | awk '{print $3}')
+  s=$(grep -E '^# skipped ' "$log" | tail -n1 | awk '{print $3}')
+  if [ -z "$p" ]; then cat "$log" | tail -n 50; bad=1; fi
+  total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-0})); total_skip=$((total_skip + ${s:-0}))
+  [ $rc -eq 0 ] || bad=1
+fi
+rm -f "$log" "$log.build"
+
+echo "${total_pass} passed, ${total_fail} failed, ${total_skip} skipped"
+if [ $bad -ne 0 ] || [ $total_fail -ne 0 ]; then exit 1; fi
+exit 0

@@ -1,0 +1,64 @@
+/* test_base.c - tests of base/: buffers, errors, ids, constant-time compare. */
+#include "test.h"
+
+#include <stdlib.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/util.h"
+
+TEST(base_buf_append_and_format) {
+  buf b = BUF_INIT;
+  ASSERT_INT_EQ(buf_append_str(&b, "abc"), 0);
+  ASSERT_INT_EQ(buf_appendf(&b, "-%d-%s", 42, "x"), 0);
+  EXPECT_STR_EQ(b.data, "abc-42-x");
+  EXPECT_INT_EQ(b.len, 8);
+  for (int i = 0; i < 1000; i++) ASSERT_INT_EQ(buf_append_byte(&b, 'z'), 0);
+  EXPECT_INT_EQ(b.len, 1008);
+  EXPECT_INT_EQ(b.data[1008], 0);
+  size_t n = 0;
+  char *p = buf_detach(&b, &n);
+  EXPECT_INT_EQ(n, 1008);
+  EXPECT_TRUE(b.data == NULL);
+  free(p);
+}
+
+TEST(base_buf_reserve_overflow_is_refused) {
+  buf b = BUF_INIT;
+  ASSERT_INT_EQ(buf_append_str(&b, "x"), 0);
+  EXPECT_INT_EQ(buf_reserve(&b, SIZE_MAX), ERR_TOO_LARGE);
+  EXPECT_STR_EQ(b.data, "x");
+  buf_free(&b);
+}
+
+TEST(base_err_table_and_detail) {
+  EXPECT_STR_EQ(err_name(ERR_PARSE), "ERR_PARSE");
+  EXPECT_STR_EQ(err_name(-999), "ERR_UNKNOWN");
+  err_clear();
+  EXPECT_STR_EQ(err_detail(), "ok");
+  EXPECT_INT_EQ(err_set(ERR_NOT_FOUND, "model %s", "m1"), ERR_NOT_FOUND);
+  EXPECT_STR_EQ(err_detail(), "model m1");
+  EXPECT_INT_EQ(err_last(), ERR_NOT_FOUND);
+}
+
+TEST(base_ids_are_random_hex_with_prefix) {
+  char a[64], b[64];
+  ASSERT_INT_EQ(id_make(a, sizeof a, "req_", 12), 0);
+  ASSERT_INT_EQ(id_make(b, sizeof b, "req_", 12), 0);
+  EXPECT_INT_EQ(strlen(a), 28);
+  EXPECT_TRUE(strncmp(a, "req_", 4) == 0);
+  EXPECT_TRUE(strcmp(a, b) != 0);
+  EXPECT_INT_EQ(id_make(a, 10, "req_", 12), ERR_TOO_LARGE);
+  char u[40];
+  ASSERT_INT_EQ(id_uuid(u, sizeof u), 0);
+  EXPECT_INT_EQ(strlen(u), 36);
+  EXPECT_INT_EQ(u[14], '4');
+}
+
+TEST(base_ct_equal) {
+  EXPECT_TRUE(ct_equal("secret", 6, "secret", 6));
+  EXPECT_FALSE(ct_equal("secret", 6, "secreT", 6));
+  EXPECT_FALSE(ct_equal("secret", 6, "secret1", 7));
+  EXPECT_FALSE(ct_equal("", 0, "a", 1));
+  EXPECT_TRUE(ct_equal("", 0, "", 0));
+}
