@@ -47,6 +47,11 @@ void api_http_decorate(http_req *req, void *ctx);
  * still owns v. */
 int api_respond_json(http_req *req, int status, const json_t *v);
 
+/* Decodes bytes as one JSON object no deeper than 128 levels. Returns 0, or
+ * ERR_PARSE (detail names line and column), ERR_TYPE (not an object) or
+ * ERR_TOO_LARGE (too deep). Pure: the fuzz harness drives it directly. */
+int api_json_decode_object(const char *body, size_t len, json_t **out);
+
 /* Parses the request body as one JSON object. On failure answers 400 naming
  * the line and column (or "body must be a JSON object") and returns NULL. */
 json_t *api_parse_body(http_req *req);

@@ -49,34 +49,36 @@ static int depth_of(const json_t *v, int depth) {
   return max;
 }
 
-json_t *api_parse_body(http_req *req) {
-  size_t len = 0;
-  const char *body = http_req_body(req, &len);
-  if (!body || len == 0) {
-    api_error(req, 400, ERR_PARSE, "request body is empty: expected a JSON object", NULL);
-    return NULL;
-  }
+int api_json_decode_object(const char *body, size_t len, json_t **out) {
+  *out = NULL;
+  if (!body || len == 0) return err_set(ERR_PARSE, "request body is empty: expected a JSON object");
   json_error_t jerr;
-  /* JSON_ALLOW_NUL keeps "\u0000" from being a parse error; strings with it
-   * are then rejected where they are used. */
+  /* JSON_ALLOW_NUL keeps "\u0000" from being a parse error; strings holding
+   * it are refused where they are read (api_json_str). */
   json_t *v = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
-  if (!v) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "invalid JSON in request body at line %d column %d: %s", jerr.line, jerr.column,
-             jerr.text);
-    api_error(req, 400, ERR_PARSE, msg, NULL);
-    return NULL;
-  }
+  if (!v)
+    return err_set(ERR_PARSE, "invalid JSON in request body at line %d column %d: %s", jerr.line, jerr.column,
+                   jerr.text);
   if (!json_is_object(v)) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "request body must be a JSON object, got %s", api_json_type_name(v));
+    int rc = err_set(ERR_TYPE, "request body must be a JSON object, got %s", api_json_type_name(v));
     json_decref(v);
-    api_error(req, 400, ERR_TYPE, msg, NULL);
-    return NULL;
+    return rc;
   }
   if (depth_of(v, 0) > API_JSON_MAX_DEPTH) {
     json_decref(v);
-    api_error(req, 400, ERR_TOO_LARGE, "request body nests deeper than 128 levels", NULL);
+    return err_set(ERR_TOO_LARGE, "request body nests deeper than %d levels", API_JSON_MAX_DEPTH);
+  }
+  *out = v;
+  return 0;
+}
+
+json_t *api_parse_body(http_req *req) {
+  size_t len = 0;
+  const char *body = http_req_body(req, &len);
+  json_t *v = NULL;
+  int rc = api_json_decode_object(body, len, &v);
+  if (rc) {
+    api_error(req, 400, rc, err_detail(), NULL);
     return NULL;
   }
   return v;
