@@ -253,6 +253,37 @@ int store_blob_adopt(store *s, const char *src_path, char *name_out, size_t cap)
   return 0;
 }
 
+/* ---- blobs of deleted rows ----------------------------------------------------------- */
+
+int store_blob_names_collect(store *s, sqlite3_stmt *st, struct store_rows *names, const char *what) {
+  int step, rc = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *b = (const char *)sqlite3_column_text(st, 0);
+    if (rc || !store_blob_name_ok(b)) continue;
+    char *e = store_rows_push(names);
+    if (!e) rc = err_set(ERR_NOMEM, "%s: list of blobs", what);
+    else memcpy(e, b, STORE_BLOB_NAME_CAP);
+  }
+  if (step != SQLITE_DONE) {
+    /* The statement failed and SQLite undid its deletions: the rows still
+     * name these blobs, so they must not be removed. */
+    if (!rc) rc = store_sqlite_err(s, sqlite3_extended_errcode(s->db), what);
+    names->n = 0;
+  }
+  store_stmt_done(st);
+  return rc;
+}
+
+void store_blob_names_delete(store *s, struct store_rows *names) {
+  for (size_t i = 0; i < names->n; i++) {
+    const char *name = (const char *)names->items + i * names->elem_size;
+    if (store_blob_delete(s, name) != 0) LOG_WARN("store", "%s", err_detail());
+  }
+  free(names->items);
+  names->items = NULL;
+  names->n = names->cap = 0;
+}
+
 /* ---- sweeping at open ---------------------------------------------------------------- */
 
 static int blob_referenced(store *s, const char *name, bool *yes) {

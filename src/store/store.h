@@ -154,8 +154,9 @@ int store_file_insert(store *s, const store_file *f);
  * (see store_blob_adopt), then inserts f with its blob and bytes replaced by
  * the new blob's name and size (f->blob and f->bytes are ignored); if the
  * row cannot be inserted the blob is deleted, and on any failure no blob
- * remains. On success blob_out (cap >= STORE_BLOB_NAME_CAP) receives the
- * blob name and *bytes_out (may be NULL) the size. */
+ * remains (the spool file itself may be gone). On success blob_out
+ * (cap >= STORE_BLOB_NAME_CAP) receives the blob name and *bytes_out (may be
+ * NULL) the size. */
 int store_file_add_spooled(store *s, const store_file *f, const char *spool_path, char *blob_out, size_t cap,
                            int64_t *bytes_out);
 int store_file_get(store *s, const char *id, store_file *out);
@@ -164,6 +165,64 @@ int store_file_list_page(store *s, const char *purpose, const store_page *page, 
 /* Deletes the row, then its blob (a crash in between leaves an orphan blob
  * that store_open sweeps). ERR_NOT_FOUND when absent. */
 int store_file_delete(store *s, const char *id);
+
+/* Deletes every file with 0 < expires_at <= now (rows, then blobs);
+ * *n_purged (may be NULL) gets the count. */
+int store_file_purge_expired(store *s, int64_t now, size_t *n_purged);
+
+/* ---- uploads (OpenAI Uploads: a file sent in parts) ------------------------- */
+
+typedef struct store_upload {
+  char *id;           /* "upload_..." */
+  int64_t created_at;
+  int64_t expires_at; /* 0: never */
+  char *filename;
+  char *purpose;
+  int64_t bytes;      /* the size the client declared */
+  char *mime_type;    /* NULL when unknown */
+  char *status;       /* "pending" | "completed" | "cancelled" | "expired" */
+  char *file_id;      /* the file made on completion; NULL before */
+} store_upload;
+void store_upload_free(store_upload *u);
+
+typedef struct store_upload_part {
+  char *id;           /* "part_..." */
+  char *upload_id;
+  int64_t created_at;
+  int64_t bytes;
+  char *blob;
+} store_upload_part;
+void store_upload_part_free(store_upload_part *p);
+
+typedef struct store_upload_part_list {
+  store_upload_part *items;
+  size_t n_items;
+} store_upload_part_list;
+void store_upload_part_list_free(store_upload_part_list *l);
+
+/* Creates a pending upload (status NULL means "pending"). */
+int store_upload_create(store *s, const store_upload *u);
+int store_upload_get(store *s, const char *id, store_upload *out);
+/* Moves a pending upload to status ("cancelled", "expired"); ERR_CONFLICT
+ * when it is no longer pending. Its parts are deleted (rows, then blobs). */
+int store_upload_finish(store *s, const char *id, const char *status);
+/* Registers a part whose blob is already committed (store_blob_writer_*).
+ * ERR_NOT_FOUND without the upload, ERR_CONFLICT when it is not pending.
+ * On failure the blob is left alone: the caller deletes it. */
+int store_upload_part_add(store *s, const store_upload_part *p);
+/* The upload's parts in the order they were added. */
+int store_upload_parts_list(store *s, const char *upload_id, store_upload_part_list *out);
+/* Completes a pending upload: concatenates the named parts, in the order
+ * given, into one new blob (without holding the store lock), then in one
+ * transaction inserts file f (its blob and bytes replaced), marks the upload
+ * "completed" with file_id = f->id and deletes the part rows; the part blobs
+ * are removed after the commit. ERR_INVALID when a part id is not of this
+ * upload or repeats, or when the parts' total differs from the declared
+ * bytes; ERR_CONFLICT when the upload is not pending (also when another
+ * thread completed it meanwhile). On failure nothing changes and the new blob
+ * is removed. blob_out (cap >= STORE_BLOB_NAME_CAP) receives the file's blob. */
+int store_upload_complete(store *s, const char *upload_id, const char *const *part_ids, size_t n_part_ids,
+                          const store_file *f, char *blob_out, size_t cap);
 
 /* ---- items (of responses and of conversations) ------------------------------ */
 

@@ -189,3 +189,23 @@ int store_file_delete(store *s, const char *id) {
   if (store_blob_delete(s, blob) != 0) LOG_WARN("store", "file %s: %s", id, err_detail());
   return 0;
 }
+
+int store_file_purge_expired(store *s, int64_t now, size_t *n_purged) {
+  if (n_purged) *n_purged = 0;
+  struct store_rows names = {.elem_size = STORE_BLOB_NAME_CAP};
+  store_lock(s);
+  sqlite3_stmt *st;
+  int rc = store_stmt(s, "DELETE FROM files WHERE expires_at IS NOT NULL AND expires_at <= ?1 RETURNING blob", &st);
+  size_t n = 0;
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, now);
+    rc = store_blob_names_collect(s, st, &names, "purging expired files");
+    n = (size_t)sqlite3_changes(s->db);
+  }
+  store_unlock(s);
+  /* Rows are gone even if collecting names failed part way (the statement
+   * ran to completion); blobs not removed here become orphans. */
+  store_blob_names_delete(s, &names);
+  if (!rc && n_purged) *n_purged = n;
+  return rc;
+}

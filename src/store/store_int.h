@@ -98,4 +98,12 @@ int store_blob_sweep(store *s, int64_t now, int64_t max_age_s);
 /* Whether a blob name is well formed (32 lowercase hex digits). */
 bool store_blob_name_ok(const char *name);
 
+/* Steps st (a DELETE ... RETURNING blob) to completion, collecting the
+ * well-formed names of column 0 into names (elem_size STORE_BLOB_NAME_CAP).
+ * Caller holds the lock; st is reset on return. */
+int store_blob_names_collect(store *s, sqlite3_stmt *st, struct store_rows *names, const char *what);
+/* Deletes the collected blobs (logging failures: they become orphans that a
+ * later sweep removes) and frees names. Call without holding the lock. */
+void store_blob_names_delete(store *s, struct store_rows *names);
+
 #endif

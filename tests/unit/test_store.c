@@ -896,3 +896,146 @@ TEST(store_concurrent_inserts_from_4_threads_all_land) {
   store_close(s);
   EXPECT_INT_EQ(raw_int("SELECT count(DISTINCT id) FROM files"), THREADS * PER_THREAD);
 }
+
+/* ---- uploads and file expiry ------------------------------------------------------------------------ */
+
+/* Commits a blob holding text; returns its name in out. */
+static int make_blob(store *s, const char *text, char *out) {
+  store_blob_writer *w = NULL;
+  int rc = store_blob_writer_open(s, &w);
+  if (rc) return rc;
+  rc = store_blob_writer_write(w, text, strlen(text));
+  if (rc) {
+    store_blob_writer_abort(w);
+    return rc;
+  }
+  return store_blob_writer_commit(w, out, STORE_BLOB_NAME_CAP);
+}
+
+static int add_part(store *s, const char *upload_id, const char *part_id, const char *text) {
+  char blob[STORE_BLOB_NAME_CAP];
+  int rc = make_blob(s, text, blob);
+  if (rc) return rc;
+  store_upload_part p = {.id = (char *)part_id, .upload_id = (char *)upload_id, .created_at = 1,
+                         .bytes = (int64_t)strlen(text), .blob = blob};
+  rc = store_upload_part_add(s, &p);
+  if (rc) store_blob_delete(s, blob);
+  return rc;
+}
+
+TEST(store_uploads_complete_concatenates_parts) {
+  store *s = NULL;
+  ASSERT_INT_EQ(store_open(data_dir(), &s), 0);
+  store_upload u = {.id = (char *)"upload_1", .created_at = 10, .filename = (char *)"big.txt",
+                    .purpose = (char *)"assistants", .bytes = 11, .mime_type = (char *)"text/plain"};
+  ASSERT_INT_EQ(store_upload_create(s, &u), 0);
+  ASSERT_INT_EQ(add_part(s, "upload_1", "part_w", "world"), 0);
+  ASSERT_INT_EQ(add_part(s, "upload_1", "part_h", "hello"), 0);
+  ASSERT_INT_EQ(add_part(s, "upload_1", "part_s", " "), 0);
+  EXPECT_INT_EQ(add_part(s, "upload_x", "part_q", "q"), ERR_NOT_FOUND);
+  store_upload_part_list pl;
+  ASSERT_INT_EQ(store_upload_parts_list(s, "upload_1", &pl), 0);
+  ASSERT_INT_EQ(pl.n_items, 3);
+  EXPECT_STR_EQ(pl.items[0].id, "part_w");
+  EXPECT_STR_EQ(pl.items[2].id, "part_s");
+  EXPECT_INT_EQ(pl.items[1].bytes, 5);
+  store_upload_part_list_free(&pl);
+
+  store_upload u2 = {.id = (char *)"upload_2", .created_at = 11, .filename = (char *)"o", .purpose = (char *)"batch",
+                     .bytes = 1};
+  ASSERT_INT_EQ(store_upload_create(s, &u2), 0);
+  ASSERT_INT_EQ(add_part(s, "upload_2", "part_o", "o"), 0);
+
+  store_file f = file_row("file-up", "assistants", 20, NULL);
+  char blob[STORE_BLOB_NAME_CAP];
+  int n_tmp, n_final;
+  count_blobs(&n_tmp, &n_final);
+  EXPECT_INT_EQ(n_final, 4);
+  /* Refusals change nothing: repeated id, a part of another upload, a size mismatch. */
+  const char *rep[3] = {"part_h", "part_s", "part_h"};
+  EXPECT_INT_EQ(store_upload_complete(s, "upload_1", rep, 3, &f, blob, sizeof blob), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "repeated");
+  const char *other[3] = {"part_h", "part_s", "part_o"};
+  EXPECT_INT_EQ(store_upload_complete(s, "upload_1", other, 3, &f, blob, sizeof blob), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "part_o");
+  const char *short_[2] = {"part_h", "part_w"};
+  EXPECT_INT_EQ(store_upload_complete(s, "upload_1", short_, 2, &f, blob, sizeof blob), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "10 bytes but 11");
+  count_blobs(&n_tmp, &n_final);
+  EXPECT_INT_EQ(n_tmp, 0);
+  EXPECT_INT_EQ(n_final, 4);
+
+  const char *order[3] = {"part_h", "part_s", "part_w"};
+  ASSERT_INT_EQ(store_upload_complete(s, "upload_1", order, 3, &f, blob, sizeof blob), 0);
+  char path[800], back[64];
+  size_t n = 0;
+  ASSERT_INT_EQ(store_blob_path(s, blob, path, sizeof path), 0);
+  ASSERT_INT_EQ(read_file(path, back, sizeof back, &n), 0);
+  EXPECT_INT_EQ(n, 11);
+  EXPECT_MEM_EQ(back, "hello world", 11);
+  store_file g;
+  ASSERT_INT_EQ(store_file_get(s, "file-up", &g), 0);
+  EXPECT_INT_EQ(g.bytes, 11);
+  EXPECT_STR_EQ(g.blob, blob);
+  store_file_free(&g);
+  store_upload ug;
+  ASSERT_INT_EQ(store_upload_get(s, "upload_1", &ug), 0);
+  EXPECT_STR_EQ(ug.status, "completed");
+  EXPECT_STR_EQ(ug.file_id, "file-up");
+  EXPECT_STR_EQ(ug.mime_type, "text/plain");
+  store_upload_free(&ug);
+  ASSERT_INT_EQ(store_upload_parts_list(s, "upload_1", &pl), 0);
+  EXPECT_INT_EQ(pl.n_items, 0);
+  store_upload_part_list_free(&pl);
+  /* Three part blobs gone, one file blob added; upload_2's part remains. */
+  count_blobs(&n_tmp, &n_final);
+  EXPECT_INT_EQ(n_tmp, 0);
+  EXPECT_INT_EQ(n_final, 2);
+
+  f.id = (char *)"file-up2";
+  EXPECT_INT_EQ(store_upload_complete(s, "upload_1", order, 3, &f, blob, sizeof blob), ERR_CONFLICT);
+  EXPECT_INT_EQ(add_part(s, "upload_1", "part_late", "x"), ERR_CONFLICT);
+
+  ASSERT_INT_EQ(store_upload_finish(s, "upload_2", "cancelled"), 0);
+  ASSERT_INT_EQ(store_upload_get(s, "upload_2", &ug), 0);
+  EXPECT_STR_EQ(ug.status, "cancelled");
+  EXPECT_TRUE(ug.file_id == NULL);
+  store_upload_free(&ug);
+  EXPECT_INT_EQ(store_upload_finish(s, "upload_2", "cancelled"), ERR_CONFLICT);
+  EXPECT_INT_EQ(store_upload_finish(s, "upload_9", "cancelled"), ERR_NOT_FOUND);
+  count_blobs(&n_tmp, &n_final);
+  EXPECT_INT_EQ(n_final, 1);
+  store_close(s);
+}
+
+TEST(store_expired_files_are_purged_with_their_blobs) {
+  store *s = NULL;
+  ASSERT_INT_EQ(store_open(data_dir(), &s), 0);
+  const int64_t expires[4] = {0, 100, 150, 200};
+  char blobs[4][STORE_BLOB_NAME_CAP];
+  for (int i = 0; i < 4; i++) {
+    ASSERT_INT_EQ(make_blob(s, "x", blobs[i]), 0);
+    char id[32];
+    snprintf(id, sizeof id, "file-%d", i);
+    store_file f = file_row(id, "batch", 1, blobs[i]);
+    f.expires_at = expires[i];
+    ASSERT_INT_EQ(store_file_insert(s, &f), 0);
+  }
+  size_t n = 0;
+  ASSERT_INT_EQ(store_file_purge_expired(s, 150, &n), 0);
+  EXPECT_INT_EQ(n, 2);
+  store_file g;
+  EXPECT_INT_EQ(store_file_get(s, "file-1", &g), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(store_file_get(s, "file-2", &g), ERR_NOT_FOUND);
+  ASSERT_INT_EQ(store_file_get(s, "file-0", &g), 0);
+  store_file_free(&g);
+  ASSERT_INT_EQ(store_file_get(s, "file-3", &g), 0);
+  store_file_free(&g);
+  char p[800];
+  struct stat st;
+  for (int i = 0; i < 4; i++) {
+    ASSERT_INT_EQ(store_blob_path(s, blobs[i], p, sizeof p), 0);
+    TEST_CHECK_((stat(p, &st) == 0) == (i == 0 || i == 3), 0, "blob of file-%d present=%d", i, stat(p, &st) == 0);
+  }
+  store_close(s);
+}
