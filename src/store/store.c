@@ -119,6 +119,11 @@ int store_stmt(store *s, const char *sql, sqlite3_stmt **out) {
   int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, &tail);
   if (rc != SQLITE_OK) return store_sqlite_err(s, rc, "preparing a statement");
   if (!st) return err_set(ERR_INTERNAL, "empty SQL statement");
+  while (tail && (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == ';')) tail++;
+  if (tail && *tail) {
+    sqlite3_finalize(st);
+    return err_set(ERR_INTERNAL, "cached SQL holds more than one statement: %.60s", sql);
+  }
   char *copy = str_dup(sql);
   if (!copy) {
     sqlite3_finalize(st);

@@ -237,6 +237,27 @@ TEST(store_garbage_file_is_corrupt) {
   EXPECT_MEM_EQ(back, junk, sizeof junk);
 }
 
+TEST(store_failed_migration_leaves_the_old_version) {
+  /* A database at version 0 that already has a `jobs` table: migration 1
+   * fails part way and must leave no trace (one transaction per migration). */
+  ASSERT_INT_EQ(mkdir(data_dir(), 0700), 0);
+  char path[700];
+  snprintf(path, sizeof path, "%s/parley.db", data_dir());
+  sqlite3 *db = NULL;
+  ASSERT_INT_EQ(sqlite3_open(path, &db), SQLITE_OK);
+  ASSERT_INT_EQ(sqlite3_exec(db, "CREATE TABLE jobs (x INTEGER)", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  store *s = NULL;
+  int rc = store_open(data_dir(), &s);
+  EXPECT_INT_NE(rc, 0);
+  EXPECT_TRUE(s == NULL);
+  EXPECT_STR_CONTAINS(err_detail(), "migration 1");
+  EXPECT_STR_CONTAINS(err_detail(), "jobs");
+  EXPECT_INT_EQ(raw_int("PRAGMA user_version"), 0);
+  EXPECT_INT_EQ(raw_int("SELECT count(*) FROM sqlite_master WHERE name = 'files'"), 0);
+  store_close(s);
+}
+
 TEST(store_second_open_of_a_data_dir_conflicts) {
   store *a = NULL, *b = NULL;
   ASSERT_INT_EQ(store_open(data_dir(), &a), 0);
