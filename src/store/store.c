@@ -18,8 +18,10 @@
  * - Cached statements are reset with bindings cleared between uses.
  *
  * Start reading at store_open(); the tables are in store_files.c,
- * store_items.c and store_jobs.c, blobs in blob.c, the schema in migrations.c.
+ * store_uploads.c, store_items.c and store_jobs.c, blobs in blob.c, the
+ * schema in migrations.c.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -172,9 +174,10 @@ int store_bind_opt_time(sqlite3_stmt *st, int i, int64_t v) {
 }
 
 char *store_col_text(sqlite3_stmt *st, int i, bool *oom) {
+  if (sqlite3_column_type(st, i) == SQLITE_NULL) return NULL;
   const unsigned char *t = sqlite3_column_text(st, i);
   if (!t) {
-    if (sqlite3_errcode(sqlite3_db_handle(st)) == SQLITE_NOMEM) *oom = true;
+    *oom = true; /* a non-NULL value that could not be converted */
     return NULL;
   }
   size_t n = (size_t)sqlite3_column_bytes(st, i);
@@ -446,6 +449,21 @@ static int open_db(store *s) {
   return migrate(s, version);
 }
 
+/* Empties the spool directory: anything there was being received when the
+ * previous process stopped (this process holds the data directory's lock). */
+static void spool_sweep(store *s) {
+  DIR *d = opendir(s->spool_dir);
+  if (!d) return;
+  struct dirent *e;
+  size_t n = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) n++;
+  }
+  closedir(d);
+  if (n) LOG_INFO("store", "%s: removed %zu leftover spool file(s)", s->spool_dir, n);
+}
+
 int store_open(const char *data_dir, store **out) {
   *out = NULL;
   if (!data_dir || !*data_dir) return err_set(ERR_INVALID, "store_open: empty data directory");
@@ -462,12 +480,15 @@ int store_open(const char *data_dir, store **out) {
   s->dir = str_dup(data_dir);
   s->db_path = path_join(data_dir, "parley.db");
   s->blob_dir = path_join(data_dir, "blobs");
-  if (!s->dir || !s->db_path || !s->blob_dir) rc = err_set(ERR_NOMEM, "store paths");
+  s->spool_dir = path_join(data_dir, "spool");
+  if (!s->dir || !s->db_path || !s->blob_dir || !s->spool_dir) rc = err_set(ERR_NOMEM, "store paths");
   if (!rc) rc = make_dirs(data_dir);
   if (!rc) rc = make_dirs(s->blob_dir);
+  if (!rc) rc = make_dirs(s->spool_dir);
   if (!rc) rc = open_lock(s);
   if (!rc) rc = open_db(s);
   if (!rc) rc = store_blob_sweep(s, time_wall_s(), STORE_ORPHAN_AGE_S);
+  if (!rc) spool_sweep(s);
   if (rc) {
     /* store_close would overwrite nothing of the detail: it calls no err_set. */
     store_close(s);
@@ -489,10 +510,12 @@ void store_close(store *s) {
   free(s->dir);
   free(s->db_path);
   free(s->blob_dir);
+  free(s->spool_dir);
   free(s);
 }
 
 const char *store_data_dir(const store *s) { return s->dir; }
+const char *store_spool_dir(const store *s) { return s->spool_dir; }
 
 /* ---- paged listings ---------------------------------------------------------------- */
 

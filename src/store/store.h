@@ -45,9 +45,10 @@ typedef struct store store;
 
 /* ---- open, close, generic helpers ---------------------------------------- */
 
-/* Creates data_dir (mode 0700) and data_dir/blobs if missing, opens
- * data_dir/parley.db, applies pending schema migrations and sweeps leftovers
- * of a crash (blob temp files; blobs no row names, older than an hour). */
+/* Creates data_dir (mode 0700), data_dir/blobs and data_dir/spool if
+ * missing, opens data_dir/parley.db, applies pending schema migrations and
+ * sweeps leftovers of a crash (blob temp files; blobs no row names, older
+ * than an hour; spool files). */
 int store_open(const char *data_dir, store **out);
 /* Finalizes cached statements and closes the database; NULL is a no-op. No
  * call may be in flight on another thread. */
@@ -58,6 +59,11 @@ int store_schema_latest(void);
 /* Schema version of the open database (PRAGMA user_version). */
 int store_schema_version(store *s, int *version);
 const char *store_data_dir(const store *s);
+/* data_dir/spool: a directory on the blobs' filesystem, for the HTTP layer
+ * to spool uploads into, so that store_blob_adopt is a rename rather than a
+ * copy. store_open creates it and removes whatever a previous run left there
+ * (files only; subdirectories are left alone). */
+const char *store_spool_dir(const store *s);
 
 /* Runs one or more SQL statements with no parameters and no results (used by
  * migrations; available for maintenance). */

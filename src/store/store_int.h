@@ -36,6 +36,7 @@ struct store {
   char *dir;           /* data_dir as given */
   char *db_path;       /* dir/parley.db */
   char *blob_dir;      /* dir/blobs */
+  char *spool_dir;     /* dir/spool */
   int lock_fd;         /* holds flock(LOCK_EX) on dir/parley.lock */
   struct store_stmt_slot *slots; /* open-addressing table, n_slots a power of two */
   size_t n_slots;

@@ -146,6 +146,10 @@ TEST(store_open_creates_schema_at_latest) {
   snprintf(p, sizeof p, "%s/blobs", nested);
   EXPECT_INT_EQ(stat(p, &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
+  snprintf(p, sizeof p, "%s/spool", nested);
+  EXPECT_STR_EQ(store_spool_dir(s), p);
+  EXPECT_INT_EQ(stat(p, &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
   store_close(s);
 
   /* Inspect with a raw connection: every table, WAL, user_version. */
@@ -792,6 +796,19 @@ TEST(store_blob_adopt_moves_a_spooled_file) {
   EXPECT_MEM_EQ(back, "spooled bytes", 13);
   EXPECT_INT_EQ(store_blob_adopt(s, spool, name, sizeof name), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "spool-1");
+  store_close(s);
+}
+
+TEST(store_spool_leftovers_are_removed_at_open) {
+  store *s = NULL;
+  ASSERT_INT_EQ(store_open(data_dir(), &s), 0);
+  char p[800];
+  snprintf(p, sizeof p, "%s/partial-upload", store_spool_dir(s));
+  ASSERT_INT_EQ(write_file(p, "half", 4), 0);
+  store_close(s);
+  EXPECT_INT_EQ(access(p, F_OK), 0);
+  ASSERT_INT_EQ(store_open(data_dir(), &s), 0);
+  EXPECT_INT_NE(access(p, F_OK), 0);
   store_close(s);
 }
 
