@@ -422,9 +422,35 @@ static int open_lock(store *s) {
   return 0;
 }
 
+/* SQLite treats a very short file of any content as an empty database and
+ * would overwrite it; refuse any non-empty file without the SQLite header. */
+static int check_header(store *s) {
+  static const char magic[16] = "SQLite format 3"; /* 15 chars + NUL */
+  int fd = open(s->db_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return 0;
+    return err_set(ERR_IO, "opening database %s: %s", s->db_path, strerror(errno));
+  }
+  char head[16];
+  ssize_t n;
+  do {
+    n = read(fd, head, sizeof head);
+  } while (n < 0 && errno == EINTR);
+  int saved = errno;
+  close(fd);
+  if (n < 0) return err_set(ERR_IO, "reading database %s: %s", s->db_path, strerror(saved));
+  if (n == 0) return 0; /* empty: SQLite initializes it */
+  if (n < (ssize_t)sizeof head || memcmp(head, magic, sizeof magic) != 0) {
+    return err_set(ERR_CORRUPT, "%s is not a SQLite database (bad header)", s->db_path);
+  }
+  return 0;
+}
+
 static int open_db(store *s) {
   if (!sqlite3_threadsafe()) return err_set(ERR_UNSUPPORTED, "libsqlite3 was built without thread safety");
-  int rc = sqlite3_open_v2(s->db_path, &s->db,
+  int rc = check_header(s);
+  if (rc) return rc;
+  rc = sqlite3_open_v2(s->db_path, &s->db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
   if (rc != SQLITE_OK) {
     int e = err_set(ERR_IO, "opening database %s: %s", s->db_path,

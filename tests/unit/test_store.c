@@ -239,6 +239,21 @@ TEST(store_garbage_file_is_corrupt) {
   ASSERT_INT_EQ(read_file(path, back, sizeof back, &n), 0);
   EXPECT_INT_EQ(n, sizeof junk);
   EXPECT_MEM_EQ(back, junk, sizeof junk);
+  /* Short files too: SQLite alone would take a 1-byte file for an empty
+   * database and overwrite it. */
+  static const size_t sizes[] = {1, 15, 16, 100};
+  for (size_t i = 0; i < ARRAY_LEN(sizes); i++) {
+    ASSERT_INT_EQ(write_file(path, junk, sizes[i]), 0);
+    s = NULL;
+    TEST_CHECK_(store_open(data_dir(), &s) == ERR_CORRUPT, 0, "garbage of %zu bytes not refused", sizes[i]);
+    store_close(s);
+    ASSERT_INT_EQ(read_file(path, back, sizeof back, &n), 0);
+    EXPECT_INT_EQ(n, sizes[i]);
+  }
+  /* An empty file is a new database. */
+  ASSERT_INT_EQ(write_file(path, "", 0), 0);
+  ASSERT_INT_EQ(store_open(data_dir(), &s), 0);
+  store_close(s);
 }
 
 TEST(store_failed_migration_leaves_the_old_version) {
