@@ -576,3 +576,27 @@ TEST(gguf_shared_llama_tiny) {
   EXPECT_TRUE(total + gguf_n_tensors(f) * gguf_alignment(f) >= gguf_file_size(f) - gguf_data_offset(f));
   gguf_close(f);
 }
+
+TEST(gguf_shared_vocab_files_open) {
+  char dir[600];
+  if (!test_shared_path("vocab", dir, sizeof dir)) TEST_SKIP("../shared/vocab absent");
+  static const char *names[] = {"llama-spm", "gpt-2", "bert-bge", "phi-3", "deepseek-coder", "starcoder"};
+  int opened = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir, names[i]);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) continue;
+    fclose(fp);
+    gguf_file *f = NULL;
+    int rc = gguf_open(path, &f);
+    if (rc) test_fail_at(__FILE__, __LINE__, "%s: %s", path, err_detail());
+    if (rc) continue;
+    const gguf_value *toks;
+    EXPECT_INT_EQ(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks), 0);
+    EXPECT_TRUE(gguf_n_tensors(f) == 0);
+    opened++;
+    gguf_close(f);
+  }
+  EXPECT_INT_GT(opened, 0);
+}
