@@ -4,6 +4,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -599,4 +600,144 @@ TEST(gguf_shared_vocab_files_open) {
     gguf_close(f);
   }
   EXPECT_INT_GT(opened, 0);
+}
+
+/* ---- against the independent Python reader (tools/gguf_ref.py) ----------- */
+
+static void dump_scalar_bits(buf *b, uint32_t type, double f) {
+  if (type == GGUF_TYPE_FLOAT32) {
+    float x = (float)f;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    buf_appendf(b, "f32:%08x", u);
+  } else {
+    uint64_t u;
+    memcpy(&u, &f, 8);
+    buf_appendf(b, "f64:%016llx", (unsigned long long)u);
+  }
+}
+
+static void dump_hex(buf *b, const char *s, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) buf_appendf(b, "%02x", (uint8_t)s[i]);
+}
+
+static void dump_value(buf *b, const gguf_value *v) {
+  switch (v->type) {
+    case GGUF_TYPE_FLOAT32: case GGUF_TYPE_FLOAT64: dump_scalar_bits(b, v->type, v->v.f64); break;
+    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+      buf_appendf(b, "%lld", (long long)v->v.i64);
+      break;
+    case GGUF_TYPE_STRING: dump_hex(b, v->v.str.data, v->v.str.len); break;
+    case GGUF_TYPE_ARRAY: {
+      uint32_t et = v->v.arr.elem_type;
+      buf_appendf(b, "[%s %llu: ", gguf_type_name(et), (unsigned long long)v->v.arr.n);
+      for (uint64_t i = 0; i < v->v.arr.n; i++) {
+        if (i) buf_append_byte(b, ',');
+        if (et == GGUF_TYPE_STRING) dump_hex(b, v->v.arr.strs[i].data, v->v.arr.strs[i].len);
+        else if (et == GGUF_TYPE_ARRAY) dump_value(b, &v->v.arr.items[i]);
+        else if (et == GGUF_TYPE_FLOAT32 || et == GGUF_TYPE_FLOAT64) dump_scalar_bits(b, et, gguf_arr_f64(v, i));
+        else if (et == GGUF_TYPE_BOOL) buf_appendf(b, "%d", gguf_arr_u64(v, i) != 0);
+        else if (et == GGUF_TYPE_INT8 || et == GGUF_TYPE_INT16 || et == GGUF_TYPE_INT32 || et == GGUF_TYPE_INT64)
+          buf_appendf(b, "%lld", (long long)gguf_arr_i64(v, i));
+        else buf_appendf(b, "%llu", (unsigned long long)gguf_arr_u64(v, i));
+      }
+      buf_append_byte(b, ']');
+      break;
+    }
+    default: buf_appendf(b, "%llu", (unsigned long long)v->v.u64); break;
+  }
+}
+
+static void dump_file(const gguf_file *f, buf *b) {
+  buf_appendf(b, "version %u\nalignment %u\ndata_offset %llu\n", gguf_version(f), gguf_alignment(f),
+              (unsigned long long)gguf_data_offset(f));
+  for (size_t i = 0; i < gguf_n_kv(f); i++) {
+    const gguf_kv *kv = gguf_kv_at(f, i);
+    buf_appendf(b, "kv %s %s ", kv->key, gguf_type_name(kv->value.type));
+    dump_value(b, &kv->value);
+    buf_append_byte(b, '\n');
+  }
+  for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+    const gguf_tensor *t = gguf_tensor_at(f, i);
+    buf_appendf(b, "tensor %s %u ", t->name, t->type);
+    for (uint32_t d = 0; d < t->n_dims; d++) buf_appendf(b, "%s%llu", d ? "," : "", (unsigned long long)t->dims[d]);
+    buf_appendf(b, " %llu\n", (unsigned long long)t->offset);
+  }
+}
+
+/* Compares our reader's dump of path with tools/gguf_ref.py's. */
+static void compare_with_python(const char *path) {
+  if (access("tools/gguf_ref.py", R_OK) != 0) {
+    test_fail_at(__FILE__, __LINE__, "tools/gguf_ref.py not found (run from the repository root)");
+    return;
+  }
+  if (system("/usr/bin/python3 -c 'import struct' >/dev/null 2>&1") != 0) TEST_SKIP("/usr/bin/python3 absent");
+  char out[700], cmd[2000];
+  snprintf(out, sizeof out, "%s/py_dump.txt", test_tmpdir());
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/gguf_ref.py dump '%s' '%s'", path, out);
+  ASSERT_INT_EQ(system(cmd), 0);
+  FILE *fp = fopen(out, "rb");
+  ASSERT_TRUE(fp != NULL);
+  buf want = BUF_INIT;
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) buf_append(&want, chunk, n);
+  fclose(fp);
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  buf got = BUF_INIT;
+  dump_file(f, &got);
+  gguf_close(f);
+  if (got.len != want.len || memcmp(got.data, want.data, got.len) != 0) {
+    size_t i = 0;
+    while (i < got.len && i < want.len && got.data[i] == want.data[i]) i++;
+    size_t from = i > 60 ? i - 60 : 0;
+    test_fail_at(__FILE__, __LINE__, "dumps differ at byte %zu:\n  C:      %.120s\n  python: %.120s", i,
+                 got.data + from, want.data + from);
+  }
+  buf_free(&got);
+  buf_free(&want);
+}
+
+TEST(gguf_writer_output_read_by_python) {
+  gguf_writer *w;
+  ASSERT_INT_EQ(gguf_writer_new(&w), 0);
+  ASSERT_INT_EQ(gguf_writer_set_alignment(w, 64), 0);
+  ASSERT_INT_EQ(gguf_writer_add_i8(w, "a.i8", -5), 0);
+  ASSERT_INT_EQ(gguf_writer_add_u16(w, "a.u16", 513), 0);
+  ASSERT_INT_EQ(gguf_writer_add_i64(w, "a.i64", -1234567890123ll), 0);
+  ASSERT_INT_EQ(gguf_writer_add_f32(w, "a.f32", -0.1f), 0);
+  ASSERT_INT_EQ(gguf_writer_add_f64(w, "a.f64", 1e-300), 0);
+  ASSERT_INT_EQ(gguf_writer_add_bool(w, "a.bool", false), 0);
+  ASSERT_INT_EQ(gguf_writer_add_str(w, "a.str", "tab\there \xe2\x96\x81"), 0);
+  const char *strs[] = {"x", "", "yy"};
+  ASSERT_INT_EQ(gguf_writer_add_arr_str(w, "a.strs", strs, 3), 0);
+  double f64s[2] = {0.5, -3.0};
+  ASSERT_INT_EQ(gguf_writer_add_arr(w, "a.f64s", GGUF_TYPE_FLOAT64, f64s, 2), 0);
+  uint8_t bools[3] = {1, 0, 1};
+  ASSERT_INT_EQ(gguf_writer_add_arr(w, "a.bools", GGUF_TYPE_BOOL, bools, 3), 0);
+  buf nb = BUF_INIT;
+  gguf_enc_arr_header(&nb, GGUF_TYPE_ARRAY, 2);
+  gguf_enc_arr_header(&nb, GGUF_TYPE_INT32, 1);
+  gguf_enc_u32(&nb, (uint32_t)-7);
+  gguf_enc_arr_header(&nb, GGUF_TYPE_STRING, 1);
+  gguf_enc_str(&nb, "deep", 4);
+  ASSERT_INT_EQ(gguf_writer_add_raw(w, "a.nested", GGUF_TYPE_ARRAY, nb.data, nb.len), 0);
+  buf_free(&nb);
+  static uint8_t d1[4 * 96], d2[210 * 3];
+  uint64_t dims1[2] = {32, 3}, dims2[1] = {768};
+  ASSERT_INT_EQ(gguf_writer_add_tensor(w, "w.f32", TENSOR_TYPE_F32, 2, dims1, d1, sizeof d1), 0);
+  ASSERT_INT_EQ(gguf_writer_add_tensor(w, "w.q6k", TENSOR_TYPE_Q6_K, 1, dims2, d2, sizeof d2), 0);
+  char path[600];
+  snprintf(path, sizeof path, "%s/w.gguf", test_tmpdir());
+  ASSERT_INT_EQ(gguf_writer_write_file(w, path), 0);
+  gguf_writer_free(w);
+  compare_with_python(path);
+}
+
+TEST(gguf_shared_llama_tiny_matches_python) {
+  char path[600];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf absent");
+  compare_with_python(path);
 }
