@@ -68,7 +68,23 @@ static float signed_absmax(const float *x, int n) {
   return max;
 }
 
-static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+/* Rounds v to the nearest integer (ties to even) and clamps it to lo..hi;
+ * clamping happens in float first so no out-of-range conversion occurs, and
+ * NaN gives 0 clamped. */
+static inline int qround(float v, int lo, int hi) {
+  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
+  if (v < (float)lo) return lo;
+  if (v > (float)hi) return hi;
+  return (int)lrintf(v);
+}
+
+/* floor, clamped the same way (the absmax quantizers add 8.5 / 16.5). */
+static inline int qfloor(float v, int lo, int hi) {
+  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
+  if (v < (float)lo) return lo;
+  if (v > (float)hi) return hi;
+  return (int)floorf(v);
+}
 
 void ref_dequant_q4_0(const void *src, float *dst, int64_t n) {
   block_q4_0 b;
@@ -90,8 +106,8 @@ void ref_quant_q4_0(const float *src, void *dst, int64_t n) {
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     b.d = f32_to_fp16(d);
     for (int j = 0; j < QK4_0 / 2; j++) {
-      int q0 = clamp_int((int)floorf(x[j] * id + 8.5f), 0, 15);
-      int q1 = clamp_int((int)floorf(x[j + QK4_0 / 2] * id + 8.5f), 0, 15);
+      int q0 = qfloor(x[j] * id + 8.5f, 0, 15);
+      int q1 = qfloor(x[j + QK4_0 / 2] * id + 8.5f, 0, 15);
       b.qs[j] = (uint8_t)(q0 | q1 << 4);
     }
     memcpy((uint8_t *)dst + i * sizeof b, &b, sizeof b);
@@ -133,8 +149,8 @@ void ref_quant_q4_1(const float *src, void *dst, int64_t n) {
     b.m = f32_to_fp16(mn);
     float m16 = fp16_to_f32(b.m); /* quantize against the stored offset */
     for (int j = 0; j < QK4_1 / 2; j++) {
-      int q0 = clamp_int((int)lrintf((x[j] - m16) * id), 0, 15);
-      int q1 = clamp_int((int)lrintf((x[j + QK4_1 / 2] - m16) * id), 0, 15);
+      int q0 = qround((x[j] - m16) * id, 0, 15);
+      int q1 = qround((x[j + QK4_1 / 2] - m16) * id, 0, 15);
       b.qs[j] = (uint8_t)(q0 | q1 << 4);
     }
     memcpy((uint8_t *)dst + i * sizeof b, &b, sizeof b);
@@ -173,8 +189,8 @@ void ref_quant_q5_0(const float *src, void *dst, int64_t n) {
     b.d = f32_to_fp16(d);
     uint32_t qh = 0;
     for (int j = 0; j < QK5_0 / 2; j++) {
-      int q0 = clamp_int((int)floorf(x[j] * id + 16.5f), 0, 31);
-      int q1 = clamp_int((int)floorf(x[j + QK5_0 / 2] * id + 16.5f), 0, 31);
+      int q0 = qfloor(x[j] * id + 16.5f, 0, 31);
+      int q1 = qfloor(x[j + QK5_0 / 2] * id + 16.5f, 0, 31);
       b.qs[j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
       qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
     }
@@ -211,8 +227,8 @@ void ref_quant_q5_1(const float *src, void *dst, int64_t n) {
     float m16 = fp16_to_f32(b.m);
     uint32_t qh = 0;
     for (int j = 0; j < QK5_1 / 2; j++) {
-      int q0 = clamp_int((int)lrintf((x[j] - m16) * id), 0, 31);
-      int q1 = clamp_int((int)lrintf((x[j + QK5_1 / 2] - m16) * id), 0, 31);
+      int q0 = qround((x[j] - m16) * id, 0, 31);
+      int q1 = qround((x[j + QK5_1 / 2] - m16) * id, 0, 31);
       b.qs[j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
       qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
     }
@@ -238,7 +254,7 @@ void ref_quant_q8_0(const float *src, void *dst, int64_t n) {
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     b.d = f32_to_fp16(d);
-    for (int j = 0; j < QK8_0; j++) b.qs[j] = (int8_t)clamp_int((int)lrintf(x[j] * id), -127, 127);
+    for (int j = 0; j < QK8_0; j++) b.qs[j] = (int8_t)qround(x[j] * id, -127, 127);
     memcpy((uint8_t *)dst + i * sizeof b, &b, sizeof b);
   }
 }

@@ -19,7 +19,24 @@
 
 #include "kernels/ref.h"
 
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Rounds v to the nearest integer (ties to even) and clamps it to lo..hi;
+ * clamping happens in float first so no out-of-range conversion occurs, and
+ * NaN gives 0 clamped. */
+static inline int qround(float v, int lo, int hi) {
+  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
+  if (v < (float)lo) return lo;
+  if (v > (float)hi) return hi;
+  return (int)lrintf(v);
+}
+
+/* floor, clamped the same way (the absmax quantizers add 8.5 / 16.5). */
+static inline int qfloor(float v, int lo, int hi) {
+  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
+  if (v < (float)lo) return lo;
+  if (v > (float)hi) return hi;
+  return (int)floorf(v);
+}
 
 /* Best scale for x = scale*q - min (q in 0..nmax), min = max(0, -min(x)).
  * Returns the scale, writes the min. */
@@ -37,7 +54,7 @@ static float sub_scale_offset(const float *x, int n, int nmax, float *min_out) {
     float scale = (hi - lo) / ((float)nmax + 0.3f * (float)t);
     float err = 0;
     for (int j = 0; j < n; j++) {
-      int q = clampi((int)lrintf((x[j] - lo) / scale), 0, nmax);
+      int q = qround((x[j] - lo) / scale, 0, nmax);
       float e = scale * (float)q + lo - x[j];
       err += e * e;
     }
@@ -59,7 +76,7 @@ static float sub_scale_sym(const float *x, int n, int nneg) {
     float scale = smax / ((float)-nneg + 0.25f * (float)t * (smax > 0 ? -1.0f : 1.0f));
     float err = 0;
     for (int j = 0; j < n; j++) {
-      int q = clampi((int)lrintf(x[j] / scale), -nneg, nneg - 1);
+      int q = qround(x[j] / scale, -nneg, nneg - 1);
       float e = scale * (float)q - x[j];
       err += e * e;
     }
@@ -76,7 +93,7 @@ static uint16_t super_quant_pos(const float *v, int n, int lmax, int *lv) {
     if (v[k] > mx) mx = v[k];
   uint16_t dh = f32_to_fp16(mx / (float)lmax);
   float d = fp16_to_f32(dh);
-  for (int k = 0; k < n; k++) lv[k] = d > 0 ? clampi((int)lrintf(v[k] / d), 0, lmax) : 0;
+  for (int k = 0; k < n; k++) lv[k] = d > 0 ? qround(v[k] / d, 0, lmax) : 0;
   return dh;
 }
 
@@ -87,7 +104,7 @@ static uint16_t super_quant_sym(const float *v, int n, int lneg, int *lv) {
     if (fabsf(v[k]) > amax) amax = fabsf(v[k]), smax = v[k];
   uint16_t dh = f32_to_fp16(smax / (float)-lneg);
   float d = fp16_to_f32(dh);
-  for (int k = 0; k < n; k++) lv[k] = d != 0 ? clampi((int)lrintf(v[k] / d), -lneg, lneg - 1) : 0;
+  for (int k = 0; k < n; k++) lv[k] = d != 0 ? qround(v[k] / d, -lneg, lneg - 1) : 0;
   return dh;
 }
 
@@ -137,7 +154,7 @@ void ref_quant_q2_K(const float *src, void *dst, int64_t n) {
     for (int j = 0; j < QK_K; j++) {
       int h = j / 128, s = (j % 128) / 32, l = j % 32, k = sub16_of(j);
       float dl = d * (float)ls[k], ml = dmin * (float)lm[k];
-      int q = dl > 0 ? clampi((int)lrintf((x[j] + ml) / dl), 0, 3) : 0;
+      int q = dl > 0 ? qround((x[j] + ml) / dl, 0, 3) : 0;
       b.qs[32 * h + l] |= (uint8_t)(q << (2 * s));
     }
     memcpy((uint8_t *)dst + i * sizeof b, &b, sizeof b);
@@ -189,7 +206,7 @@ void ref_quant_q3_K(const float *src, void *dst, int64_t n) {
     for (int j = 0; j < QK_K; j++) {
       int h = j / 128, s = (j % 128) / 32, l = j % 32, k = sub16_of(j);
       float dl = d * (float)ls[k];
-      int q = dl != 0 ? clampi((int)lrintf(x[j] / dl), -4, 3) : 0;
+      int q = dl != 0 ? qround(x[j] / dl, -4, 3) : 0;
       int u = q + 4; /* 0..7 */
       b.qs[32 * h + l] |= (uint8_t)((u & 3) << (2 * s));
       if (u & 4) b.hmask[l] |= (uint8_t)(1 << (4 * h + s));
@@ -229,13 +246,13 @@ static void scales12_put(uint8_t *b, const int *sc, const int *mn) {
 static void dequant_q45_K(const uint8_t *scales, uint16_t dh, uint16_t dminh, const uint8_t *qs,
                           const uint8_t *qh, float *y) {
   float d = fp16_to_f32(dh), dmin = fp16_to_f32(dminh);
+  int sc[8], mn[8];
+  for (int k = 0; k < 8; k++) scales12_get(scales, k, &sc[k], &mn[k]);
   for (int j = 0; j < QK_K; j++) {
     int p = j / 64, h = (j % 64) / 32, l = j % 32, k = 2 * p + h;
-    int sc, mn;
-    scales12_get(scales, k, &sc, &mn);
     int q = (qs[32 * p + l] >> (4 * h)) & 15;
     if (qh) q |= ((qh[l] >> k) & 1) << 4;
-    float d1 = d * (float)sc, m1 = dmin * (float)mn;
+    float d1 = d * (float)sc[k], m1 = dmin * (float)mn[k];
     y[j] = d1 * (float)q - m1;
   }
 }
@@ -254,7 +271,7 @@ static void quant_q45_K(const float *x, int nmax, uint8_t *scales, uint16_t *dh,
   for (int j = 0; j < QK_K; j++) {
     int p = j / 64, h = (j % 64) / 32, l = j % 32, k = 2 * p + h;
     float d1 = d * (float)ls[k], m1 = dmin * (float)lm[k];
-    int q = d1 > 0 ? clampi((int)lrintf((x[j] + m1) / d1), 0, nmax) : 0;
+    int q = d1 > 0 ? qround((x[j] + m1) / d1, 0, nmax) : 0;
     qs[32 * p + l] |= (uint8_t)((q & 15) << (4 * h));
     if (qh && (q & 16)) qh[l] |= (uint8_t)(1 << k);
   }
@@ -326,7 +343,7 @@ void ref_quant_q6_K(const float *src, void *dst, int64_t n) {
     for (int j = 0; j < QK_K; j++) {
       int h = j / 128, s = (j % 128) / 32, l = j % 32, k = sub16_of(j);
       float dl = d * (float)ls[k];
-      int u = (dl != 0 ? clampi((int)lrintf(x[j] / dl), -32, 31) : 0) + 32; /* 0..63 */
+      int u = (dl != 0 ? qround(x[j] / dl, -32, 31) : 0) + 32; /* 0..63 */
       b.ql[64 * h + l + 32 * (s & 1)] |= (uint8_t)((u & 15) << (4 * (s >> 1)));
       b.qh[32 * h + l] |= (uint8_t)((u >> 4) << (2 * s));
     }
@@ -353,7 +370,7 @@ void ref_quant_q8_K(const float *src, void *dst, int64_t n) {
       if (fabsf(x[j]) > amax) amax = fabsf(x[j]);
     b.d = amax / 127.0f;
     float id = amax > 0 ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < QK_K; j++) b.qs[j] = (int8_t)clampi((int)lrintf(x[j] * id), -127, 127);
+    for (int j = 0; j < QK_K; j++) b.qs[j] = (int8_t)qround(x[j] * id, -127, 127);
     for (int g = 0; g < QK_K / 16; g++) {
       int sum = 0;
       for (int l = 0; l < 16; l++) sum += b.qs[16 * g + l];

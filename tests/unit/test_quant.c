@@ -348,6 +348,15 @@ TEST(quant_error_bounds) {
   }
 }
 
+/* Non-finite input must not crash a quantizer (no out-of-range float to int
+ * conversion); values are unspecified but the call returns. */
+TEST(quant_nonfinite_input_is_safe) {
+  static float x[512];
+  static uint8_t q[512 * 4];
+  for (int i = 0; i < 512; i++) x[i] = (i % 3 == 0) ? NAN : (i % 3 == 1) ? INFINITY : -1e38f;
+  for (size_t i = 0; i < N_REF; i++) EXPECT_INT_EQ(ref_quantize_row(ref_types[i], x, q, 512), 0);
+}
+
 /* Hand-made blocks with values computed by hand from the layout. */
 TEST(quant_hand_blocks) {
   /* Q4_0: d = 0.5, nibble j = j % 16 for low, 15 - j%16 for high */
