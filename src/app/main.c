@@ -1,3 +1,181 @@
-/* main.c - placeholder entry until app/cli.c lands in this commit series. */
+/*
+ * main.c - the parley command: `serve`, `version`, `help`.
+ *
+ * This is the only place that wires modules together: it loads the
+ * configuration, opens the store, builds the HTTP server with every
+ * adapter's route table, and runs until SIGINT/SIGTERM. The first signal
+ * shuts down gracefully (stop accepting, end open streams, close WebSockets,
+ * close the store); a second signal exits at once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void) { puts("parley"); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/admin/admin.h"
+#include "api/api.h"
+#include "app/config.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "base/version.h"
+#include "http/http.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "parley %s - local language and speech models behind the OpenAI, Anthropic,\n"
+          "Ollama, LM Studio and Deepgram APIs\n\n"
+          "usage: parley COMMAND [options]\n\n"
+          "commands:\n"
+          "  serve      start the server\n"
+          "  version    print the version\n"
+          "  help       print this help\n\n",
+          PARLEY_VERSION);
+  config_print_help(out);
+}
+
+/* mkdir -p with mode 0700 for directories we create. */
+static int make_dirs(const char *path) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
+    return err_set(ERR_INVALID, "path too long: %s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+  return 0;
+}
+
+/* Runs the graceful shutdown on its own thread so the main thread can still
+ * catch a second signal and exit at once. */
+struct shutdown_job {
+  http_server *srv;
+  _Atomic int done;
+};
+
+static void *shutdown_thread(void *arg) {
+  struct shutdown_job *job = arg;
+  http_server_free(job->srv);
+  job->done = 1;
+  kill(getpid(), SIGUSR1); /* wake the main thread's sigwait */
+  return NULL;
+}
+
+static int cmd_serve(int argc, char **argv) {
+  config cfg;
+  if (config_load(&cfg, argc, argv)) {
+    fprintf(stderr, "parley: %s\n", err_detail());
+    config_free(&cfg);
+    return 2;
+  }
+  enum log_level lvl = LOG_LEVEL_INFO;
+  log_level_parse(cfg.log_level, &lvl);
+  log_set_level(lvl);
+  if (!config_host_is_loopback(cfg.host) && cfg.n_api_keys == 0 && !cfg.no_auth) {
+    fprintf(stderr,
+            "parley: refusing to listen on %s without an API key: set --api-key (PARLEY_API_KEY), "
+            "or pass --no-auth to serve it open deliberately\n",
+            cfg.host);
+    config_free(&cfg);
+    return 2;
+  }
+
+  char spool[4096];
+  snprintf(spool, sizeof spool, "%s/spool", cfg.data_dir);
+  if (make_dirs(cfg.data_dir) || make_dirs(spool)) {
+    fprintf(stderr, "parley: %s\n", err_detail());
+    config_free(&cfg);
+    return 1;
+  }
+
+  /* Block the shutdown signals before any thread starts, so every thread
+   * inherits the mask and only sigwait below sees them. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  admin_ctx actx = {.server = NULL, .started_ns = time_mono_ns()};
+  http_config hc = {
+      .host = cfg.host,
+      .port = (int)cfg.port,
+      .api_keys = (const char *const *)cfg.api_keys,
+      .n_api_keys = cfg.n_api_keys,
+      .max_json_body = (size_t)cfg.max_body,
+      .max_upload = (uint64_t)cfg.max_upload,
+      .spool_dir = spool,
+      .n_threads = (unsigned)cfg.http_threads,
+      .sse_keepalive_ms = (unsigned)(cfg.sse_keepalive_s * 1000),
+      .conn_timeout_s = (unsigned)cfg.conn_timeout_s,
+      .ws_max_message = (size_t)cfg.ws_max_message,
+      .access_log = cfg.access_log,
+      .on_error = api_http_on_error,
+      .decorate = api_http_decorate,
+      .hook_ctx = NULL,
+  };
+  http_server *srv = NULL;
+  const http_route *routes;
+  size_t n_routes = admin_routes(&actx, &routes);
+  int rc = http_server_new(&hc, &srv);
+  if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
+  actx.server = srv;
+  if (!rc) rc = http_server_start(srv);
+  if (rc) {
+    fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
+    if (srv) http_server_free(srv);
+    config_free(&cfg);
+    return 1;
+  }
+  LOG_INFO("app", "parley %s listening on http://%s:%d (data in %s, %s)", PARLEY_VERSION, cfg.host,
+           http_server_port(srv), cfg.data_dir, cfg.n_api_keys ? "API key required" : "no API key");
+  /* A line on stdout that tests and scripts wait for. */
+  printf("listening on http://%s:%d\n", cfg.host, http_server_port(srv));
+  fflush(stdout);
+
+  int sig = 0;
+  do {
+    sigwait(&sigs, &sig);
+  } while (sig == SIGUSR1);
+  LOG_INFO("app", "signal %d: shutting down (a second signal exits at once)", sig);
+  struct shutdown_job job = {srv, 0};
+  pthread_t t;
+  if (pthread_create(&t, NULL, shutdown_thread, &job) != 0) {
+    http_server_free(srv);
+  } else {
+    while (!job.done) {
+      sigwait(&sigs, &sig);
+      if (sig == SIGINT || sig == SIGTERM) {
+        LOG_WARN("app", "second signal: exiting now");
+        _exit(130);
+      }
+    }
+    pthread_join(t, NULL);
+  }
+  config_free(&cfg);
+  LOG_INFO("app", "stopped");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("parley %s\n", PARLEY_VERSION);
+    return 0;
+  }
+  if (strcmp(argv[1], "serve") == 0) return cmd_serve(argc - 2, argv + 2);
+  fprintf(stderr, "parley: unknown command '%s' (see parley help)\n", argv[1]);
+  return 2;
+}

@@ -7,7 +7,6 @@
  * Arguments select tests by exact name or by prefix with a trailing '*';
  * `--list` prints the names.
  */
-#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>

@@ -1,0 +1,71 @@
+/*
+ * api.h - what every dialect adapter shares: which dialect a request speaks,
+ * the one place that turns an internal error into each dialect's error body
+ * and status, and JSON helpers that name the JSON path of a bad field.
+ *
+ * Adapters (api/openai, api/anthropic, ...) own their route tables; this
+ * file owns nothing but the mapping tables.
+ */
+#ifndef PARLEY_API_API_H
+#define PARLEY_API_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "http/http.h"
+
+enum api_dialect {
+  API_DIALECT_OPENAI,
+  API_DIALECT_ANTHROPIC,
+  API_DIALECT_OLLAMA,
+  API_DIALECT_LMSTUDIO,
+  API_DIALECT_DEEPGRAM,
+  API_DIALECT_ADMIN,
+  API_DIALECT_COUNT
+};
+
+/* Decides the dialect from the path prefix and, for /v1 paths shared by
+ * OpenAI and Anthropic, the anthropic-version header. */
+enum api_dialect api_dialect_of(const http_req *req);
+const char *api_dialect_name(enum api_dialect d);
+
+/* Default HTTP status for an ERR_* code. */
+int api_status_for(int code);
+
+/* Answers req with an error in its dialect. status 0 means api_status_for(code).
+ * message names what is wrong; param is the offending field's JSON path or
+ * NULL. Adds x-should-retry: false when a retry cannot help. */
+void api_error(http_req *req, int status, int code, const char *message, const char *param);
+/* api_error with the calling thread's err_detail() as the message. */
+void api_error_last(http_req *req, int code, const char *param);
+
+/* http_config hooks: the layer's own errors and per-request headers. */
+void api_http_on_error(http_req *req, int status, int code, const char *message, const char *param, void *ctx);
+void api_http_decorate(http_req *req, void *ctx);
+
+/* Writes v as compact JSON and answers with status. Steals nothing: the caller
+ * still owns v. */
+int api_respond_json(http_req *req, int status, const json_t *v);
+
+/* Decodes bytes as one JSON object no deeper than 128 levels. Returns 0, or
+ * ERR_PARSE (detail names line and column), ERR_TYPE (not an object) or
+ * ERR_TOO_LARGE (too deep). Pure: the fuzz harness drives it directly. */
+int api_json_decode_object(const char *body, size_t len, json_t **out);
+
+/* Parses the request body as one JSON object. On failure answers 400 naming
+ * the line and column (or "body must be a JSON object") and returns NULL. */
+json_t *api_parse_body(http_req *req);
+
+/* Typed field access that names the JSON path in errors. Each returns 0 when
+ * the field has the right type, ERR_NOT_FOUND when absent or null (and not
+ * required), or ERR_TYPE / ERR_INVALID with err_detail() like
+ * "messages[2].content: expected string, got number". `path` is the object's
+ * own path ("" for the top level). */
+int api_json_str(const json_t *obj, const char *path, const char *key, bool required, const char **out);
+int api_json_int(const json_t *obj, const char *path, const char *key, bool required, long long *out);
+int api_json_num(const json_t *obj, const char *path, const char *key, bool required, double *out);
+int api_json_bool(const json_t *obj, const char *path, const char *key, bool required, bool *out);
+/* The JSON type name used in messages: "string", "number", "object", ... */
+const char *api_json_type_name(const json_t *v);
+
+#endif

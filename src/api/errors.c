@@ -1,0 +1,214 @@
+/*
+ * errors.c - one table maps (dialect, status) to each vendor's error body.
+ *
+ * Shapes come from ../shared/specs: OpenAI {"error":{message,type,param,code}};
+ * Anthropic {"type":"error","error":{type,message},"request_id"}; Ollama
+ * {"error":"..."} (plain text "404 page not found" / "405 method not allowed"
+ * for unknown routes, as gin answers); LM Studio {"error":{message,type,param,
+ * code}} (the object form, which both its native and OpenAI-style clients
+ * read); Deepgram {"err_code","err_msg","request_id"} plus category/message.
+ * The admin routes use the OpenAI shape.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+
+static const char *const DIALECT_NAMES[API_DIALECT_COUNT] = {"openai", "anthropic", "ollama",
+                                                             "lmstudio", "deepgram", "admin"};
+
+const char *api_dialect_name(enum api_dialect d) {
+  return (unsigned)d < API_DIALECT_COUNT ? DIALECT_NAMES[d] : "unknown";
+}
+
+static bool path_has_prefix(const char *path, const char *prefix) {
+  size_t n = strlen(prefix);
+  return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+enum api_dialect api_dialect_of(const http_req *req) {
+  const char *p = http_req_path(req);
+  while (p[0] == '/' && p[1] == '/') p++; /* tolerate repeated leading slashes */
+  if (path_has_prefix(p, "/deepgram") || path_has_prefix(p, "/v1/listen") || path_has_prefix(p, "/v1/speak") ||
+      path_has_prefix(p, "/v1/read"))
+    return API_DIALECT_DEEPGRAM;
+  if (path_has_prefix(p, "/api/v0") || path_has_prefix(p, "/api/v1") || path_has_prefix(p, "/lmstudio") ||
+      path_has_prefix(p, "/lmstudio-greeting"))
+    return API_DIALECT_LMSTUDIO;
+  if (path_has_prefix(p, "/api") || strcmp(p, "/") == 0) return API_DIALECT_OLLAMA;
+  if (path_has_prefix(p, "/admin") || path_has_prefix(p, "/health") || path_has_prefix(p, "/metrics"))
+    return API_DIALECT_ADMIN;
+  if (http_req_header(req, "anthropic-version")) return API_DIALECT_ANTHROPIC;
+  return API_DIALECT_OPENAI;
+}
+
+int api_status_for(int code) {
+  switch (code) {
+    case ERR_PARSE: case ERR_INVALID: case ERR_TYPE: case ERR_RANGE: case ERR_CONTEXT: case ERR_CORRUPT:
+      return 400;
+    case ERR_AUTH: return 401;
+    case ERR_FORBIDDEN: return 403;
+    case ERR_NOT_FOUND: return 404;
+    case ERR_METHOD: return 405;
+    case ERR_CONFLICT: case ERR_EXISTS: return 409;
+    case ERR_TOO_LARGE: return 413;
+    case ERR_OVERLOADED: return 429;
+    case ERR_CANCELLED: return 499;
+    case ERR_UNSUPPORTED: return 501;
+    case ERR_UNAVAILABLE: return 503;
+    case ERR_TIMEOUT: return 504;
+    default: return 500;
+  }
+}
+
+/* Error type strings per status, one column per dialect that has them. */
+struct status_types {
+  int status;
+  const char *openai, *openai_code, *anthropic, *lmstudio, *deepgram;
+};
+static const struct status_types STATUS_TYPES[] = {
+    {400, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
+    {401, "invalid_request_error", "invalid_api_key", "authentication_error", "invalid_request", "INVALID_AUTH"},
+    {403, "permission_error", NULL, "permission_error", "invalid_request", "INSUFFICIENT_PERMISSIONS"},
+    {404, "invalid_request_error", NULL, "not_found_error", "invalid_request", "NOT_FOUND"},
+    {405, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
+    {409, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
+    {413, "invalid_request_error", "request_too_large", "request_too_large", "invalid_request", "PAYLOAD_TOO_LARGE"},
+    {429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "internal_error", "TOO_MANY_REQUESTS"},
+    {499, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
+    {501, "server_error", "not_implemented", "api_error", "not_implemented", "NOT_IMPLEMENTED"},
+    {503, "server_error", "engine_overloaded", "overloaded_error", "internal_error", "SERVICE_UNAVAILABLE"},
+    {504, "server_error", "timeout", "timeout_error", "internal_error", "TIMEOUT"},
+    {529, "server_error", "engine_overloaded", "overloaded_error", "internal_error", "SERVICE_UNAVAILABLE"},
+};
+static const struct status_types STATUS_DEFAULT_4XX = {400, "invalid_request_error", NULL, "invalid_request_error",
+                                                       "invalid_request", "Bad Request"};
+static const struct status_types STATUS_DEFAULT_5XX = {500, "server_error", NULL, "api_error", "internal_error",
+                                                       "INTERNAL_SERVER_ERROR"};
+
+static const struct status_types *types_for(int status) {
+  for (size_t i = 0; i < ARRAY_LEN(STATUS_TYPES); i++)
+    if (STATUS_TYPES[i].status == status) return &STATUS_TYPES[i];
+  return status >= 500 ? &STATUS_DEFAULT_5XX : &STATUS_DEFAULT_4XX;
+}
+
+/* OpenAI-style codes that say more than the status does. */
+static const char *openai_code_for(int code, const struct status_types *t) {
+  switch (code) {
+    case ERR_CONTEXT: return "context_length_exceeded";
+    case ERR_UNSUPPORTED: return "unsupported_parameter";
+    case ERR_RANGE: return "invalid_value";
+    default: return t->openai_code;
+  }
+}
+
+/* A retry helps only for these statuses; everything else is deterministic. */
+static bool retry_can_help(int status) {
+  return status == 408 || status == 409 || status == 429 || status == 503 || status == 504 || status == 529;
+}
+
+/* Deepgram's request_id is a UUID: format the first 16 bytes of our
+ * req_<32 hex> id as one so the body and dg-request-id agree. */
+static void deepgram_request_uuid(const http_req *req, char out[37]) {
+  const char *id = http_req_id(req);
+  const char *hex = strncmp(id, "req_", 4) == 0 ? id + 4 : id;
+  size_t o = 0;
+  for (size_t i = 0; i < 32 && hex[i]; i++) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) out[o++] = '-';
+    out[o++] = hex[i];
+  }
+  out[o] = '\0';
+}
+
+static json_t *json_str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+void api_error(http_req *req, int status, int code, const char *message, const char *param) {
+  if (status == 0) status = api_status_for(code);
+  if (!message) message = err_message(code);
+  const struct status_types *t = types_for(status);
+  enum api_dialect d = api_dialect_of(req);
+  if (!retry_can_help(status)) http_resp_header(req, "x-should-retry", "false");
+  if (status == 429 || status == 503 || status == 529) http_resp_header(req, "retry-after", "1");
+
+  /* Ollama's router answers unknown routes in plain text, as gin does. */
+  if (d == API_DIALECT_OLLAMA && (status == 404 || status == 405) && http_req_route_name(req) == NULL) {
+    const char *text = status == 404 ? "404 page not found" : "405 method not allowed";
+    http_respond(req, status, "text/plain", text, strlen(text));
+    return;
+  }
+  json_t *body = NULL;
+  char uuid[37];
+  switch (d) {
+    case API_DIALECT_ANTHROPIC:
+      body = json_pack("{s:s, s:{s:s, s:s}, s:s}", "type", "error", "error", "type", t->anthropic, "message", message,
+                       "request_id", http_req_id(req));
+      break;
+    case API_DIALECT_OLLAMA:
+      body = json_pack("{s:s}", "error", message);
+      break;
+    case API_DIALECT_LMSTUDIO:
+      body = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", message, "type", t->lmstudio, "param",
+                       json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+      break;
+    case API_DIALECT_DEEPGRAM:
+      deepgram_request_uuid(req, uuid);
+      body = json_pack("{s:s, s:s, s:s, s:s, s:s}", "err_code", t->deepgram, "err_msg", message, "category",
+                       t->deepgram, "message", message, "request_id", uuid);
+      break;
+    case API_DIALECT_OPENAI:
+    case API_DIALECT_ADMIN:
+    default:
+      body = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", message, "type", t->openai, "param",
+                       json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+      break;
+  }
+  if (!body) {
+    static const char fallback[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    http_respond(req, 500, "application/json", fallback, sizeof fallback - 1);
+    return;
+  }
+  api_respond_json(req, status, body);
+  json_decref(body);
+}
+
+void api_error_last(http_req *req, int code, const char *param) { api_error(req, 0, code, err_detail(), param); }
+
+void api_http_on_error(http_req *req, int status, int code, const char *message, const char *param, void *ctx) {
+  (void)ctx;
+  api_error(req, status, code, message, param);
+}
+
+void api_http_decorate(http_req *req, void *ctx) {
+  (void)ctx;
+  switch (api_dialect_of(req)) {
+    case API_DIALECT_ANTHROPIC:
+      http_resp_header(req, "request-id", http_req_id(req));
+      break;
+    case API_DIALECT_DEEPGRAM: {
+      char uuid[37];
+      deepgram_request_uuid(req, uuid);
+      http_resp_header(req, "dg-request-id", uuid);
+      break;
+    }
+    case API_DIALECT_OPENAI:
+      http_resp_header(req, "openai-version", "2020-10-01");
+      break;
+    default:
+      break;
+  }
+}
+
+int api_respond_json(http_req *req, int status, const json_t *v) {
+  char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  if (!s) {
+    static const char fallback[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    return http_respond(req, 500, "application/json", fallback, sizeof fallback - 1);
+  }
+  int rc = http_respond(req, status, "application/json", s, strlen(s));
+  free(s);
+  return rc;
+}

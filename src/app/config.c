@@ -1,0 +1,240 @@
+/*
+ * config.c - the option table and its parser.
+ *
+ * Each option is one row: flag name, environment variable, kind, default,
+ * help, and the offset of its field in struct config. Parsing, defaults,
+ * validation and `parley help` all walk the same table, so an option is
+ * added in exactly one place.
+ */
+#include "app/config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+
+enum opt_kind {
+  OPT_KIND_STR,   /* char * */
+  OPT_KIND_INT,   /* int64_t within [min, max] */
+  OPT_KIND_SIZE,  /* int64_t bytes; accepts K, M, G suffixes (powers of 1024) */
+  OPT_KIND_BOOL,  /* bool; a bare flag means true; env 1/0/true/false/yes/no */
+};
+
+struct opt {
+  const char *flag;
+  const char *env;
+  enum opt_kind kind;
+  const char *def;   /* default as text; NULL = computed (see apply_computed) */
+  int64_t min, max;  /* INT and SIZE bounds */
+  size_t offset;
+  const char *help;
+};
+
+#define OFF(f) offsetof(config, f)
+static const struct opt OPTS[] = {
+  {"host", "PARLEY_HOST", OPT_KIND_STR, "127.0.0.1", 0, 0, OFF(host), "address to listen on"},
+  {"port", "PARLEY_PORT", OPT_KIND_INT, "8080", 0, 65535, OFF(port), "TCP port (0 picks a free one)"},
+  {"api-key", "PARLEY_API_KEY", OPT_KIND_STR, "", 0, 0, OFF(api_keys_raw),
+   "accepted API key(s), comma-separated; none = open"},
+  {"no-auth", "PARLEY_NO_AUTH", OPT_KIND_BOOL, "false", 0, 0, OFF(no_auth),
+   "allow listening beyond loopback without a key"},
+  {"data-dir", "PARLEY_DATA_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(data_dir),
+   "data directory (default $XDG_DATA_HOME/parley or ~/.local/share/parley)"},
+  {"models-dir", "PARLEY_MODELS_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(models_dir),
+   "directory of GGUF models (default <data-dir>/models)"},
+  {"log-level", "PARLEY_LOG_LEVEL", OPT_KIND_STR, "info", 0, 0, OFF(log_level), "debug, info, warn, error or off"},
+  {"access-log", "PARLEY_ACCESS_LOG", OPT_KIND_BOOL, "true", 0, 0, OFF(access_log), "log one line per request"},
+  {"http-threads", "PARLEY_HTTP_THREADS", OPT_KIND_INT, "0", 0, 256, OFF(http_threads),
+   "HTTP connection threads (0 = automatic)"},
+  {"max-body", "PARLEY_MAX_BODY", OPT_KIND_SIZE, "32M", 1024, INT64_C(1) << 40, OFF(max_body),
+   "largest JSON request body"},
+  {"max-upload", "PARLEY_MAX_UPLOAD", OPT_KIND_SIZE, "512M", 1024, INT64_C(1) << 44, OFF(max_upload),
+   "largest multipart or binary upload"},
+  {"sse-keepalive", "PARLEY_SSE_KEEPALIVE", OPT_KIND_INT, "15", 1, 3600, OFF(sse_keepalive_s),
+   "seconds between keep-alive comments on an idle event stream"},
+  {"conn-timeout", "PARLEY_CONN_TIMEOUT", OPT_KIND_INT, "60", 1, 86400, OFF(conn_timeout_s),
+   "seconds an idle connection is kept open"},
+  {"ws-max-message", "PARLEY_WS_MAX_MESSAGE", OPT_KIND_SIZE, "16M", 1024, INT64_C(1) << 32, OFF(ws_max_message),
+   "largest WebSocket message"},
+};
+#undef OFF
+
+static int parse_size(const char *s, int64_t *out) {
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v < 0) return ERR_INVALID;
+  int64_t mul = 1;
+  if (*end) {
+    switch (*end) {
+      case 'k': case 'K': mul = 1024; break;
+      case 'm': case 'M': mul = 1024 * 1024; break;
+      case 'g': case 'G': mul = INT64_C(1024) * 1024 * 1024; break;
+      default: return ERR_INVALID;
+    }
+    end++;
+    if (*end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return ERR_INVALID;
+  }
+  if (v > INT64_MAX / mul) return ERR_INVALID;
+  *out = v * mul;
+  return 0;
+}
+
+static int parse_bool(const char *s, bool *out) {
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
+  for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+    if (strcasecmp(s, yes[i]) == 0) { *out = true; return 0; }
+    if (strcasecmp(s, no[i]) == 0) { *out = false; return 0; }
+  }
+  return ERR_INVALID;
+}
+
+/* Sets one option from text; `source` ("--port" or "PARLEY_PORT") names it
+ * in the error. */
+static int opt_set(config *cfg, const struct opt *o, const char *val, const char *source) {
+  char *field = (char *)cfg + o->offset;
+  switch (o->kind) {
+    case OPT_KIND_STR: {
+      char **p = (char **)(void *)field;
+      char *copy = strdup(val);
+      if (!copy) return ERR_NOMEM;
+      free(*p);
+      *p = copy;
+      return 0;
+    }
+    case OPT_KIND_INT: {
+      errno = 0;
+      char *end = NULL;
+      long long v = strtoll(val, &end, 10);
+      if (errno || end == val || *end || v < o->min || v > o->max)
+        return err_set(ERR_INVALID, "%s: invalid value '%s' (expected an integer from %lld to %lld)", source, val,
+                       (long long)o->min, (long long)o->max);
+      *(int64_t *)(void *)field = v;
+      return 0;
+    }
+    case OPT_KIND_SIZE: {
+      int64_t v = 0;
+      if (parse_size(val, &v) || v < o->min || v > o->max)
+        return err_set(ERR_INVALID, "%s: invalid size '%s' (expected bytes with an optional K/M/G suffix, %lld to %lld)",
+                       source, val, (long long)o->min, (long long)o->max);
+      *(int64_t *)(void *)field = v;
+      return 0;
+    }
+    case OPT_KIND_BOOL: {
+      bool b = false;
+      if (parse_bool(val, &b))
+        return err_set(ERR_INVALID, "%s: invalid value '%s' (expected true or false)", source, val);
+      *(bool *)(void *)field = b;
+      return 0;
+    }
+  }
+  return ERR_INTERNAL;
+}
+
+static const struct opt *opt_find(const char *name, size_t len) {
+  for (size_t i = 0; i < ARRAY_LEN(OPTS); i++)
+    if (strlen(OPTS[i].flag) == len && strncmp(OPTS[i].flag, name, len) == 0) return &OPTS[i];
+  return NULL;
+}
+
+static char *default_data_dir(void) {
+  const char *xdg = getenv("XDG_DATA_HOME");
+  const char *home = getenv("HOME");
+  char path[PATH_MAX];
+  if (xdg && *xdg) snprintf(path, sizeof path, "%s/parley", xdg);
+  else if (home && *home) snprintf(path, sizeof path, "%s/.local/share/parley", home);
+  else snprintf(path, sizeof path, "./parley-data");
+  return strdup(path);
+}
+
+/* Splits api_keys_raw on commas into api_keys (pointers into one copy). */
+static int split_keys(config *cfg) {
+  cfg->n_api_keys = 0;
+  for (char *tok = strtok(cfg->api_keys_raw, ","); tok; tok = strtok(NULL, ",")) {
+    while (*tok == ' ') tok++;
+    size_t n = strlen(tok);
+    while (n && tok[n - 1] == ' ') tok[--n] = '\0';
+    if (!n) continue;
+    if (cfg->n_api_keys == CONFIG_MAX_KEYS)
+      return err_set(ERR_INVALID, "api-key: more than %d keys", CONFIG_MAX_KEYS);
+    cfg->api_keys[cfg->n_api_keys++] = tok;
+  }
+  return 0;
+}
+
+int config_load(config *cfg, int argc, char **argv) {
+  memset(cfg, 0, sizeof *cfg);
+  int rc;
+  for (size_t i = 0; i < ARRAY_LEN(OPTS); i++)
+    if (OPTS[i].def && (rc = opt_set(cfg, &OPTS[i], OPTS[i].def, OPTS[i].flag))) return rc;
+  for (size_t i = 0; i < ARRAY_LEN(OPTS); i++) {
+    const char *v = getenv(OPTS[i].env);
+    if (v && *v && (rc = opt_set(cfg, &OPTS[i], v, OPTS[i].env))) return rc;
+  }
+  for (int a = 0; a < argc; a++) {
+    const char *arg = argv[a];
+    if (strncmp(arg, "--", 2) != 0)
+      return err_set(ERR_INVALID, "unexpected argument '%s' (options start with --)", arg);
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+    const struct opt *o = opt_find(name, nlen);
+    if (!o) return err_set(ERR_INVALID, "unknown option '--%.*s' (see parley help)", (int)nlen, name);
+    char source[64];
+    snprintf(source, sizeof source, "--%s", o->flag);
+    const char *val;
+    if (eq) val = eq + 1;
+    else if (o->kind == OPT_KIND_BOOL) val = "true";
+    else if (a + 1 < argc) val = argv[++a];
+    else return err_set(ERR_INVALID, "%s: missing value", source);
+    if ((rc = opt_set(cfg, o, val, source))) return rc;
+  }
+  if (!cfg->data_dir && !(cfg->data_dir = default_data_dir())) return ERR_NOMEM;
+  if (!cfg->models_dir) {
+    size_t n = strlen(cfg->data_dir) + 8;
+    if (!(cfg->models_dir = malloc(n))) return ERR_NOMEM;
+    snprintf(cfg->models_dir, n, "%s/models", cfg->data_dir);
+  }
+  enum log_level lvl;
+  if (log_level_parse(cfg->log_level, &lvl))
+    return err_set(ERR_INVALID, "log-level: invalid value '%s' (expected debug, info, warn, error or off)",
+                   cfg->log_level);
+  if (!cfg->host[0]) return err_set(ERR_INVALID, "host: empty address");
+  return split_keys(cfg);
+}
+
+void config_free(config *cfg) {
+  for (size_t i = 0; i < ARRAY_LEN(OPTS); i++)
+    if (OPTS[i].kind == OPT_KIND_STR) {
+      char **p = (char **)(void *)((char *)cfg + OPTS[i].offset);
+      free(*p);
+      *p = NULL;
+    }
+  cfg->n_api_keys = 0;
+}
+
+void config_print_help(FILE *out) {
+  fprintf(out, "options (flag, environment variable, default):\n");
+  for (size_t i = 0; i < ARRAY_LEN(OPTS); i++) {
+    const struct opt *o = &OPTS[i];
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s%s", o->flag, o->kind == OPT_KIND_BOOL ? "" : " VALUE");
+    fprintf(out, "  %-26s %-24s %s", flag, o->env, o->help);
+    if (o->def && *o->def) fprintf(out, " [%s]", o->def);
+    fputc('\n', out);
+  }
+}
+
+bool config_host_is_loopback(const char *host) {
+  return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0 ||
+         strcasecmp(host, "localhost") == 0;
+}

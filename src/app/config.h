@@ -1,0 +1,48 @@
+/*
+ * config.h - parley's configuration: one table of options, each a flag and
+ * an environment variable, which also produces `parley help`.
+ *
+ * Precedence: built-in default < environment variable < command-line flag.
+ * A bad value gives one line naming the option and the value, and the CLI
+ * exits with status 2.
+ */
+#ifndef PARLEY_APP_CONFIG_H
+#define PARLEY_APP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_KEYS 32
+
+typedef struct config {
+  char *host;              /* listen address */
+  int64_t port;            /* listen port, 0..65535 */
+  char *api_keys_raw;      /* comma-separated keys as given */
+  char *api_keys[CONFIG_MAX_KEYS];
+  size_t n_api_keys;
+  bool no_auth;            /* allow a non-loopback listener without a key */
+  char *data_dir;          /* database, blobs, spool, downloaded models */
+  char *models_dir;        /* GGUF files served; default <data_dir>/models */
+  char *log_level;         /* debug|info|warn|error|off */
+  bool access_log;         /* one line per request */
+  int64_t http_threads;    /* connection pool size; 0 = automatic */
+  int64_t max_body;        /* bytes, JSON request bodies */
+  int64_t max_upload;      /* bytes, multipart and binary uploads */
+  int64_t sse_keepalive_s; /* idle seconds between SSE keep-alive comments */
+  int64_t conn_timeout_s;  /* idle connection timeout, seconds */
+  int64_t ws_max_message;  /* bytes, largest WebSocket message */
+} config;
+
+/* Fills cfg with defaults, then applies the environment (getenv), then argv
+ * (flags only, after the subcommand). On a bad value returns ERR_INVALID with
+ * err_detail() naming the option. Unknown flags are errors too. */
+int config_load(config *cfg, int argc, char **argv);
+void config_free(config *cfg);
+/* Prints every option: flag, environment variable, default, help. */
+void config_print_help(FILE *out);
+/* True when host is a loopback address (127.0.0.0/8, ::1, localhost). */
+bool config_host_is_loopback(const char *host);
+
+#endif
