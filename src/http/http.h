@@ -87,6 +87,7 @@ typedef struct http_config {
   unsigned sse_keepalive_ms;    /* idle SSE comment interval; 0 = 15000 */
   unsigned conn_timeout_s;      /* idle connection timeout; 0 = 60 */
   size_t ws_max_message;        /* bytes; default 16 MiB; larger -> close 1009 */
+  size_t max_form_field;        /* bytes per multipart plain field; default 1 MiB (413 past it) */
   bool access_log;              /* one log line per request */
   http_error_fn on_error;
   http_decorate_fn decorate;

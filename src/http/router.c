@@ -1,0 +1,272 @@
+/*
+ * router.c - matches (method, raw path) against declarative route tables.
+ *
+ * A pattern is compiled once into segments: literal, {param} (one segment)
+ * or {name...} (the rest, at least one segment, joined with '/'). A request
+ * path is split on '/' first and each segment is percent-decoded after the
+ * split, so "/v1/models/org%2Fname" gives the one segment "org/name". Empty
+ * segments are skipped: trailing and repeated slashes are tolerated.
+ *
+ * Choice among routes whose pattern matches the path: the most specific one
+ * (segment by segment literal > param > rest), earlier tables first on a tie.
+ * The method is checked after the path: a path that matches only with other
+ * methods gives ERR_METHOD and the Allow list. GET routes answer HEAD.
+ *
+ * Pure (no I/O); start reading at router_match_path.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "http/http_int.h"
+
+enum seg_kind { SEG_LIT = 2, SEG_PARAM = 1, SEG_REST = 0 };
+
+typedef struct seg {
+  enum seg_kind kind;
+  char *text; /* literal text or parameter name */
+} seg;
+
+typedef struct croute {
+  const http_route *route;
+  seg *segs;
+  size_t n_segs;
+} croute;
+
+struct router {
+  croute *routes;
+  size_t n_routes, cap;
+};
+
+int router_new(router **out) {
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : err_set(ERR_NOMEM, "router");
+}
+
+void router_free(router *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_routes; i++) {
+    for (size_t j = 0; j < r->routes[i].n_segs; j++) free(r->routes[i].segs[j].text);
+    free(r->routes[i].segs);
+  }
+  free(r->routes);
+  free(r);
+}
+
+static int compile(const http_route *rt, croute *cr) {
+  const char *p = rt->pattern;
+  cr->route = rt;
+  cr->segs = NULL;
+  cr->n_segs = 0;
+  if (!p || p[0] != '/') return err_set(ERR_INVALID, "route pattern \"%s\" must start with '/'", p ? p : "(null)");
+  seg tmp[ROUTER_MAX_SEGMENTS];
+  size_t n = 0;
+  size_t n_params = 0;
+  while (*p) {
+    while (*p == '/') p++;
+    if (!*p) break;
+    const char *e = p;
+    while (*e && *e != '/') e++;
+    size_t len = (size_t)(e - p);
+    if (n == ROUTER_MAX_SEGMENTS) goto too_many;
+    seg s;
+    if (p[0] == '{' && p[len - 1] == '}') {
+      size_t nl = len - 2;
+      s.kind = SEG_PARAM;
+      if (nl > 3 && memcmp(p + 1 + nl - 3, "...", 3) == 0) {
+        s.kind = SEG_REST;
+        nl -= 3;
+        if (*e && e[strspn(e, "/")]) {
+          for (size_t i = 0; i < n; i++) free(tmp[i].text);
+          return err_set(ERR_INVALID, "route pattern \"%s\": rest parameter must be last", rt->pattern);
+        }
+      }
+      if (nl == 0 || ++n_params > ROUTER_MAX_PARAMS) {
+        for (size_t i = 0; i < n; i++) free(tmp[i].text);
+        return err_set(ERR_INVALID, "route pattern \"%s\": empty parameter name or too many parameters",
+                       rt->pattern);
+      }
+      s.text = str_ndup(p + 1, nl);
+    } else {
+      s.kind = SEG_LIT;
+      s.text = str_ndup(p, len);
+    }
+    if (!s.text) goto nomem;
+    tmp[n++] = s;
+    p = e;
+  }
+  cr->segs = malloc((n ? n : 1) * sizeof *cr->segs);
+  if (!cr->segs) goto nomem;
+  memcpy(cr->segs, tmp, n * sizeof *tmp);
+  cr->n_segs = n;
+  return 0;
+too_many:
+  for (size_t i = 0; i < n; i++) free(tmp[i].text);
+  return err_set(ERR_INVALID, "route pattern \"%s\": more than %d segments", rt->pattern, ROUTER_MAX_SEGMENTS);
+nomem:
+  for (size_t i = 0; i < n; i++) free(tmp[i].text);
+  return err_set(ERR_NOMEM, "route pattern \"%s\"", rt->pattern);
+}
+
+int router_add(router *r, const http_route *routes, size_t n_routes) {
+  if (r->n_routes + n_routes > r->cap) {
+    size_t ncap = r->cap ? r->cap : 16;
+    while (ncap < r->n_routes + n_routes) ncap *= 2;
+    croute *nr = realloc(r->routes, ncap * sizeof *nr);
+    if (!nr) return err_set(ERR_NOMEM, "router: %zu routes", ncap);
+    r->routes = nr;
+    r->cap = ncap;
+  }
+  for (size_t i = 0; i < n_routes; i++) {
+    if (!routes[i].method || !routes[i].fn)
+      return err_set(ERR_INVALID, "route \"%s\": method and handler are required",
+                     routes[i].pattern ? routes[i].pattern : "(null)");
+    int rc = compile(&routes[i], &r->routes[r->n_routes]);
+    if (rc) return rc;
+    r->n_routes++;
+  }
+  return 0;
+}
+
+/* Decoded path segments of one request. */
+typedef struct path_segs {
+  char *s[ROUTER_MAX_SEGMENTS];
+  size_t n;
+} path_segs;
+
+static void path_segs_free(path_segs *ps) {
+  for (size_t i = 0; i < ps->n; i++) free(ps->s[i]);
+  ps->n = 0;
+}
+
+static int path_split(const char *path, path_segs *ps) {
+  ps->n = 0;
+  const char *p = path;
+  while (*p) {
+    while (*p == '/') p++;
+    if (!*p) break;
+    const char *e = p;
+    while (*e && *e != '/') e++;
+    if (ps->n == ROUTER_MAX_SEGMENTS) {
+      path_segs_free(ps);
+      return err_set(ERR_NOT_FOUND, "path has more than %d segments", ROUTER_MAX_SEGMENTS);
+    }
+    int rc = url_decode(p, (size_t)(e - p), false, &ps->s[ps->n], NULL);
+    if (rc) {
+      path_segs_free(ps);
+      return err_set(rc, "path segment %zu: %s", ps->n + 1, err_detail());
+    }
+    ps->n++;
+    p = e;
+  }
+  return 0;
+}
+
+static bool path_matches(const croute *cr, const path_segs *ps) {
+  size_t i = 0;
+  for (; i < cr->n_segs; i++) {
+    const seg *s = &cr->segs[i];
+    if (s->kind == SEG_REST) return i < ps->n; /* at least one segment */
+    if (i >= ps->n) return false;
+    if (s->kind == SEG_LIT && strcmp(s->text, ps->s[i]) != 0) return false;
+  }
+  return i == ps->n;
+}
+
+/* >0 when a is more specific than b. */
+static int specificity_cmp(const croute *a, const croute *b) {
+  size_t n = a->n_segs < b->n_segs ? a->n_segs : b->n_segs;
+  for (size_t i = 0; i < n; i++)
+    if (a->segs[i].kind != b->segs[i].kind) return (int)a->segs[i].kind - (int)b->segs[i].kind;
+  return 0;
+}
+
+static bool method_ok(const char *route_method, const char *method) {
+  if (strcmp(route_method, method) == 0) return true;
+  return strcmp(method, "HEAD") == 0 && strcmp(route_method, "GET") == 0;
+}
+
+static void allow_add(char *allow, size_t cap, const char *m) {
+  /* Skip duplicates: search for m as a whole item. */
+  size_t ml = strlen(m);
+  for (const char *p = allow; (p = strstr(p, m)) != NULL; p += ml) {
+    bool start = p == allow || p[-1] == ' ';
+    bool end = p[ml] == '\0' || p[ml] == ',';
+    if (start && end) return;
+  }
+  size_t used = strlen(allow);
+  size_t need = (used ? 2 : 0) + ml + 1;
+  if (used + need > cap) return;
+  if (used) memcpy(allow + used, ", ", 2), used += 2;
+  memcpy(allow + used, m, ml + 1);
+}
+
+int router_match_path(const router *r, const char *method, const char *path, router_match *m) {
+  memset(m, 0, sizeof *m);
+  path_segs ps;
+  int rc = path_split(path, &ps);
+  if (rc) return rc;
+  const croute *best = NULL;
+  bool any_path = false;
+  for (size_t i = 0; i < r->n_routes; i++) {
+    const croute *cr = &r->routes[i];
+    if (!path_matches(cr, &ps)) continue;
+    any_path = true;
+    if (!method_ok(cr->route->method, method)) continue;
+    if (!best || specificity_cmp(cr, best) > 0) best = cr;
+  }
+  if (!best) {
+    if (!any_path) {
+      path_segs_free(&ps);
+      return err_set(ERR_NOT_FOUND, "no route for %s %s", method, path);
+    }
+    for (size_t i = 0; i < r->n_routes; i++) {
+      const croute *cr = &r->routes[i];
+      if (!path_matches(cr, &ps)) continue;
+      allow_add(m->allow, sizeof m->allow, cr->route->method);
+      if (strcmp(cr->route->method, "GET") == 0) allow_add(m->allow, sizeof m->allow, "HEAD");
+    }
+    allow_add(m->allow, sizeof m->allow, "OPTIONS");
+    path_segs_free(&ps);
+    return err_set(ERR_METHOD, "method %s not allowed for %s", method, path);
+  }
+  m->route = best->route;
+  for (size_t i = 0; i < best->n_segs; i++) {
+    const seg *s = &best->segs[i];
+    if (s->kind == SEG_LIT) continue;
+    char *val;
+    if (s->kind == SEG_PARAM) {
+      val = ps.s[i];
+      ps.s[i] = NULL;
+    } else {
+      size_t total = 0;
+      for (size_t j = i; j < ps.n; j++) total += strlen(ps.s[j]) + 1;
+      val = malloc(total);
+      if (!val) {
+        router_match_free(m);
+        path_segs_free(&ps);
+        return err_set(ERR_NOMEM, "path parameter %s", s->text);
+      }
+      size_t o = 0;
+      for (size_t j = i; j < ps.n; j++) {
+        size_t l = strlen(ps.s[j]);
+        if (o) val[o++] = '/';
+        memcpy(val + o, ps.s[j], l);
+        o += l;
+      }
+      val[o] = '\0';
+    }
+    m->param_names[m->n_params] = s->text;
+    m->param_values[m->n_params] = val;
+    m->n_params++;
+  }
+  for (size_t i = 0; i < ps.n; i++) free(ps.s[i]); /* NULL for moved ones */
+  return 0;
+}
+
+void router_match_free(router_match *m) {
+  for (size_t i = 0; i < m->n_params; i++) free(m->param_values[i]);
+  m->n_params = 0;
+  m->route = NULL;
+}
