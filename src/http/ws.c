@@ -447,6 +447,10 @@ static void cb_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
   }
   if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return; /* ping/pong */
   if (conn_closing(c)) return; /* no messages once a close has started */
+  pthread_mutex_lock(&c->mu);
+  bool close_asked = c->send_closed; /* ws_close or overflow not yet seen by the loop */
+  pthread_mutex_unlock(&c->mu);
+  if (close_asked) return;
   if (arg->opcode == WSLAY_TEXT_FRAME && !ws_utf8_valid(arg->msg, arg->msg_length)) {
     conn_queue_close(c, WS_CLOSE_INVALID_DATA, "invalid UTF-8 in text message");
     wslay_event_shutdown_read(ctx);
@@ -525,8 +529,8 @@ static void conn_finish(ws_loop *loop, ws_conn *c) {
     wslay_event_context_free(c->wslay);
     c->wslay = NULL;
   }
-  atomic_fetch_sub_explicit(&loop->n_open, 1, memory_order_relaxed);
   if (c->h.on_close) c->h.on_close(c, code, reason, c->ctx);
+  atomic_fetch_sub_explicit(&loop->n_open, 1, memory_order_release);
 }
 
 /* After anything happened to c: flush, close, finish or re-arm epoll. */

@@ -77,7 +77,8 @@ void ws_loop_free(ws_loop *loop);
  * is not called. */
 int ws_loop_adopt(ws_loop *loop, int fd, const void *extra, size_t extra_len, const ws_handler *h,
                   void *ctx, void (*release)(void *arg), void *release_arg);
-/* Connections adopted and not yet finished. */
+/* Connections adopted and not yet finished (a connection leaves the count
+ * after its on_close has returned). */
 size_t ws_loop_n_open(ws_loop *loop);
 
 /* Queue one whole message (copied); any thread. Return 0, ERR_CANCELLED once

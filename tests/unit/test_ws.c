@@ -254,6 +254,13 @@ static int ts_wait(tstate *ts, int *field, int want, int timeout_ms) {
   return v;
 }
 
+static int ts_get(tstate *ts, const int *field) {
+  pthread_mutex_lock(&ts->mu);
+  int v = *field;
+  pthread_mutex_unlock(&ts->mu);
+  return v;
+}
+
 /* Adopts one end of a new socketpair into loop; returns the client end. */
 static int open_client(ws_loop *loop, tstate *ts, const void *extra, size_t n_extra) {
   int sv[2];
@@ -267,6 +274,13 @@ static int open_client(ws_loop *loop, tstate *ts, const void *extra, size_t n_ex
 }
 
 static double now_ms(void) { return (double)time_mono_ns() / 1e6; }
+
+/* Polls ws_loop_n_open until it equals want (it drops after on_close returns). */
+static size_t wait_n_open(ws_loop *loop, size_t want, int timeout_ms) {
+  double end = now_ms() + timeout_ms;
+  while (ws_loop_n_open(loop) != want && now_ms() < end) usleep(1000);
+  return ws_loop_n_open(loop);
+}
 
 /* ---- tests ----------------------------------------------------------------- */
 
@@ -311,9 +325,9 @@ TEST(ws_adopt_rejects_bad_arguments) {
   EXPECT_INT_EQ(ws_loop_adopt(loop, -1, NULL, 0, &g_handler, &ts, NULL, NULL), ERR_INVALID);
   EXPECT_INT_EQ(ws_loop_adopt(loop, 0, NULL, 0, NULL, &ts, NULL, NULL), ERR_INVALID);
   EXPECT_INT_EQ(ws_loop_adopt(loop, 0, NULL, 5, &g_handler, &ts, NULL, NULL), ERR_INVALID);
-  EXPECT_INT_EQ(ws_loop_n_open(loop), 0);
+  EXPECT_INT_EQ(wait_n_open(loop, 0, 2000), 0);
   ws_loop_free(loop);
-  EXPECT_INT_EQ(ts.n_close, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 0);
   ts_free(&ts);
 }
 
@@ -346,7 +360,7 @@ TEST(ws_echo_text_and_binary) {
     free(f.data);
     free(b);
   }
-  EXPECT_INT_EQ(ts.n_msg, 4);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 4);
   EXPECT_INT_EQ(ws_loop_n_open(loop), 1);
   ASSERT_TRUE(send_close(fd, 1000, ""));
   EXPECT_INT_EQ(read_until_close(fd, 2000), 1000);
@@ -357,7 +371,7 @@ TEST(ws_echo_text_and_binary) {
   EXPECT_INT_EQ(ts.send_after_close_rc, ERR_CANCELLED);
   close(fd);
   ws_loop_free(loop);
-  EXPECT_INT_EQ(ts.n_close, 1);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 1);
   ts_free(&ts);
 }
 
@@ -381,7 +395,7 @@ TEST(ws_fragmented_message_delivered_whole) {
   EXPECT_INT_EQ(f.opcode, OP_TEXT);
   EXPECT_STR_EQ((char *)f.data, "Hello, world");
   free(f.data);
-  EXPECT_INT_EQ(ts.n_msg, 1);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 1);
   close(fd);
   ws_loop_free(loop);
   ts_free(&ts);
@@ -403,7 +417,7 @@ TEST(ws_ping_gets_pong_with_same_payload) {
   EXPECT_INT_EQ(f.len, 125);
   if (f.len == 125) EXPECT_MEM_EQ(f.data, payload, 125);
   free(f.data);
-  EXPECT_INT_EQ(ts.n_msg, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 0);
   close(fd);
   ws_loop_free(loop);
   ts_free(&ts);
@@ -430,11 +444,11 @@ TEST(ws_close_1000_reason_echoed) {
   EXPECT_INT_EQ(ts.close_code, 1000);
   EXPECT_STR_EQ(ts.close_reason, "bye");
   usleep(100 * 1000);
-  EXPECT_INT_EQ(ts.n_close, 1);
-  EXPECT_INT_EQ(ws_loop_n_open(loop), 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 1);
+  EXPECT_INT_EQ(wait_n_open(loop, 0, 2000), 0);
   close(fd);
   ws_loop_free(loop);
-  EXPECT_INT_EQ(ts.n_close, 1);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 1);
   ts_free(&ts);
 }
 
@@ -456,7 +470,7 @@ TEST(ws_oversized_message_closes_1009) {
   EXPECT_INT_EQ(read_until_close(fd, 2000), 1009);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
   EXPECT_INT_EQ(ts.close_code, 1009);
-  EXPECT_INT_EQ(ts.n_msg, 1);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 1);
   close(fd);
   ws_loop_free(loop);
   ts_free(&ts);
@@ -475,7 +489,7 @@ TEST(ws_oversized_fragmented_message_closes_1009) {
   ASSERT_TRUE(send_frame(fd, 1, OP_CONT, part, sizeof part)); /* 1200 in total */
   EXPECT_INT_EQ(read_until_close(fd, 2000), 1009);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
-  EXPECT_INT_EQ(ts.n_msg, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 0);
   close(fd);
   ws_loop_free(loop);
   ts_free(&ts);
@@ -492,7 +506,7 @@ TEST(ws_invalid_utf8_text_closes_1007) {
   EXPECT_INT_EQ(read_until_close(fd, 2000), 1007);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
   EXPECT_INT_EQ(ts.close_code, 1007);
-  EXPECT_INT_EQ(ts.n_msg, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 0);
   close(fd);
   /* a character split across fragments is fine; binary is never checked */
   ts_init(&ts);
@@ -527,7 +541,7 @@ TEST(ws_unmasked_client_frame_closes_1002) {
   EXPECT_INT_EQ(read_until_close(fd, 2000), 1002);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
   EXPECT_INT_EQ(ts.close_code, 1002);
-  EXPECT_INT_EQ(ts.n_msg, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 0);
   close(fd);
   /* a reserved opcode is a protocol error too */
   ts_init(&ts);
@@ -552,9 +566,9 @@ TEST(ws_abrupt_disconnect_gives_1006) {
   close(fd);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
   EXPECT_INT_EQ(ts.close_code, 1006);
-  EXPECT_INT_EQ(ws_loop_n_open(loop), 0);
+  EXPECT_INT_EQ(wait_n_open(loop, 0, 2000), 0);
   ws_loop_free(loop);
-  EXPECT_INT_EQ(ts.n_close, 1);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 1);
   ts_free(&ts);
 }
 
@@ -639,7 +653,7 @@ TEST(ws_idle_timeout_closes_1001) {
     EXPECT_INT_EQ(f.opcode, OP_PONG);
     free(f.data);
   }
-  EXPECT_INT_EQ(ts.n_close, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 0);
   double t0 = now_ms();
   EXPECT_INT_EQ(read_until_close(fd, 3000), 1001);
   double dt = now_ms() - t0;
@@ -663,7 +677,7 @@ TEST(ws_loop_free_closes_open_connections_1001) {
   double t0 = now_ms();
   ws_loop_free(loop);
   EXPECT_TRUE(now_ms() - t0 < 1000); /* no waiting for peers that are writable */
-  EXPECT_INT_EQ(ts.n_close, 3);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 3);
   EXPECT_INT_EQ(ts.close_code, 1001);
   for (int i = 0; i < 3; i++) {
     EXPECT_INT_EQ(read_until_close(fds[i], 2000), 1001);
@@ -699,9 +713,9 @@ TEST(ws_many_connections_on_one_loop) {
   EXPECT_INT_EQ(good, N);
   for (int i = 0; i < N; i++) close(fds[i]);
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, N, 3000), N);
-  EXPECT_INT_EQ(ws_loop_n_open(loop), 0);
+  EXPECT_INT_EQ(wait_n_open(loop, 0, 2000), 0);
   ws_loop_free(loop);
-  EXPECT_INT_EQ(ts.n_close, N);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), N);
   ts_free(&ts);
 }
 
@@ -762,7 +776,7 @@ TEST(ws_close_api_flushes_then_closes) {
   EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
   EXPECT_INT_EQ(ts.close_code, 1000);
   EXPECT_STR_EQ(ts.close_reason, "ok");
-  EXPECT_INT_EQ(ts.n_msg, 0);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_msg), 0);
   close(fd);
   ws_loop_free(loop);
   ts_free(&ts);
