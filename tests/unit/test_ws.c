@@ -875,3 +875,99 @@ TEST(ws_loop_new_and_free_without_connections) {
   ASSERT_INT_EQ(ws_loop_new(NULL, &loop), 0);
   ws_loop_free(loop);
 }
+
+typedef struct multi_arg {
+  ws_conn *c;
+  int id, n;
+  int n_ok, n_cancelled, n_other;
+} multi_arg;
+
+static void *multi_sender(void *p) {
+  multi_arg *a = p;
+  for (int i = 0; i < a->n; i++) {
+    uint8_t b[3] = {(uint8_t)a->id, (uint8_t)(i >> 8), (uint8_t)i};
+    int r = ws_send_binary(a->c, b, 3);
+    if (r == 0)
+      a->n_ok++;
+    else if (r == ERR_CANCELLED)
+      a->n_cancelled++;
+    else
+      a->n_other++;
+    if (i % 32 == 0) usleep(200);
+  }
+  return NULL;
+}
+
+TEST(ws_concurrent_senders_then_close_from_another_thread) {
+  ws_loop *loop;
+  ASSERT_INT_EQ(ws_loop_new(NULL, &loop), 0);
+  tstate ts;
+  ts_init(&ts);
+  ts.keep = true;
+  int fd = open_client(loop, &ts, NULL, 0);
+  ASSERT_TRUE(fd >= 0);
+  ASSERT_INT_EQ(ts_wait(&ts, &ts.n_open, 1, 2000), 1);
+  enum { T = 4, N = 1000 };
+  multi_arg args[T];
+  pthread_t th[T];
+  for (int t = 0; t < T; t++) {
+    args[t] = (multi_arg){ts.conn, t, N, 0, 0, 0};
+    ASSERT_INT_EQ(pthread_create(&th[t], NULL, multi_sender, &args[t]), 0);
+  }
+  usleep(5000);
+  EXPECT_INT_EQ(ws_close(ts.conn, 1000, "enough"), 0);
+  EXPECT_INT_EQ(ws_close(ts.conn, 1000, "again"), ERR_CANCELLED);
+  for (int t = 0; t < T; t++) pthread_join(th[t], NULL);
+  int next[T] = {0}, bad = 0, close_code = -1;
+  for (;;) {
+    frame f;
+    if (read_frame(fd, &f, 2000) != 1) break;
+    if (f.opcode == OP_CLOSE) {
+      close_code = close_code_of(&f);
+      free(f.data);
+      break;
+    }
+    if (f.opcode != OP_BIN || f.len != 3 || f.data[0] >= T) {
+      bad++;
+    } else {
+      int t = f.data[0], i = (f.data[1] << 8) | f.data[2];
+      if (i != next[t]) bad++; /* each thread's messages arrive in order, none lost */
+      next[t] = i + 1;
+    }
+    free(f.data);
+  }
+  EXPECT_INT_EQ(close_code, 1000);
+  EXPECT_INT_EQ(bad, 0);
+  for (int t = 0; t < T; t++) {
+    EXPECT_INT_EQ(args[t].n_other, 0);
+    EXPECT_INT_EQ(args[t].n_ok + args[t].n_cancelled, N);
+    EXPECT_INT_EQ(next[t], args[t].n_ok); /* every accepted message was delivered */
+  }
+  ASSERT_TRUE(send_close(fd, 1000, ""));
+  EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
+  EXPECT_INT_EQ(ts.close_code, 1000);
+  close(fd);
+  ws_loop_free(loop);
+  ts_free(&ts);
+}
+
+TEST(ws_peer_close_without_code_reports_1005) {
+  ws_loop *loop;
+  ASSERT_INT_EQ(ws_loop_new(NULL, &loop), 0);
+  tstate ts;
+  ts_init(&ts);
+  int fd = open_client(loop, &ts, NULL, 0);
+  ASSERT_TRUE(fd >= 0);
+  ASSERT_TRUE(send_frame(fd, 1, OP_CLOSE, "", 0));
+  frame f;
+  ASSERT_INT_EQ(read_frame(fd, &f, 2000), 1);
+  EXPECT_INT_EQ(f.opcode, OP_CLOSE);
+  EXPECT_INT_EQ(f.len, 0); /* echoed as an empty close */
+  free(f.data);
+  EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 2000), 1);
+  EXPECT_INT_EQ(ts.close_code, 1005);
+  EXPECT_STR_EQ(ts.close_reason, "");
+  close(fd);
+  ws_loop_free(loop);
+  ts_free(&ts);
+}
