@@ -533,33 +533,28 @@ static void conn_finish(ws_loop *loop, ws_conn *c) {
   atomic_fetch_sub_explicit(&loop->n_open, 1, memory_order_release);
 }
 
+/* True when ws_close() asked for a close and everything queued before it has
+ * left wslay's queue, so the close frame can go out last. */
+static bool conn_graceful_close_due(ws_conn *c) {
+  if (!c->want_close || c->close_queued || wslay_event_get_queued_msg_count(c->wslay) != 0)
+    return false;
+  pthread_mutex_lock(&c->mu);
+  bool outbox_empty = c->out_head == NULL;
+  pthread_mutex_unlock(&c->mu);
+  return outbox_empty;
+}
+
 /* After anything happened to c: flush, close, finish or re-arm epoll. */
 static void conn_service(ws_loop *loop, ws_conn *c) {
   if (c->state != WS_CONN_OPEN) return;
   uint64_t now = time_mono_ns();
-  /* A graceful close goes out once everything queued before it is sent. */
-  if (c->want_close && !c->close_queued && wslay_event_get_queued_msg_count(c->wslay) == 0) {
-    pthread_mutex_lock(&c->mu);
-    bool outbox_empty = c->out_head == NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (outbox_empty) conn_queue_close(c, c->want_close_code, c->want_close_reason);
-  }
-  if (wslay_event_want_write(c->wslay)) {
-    if (wslay_event_send(c->wslay) < 0) {
+  /* Send; a graceful close is queued once everything before it has been
+   * written, which may happen in this very pass (hence two rounds). */
+  for (int round = 0; round < 2; round++) {
+    if (conn_graceful_close_due(c)) conn_queue_close(c, c->want_close_code, c->want_close_reason);
+    if (wslay_event_want_write(c->wslay) && wslay_event_send(c->wslay) < 0) {
       conn_finish(loop, c);
       return;
-    }
-  }
-  if (c->want_close && !c->close_queued && wslay_event_get_queued_msg_count(c->wslay) == 0) {
-    pthread_mutex_lock(&c->mu);
-    bool outbox_empty = c->out_head == NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (outbox_empty) {
-      conn_queue_close(c, c->want_close_code, c->want_close_reason);
-      if (wslay_event_want_write(c->wslay) && wslay_event_send(c->wslay) < 0) {
-        conn_finish(loop, c);
-        return;
-      }
     }
   }
   bool closing = conn_closing(c) || wslay_event_get_close_sent(c->wslay) ||
