@@ -1,0 +1,256 @@
+/*
+ * kernels.c - kern_matmul: argument checks, run-time ISA dispatch, the
+ * activation quantization phase and the work split across the thread pool.
+ *
+ * Start at kern_matmul. Dispatch happens once (pthread_once): the best of
+ * kern_ops_avx512 / kern_ops_avx2 / kern_ops_neon that reports the CPU can
+ * run it fills a table of per-type tile kernels; a type with no tile kernel,
+ * or every type while the reference is forced, goes through ref_vec_dot
+ * (double accumulation), which is the definition of correct.
+ *
+ * Work split: output (row chunk x token group) rectangles handed out by an
+ * atomic counter, so a thread slowed by another process does not hold up
+ * the call. Every output element is computed by exactly one tile call whose
+ * arithmetic does not depend on the split (kernels_impl.h), so results are
+ * identical for any thread count. Within a rectangle, tokens are walked in
+ * groups of KERN_MM_TOK_BLOCK outside the rows so that both the quantized
+ * activations and the chunk's weight rows stay in L2.
+ */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/ref.h"
+
+#define KERN_MM_TOK_BLOCK 16 /* tokens per inner sweep over a row chunk */
+
+static struct kern_ops g_ops;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static atomic_bool g_force_ref;
+
+static void kern_init(void) {
+  memset(&g_ops, 0, sizeof g_ops);
+  g_ops.isa = "scalar";
+  struct kern_ops o;
+  memset(&o, 0, sizeof o);
+  if (kern_ops_avx512(&o) || kern_ops_avx2(&o) || kern_ops_neon(&o)) g_ops = o;
+  const char *env = getenv("PARLEY_KERNELS");
+  if (env && strcmp(env, "reference") == 0) atomic_store(&g_force_ref, true);
+}
+
+static const struct kern_ops *kern_get_ops(void) {
+  pthread_once(&g_once, kern_init);
+  return &g_ops;
+}
+
+void kern_force_reference(bool on) {
+  kern_get_ops();
+  atomic_store(&g_force_ref, on);
+}
+
+const char *kern_isa(void) {
+  const struct kern_ops *o = kern_get_ops();
+  return atomic_load(&g_force_ref) ? "reference" : o->isa;
+}
+
+bool kern_has_fast(int type) {
+  const struct kern_ops *o = kern_get_ops();
+  return type >= 0 && type < TENSOR_TYPE_COUNT && o->tile[type] && !atomic_load(&g_force_ref);
+}
+
+/* ---- portable activation quantizers ------------------------------------ */
+
+void kern_quant_q8_c(const float *x, void *dst, int64_t n) {
+  kern_block_q8 *b = dst;
+  for (int64_t i = 0; i < n / 32; i++, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+      int q = (int)lrintf(x[j] * id);
+      b[i].qs[j] = (int8_t)q;
+      sum += q;
+    }
+    b[i].d = d;
+    b[i].s = d * (float)sum;
+  }
+}
+
+void kern_quant_q8_K_c(const float *x, void *dst, int64_t n) {
+  block_q8_K *b = dst;
+  for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+    float amax = 0.0f;
+    for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < QK_K; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+    for (int k = 0; k < QK_K / 16; k++) {
+      int s = 0;
+      for (int j = 0; j < 16; j++) s += b[i].qs[16 * k + j];
+      b[i].bsums[k] = (int16_t)s;
+    }
+    b[i].d = d;
+  }
+}
+
+/* ---- the matmul driver --------------------------------------------------- */
+
+struct mm_job {
+  int type;
+  const uint8_t *W;
+  size_t row_bytes;
+  int64_t n_rows, n_cols, n_tokens;
+  const float *x;
+  float *y;
+  /* activations as the tile kernel reads them */
+  kern_tile_fn tile;  /* NULL: reference */
+  kern_quant_fn quant;
+  const uint8_t *xa;
+  uint8_t *xq;
+  size_t xa_stride;
+  /* split */
+  int64_t chunk_rows, n_row_chunks;
+  int64_t chunk_toks, n_tok_chunks;
+  atomic_llong next;
+};
+
+static void mm_quant_worker(void *arg, int ith, int nth) {
+  struct mm_job *j = arg;
+  int64_t t0 = j->n_tokens * ith / nth, t1 = j->n_tokens * (ith + 1) / nth;
+  for (int64_t t = t0; t < t1; t++)
+    j->quant(j->x + t * j->n_cols, j->xq + (size_t)t * j->xa_stride, j->n_cols);
+}
+
+static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (!j->tile) {
+    for (int64_t t = t0; t < t1; t++)
+      for (int64_t r = r0; r < r1; r++)
+        ref_vec_dot((uint32_t)j->type, j->W + (size_t)r * j->row_bytes, j->x + t * j->n_cols,
+                    j->n_cols, &j->y[t * j->n_rows + r]);
+    return;
+  }
+  for (int64_t tb = t0; tb < t1; tb += KERN_MM_TOK_BLOCK) {
+    int64_t te = tb + KERN_MM_TOK_BLOCK < t1 ? tb + KERN_MM_TOK_BLOCK : t1;
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t *w = j->W + (size_t)r * j->row_bytes;
+      for (int64_t t = tb; t < te; t += KERN_TILE_TOKENS) {
+        int nt = (int)(te - t < KERN_TILE_TOKENS ? te - t : KERN_TILE_TOKENS);
+        j->tile(w, j->n_cols, j->xa + (size_t)t * j->xa_stride, j->xa_stride, nt,
+                &j->y[t * j->n_rows + r], (size_t)j->n_rows);
+      }
+    }
+  }
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+  (void)ith;
+  (void)nth;
+  struct mm_job *j = arg;
+  int64_t n_chunks = j->n_row_chunks * j->n_tok_chunks;
+  for (;;) {
+    int64_t c = atomic_fetch_add(&j->next, 1);
+    if (c >= n_chunks) break;
+    int64_t rc = c % j->n_row_chunks, tc = c / j->n_row_chunks;
+    int64_t r0 = rc * j->chunk_rows, t0 = tc * j->chunk_toks;
+    int64_t r1 = r0 + j->chunk_rows < j->n_rows ? r0 + j->chunk_rows : j->n_rows;
+    int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
+    mm_rect(j, r0, r1, t0, t1);
+  }
+}
+
+/* Chooses the rectangle sizes: about 8 chunks per thread for balance, row
+ * chunks of at least 8 rows; tokens split (in whole tiles) only when the
+ * rows alone give too few chunks. */
+static void mm_plan(struct mm_job *j, int nth) {
+  int64_t want = (int64_t)nth * 8;
+  int64_t cr = (j->n_rows + want - 1) / want;
+  if (cr < 8) cr = 8;
+  j->chunk_rows = cr;
+  j->n_row_chunks = (j->n_rows + cr - 1) / cr;
+  j->chunk_toks = j->n_tokens;
+  j->n_tok_chunks = 1;
+  if (nth > 1 && j->n_row_chunks < want && j->n_tokens > KERN_TILE_TOKENS) {
+    int64_t groups = (j->n_tokens + KERN_TILE_TOKENS - 1) / KERN_TILE_TOKENS;
+    int64_t split = (want + j->n_row_chunks - 1) / j->n_row_chunks;
+    if (split > groups) split = groups;
+    int64_t per = (groups + split - 1) / split;
+    j->chunk_toks = per * KERN_TILE_TOKENS;
+    j->n_tok_chunks = (j->n_tokens + j->chunk_toks - 1) / j->chunk_toks;
+  }
+  atomic_init(&j->next, 0);
+}
+
+int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_t n_cols,
+                const float *x, int64_t n_tokens, float *y) {
+  const struct kern_ops *ops = kern_get_ops();
+  const struct tensor_type_traits *tr = tensor_type_get(type < 0 ? UINT32_MAX : (uint32_t)type);
+  if (!tr || !tr->supported)
+    return err_set(ERR_UNSUPPORTED, "matmul: tensor type %s (%d) has no kernel",
+                   tensor_type_name(type < 0 ? UINT32_MAX : (uint32_t)type), type);
+  if (n_rows < 0 || n_cols < 0 || n_tokens < 0)
+    return err_set(ERR_RANGE, "matmul: negative size (%lld rows, %lld cols, %lld tokens)",
+                   (long long)n_rows, (long long)n_cols, (long long)n_tokens);
+  size_t row_bytes;
+  int rc = tensor_type_row_bytes((uint32_t)type, n_cols, &row_bytes);
+  if (rc) return rc;
+  size_t total;
+  if (__builtin_mul_overflow(row_bytes, (uint64_t)n_rows, &total))
+    return err_set(ERR_RANGE, "matmul: %lld rows of %zu bytes overflow", (long long)n_rows,
+                   row_bytes);
+  if (n_rows == 0 || n_tokens == 0) return 0;
+
+  struct mm_job j;
+  memset(&j, 0, sizeof j);
+  j.type = type;
+  j.W = W;
+  j.row_bytes = row_bytes;
+  j.n_rows = n_rows;
+  j.n_cols = n_cols;
+  j.n_tokens = n_tokens;
+  j.x = x;
+  j.y = y;
+  void *heap = NULL;
+  if (!atomic_load(&g_force_ref) && ops->tile[type]) {
+    j.tile = ops->tile[type];
+    switch ((enum kern_act)ops->act[type]) {
+    case KERN_ACT_F32:
+      j.xa = (const uint8_t *)x;
+      j.xa_stride = (size_t)n_cols * sizeof(float);
+      break;
+    case KERN_ACT_Q8:
+      j.quant = ops->quant_q8;
+      j.xa_stride = (size_t)(n_cols / 32) * sizeof(kern_block_q8);
+      break;
+    case KERN_ACT_Q8_K:
+      j.quant = ops->quant_q8_K;
+      j.xa_stride = (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
+      break;
+    }
+    if (j.quant) {
+      size_t bytes;
+      if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
+        return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow",
+                       (long long)n_tokens, (long long)n_cols);
+      j.xq = tp ? tpool_scratch(tp, 0, bytes) : (heap = malloc(bytes ? bytes : 1));
+      if (!j.xq)
+        return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
+      j.xa = j.xq;
+      if (tp && n_tokens >= 2 * tpool_n_threads(tp) && n_tokens * n_cols >= 65536)
+        tpool_run(tp, mm_quant_worker, &j);
+      else
+        mm_quant_worker(&j, 0, 1);
+    }
+  }
+  mm_plan(&j, tpool_n_threads(tp));
+  tpool_run(tp, mm_worker, &j);
+  free(heap);
+  return 0;
+}

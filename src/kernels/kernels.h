@@ -1,0 +1,67 @@
+/*
+ * kernels.h - the compute kernels the model runtime calls: a thread pool and
+ * a matrix multiplication y = W x for every weight type, with run-time
+ * dispatch to the best SIMD variant the CPU has.
+ *
+ * Correctness is defined by the scalar reference kernels (kernels/ref.h);
+ * the fast variants are tested against them (tests/unit/test_kernels*.c).
+ * See docs/runtime.md, "Kernels and dispatch".
+ */
+#ifndef PARLEY_KERNELS_KERNELS_H
+#define PARLEY_KERNELS_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- thread pool --------------------------------------------------------
+ * n_threads - 1 worker threads are created by tpool_new and live until
+ * tpool_free; the thread calling tpool_run works as thread 0. A pool serves
+ * one caller at a time (tpool_run is not reentrant and must not be called
+ * from inside fn). Workers spin briefly after a job, then sleep. */
+typedef struct thread_pool thread_pool;
+/* n_threads >= 1 (ERR_RANGE otherwise); ERR_NOMEM / ERR_INTERNAL when memory
+ * or threads cannot be had. */
+int tpool_new(int n_threads, thread_pool **out);
+void tpool_free(thread_pool *tp);
+int tpool_n_threads(const thread_pool *tp);
+/* Runs fn(ctx, ith, nth) for ith = 0..nth-1 (nth = tpool_n_threads) across
+ * the pool and returns when all are done. tp NULL runs fn(ctx, 0, 1). */
+void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+
+/* ---- matrix multiplication ----------------------------------------------
+ * y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < n_rows.
+ * W: n_rows rows of n_cols elements of type `type` (enum tensor_type),
+ * row-major, rows contiguous (a GGUF 2-D tensor with dims[0] = n_cols,
+ * dims[1] = n_rows). x: n_tokens x n_cols float32; y: n_tokens x n_rows
+ * float32 (must not overlap x or W).
+ *
+ * Splits rows (and tokens when there are few rows) across the pool; tp may
+ * be NULL (single thread; then a scratch buffer is allocated per call, the
+ * pool keeps its scratch between calls). Results do not depend on the
+ * number of threads, nor on how many other tokens are in the call.
+ *
+ * Errors: ERR_UNSUPPORTED naming the type for types without a kernel,
+ * ERR_RANGE when n_cols is not a multiple of the block size or a count is
+ * negative, ERR_NOMEM when scratch cannot be allocated.
+ *
+ * Precision: F32/F16/BF16 weights multiply f32 activations (f32 FMA
+ * accumulation). Quantized weights multiply activations quantized once per
+ * call to 8 bits (Q8_0 blocks of 32 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q8_K
+ * blocks of 256 for the K-quants), as llama.cpp does: the relative error
+ * this adds is about 0.4% of sum |w x| at worst, far below the weight
+ * quantization error. The reference path (kern_force_reference) computes
+ * every dot product in double with ref_vec_dot. */
+int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_t n_cols,
+                const float *x, int64_t n_tokens, float *y);
+
+/* Forces the scalar reference kernels everywhere (tests and `--reference`);
+ * also on when the environment has PARLEY_KERNELS=reference at first use. */
+void kern_force_reference(bool on);
+/* What dispatch chose: "avx512-vnni", "avx2", "neon", "scalar", or
+ * "reference" while the reference kernels are forced. */
+const char *kern_isa(void);
+/* True when kern_matmul has a fast (non-reference) kernel for type on this
+ * CPU. */
+bool kern_has_fast(int type);
+
+#endif

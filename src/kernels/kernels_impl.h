@@ -1,0 +1,73 @@
+/*
+ * kernels_impl.h - internal interface between the matmul driver
+ * (kernels.c) and the per-ISA kernel files (kern_avx2.c, kern_avx512.c,
+ * kern_neon.c). Not for callers outside src/kernels/.
+ *
+ * A fast kernel for a weight type is a "tile" function: one weight row times
+ * up to KERN_TILE_TOKENS activation rows. Activations arrive in the format
+ * the type asks for (f32, kern_block_q8 or block_q8_K), prepared once per call by the
+ * driver with the ISA's quantizer. Invariant every tile function keeps: the
+ * result for a token is bit-identical whatever nt is (the per-token
+ * arithmetic never depends on the other tokens of the tile), which is what
+ * makes kern_matmul independent of thread count and batch composition.
+ */
+#ifndef PARLEY_KERNELS_KERNELS_IMPL_H
+#define PARLEY_KERNELS_KERNELS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+
+#define KERN_TILE_TOKENS 4
+
+/* Activation block of 32 for the Q4_0/Q4_1/Q5_x/Q8_0 weights: like Q8_0 but
+ * with an f32 scale (no f16 rounding, no conversion in the inner loop) and
+ * the scaled sum s = d * sum(qs) that the offset types (Q4_1, Q5_1) need. */
+typedef struct {
+  float d;
+  float s;
+  int8_t qs[32];
+} kern_block_q8;
+_Static_assert(sizeof(kern_block_q8) == 40, "kern_block_q8");
+
+enum kern_act {
+  KERN_ACT_F32 = 0, /* x used as given */
+  KERN_ACT_Q8,      /* x quantized to kern_block_q8 rows (blocks of 32) */
+  KERN_ACT_Q8_K,    /* x quantized to block_q8_K rows */
+};
+
+/* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..KERN_TILE_TOKENS), where
+ * x_t = (const char *)x + t * x_stride, n_cols elements (a multiple of the
+ * block size). */
+typedef void (*kern_tile_fn)(const void *w_row, int64_t n_cols, const void *x, size_t x_stride,
+                             int nt, float *y, size_t y_stride);
+/* Quantizes n f32 (a multiple of the block size) into activation blocks. */
+typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
+
+struct kern_ops {
+  const char *isa;
+  kern_quant_fn quant_q8;
+  kern_quant_fn quant_q8_K;
+  kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
+  unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
+};
+
+/* Each fills ops and returns 1 when compiled in and usable on this CPU. */
+int kern_ops_avx2(struct kern_ops *ops);
+int kern_ops_avx512(struct kern_ops *ops);
+int kern_ops_neon(struct kern_ops *ops);
+
+/* Per-thread scratch owned by the pool (thread ith), grown on demand and
+ * kept; NULL on allocation failure. Only for use inside tpool_run or by the
+ * caller between runs (ith 0). */
+void *tpool_scratch(thread_pool *tp, int ith, size_t bytes);
+
+/* Portable activation quantizers (kernels.c), the definition the SIMD
+ * quantizers match bit for bit: d = amax / 127 (f32), q = x * (1 / d) rounded
+ * to nearest even (lrintf under the default rounding mode). */
+void kern_quant_q8_c(const float *x, void *dst, int64_t n);
+void kern_quant_q8_K_c(const float *x, void *dst, int64_t n);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * tpool.c - the compute thread pool: n_threads - 1 workers created once,
+ * the caller of tpool_run working as thread 0.
+ *
+ * A job is published by bumping `gen` (under the mutex, then a broadcast);
+ * each worker remembers the last generation it ran, spins a short while
+ * watching gen (decode issues hundreds of small jobs per token, and a
+ * futex wake costs more than the job), then sleeps on cv_start. Completion
+ * is counted down in n_pending; the worker that reaches zero signals
+ * cv_done under the mutex, so the caller cannot miss it. The job's fn/ctx
+ * are written before gen changes and read after, both under the mutex or
+ * ordered by the seq_cst atomics.
+ *
+ * Each thread also owns a scratch buffer (tpool_scratch) that grows on
+ * demand and is freed with the pool, so kernels never allocate per call.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TPOOL_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define TPOOL_PAUSE() __asm__ __volatile__("yield")
+#else
+#define TPOOL_PAUSE() ((void)0)
+#endif
+
+/* Spin iterations before sleeping (tens of microseconds). */
+#define TPOOL_SPIN 4000
+
+struct tpool_scratch_buf {
+  void *p;
+  size_t cap;
+  char pad[64 - sizeof(void *) - sizeof(size_t)]; /* one cache line each */
+};
+
+struct tpool_worker {
+  thread_pool *tp;
+  int ith;
+  pthread_t thread;
+};
+
+struct thread_pool {
+  int n_threads;
+  int n_started;
+  struct tpool_worker *workers; /* n_threads - 1 */
+  struct tpool_scratch_buf *scratch; /* n_threads */
+  pthread_mutex_t mu;
+  pthread_cond_t cv_start, cv_done;
+  atomic_uint gen;
+  atomic_int n_pending;
+  atomic_bool stop;
+  void (*fn)(void *ctx, int ith, int nth);
+  void *ctx;
+};
+
+static void *tpool_worker_main(void *arg) {
+  struct tpool_worker *w = arg;
+  thread_pool *tp = w->tp;
+  unsigned seen = 0;
+  for (;;) {
+    unsigned g = atomic_load(&tp->gen);
+    for (int i = 0; g == seen && i < TPOOL_SPIN && !atomic_load(&tp->stop); i++) {
+      TPOOL_PAUSE();
+      g = atomic_load(&tp->gen);
+    }
+    if (g == seen) {
+      pthread_mutex_lock(&tp->mu);
+      while ((g = atomic_load(&tp->gen)) == seen && !atomic_load(&tp->stop))
+        pthread_cond_wait(&tp->cv_start, &tp->mu);
+      pthread_mutex_unlock(&tp->mu);
+    }
+    if (atomic_load(&tp->stop)) break;
+    seen = g;
+    tp->fn(tp->ctx, w->ith, tp->n_threads);
+    if (atomic_fetch_sub(&tp->n_pending, 1) == 1) {
+      pthread_mutex_lock(&tp->mu);
+      pthread_cond_signal(&tp->cv_done);
+      pthread_mutex_unlock(&tp->mu);
+    }
+  }
+  return NULL;
+}
+
+int tpool_new(int n_threads, thread_pool **out) {
+  *out = NULL;
+  if (n_threads < 1 || n_threads > 1024)
+    return err_set(ERR_RANGE, "thread pool size %d is not in 1..1024", n_threads);
+  thread_pool *tp = calloc(1, sizeof *tp);
+  if (!tp) return err_set(ERR_NOMEM, "thread pool");
+  tp->n_threads = n_threads;
+  tp->workers = calloc((size_t)n_threads, sizeof *tp->workers);
+  tp->scratch = calloc((size_t)n_threads, sizeof *tp->scratch);
+  if (!tp->workers || !tp->scratch) {
+    free(tp->workers);
+    free(tp->scratch);
+    free(tp);
+    return err_set(ERR_NOMEM, "thread pool of %d threads", n_threads);
+  }
+  pthread_mutex_init(&tp->mu, NULL);
+  pthread_cond_init(&tp->cv_start, NULL);
+  pthread_cond_init(&tp->cv_done, NULL);
+  atomic_init(&tp->gen, 0);
+  atomic_init(&tp->n_pending, 0);
+  atomic_init(&tp->stop, false);
+  for (int i = 1; i < n_threads; i++) {
+    struct tpool_worker *w = &tp->workers[i - 1];
+    w->tp = tp;
+    w->ith = i;
+    if (pthread_create(&w->thread, NULL, tpool_worker_main, w) != 0) {
+      tpool_free(tp);
+      return err_set(ERR_INTERNAL, "cannot start compute thread %d of %d", i, n_threads);
+    }
+    tp->n_started = i;
+  }
+  *out = tp;
+  return 0;
+}
+
+void tpool_free(thread_pool *tp) {
+  if (!tp) return;
+  pthread_mutex_lock(&tp->mu);
+  atomic_store(&tp->stop, true);
+  pthread_cond_broadcast(&tp->cv_start);
+  pthread_mutex_unlock(&tp->mu);
+  for (int i = 1; i <= tp->n_started; i++) pthread_join(tp->workers[i - 1].thread, NULL);
+  for (int i = 0; i < tp->n_threads; i++) free(tp->scratch[i].p);
+  pthread_mutex_destroy(&tp->mu);
+  pthread_cond_destroy(&tp->cv_start);
+  pthread_cond_destroy(&tp->cv_done);
+  free(tp->scratch);
+  free(tp->workers);
+  free(tp);
+}
+
+int tpool_n_threads(const thread_pool *tp) { return tp ? tp->n_threads : 1; }
+
+void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *ctx) {
+  if (!tp || tp->n_threads == 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  pthread_mutex_lock(&tp->mu);
+  tp->fn = fn;
+  tp->ctx = ctx;
+  atomic_store(&tp->n_pending, tp->n_threads - 1);
+  atomic_fetch_add(&tp->gen, 1);
+  pthread_cond_broadcast(&tp->cv_start);
+  pthread_mutex_unlock(&tp->mu);
+
+  fn(ctx, 0, tp->n_threads);
+
+  for (int i = 0; i < TPOOL_SPIN && atomic_load(&tp->n_pending) > 0; i++) TPOOL_PAUSE();
+  if (atomic_load(&tp->n_pending) > 0) {
+    pthread_mutex_lock(&tp->mu);
+    while (atomic_load(&tp->n_pending) > 0) pthread_cond_wait(&tp->cv_done, &tp->mu);
+    pthread_mutex_unlock(&tp->mu);
+  }
+}
+
+void *tpool_scratch(thread_pool *tp, int ith, size_t bytes) {
+  if (!tp || ith < 0 || ith >= tp->n_threads) return NULL;
+  struct tpool_scratch_buf *s = &tp->scratch[ith];
+  if (s->cap < bytes) {
+    size_t cap = bytes < 4096 ? 4096 : bytes + bytes / 4;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, cap) != 0) return NULL;
+    free(s->p);
+    s->p = p;
+    s->cap = cap;
+  }
+  return s->p;
+}

@@ -1,0 +1,323 @@
+/*
+ * test_kernels.c - kern_matmul and the thread pool against independent
+ * expectations.
+ *
+ * The expected product is computed here in double from the weights
+ * dequantized by the reference kernels (ref_dequantize_row), never by the
+ * code under test. Tolerances, per path:
+ *  - f32 activations (F32, F16, BF16 weights): f32 FMA accumulation, so
+ *    |y - y_ref| <= 1e-5 * sum|w x| (+ a denormal-sized floor);
+ *  - 8-bit activations (quantized types): each x_j is replaced by
+ *    d_b * round(x_j / d_b) with d_b = amax_b / 127 over its block b (32 or
+ *    256 elements), an error of at most amax_b / 254 per element, so
+ *    |y - y_ref| <= sum_j |w_j| amax_b(j) / 254, plus f32 rounding of the
+ *    per-block scale products, bounded by 1e-5 * sum_j |w_j| |x_j| and by
+ *    1e-5 * sum_j |x_j| * max|w| for the Q4_K/Q5_K min terms that cancel.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+#include "test.h"
+
+static uint64_t kt_rng = 88172645463325252ull;
+static float kt_rand(void) { /* uniform in [-1, 1) */
+  kt_rng ^= kt_rng << 13;
+  kt_rng ^= kt_rng >> 7;
+  kt_rng ^= kt_rng << 17;
+  return (float)((double)(kt_rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+/* Types with a kern_matmul kernel and their activation block (0: f32). */
+static const struct {
+  int type;
+  int act_block;
+} kt_types[] = {
+    {TENSOR_TYPE_F32, 0},   {TENSOR_TYPE_F16, 0},   {TENSOR_TYPE_BF16, 0},
+    {TENSOR_TYPE_Q4_0, 32}, {TENSOR_TYPE_Q4_1, 32}, {TENSOR_TYPE_Q5_0, 32},
+    {TENSOR_TYPE_Q5_1, 32}, {TENSOR_TYPE_Q8_0, 32}, {TENSOR_TYPE_Q2_K, 256},
+    {TENSOR_TYPE_Q3_K, 256}, {TENSOR_TYPE_Q4_K, 256}, {TENSOR_TYPE_Q5_K, 256},
+    {TENSOR_TYPE_Q6_K, 256},
+};
+#define KT_N_TYPES (int)(sizeof kt_types / sizeof kt_types[0])
+
+struct kt_case {
+  int type, act_block;
+  int64_t n_rows, n_cols, n_tokens;
+  size_t row_bytes;
+  void *W;        /* quantized weights */
+  float *wd;      /* the same weights dequantized by the reference */
+  float *x;       /* n_tokens x n_cols */
+};
+
+/* Random weights in type, random activations with a few outliers (the case
+ * where per-block activation scales matter). */
+static int kt_case_init(struct kt_case *c, int type, int act_block, int64_t n_rows,
+                        int64_t n_cols, int64_t n_tokens) {
+  memset(c, 0, sizeof *c);
+  c->type = type;
+  c->act_block = act_block;
+  c->n_rows = n_rows;
+  c->n_cols = n_cols;
+  c->n_tokens = n_tokens;
+  if (tensor_type_row_bytes((uint32_t)type, n_cols, &c->row_bytes)) return -1;
+  c->W = malloc(c->row_bytes * (size_t)n_rows);
+  c->wd = malloc(sizeof(float) * (size_t)(n_rows * n_cols));
+  c->x = malloc(sizeof(float) * (size_t)(n_tokens * n_cols));
+  float *tmp = malloc(sizeof(float) * (size_t)n_cols);
+  if (!c->W || !c->wd || !c->x || !tmp) {
+    free(tmp);
+    return -1;
+  }
+  for (int64_t r = 0; r < n_rows; r++) {
+    float scale = 0.1f + (float)(r % 7);
+    float offset = (r % 3 == 0) ? 0.3f : 0.0f; /* exercise the min terms */
+    for (int64_t i = 0; i < n_cols; i++) tmp[i] = kt_rand() * scale + offset;
+    uint8_t *row = (uint8_t *)c->W + (size_t)r * c->row_bytes;
+    if (ref_quantize_row((uint32_t)type, tmp, row, n_cols) ||
+        ref_dequantize_row((uint32_t)type, row, c->wd + r * n_cols, n_cols)) {
+      free(tmp);
+      return -1;
+    }
+  }
+  for (int64_t i = 0; i < n_tokens * n_cols; i++) {
+    float v = kt_rand();
+    if (i % 37 == 5) v *= 20.0f; /* outliers */
+    c->x[i] = v;
+  }
+  free(tmp);
+  return 0;
+}
+
+static void kt_case_free(struct kt_case *c) {
+  free(c->W);
+  free(c->wd);
+  free(c->x);
+}
+
+/* Checks y against the double-precision product; returns the number of
+ * elements out of tolerance (reporting the first). */
+static int kt_check(const struct kt_case *c, const float *y, const char *what) {
+  int bad = 0;
+  for (int64_t t = 0; t < c->n_tokens; t++) {
+    const float *x = c->x + t * c->n_cols;
+    for (int64_t r = 0; r < c->n_rows; r++) {
+      const float *w = c->wd + r * c->n_cols;
+      double ref = 0, sum_abs = 0, quant_err = 0, sum_x = 0, wmax = 0;
+      for (int64_t i = 0; i < c->n_cols; i++) {
+        ref += (double)w[i] * x[i];
+        sum_abs += fabs((double)w[i] * x[i]);
+        sum_x += fabs((double)x[i]);
+        if (fabs(w[i]) > wmax) wmax = fabs(w[i]);
+      }
+      if (c->act_block) {
+        for (int64_t b = 0; b < c->n_cols; b += c->act_block) {
+          double amax = 0, wsum = 0;
+          for (int64_t i = b; i < b + c->act_block; i++) {
+            if (fabs(x[i]) > amax) amax = fabs(x[i]);
+            wsum += fabs(w[i]);
+          }
+          quant_err += wsum * amax / 254.0;
+        }
+      }
+      double tol = quant_err * (1 + 1e-5) + 1e-5 * sum_abs + 1e-30;
+      if (c->act_block) tol += 1e-5 * sum_x * wmax;
+      double got = y[t * c->n_rows + r];
+      if (!(fabs(got - ref) <= tol)) {
+        if (!bad)
+          test_fail_at(__FILE__, __LINE__,
+                       "%s %s rows %lld cols %lld tokens %lld: y[%lld][%lld] = %.9g, expected "
+                       "%.9g (tol %.3g)",
+                       what, tensor_type_name((uint32_t)c->type), (long long)c->n_rows,
+                       (long long)c->n_cols, (long long)c->n_tokens, (long long)t, (long long)r,
+                       got, ref, tol);
+        bad++;
+      }
+    }
+  }
+  return bad;
+}
+
+static int kt_block(int type) { return (int)tensor_type_get((uint32_t)type)->block_size; }
+
+/* Every type x odd shapes, on a 2-thread pool (so the split is exercised). */
+static void kt_run_shapes(bool reference) {
+  static const int64_t rows[] = {1, 3, 17, 257};
+  static const int64_t blocks[] = {1, 2, 3, 7};
+  static const int64_t plain_cols[] = {1, 7, 33, 100, 257}; /* F32/F16/BF16 tails */
+  static const int64_t toks[] = {1, 2, 3, 5, 9};
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  kern_force_reference(reference);
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    int type = kt_types[ti].type, bs = kt_block(type);
+    int n_colv = bs == 1 ? 5 : 4;
+    for (int ri = 0; ri < 4; ri++)
+      for (int ci = 0; ci < n_colv; ci++)
+        for (int ki = 0; ki < 5; ki++) {
+          int64_t n_cols = bs == 1 ? plain_cols[ci] : blocks[ci] * bs;
+          /* keep the big-row cases to a subset so the test stays fast */
+          if (rows[ri] == 257 && ki != 0 && ki != 4) continue;
+          struct kt_case c;
+          if (kt_case_init(&c, type, kt_types[ti].act_block, rows[ri], n_cols, toks[ki])) {
+            kt_case_free(&c);
+            test_fail_at(__FILE__, __LINE__, "setup %s", tensor_type_name((uint32_t)type));
+            goto done;
+          }
+          float *y = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_tokens));
+          int rc = kern_matmul(tp, type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y);
+          EXPECT_INT_EQ(rc, 0);
+          int bad = rc == 0 ? kt_check(&c, y, reference ? "reference" : kern_isa()) : 1;
+          free(y);
+          kt_case_free(&c);
+          if (bad) goto done;
+        }
+  }
+done:
+  kern_force_reference(false);
+  tpool_free(tp);
+}
+
+TEST(kernels_matmul_fast_vs_double) { kt_run_shapes(false); }
+
+TEST(kernels_matmul_reference_vs_double) { kt_run_shapes(true); }
+
+/* The forced reference path gives exactly ref_vec_dot's result. */
+TEST(kernels_reference_is_ref_vec_dot) {
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(3, &tp), 0);
+  kern_force_reference(true);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  EXPECT_FALSE(kern_has_fast(TENSOR_TYPE_Q4_0));
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    struct kt_case c;
+    int bs = kt_block(kt_types[ti].type);
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 19, 2 * (bs == 1 ? 32 : bs), 3), 0);
+    float y[19 * 3];
+    ASSERT_INT_EQ(kern_matmul(tp, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
+    for (int64_t t = 0; t < c.n_tokens; t++)
+      for (int64_t r = 0; r < c.n_rows; r++) {
+        float e;
+        ASSERT_INT_EQ(ref_vec_dot((uint32_t)c.type, (uint8_t *)c.W + (size_t)r * c.row_bytes,
+                                  c.x + t * c.n_cols, c.n_cols, &e),
+                      0);
+        EXPECT_TRUE(memcmp(&e, &y[t * c.n_rows + r], sizeof e) == 0);
+      }
+    kt_case_free(&c);
+  }
+  kern_force_reference(false);
+  EXPECT_FALSE(strcmp(kern_isa(), "reference") == 0);
+  tpool_free(tp);
+}
+
+/* Bit-identical results for 1, 2 and 3 threads, and for a token computed
+ * alone or inside a batch. */
+TEST(kernels_matmul_deterministic) {
+  thread_pool *tps[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    struct kt_case c;
+    int bs = kt_block(kt_types[ti].type);
+    int64_t n_cols = bs == 1 ? 200 : 3 * bs;
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 129, n_cols, 11), 0);
+    size_t ny = (size_t)(c.n_rows * c.n_tokens);
+    float *y[3], *y1 = malloc(sizeof(float) * (size_t)c.n_rows);
+    for (int i = 0; i < 3; i++) {
+      y[i] = malloc(sizeof(float) * ny);
+      ASSERT_INT_EQ(kern_matmul(tps[i], c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y[i]),
+                    0);
+    }
+    EXPECT_MEM_EQ(y[0], y[1], ny * sizeof(float));
+    EXPECT_MEM_EQ(y[0], y[2], ny * sizeof(float));
+    for (int64_t t = 0; t < c.n_tokens; t += 5) {
+      ASSERT_INT_EQ(kern_matmul(NULL, c.type, c.W, c.n_rows, c.n_cols, c.x + t * c.n_cols, 1, y1),
+                    0);
+      EXPECT_MEM_EQ(y1, y[0] + t * c.n_rows, (size_t)c.n_rows * sizeof(float));
+    }
+    for (int i = 0; i < 3; i++) free(y[i]);
+    free(y1);
+    kt_case_free(&c);
+  }
+  for (int i = 0; i < 3; i++) tpool_free(tps[i]);
+}
+
+TEST(kernels_matmul_errors) {
+  float x[64] = {0}, y[4];
+  uint8_t w[256] = {0};
+  err_clear();
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_IQ2_XXS, w, 1, 256, x, 1, y), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "IQ2_XXS");
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q8_1, w, 1, 32, x, 1, y), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "Q8_1");
+  EXPECT_INT_EQ(kern_matmul(NULL, 99, w, 1, 32, x, 1, y), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(kern_matmul(NULL, -1, w, 1, 32, x, 1, y), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 1, 48, x, 1, y), ERR_RANGE);
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_K, w, 1, 32, x, 1, y), ERR_RANGE);
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_F32, w, -1, 4, x, 1, y), ERR_RANGE);
+  /* empty products are fine and touch nothing */
+  y[0] = 42.0f;
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 0, 32, x, 1, y), 0);
+  EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 1, 32, x, 0, y), 0);
+  EXPECT_TRUE(y[0] == 42.0f);
+}
+
+/* Hand-computed: W = [[1, 2, 3, 4], [-1, 0.5, 0, 2]] in F32 and F16,
+ * x = [1, 1, 1, 1], [2, 0, -1, 0.25]. */
+TEST(kernels_matmul_hand_values) {
+  float wf[8] = {1, 2, 3, 4, -1, 0.5f, 0, 2};
+  uint16_t wh[8];
+  for (int i = 0; i < 8; i++) wh[i] = f32_to_fp16(wf[i]);
+  float x[8] = {1, 1, 1, 1, 2, 0, -1, 0.25f};
+  float y[4];
+  ASSERT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_F32, wf, 2, 4, x, 2, y), 0);
+  EXPECT_NEAR(y[0], 10.0, 1e-6);
+  EXPECT_NEAR(y[1], 1.5, 1e-6);
+  EXPECT_NEAR(y[2], 0.0, 1e-6);
+  EXPECT_NEAR(y[3], -1.5, 1e-6);
+  ASSERT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_F16, wh, 2, 4, x, 2, y), 0);
+  EXPECT_NEAR(y[0], 10.0, 1e-6);
+  EXPECT_NEAR(y[3], -1.5, 1e-6);
+}
+
+static void kt_count(void *ctx, int ith, int nth) {
+  atomic_int *counts = ctx;
+  atomic_fetch_add(&counts[ith], 1);
+  atomic_fetch_add(&counts[64 + nth], 1);
+}
+
+TEST(kernels_tpool_runs_every_ith_once) {
+  for (int n = 1; n <= 4; n++) {
+    thread_pool *tp = NULL;
+    ASSERT_INT_EQ(tpool_new(n, &tp), 0);
+    EXPECT_INT_EQ(tpool_n_threads(tp), n);
+    for (int rep = 0; rep < 200; rep++) {
+      atomic_int counts[128];
+      for (int i = 0; i < 128; i++) atomic_init(&counts[i], 0);
+      tpool_run(tp, kt_count, counts);
+      for (int i = 0; i < n; i++) EXPECT_INT_EQ(atomic_load(&counts[i]), 1);
+      EXPECT_INT_EQ(atomic_load(&counts[n]), 0);
+      EXPECT_INT_EQ(atomic_load(&counts[64 + n]), n); /* every call saw nth = n */
+      if (test_failed_flag) break;
+    }
+    tpool_free(tp);
+  }
+  atomic_int counts[128];
+  for (int i = 0; i < 128; i++) atomic_init(&counts[i], 0);
+  tpool_run(NULL, kt_count, counts);
+  EXPECT_INT_EQ(atomic_load(&counts[0]), 1);
+  EXPECT_INT_EQ(atomic_load(&counts[65]), 1);
+  EXPECT_INT_EQ(tpool_n_threads(NULL), 1);
+  thread_pool *tp = (thread_pool *)1;
+  EXPECT_INT_EQ(tpool_new(0, &tp), ERR_RANGE);
+  EXPECT_TRUE(tp == NULL);
+}
+
+TEST(kernels_isa_name) {
+  const char *isa = kern_isa();
+  EXPECT_TRUE(strcmp(isa, "avx512-vnni") == 0 || strcmp(isa, "avx2") == 0 ||
+              strcmp(isa, "neon") == 0 || strcmp(isa, "scalar") == 0);
+}
