@@ -1,0 +1,136 @@
+/*
+ * ops.c - elementwise and row-wise transformer operations (see ops.h).
+ *
+ * Plain loops over f32 with double accumulators for the reductions. The
+ * transcendental functions come from libm (expf, tanhf, erff, sin/cos in
+ * double for RoPE angles so that positions in the hundreds of thousands keep
+ * their precision). Nothing here allocates.
+ */
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdbool.h>
+
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+  if (w) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+  } else {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+  }
+}
+
+void ops_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i++) sum += x[i];
+  double mean = sum / (double)n;
+  double var = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = x[i] - mean;
+    var += d * d;
+  }
+  var /= (double)n;
+  float scale = (float)(1.0 / sqrt(var + (double)eps));
+  float m = (float)mean;
+  for (int64_t i = 0; i < n; i++) {
+    float v = (x[i] - m) * scale;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
+void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs) {
+  int32_t half = r->n_rot / 2;
+  for (int32_t i = 0; i < half; i++) {
+    double inv_freq = pow((double)r->freq_base, -2.0 * i / (double)r->n_rot);
+    double theta = (double)pos * (double)r->freq_scale * inv_freq;
+    if (r->freq_factors) theta /= (double)r->freq_factors[i];
+    cs[2 * i] = (float)cos(theta);
+    cs[2 * i + 1] = (float)sin(theta);
+  }
+}
+
+void ops_rope_apply_cached(const ops_rope *r, const float *cs, float *x, int32_t n_head, int32_t head_dim) {
+  int32_t half = r->n_rot / 2;
+  bool neox = r->style == OPS_ROPE_NEOX;
+  for (int32_t h = 0; h < n_head; h++) {
+    float *v = x + (int64_t)h * head_dim;
+    for (int32_t i = 0; i < half; i++) {
+      int32_t a = neox ? i : 2 * i;
+      int32_t b = neox ? i + half : 2 * i + 1;
+      float c = cs[2 * i], s = cs[2 * i + 1];
+      float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void ops_rope_apply(const ops_rope *r, float *x, int32_t n_head, int32_t head_dim, int64_t pos) {
+  float cs[512];
+  /* n_rot is at most head_dim; heads wider than 512 take the slow path. */
+  if (r->n_rot <= 512) {
+    ops_rope_cache(r, pos, cs);
+    ops_rope_apply_cached(r, cs, x, n_head, head_dim);
+    return;
+  }
+  int32_t half = r->n_rot / 2;
+  for (int32_t i = 0; i < half; i++) {
+    double inv_freq = pow((double)r->freq_base, -2.0 * i / (double)r->n_rot);
+    double theta = (double)pos * (double)r->freq_scale * inv_freq;
+    if (r->freq_factors) theta /= (double)r->freq_factors[i];
+    float c = (float)cos(theta), s = (float)sin(theta);
+    int32_t a = r->style == OPS_ROPE_NEOX ? i : 2 * i;
+    int32_t b = r->style == OPS_ROPE_NEOX ? i + half : 2 * i + 1;
+    for (int32_t h = 0; h < n_head; h++) {
+      float *v = x + (int64_t)h * head_dim;
+      float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void ops_softmax(float *x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++)
+    if (x[i] > mx) mx = x[i];
+  if (mx == -INFINITY) {
+    for (int64_t i = 0; i < n; i++) x[i] = 0.0f;
+    return;
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = expf(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = (float)(1.0 / sum);
+  for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void ops_silu(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void ops_swiglu(float *gate, const float *up, int64_t n) {
+  for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+void ops_gelu(float *x, int64_t n) {
+  const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i];
+    x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void ops_gelu_erf(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+void ops_add(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}

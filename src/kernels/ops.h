@@ -1,0 +1,66 @@
+/*
+ * ops.h - the elementwise and row-wise operations of a transformer forward
+ * pass, in plain C: normalizations, rotary position embeddings, softmax,
+ * activations, residual adds.
+ *
+ * They are O(n) per row next to the O(n^2) matrix products (kernels.h), so
+ * they are written as simple loops the compiler can vectorize, with no
+ * intrinsics. All work on f32 rows in place unless an output is given;
+ * input and output may alias when the comment says so. Reductions (sums of
+ * squares, softmax sums) accumulate in double so results do not depend on
+ * the row length's rounding.
+ */
+#ifndef PARLEY_KERNELS_OPS_H
+#define PARLEY_KERNELS_OPS_H
+
+#include <stdint.h>
+
+/* y = x / sqrt(mean(x^2) + eps) * w  (w may be NULL: no scale). y may alias x. */
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+/* y = (x - mean) / sqrt(var + eps) * w + b  (w, b may be NULL). y may alias x. */
+void ops_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps);
+
+/* Rotary position embedding of one head vector x[head_dim] at position pos,
+ * rotating the first n_rot dimensions (n_rot even, <= head_dim) in pairs.
+ *   normal (llama, GPT-J style in ggml's naming): pairs (x[2i], x[2i+1])
+ *   neox   (GPT-NeoX, Qwen2/3, BERT-like):        pairs (x[i], x[i + n_rot/2])
+ * Pair i turns by theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i,
+ * factor_i = freq_factors[i] (Llama 3 `rope_freqs.weight`) or 1 when NULL.
+ * Angles are computed in double. */
+enum ops_rope_style { OPS_ROPE_NORMAL = 0, OPS_ROPE_NEOX = 1 };
+
+typedef struct ops_rope {
+  enum ops_rope_style style;
+  int32_t n_rot;              /* rotated dimensions per head (even) */
+  float freq_base;            /* 10000 for Llama 2, 500000 for Llama 3 */
+  float freq_scale;           /* 1 / linear scaling factor; 1 = none */
+  const float *freq_factors;  /* [n_rot/2] or NULL */
+} ops_rope;
+
+/* Rotates n_head head vectors laid out one after another (stride head_dim)
+ * at position pos. */
+void ops_rope_apply(const ops_rope *r, float *x, int32_t n_head, int32_t head_dim, int64_t pos);
+/* The same in two steps, so a forward pass computes the angles of a position
+ * once for every layer and for both q and k: ops_rope_cache() fills
+ * cs[n_rot] with (cos theta_i, sin theta_i) pairs; ops_rope_apply_cached()
+ * rotates with them. */
+void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs);
+void ops_rope_apply_cached(const ops_rope *r, const float *cs, float *x, int32_t n_head, int32_t head_dim);
+
+/* In place: x = exp(x - max) / sum. Entries of -INFINITY get probability 0;
+ * a row that is all -INFINITY becomes all 0. */
+void ops_softmax(float *x, int64_t n);
+
+/* x * sigmoid(x), elementwise in place. */
+void ops_silu(float *x, int64_t n);
+/* gate = silu(gate) * up (SwiGLU), in place on gate. */
+void ops_swiglu(float *gate, const float *up, int64_t n);
+/* GELU, tanh approximation (what ggml's gelu computes, so what GGUF BERT
+ * models are run with elsewhere), in place. */
+void ops_gelu(float *x, int64_t n);
+/* GELU with the exact erf form: x/2 * (1 + erf(x/sqrt 2)), in place. */
+void ops_gelu_erf(float *x, int64_t n);
+/* y += x */
+void ops_add(float *y, const float *x, int64_t n);
+
+#endif

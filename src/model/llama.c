@@ -1,0 +1,219 @@
+/*
+ * llama.c - the llama architecture (general.architecture = "llama"): Llama
+ * 1/2/3.x, Mistral (dense), TinyLlama, SmolLM and other files converted to
+ * the same tensor names.
+ *
+ * One block, for x[n][n_embd] (n tokens of one forward step):
+ *   h   = x + Wo . attention(rope(Wq . rms(x)), rope(Wk . rms(x)), Wv . rms(x))
+ *   out = h + Wdown . (silu(Wgate . rms(h)) * (Wup . rms(h)))
+ * where rms(v) = v / sqrt(mean(v^2) + eps) * norm_weight, RoPE is the
+ * "normal" style (adjacent pairs: the usual converter permutes the q and k
+ * rows of Hugging Face checkpoints so that this style reproduces them), and
+ * attention is causal with grouped query heads (model.c). Logits =
+ * output . rms(out) with output.weight, or token_embd.weight when the file
+ * has no output tensor (tied embeddings).
+ *
+ * Every matrix product goes through kern_matmul with all n tokens of the
+ * step at once (matrix-matrix for a prompt, matrix-vector for one token).
+ * Buffers are allocated once per context (llama_ctx_init).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "kernels/ref.h"
+#include "model/model_int.h"
+
+typedef struct llama_layer {
+  const float *attn_norm;  /* [n_embd] */
+  model_tensor wq;         /* [n_head*head_dim rows][n_embd cols] */
+  model_tensor wk;         /* [n_head_kv*head_dim][n_embd] */
+  model_tensor wv;         /* [n_head_kv*head_dim][n_embd] */
+  model_tensor wo;         /* [n_embd][n_head*head_dim] */
+  const float *ffn_norm;   /* [n_embd] */
+  model_tensor gate;       /* [n_ff][n_embd] */
+  model_tensor up;         /* [n_ff][n_embd] */
+  model_tensor down;       /* [n_embd][n_ff] */
+} llama_layer;
+
+typedef struct llama_weights {
+  model_tensor tok_embd;     /* [n_vocab][n_embd], any supported type */
+  llama_layer *layers;       /* [n_layer] */
+  const float *output_norm;  /* [n_embd] */
+  model_tensor output;       /* [n_vocab][n_embd]; a copy of tok_embd when tied */
+  bool tied;
+} llama_weights;
+
+/* Per-context activations, each [n_batch][width] f32. */
+typedef struct llama_bufs {
+  float *x;    /* residual stream [n_embd] */
+  float *xn;   /* normalized input / projection output [n_embd] */
+  float *q;    /* [n_head*head_dim] */
+  float *k;    /* [n_head_kv*head_dim] */
+  float *v;    /* [n_head_kv*head_dim] */
+  float *att;  /* attention output [n_head*head_dim] */
+  float *g;    /* FFN gate, then silu(gate)*up [n_ff] */
+  float *u;    /* FFN up [n_ff] */
+} llama_bufs;
+
+static int llama_load(model *m) {
+  model_hparams *hp = &m->hp;
+  int rc = model_load_common_hparams(m, OPS_ROPE_NORMAL);
+  if (rc) return rc;
+  const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
+  if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
+  if (te->n_dims != 2 || te->dims[1] > (uint64_t)INT32_MAX)
+    return err_set(ERR_RANGE, "tensor 'token_embd.weight' has %u dims and %llu rows, expected 2 dims and < 2^31 rows",
+                   te->n_dims, (unsigned long long)te->dims[1]);
+  hp->n_vocab = (int64_t)te->dims[1];
+
+  llama_weights *w = calloc(1, sizeof *w);
+  if (!w) return err_set(ERR_NOMEM, "llama: out of memory");
+  m->arch_data = w;
+  w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
+  if (!w->layers) return err_set(ERR_NOMEM, "llama: out of memory");
+
+  const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    llama_layer *L = &w->layers[l];
+    int i = (int)l;
+    if ((rc = model_bind_vector(m, &L->attn_norm, E, 0, "blk.%d.attn_norm.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
+        (rc = model_bind_vector(m, &L->ffn_norm, E, 0, "blk.%d.ffn_norm.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->gate, E, F, 0, "blk.%d.ffn_gate.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->up, E, F, 0, "blk.%d.ffn_up.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->down, F, E, 0, "blk.%d.ffn_down.weight", i)))
+      return rc;
+  }
+  if ((rc = model_bind_vector(m, &w->output_norm, E, 0, "output_norm.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->output, E, hp->n_vocab, MODEL_BIND_OPTIONAL, "output.weight"))) return rc;
+  if (!w->output.data) {
+    w->output = w->tok_embd;
+    w->tied = true;
+  }
+  return 0;
+}
+
+static void llama_unload(model *m) {
+  llama_weights *w = m->arch_data;
+  if (!w) return;
+  free(w->layers);
+  free(w);
+  m->arch_data = NULL;
+}
+
+static int llama_ctx_init(model_ctx *c) {
+  const model_hparams *hp = &c->m->hp;
+  llama_bufs *b = calloc(1, sizeof *b);
+  if (!b) return err_set(ERR_NOMEM, "llama context: out of memory");
+  c->arch_data = b;
+  const size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
+               KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff;
+  size_t widths[8] = {E, E, Q, KV, KV, Q, F, F};
+  float **ptrs[8] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->g, &b->u};
+  for (int i = 0; i < 8; i++) {
+    *ptrs[i] = malloc(B * widths[i] * sizeof(float));
+    if (!*ptrs[i]) return err_set(ERR_NOMEM, "llama context: cannot allocate buffers for a batch of %zu", B);
+    c->buf_bytes += B * widths[i] * sizeof(float);
+  }
+  return 0;
+}
+
+static void llama_ctx_free(model_ctx *c) {
+  llama_bufs *b = c->arch_data;
+  free(b->x);
+  free(b->xn);
+  free(b->q);
+  free(b->k);
+  free(b->v);
+  free(b->att);
+  free(b->g);
+  free(b->u);
+  free(b);
+  c->arch_data = NULL;
+}
+
+static int matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': %s", t->name, why);
+  }
+  return 0;
+}
+
+/* silu(gate) * up over [n][n_ff], split across the pool: with a prompt of
+ * hundreds of tokens the exponentials are worth sharing. */
+struct swiglu_job {
+  float *g;
+  const float *u;
+  int64_t n;
+};
+
+static void swiglu_worker(void *ctx, int ith, int nth) {
+  struct swiglu_job *j = ctx;
+  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
+  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
+}
+
+static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                         enum model_logits mode) {
+  const model_hparams *hp = &c->m->hp;
+  const llama_weights *w = c->m->arch_data;
+  llama_bufs *b = c->arch_data;
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  const int32_t n_rot = hp->rope.n_rot;
+  const float eps = hp->norm_eps, scale = 1.0f / sqrtf((float)hd);
+  int rc;
+
+  for (int64_t t = 0; t < n; t++) {
+    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[t] * w->tok_embd.row_bytes;
+    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
+      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    ops_rope_cache(&hp->rope, pos + t, c->rope_cs + t * n_rot);
+  }
+
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    const llama_layer *L = &w->layers[l];
+    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
+    if ((rc = matmul(c, &L->wq, b->xn, n, b->q)) || (rc = matmul(c, &L->wk, b->xn, n, b->k)) ||
+        (rc = matmul(c, &L->wv, b->xn, n, b->v)))
+      return rc;
+    for (int64_t t = 0; t < n; t++) {
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
+    }
+    model_kv_store(c, l, b->k, b->v, n, pos);
+    model_attention(c, l, b->q, b->att, n, pos, scale);
+    if ((rc = matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    ops_add(b->x, b->xn, n * E);
+
+    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
+    if ((rc = matmul(c, &L->gate, b->xn, n, b->g)) || (rc = matmul(c, &L->up, b->xn, n, b->u))) return rc;
+    struct swiglu_job sj = {b->g, b->u, n * F};
+    tpool_run(c->tp, swiglu_worker, &sj);
+    if ((rc = matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    ops_add(b->x, b->xn, n * E);
+  }
+
+  if (mode == MODEL_LOGITS_NONE) return 0;
+  int64_t first = mode == MODEL_LOGITS_LAST ? n - 1 : 0;
+  for (int64_t t = first; t < n; t++) ops_rmsnorm(b->xn + (t - first) * E, b->x + t * E, w->output_norm, E, eps);
+  return matmul(c, &w->output, b->xn, n - first, logits);
+}
+
+const model_arch_ops model_arch_llama = {
+    .name = "llama",
+    .load = llama_load,
+    .unload = llama_unload,
+    .ctx_init = llama_ctx_init,
+    .ctx_free = llama_ctx_free,
+    .forward = llama_forward,
+};

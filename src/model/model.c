@@ -1,0 +1,574 @@
+/*
+ * model.c - the architecture-independent half of the model runtime: the
+ * architecture table, opening a model (metadata, hyper-parameters, tensor
+ * binding with shape checks), contexts (KV cache, compute buffers, thread
+ * pool) and the attention every decoder shares.
+ *
+ * Start reading at model_load() and model_forward(); an architecture file
+ * (llama.c) provides load/ctx_init/forward through model_arch_ops.
+ *
+ * Invariants:
+ *   - weights are never copied: model_tensor.data points into the gguf
+ *     mapping; only 1-D vectors that are not F32 are dequantized into small
+ *     buffers the model owns (m->owned);
+ *   - every buffer a context computes with is allocated in model_ctx_new();
+ *     model_forward() allocates nothing (the kernels' pool keeps its own
+ *     scratch);
+ *   - c->n_past <= c->n_ctx, and cache positions >= n_past are garbage.
+ */
+#include "model/model_int.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+
+/* ---- architecture table ---------------------------------------------------
+ * qwen2, qwen3 and bert get their rows here when their files exist. */
+static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
+    [MODEL_ARCH_LLAMA] = &model_arch_llama,
+};
+
+const char *model_arch_name(enum model_arch a) {
+  return (unsigned)a < MODEL_ARCH_COUNT ? arch_table[a]->name : "unknown";
+}
+
+/* ---- open / free ---------------------------------------------------------- */
+
+int model_open(const char *path, model **out) {
+  *out = NULL;
+  gguf_file *f = NULL;
+  int rc = gguf_open(path, &f);
+  if (rc) return rc;
+  return model_load(f, out);
+}
+
+int model_load(gguf_file *f, model **out) {
+  *out = NULL;
+  model *m = calloc(1, sizeof *m);
+  if (!m) {
+    gguf_close(f);
+    return err_set(ERR_NOMEM, "model: out of memory");
+  }
+  m->f = f;
+  const char *arch = NULL;
+  int rc = gguf_get_str(f, "general.architecture", &arch);
+  if (rc) {
+    if (rc == ERR_NOT_FOUND) err_set(rc, "key 'general.architecture' is missing: not a model file");
+    model_free(m);
+    return rc;
+  }
+  m->arch = MODEL_ARCH_COUNT;
+  for (int a = 0; a < MODEL_ARCH_COUNT; a++)
+    if (strcmp(arch_table[a]->name, arch) == 0) m->arch = (enum model_arch)a;
+  if (m->arch == MODEL_ARCH_COUNT) {
+    rc = err_set(ERR_UNSUPPORTED, "architecture '%s' (general.architecture) is not supported", arch);
+    model_free(m);
+    return rc;
+  }
+  m->ops = arch_table[m->arch];
+  rc = m->ops->load(m);
+  if (rc) {
+    model_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+void model_free(model *m) {
+  if (!m) return;
+  if (m->ops && m->ops->unload) m->ops->unload(m);
+  for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+  free(m->owned);
+  gguf_close(m->f);
+  free(m);
+}
+
+enum model_arch model_arch_of(const model *m) { return m->arch; }
+const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
+const gguf_file *model_gguf(const model *m) { return m->f; }
+uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
+
+/* ---- hyper-parameters ----------------------------------------------------- */
+
+static const char *arch_key(const model *m, const char *suffix, char *out, size_t cap) {
+  snprintf(out, cap, "%s.%s", m->ops->name, suffix);
+  return out;
+}
+
+int model_key_i64(model *m, const char *suffix, const int64_t *def, int64_t lo, int64_t hi, int64_t *out) {
+  char key[160];
+  arch_key(m, suffix, key, sizeof key);
+  int64_t v = 0;
+  int rc = gguf_get_i64(m->f, key, &v);
+  if (rc == ERR_NOT_FOUND && def) {
+    *out = *def;
+    return 0;
+  }
+  if (rc == ERR_NOT_FOUND) return err_set(rc, "key '%s' is missing", key);
+  if (rc) return rc;
+  if (v < lo || v > hi)
+    return err_set(ERR_RANGE, "key '%s' is %lld, expected %lld..%lld", key, (long long)v, (long long)lo,
+                   (long long)hi);
+  *out = v;
+  return 0;
+}
+
+int model_key_f32(model *m, const char *suffix, const float *def, float *out) {
+  char key[160];
+  arch_key(m, suffix, key, sizeof key);
+  float v = 0;
+  int rc = gguf_get_f32(m->f, key, &v);
+  if (rc == ERR_NOT_FOUND && def) {
+    *out = *def;
+    return 0;
+  }
+  if (rc == ERR_NOT_FOUND) return err_set(rc, "key '%s' is missing", key);
+  if (rc) return rc;
+  if (!isfinite(v)) return err_set(ERR_RANGE, "key '%s' is not a finite number", key);
+  *out = v;
+  return 0;
+}
+
+int model_load_common_hparams(model *m, enum ops_rope_style style) {
+  model_hparams *hp = &m->hp;
+  const int64_t big = (int64_t)1 << 24; /* no real dimension comes near */
+  int rc;
+  if ((rc = model_key_i64(m, "context_length", NULL, 1, (int64_t)1 << 31, &hp->n_ctx_train))) return rc;
+  if ((rc = model_key_i64(m, "embedding_length", NULL, 1, big, &hp->n_embd))) return rc;
+  if ((rc = model_key_i64(m, "block_count", NULL, 1, 4096, &hp->n_layer))) return rc;
+  if ((rc = model_key_i64(m, "feed_forward_length", NULL, 1, big, &hp->n_ff))) return rc;
+  if ((rc = model_key_i64(m, "attention.head_count", NULL, 1, 4096, &hp->n_head))) return rc;
+  if ((rc = model_key_i64(m, "attention.head_count_kv", &hp->n_head, 1, hp->n_head, &hp->n_head_kv))) return rc;
+  if (hp->n_head % hp->n_head_kv)
+    return err_set(ERR_RANGE, "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
+                   m->ops->name, (long long)hp->n_head, (long long)hp->n_head_kv);
+  int64_t def_hd = hp->n_embd / hp->n_head;
+  char key[160];
+  if (!gguf_find(m->f, arch_key(m, "attention.key_length", key, sizeof key)) && hp->n_embd % hp->n_head)
+    return err_set(ERR_RANGE, "%s.embedding_length %lld is not a multiple of attention.head_count %lld",
+                   m->ops->name, (long long)hp->n_embd, (long long)hp->n_head);
+  if ((rc = model_key_i64(m, "attention.key_length", &def_hd, 1, 65536, &hp->head_dim))) return rc;
+  int64_t vlen = 0;
+  if ((rc = model_key_i64(m, "attention.value_length", &hp->head_dim, 1, 65536, &vlen))) return rc;
+  if (vlen != hp->head_dim)
+    return err_set(ERR_UNSUPPORTED, "%s.attention.value_length %lld differs from key_length %lld",
+                   m->ops->name, (long long)vlen, (long long)hp->head_dim);
+  /* MoE files use the same architecture name with expert tensors. */
+  int64_t n_expert = 0, zero = 0;
+  if ((rc = model_key_i64(m, "expert_count", &zero, 0, 1 << 20, &n_expert))) return rc;
+  if (n_expert > 0)
+    return err_set(ERR_UNSUPPORTED, "%s.expert_count is %lld: mixture-of-experts models are not supported yet",
+                   m->ops->name, (long long)n_expert);
+
+  float eps_def = 1e-5f;
+  if (gguf_find(m->f, arch_key(m, "attention.layer_norm_rms_epsilon", key, sizeof key)))
+    rc = model_key_f32(m, "attention.layer_norm_rms_epsilon", NULL, &hp->norm_eps);
+  else
+    rc = model_key_f32(m, "attention.layer_norm_epsilon", &eps_def, &hp->norm_eps);
+  if (rc) return rc;
+  if (!(hp->norm_eps >= 0.0f)) return err_set(ERR_RANGE, "%s: norm epsilon %g is negative", m->ops->name, hp->norm_eps);
+
+  ops_rope *r = &hp->rope;
+  r->style = style;
+  int64_t n_rot = 0;
+  if ((rc = model_key_i64(m, "rope.dimension_count", &hp->head_dim, 2, hp->head_dim, &n_rot))) return rc;
+  if (n_rot % 2) return err_set(ERR_RANGE, "key '%s.rope.dimension_count' is %lld, expected an even number",
+                                m->ops->name, (long long)n_rot);
+  r->n_rot = (int32_t)n_rot;
+  float base_def = 10000.0f;
+  if ((rc = model_key_f32(m, "rope.freq_base", &base_def, &r->freq_base))) return rc;
+  if (!(r->freq_base > 1.0f))
+    return err_set(ERR_RANGE, "key '%s.rope.freq_base' is %g, expected > 1", m->ops->name, r->freq_base);
+
+  /* RoPE scaling: "none" / "linear" (positions divided by the factor);
+   * YaRN and LongRoPE change the angles per dimension and are refused until
+   * implemented. Older files store the linear factor as rope.scale_linear. */
+  r->freq_scale = 1.0f;
+  const char *stype = "linear";
+  rc = gguf_get_str(m->f, arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
+  if (rc && rc != ERR_NOT_FOUND) return rc;
+  if (strcmp(stype, "none") != 0) {
+    if (strcmp(stype, "linear") != 0)
+      return err_set(ERR_UNSUPPORTED, "key '%s' is '%s': only 'none' and 'linear' RoPE scaling are supported", key,
+                     stype);
+    float zero_f = 0.0f, factor = 0.0f;
+    if ((rc = model_key_f32(m, "rope.scaling.factor", &zero_f, &factor))) return rc;
+    if (factor == 0.0f && (rc = model_key_f32(m, "rope.scale_linear", &zero_f, &factor))) return rc;
+    if (factor < 0.0f) return err_set(ERR_RANGE, "%s: RoPE scaling factor %g is negative", m->ops->name, factor);
+    if (factor > 0.0f) r->freq_scale = 1.0f / factor;
+  }
+  /* Llama 3.x: per-pair frequency divisors computed by the converter. */
+  if ((rc = model_bind_vector(m, &r->freq_factors, n_rot / 2, MODEL_BIND_OPTIONAL, "rope_freqs.weight"))) return rc;
+  return 0;
+}
+
+/* ---- tensor binding ------------------------------------------------------- */
+
+static int own(model *m, void *p) {
+  if (m->n_owned == m->cap_owned) {
+    size_t cap = m->cap_owned ? m->cap_owned * 2 : 16;
+    void **o = realloc(m->owned, cap * sizeof *o);
+    if (!o) return ERR_NOMEM;
+    m->owned = o;
+    m->cap_owned = cap;
+  }
+  m->owned[m->n_owned++] = p;
+  return 0;
+}
+
+static void fmt_dims(const gguf_tensor *t, char *out, size_t cap) {
+  size_t o = 0;
+  o += (size_t)snprintf(out + o, cap - o, "[");
+  for (uint32_t i = 0; i < t->n_dims && o < cap; i++)
+    o += (size_t)snprintf(out + o, cap - o, "%s%llu", i ? ", " : "", (unsigned long long)t->dims[i]);
+  if (o < cap) snprintf(out + o, cap - o, "]");
+}
+
+static int bind_v(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags, const char *fmt,
+                  va_list ap) {
+  char name[128];
+  vsnprintf(name, sizeof name, fmt, ap);
+  memset(t, 0, sizeof *t);
+  const gguf_tensor *g = gguf_find_tensor(m->f, name);
+  if (!g) {
+    if (flags & MODEL_BIND_OPTIONAL) return 0;
+    return err_set(ERR_NOT_FOUND, "tensor '%s' is missing", name);
+  }
+  int want_dims = n_rows ? 2 : 1;
+  bool ok = g->dims[0] == (uint64_t)n_cols && g->dims[1] == (uint64_t)(n_rows ? n_rows : 1) && g->dims[2] == 1 &&
+            g->dims[3] == 1;
+  if (!ok) {
+    char have[96];
+    fmt_dims(g, have, sizeof have);
+    if (want_dims == 2)
+      return err_set(ERR_RANGE, "tensor '%s' has shape %s, expected [%lld, %lld]", name, have, (long long)n_cols,
+                     (long long)n_rows);
+    return err_set(ERR_RANGE, "tensor '%s' has shape %s, expected [%lld]", name, have, (long long)n_cols);
+  }
+  const struct tensor_type_traits *tt = tensor_type_get(g->type);
+  if (!tt || !tt->supported)
+    return err_set(ERR_UNSUPPORTED, "tensor '%s' has type %s, which has no kernel", name, tensor_type_name(g->type));
+  size_t rb = 0;
+  int rc = tensor_type_row_bytes(g->type, n_cols, &rb);
+  if (rc) return err_set(rc, "tensor '%s': rows of %lld elements do not fit type %s", name, (long long)n_cols,
+                         tensor_type_name(g->type));
+  t->name = g->name;
+  t->type = g->type;
+  t->n_cols = n_cols;
+  t->n_rows = n_rows ? n_rows : 1;
+  t->data = g->data;
+  t->row_bytes = rb;
+  m->weight_bytes += g->n_bytes;
+  return 0;
+}
+
+int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_v(m, t, n_cols, n_rows, flags, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...) {
+  *out = NULL;
+  model_tensor t;
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_v(m, &t, n, 0, flags, fmt, ap);
+  va_end(ap);
+  if (rc || !t.data) return rc;
+  if (t.type == TENSOR_TYPE_F32 && ((uintptr_t)t.data % sizeof(float)) == 0) {
+    *out = t.data;
+    return 0;
+  }
+  float *v = malloc((size_t)n * sizeof *v);
+  if (!v || own(m, v)) {
+    free(v);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory", t.name);
+  }
+  rc = ref_dequantize_row(t.type, t.data, v, n);
+  if (rc) return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
+  *out = v;
+  return 0;
+}
+
+/* ---- contexts ------------------------------------------------------------- */
+
+/* Positions per key/value tile and tokens per task in model_attention(). */
+#define ATT_TILE_POS 128
+#define ATT_TILE_TOK 16
+
+model_ctx_params model_ctx_default_params(void) {
+  model_ctx_params p;
+  memset(&p, 0, sizeof p);
+  return p;
+}
+
+static size_t att_scratch_floats(const model_hparams *hp) {
+  int64_t n_rep = hp->n_head / hp->n_head_kv;
+  return (size_t)(2 * ATT_TILE_POS * hp->head_dim + ATT_TILE_POS + ATT_TILE_TOK * n_rep * (hp->head_dim + 2));
+}
+
+int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
+  *out = NULL;
+  model_ctx_params d = model_ctx_default_params();
+  if (!p) p = &d;
+  const model_hparams *hp = &m->hp;
+  if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0)
+    return err_set(ERR_RANGE, "model context: negative n_ctx, n_batch or n_threads");
+  if (p->kv_type != MODEL_KV_F16 && p->kv_type != MODEL_KV_F32)
+    return err_set(ERR_RANGE, "model context: unknown KV cache type %d", (int)p->kv_type);
+  model_ctx *c = calloc(1, sizeof *c);
+  if (!c) return err_set(ERR_NOMEM, "model context: out of memory");
+  c->m = m;
+  c->n_ctx = p->n_ctx == 0 || p->n_ctx > hp->n_ctx_train ? hp->n_ctx_train : p->n_ctx;
+  c->n_batch = p->n_batch ? p->n_batch : 512;
+  if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
+  c->kv_type = p->kv_type;
+  c->kv_elem = p->kv_type == MODEL_KV_F16 ? 2 : 4;
+  int rc = 0;
+  if (p->tp) {
+    c->tp = p->tp;
+  } else {
+    rc = tpool_new(p->n_threads ? p->n_threads : 1, &c->tp);
+    if (rc) goto fail;
+    c->own_tp = true;
+  }
+  c->n_threads = tpool_n_threads(c->tp);
+
+  size_t per_layer = 0, kv_total = 0;
+  if (!size_mul((size_t)hp->n_head_kv * (size_t)hp->head_dim, (size_t)c->n_ctx, &per_layer) ||
+      !size_mul(per_layer, c->kv_elem, &per_layer) || !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total)) {
+    rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %lld positions overflows", (long long)c->n_ctx);
+    goto fail;
+  }
+  c->kv_layer_bytes = per_layer;
+  c->kv = malloc(kv_total ? kv_total : 1);
+  c->rope_cs = malloc((size_t)c->n_batch * (size_t)hp->rope.n_rot * sizeof(float));
+  c->att_scratch_floats = att_scratch_floats(hp);
+  c->att_scratch = malloc((size_t)c->n_threads * c->att_scratch_floats * sizeof(float));
+  if (!c->kv || !c->rope_cs || !c->att_scratch) {
+    rc = err_set(ERR_NOMEM, "model context: cannot allocate a KV cache of %zu bytes for %lld positions", kv_total,
+                 (long long)c->n_ctx);
+    goto fail;
+  }
+  c->buf_bytes = (size_t)c->n_batch * (size_t)hp->rope.n_rot * sizeof(float) +
+                 (size_t)c->n_threads * c->att_scratch_floats * sizeof(float);
+  if ((rc = m->ops->ctx_init(c))) goto fail;
+  *out = c;
+  return 0;
+fail:
+  model_ctx_free(c);
+  return rc;
+}
+
+void model_ctx_free(model_ctx *c) {
+  if (!c) return;
+  if (c->arch_data && c->m->ops->ctx_free) c->m->ops->ctx_free(c);
+  if (c->own_tp) tpool_free(c->tp);
+  free(c->kv);
+  free(c->rope_cs);
+  free(c->att_scratch);
+  free(c);
+}
+
+int64_t model_ctx_n_ctx(const model_ctx *c) { return c->n_ctx; }
+int64_t model_ctx_n_past(const model_ctx *c) { return c->n_past; }
+size_t model_ctx_kv_bytes(const model_ctx *c) { return c->kv_layer_bytes * 2 * (size_t)c->m->hp.n_layer; }
+size_t model_ctx_buf_bytes(const model_ctx *c) { return c->buf_bytes; }
+thread_pool *model_ctx_pool(model_ctx *c) { return c->tp; }
+
+void model_ctx_truncate(model_ctx *c, int64_t n) {
+  if (n >= 0 && n < c->n_past) c->n_past = n;
+}
+
+int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
+                  enum model_logits mode) {
+  const model_hparams *hp = &c->m->hp;
+  if (n <= 0) return err_set(ERR_RANGE, "model_forward: %lld tokens", (long long)n);
+  if (pos < 0 || pos > c->n_past)
+    return err_set(ERR_RANGE, "model_forward: position %lld is past the %lld cached tokens", (long long)pos,
+                   (long long)c->n_past);
+  if (mode != MODEL_LOGITS_NONE && !logits) return err_set(ERR_INVALID, "model_forward: logits is NULL");
+  if (n > c->n_ctx - pos)
+    return err_set(ERR_CONTEXT, "%lld tokens at position %lld need %lld positions, but the context holds %lld",
+                   (long long)n, (long long)pos, (long long)(pos + n), (long long)c->n_ctx);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+      return err_set(ERR_RANGE, "token %d at index %lld is outside the vocabulary of %lld", tokens[i], (long long)i,
+                     (long long)hp->n_vocab);
+  c->n_past = pos;
+  for (int64_t done = 0; done < n;) {
+    int64_t step = n - done < c->n_batch ? n - done : c->n_batch;
+    bool last = done + step == n;
+    enum model_logits sm = mode;
+    float *lg = logits;
+    if (mode == MODEL_LOGITS_LAST && !last) sm = MODEL_LOGITS_NONE;
+    if (mode == MODEL_LOGITS_ALL) lg = logits + done * hp->n_vocab;
+    int rc = c->m->ops->forward(c, tokens + done, step, pos + done, lg, sm);
+    if (rc) return rc;
+    done += step;
+    c->n_past = pos + done;
+  }
+  return 0;
+}
+
+/* ---- KV cache ------------------------------------------------------------- */
+
+/* f16 -> f32 by table: 256 KiB, built once; much faster than converting
+ * bit by bit in the attention inner loops. */
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+static void f16_table_init(void) {
+  for (uint32_t i = 0; i < 65536; i++) f16_table[i] = fp16_to_f32((uint16_t)i);
+}
+
+static inline uint8_t *kv_block(model_ctx *c, int64_t l, int which) {
+  return c->kv + ((size_t)l * 2 + (size_t)which) * c->kv_layer_bytes;
+}
+
+void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int64_t n, int64_t pos) {
+  const model_hparams *hp = &c->m->hp;
+  int64_t hd = hp->head_dim, nkv = hp->n_head_kv;
+  for (int which = 0; which < 2; which++) {
+    uint8_t *blk = kv_block(c, l, which);
+    const float *src = which ? v : k;
+    for (int64_t t = 0; t < n; t++)
+      for (int64_t g = 0; g < nkv; g++) {
+        const float *s = src + t * nkv * hd + g * hd;
+        size_t row = (size_t)(g * c->n_ctx + pos + t) * (size_t)hd;
+        if (c->kv_type == MODEL_KV_F32) {
+          memcpy((float *)blk + row, s, (size_t)hd * sizeof(float));
+        } else {
+          uint16_t *dst = (uint16_t *)blk + row;
+          for (int64_t i = 0; i < hd; i++) dst[i] = f32_to_fp16(s[i]);
+        }
+      }
+  }
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+struct att_job {
+  model_ctx *c;
+  int64_t l, n, pos;
+  const float *q;
+  float *out;
+  float scale;
+  int64_t n_tok_tiles, n_tasks;
+  atomic_long next;
+};
+
+/* Dot product with 8 independent partial sums, which the compiler turns
+ * into vector lanes without reassociating a single sum. */
+static inline float dot_f32(const float *a, const float *b, int64_t n) {
+  float s[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i < n; i++) r += a[i] * b[i];
+  return r;
+}
+
+static void att_task(struct att_job *j, float *scr, int64_t task) {
+  model_ctx *c = j->c;
+  const model_hparams *hp = &c->m->hp;
+  const int64_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+  const int64_t q_stride = hp->n_head * hd;
+  int64_t g = task / j->n_tok_tiles;
+  int64_t t0 = (task % j->n_tok_tiles) * ATT_TILE_TOK;
+  int64_t t1 = t0 + ATT_TILE_TOK < j->n ? t0 + ATT_TILE_TOK : j->n;
+  int64_t n_q = (t1 - t0) * n_rep;
+
+  float *kt = scr, *vt = kt + ATT_TILE_POS * hd, *sc = vt + ATT_TILE_POS * hd;
+  float *acc = sc + ATT_TILE_POS, *mx = acc + ATT_TILE_TOK * n_rep * hd, *sum = mx + ATT_TILE_TOK * n_rep;
+  memset(acc, 0, (size_t)(n_q * hd) * sizeof(float));
+  for (int64_t i = 0; i < n_q; i++) {
+    mx[i] = -INFINITY;
+    sum[i] = 0.0f;
+  }
+  const uint8_t *kb = kv_block(c, j->l, 0) + (size_t)(g * c->n_ctx) * (size_t)hd * c->kv_elem;
+  const uint8_t *vb = kv_block(c, j->l, 1) + (size_t)(g * c->n_ctx) * (size_t)hd * c->kv_elem;
+  int64_t p_end = j->pos + t1; /* positions 0..p_end-1 are visible to some token of the task */
+  for (int64_t p0 = 0; p0 < p_end; p0 += ATT_TILE_POS) {
+    int64_t p1 = p0 + ATT_TILE_POS < p_end ? p0 + ATT_TILE_POS : p_end;
+    const float *K, *V;
+    if (c->kv_type == MODEL_KV_F32) {
+      K = (const float *)kb + p0 * hd;
+      V = (const float *)vb + p0 * hd;
+    } else {
+      const uint16_t *k16 = (const uint16_t *)kb + p0 * hd, *v16 = (const uint16_t *)vb + p0 * hd;
+      for (int64_t i = 0; i < (p1 - p0) * hd; i++) {
+        kt[i] = f16_table[k16[i]];
+        vt[i] = f16_table[v16[i]];
+      }
+      K = kt;
+      V = vt;
+    }
+    for (int64_t t = t0; t < t1; t++) {
+      int64_t plim = j->pos + t + 1 < p1 ? j->pos + t + 1 : p1; /* causal */
+      if (plim <= p0) continue;
+      int64_t np = plim - p0;
+      for (int64_t r = 0; r < n_rep; r++) {
+        int64_t h = g * n_rep + r, qi = (t - t0) * n_rep + r;
+        const float *qv = j->q + t * q_stride + h * hd;
+        float m_new = mx[qi];
+        for (int64_t p = 0; p < np; p++) {
+          sc[p] = j->scale * dot_f32(qv, K + p * hd, hd);
+          if (sc[p] > m_new) m_new = sc[p];
+        }
+        float *a = acc + qi * hd;
+        if (m_new > mx[qi]) { /* rescale what was accumulated under the old max */
+          float corr = mx[qi] == -INFINITY ? 0.0f : expf(mx[qi] - m_new);
+          sum[qi] *= corr;
+          for (int64_t d = 0; d < hd; d++) a[d] *= corr;
+          mx[qi] = m_new;
+        }
+        for (int64_t p = 0; p < np; p++) {
+          float e = expf(sc[p] - m_new);
+          sum[qi] += e;
+          const float *vr = V + p * hd;
+          for (int64_t d = 0; d < hd; d++) a[d] += e * vr[d];
+        }
+      }
+    }
+  }
+  for (int64_t t = t0; t < t1; t++)
+    for (int64_t r = 0; r < n_rep; r++) {
+      int64_t h = g * n_rep + r, qi = (t - t0) * n_rep + r;
+      float inv = 1.0f / sum[qi]; /* sum >= 1: the maximum's own term is exp(0) */
+      float *o = j->out + t * q_stride + h * hd;
+      for (int64_t d = 0; d < hd; d++) o[d] = acc[qi * hd + d] * inv;
+    }
+}
+
+static void att_worker(void *ctx, int ith, int nth) {
+  (void)nth;
+  struct att_job *j = ctx;
+  float *scr = j->c->att_scratch + (size_t)ith * j->c->att_scratch_floats;
+  for (;;) {
+    long task = atomic_fetch_add(&j->next, 1);
+    if (task >= j->n_tasks) break;
+    att_task(j, scr, task);
+  }
+}
+
+void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos, float scale) {
+  if (c->kv_type == MODEL_KV_F16) pthread_once(&f16_once, f16_table_init);
+  struct att_job j = {.c = c, .l = l, .n = n, .pos = pos, .q = q, .out = out, .scale = scale};
+  j.n_tok_tiles = (n + ATT_TILE_TOK - 1) / ATT_TILE_TOK;
+  j.n_tasks = j.n_tok_tiles * c->m->hp.n_head_kv;
+  atomic_init(&j.next, 0);
+  tpool_run(c->tp, att_worker, &j);
+}

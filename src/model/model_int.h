@@ -1,0 +1,104 @@
+/*
+ * model_int.h - what architecture files (llama.c, later qwen2.c, qwen3.c,
+ * bert.c) share with model.c: the model and context structs, tensor binding
+ * with shape checks, hyper-parameter getters, the KV cache and attention.
+ * Not for use outside src/model/.
+ */
+#ifndef PARLEY_MODEL_INT_H
+#define PARLEY_MODEL_INT_H
+
+#include <stdatomic.h>
+
+#include "model/model.h"
+
+/* A weight matrix bound from the file: n_rows rows of n_cols elements of
+ * `type`, rows contiguous in the mapping (GGUF dims = [n_cols, n_rows]). */
+typedef struct model_tensor {
+  const char *name;  /* owned by the gguf_file */
+  uint32_t type;     /* enum tensor_type */
+  int64_t n_cols;    /* dims[0] */
+  int64_t n_rows;    /* dims[1] (1 for a vector) */
+  const void *data;  /* in the mapping */
+  size_t row_bytes;
+} model_tensor;
+
+struct model {
+  gguf_file *f;
+  enum model_arch arch;
+  const model_arch_ops *ops;
+  model_hparams hp;
+  uint64_t weight_bytes;   /* sum of bound tensors' bytes */
+  void **owned;            /* small buffers the model allocated (vectors
+                              dequantized to f32), freed with the model */
+  size_t n_owned, cap_owned;
+  void *arch_data;         /* the architecture's tensors (llama.c) */
+};
+
+struct model_ctx {
+  model *m;
+  int64_t n_ctx;           /* positions the cache holds */
+  int64_t n_batch;         /* most tokens per forward step */
+  int64_t n_past;          /* positions filled */
+  enum model_kv_type kv_type;
+  size_t kv_elem;          /* 2 (F16) or 4 (F32) */
+  thread_pool *tp;
+  bool own_tp;
+  int n_threads;
+  /* KV cache, one block per layer and kind:
+   *   k[l] : [n_head_kv][n_ctx][head_dim] elements of kv_type
+   *   v[l] : same layout
+   * so one kv head's keys for positions 0..p are contiguous rows. */
+  uint8_t *kv;             /* n_layer * 2 blocks */
+  size_t kv_layer_bytes;   /* bytes of one k (or v) block */
+  float *rope_cs;          /* [n_batch][n_rot] cos/sin of the step's positions */
+  float *att_scratch;      /* per thread: see model_attention() */
+  size_t att_scratch_floats;
+  size_t buf_bytes;        /* compute buffers, for model_ctx_buf_bytes */
+  void *arch_data;         /* the architecture's buffers */
+};
+
+/* ---- binding (model.c) --------------------------------------------------- */
+
+enum model_bind_flags {
+  MODEL_BIND_OPTIONAL = 1 /* absent: 0 with t->data NULL */
+};
+
+/* Binds the tensor named by fmt... as a matrix of n_rows x n_cols (n_rows 0:
+ * a 1-D tensor of n_cols), checking its shape and that kern_matmul supports
+ * its type. Adds its bytes to m->weight_bytes. */
+int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Binds a 1-D tensor of n elements as f32: in place when it is F32 (and
+ * aligned), dequantized into a buffer the model owns otherwise. *out NULL
+ * when optional and absent. */
+int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* "ARCH.suffix" getters with defaults (required when def is NULL). Each
+ * checks the range [lo, hi] and names the key in the error. */
+int model_key_i64(model *m, const char *suffix, const int64_t *def, int64_t lo, int64_t hi, int64_t *out);
+int model_key_f32(model *m, const char *suffix, const float *def, float *out);
+/* Reads the hyper-parameters every decoder architecture names the same
+ * way (see model_hparams) and checks them against each other. */
+int model_load_common_hparams(model *m, enum ops_rope_style style);
+
+/* ---- KV cache and attention (model.c) ------------------------------------ */
+
+/* Stores k[n][n_head_kv*head_dim] and v (same shape) into layer l of the
+ * cache at positions pos..pos+n-1. */
+void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int64_t n, int64_t pos);
+/* Causal multi-head attention with grouped query heads for n tokens at
+ * positions pos..pos+n-1, reading layer l's cache (positions 0..pos+n-1,
+ * the step's own keys already stored):
+ *   out[t][h] = sum_p softmax_p(scale * q[t][h] . K[g][p]) V[g][p],
+ *   p <= pos + t, g = h / (n_head / n_head_kv).
+ * q and out are [n][n_head*head_dim]. Threads split (kv head, token tile)
+ * tasks; keys and values are read in tiles with an online softmax, so the
+ * scratch does not grow with the context. */
+void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos,
+                     float scale);
+
+/* Architecture rows. */
+extern const model_arch_ops model_arch_llama;
+
+#endif

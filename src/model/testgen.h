@@ -1,0 +1,47 @@
+/*
+ * testgen.h - writes random-weight llama GGUF files with the project's own
+ * GGUF writer: test models for the unit tests (compared against the numpy
+ * reference tools/ref_llama.py) and benchmark models of real shapes
+ * (`parley bench` on TinyLlama's shape).
+ *
+ * Weights are drawn from a seeded generator, scaled so that activations stay
+ * of order one through the layers (matrices uniform in +-sqrt(3/n_cols),
+ * norms 1 +- 0.1, embeddings unit variance, output rows scaled so logits
+ * spread over a few units): greedy choices are then clear-cut rather than
+ * near ties. Quantized types are written with ref_quantize_row.
+ */
+#ifndef PARLEY_MODEL_TESTGEN_H
+#define PARLEY_MODEL_TESTGEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct model_testgen {
+  int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+  int64_t n_rot;            /* 0 = head_dim */
+  uint32_t type;            /* enum tensor_type of the layer matrices */
+  uint32_t type_embd;       /* token_embd.weight */
+  uint32_t type_output;     /* output.weight (unused when tied) */
+  uint32_t type_ffn_down;   /* blk.N.ffn_down.weight and blk.N.attn_v.weight
+                               (a Q4_K_M-like mix uses Q6_K here) */
+  bool tied;                /* no output.weight: logits use token_embd */
+  bool rope_freqs;          /* write a Llama-3 style rope_freqs.weight */
+  float rope_freq_base;     /* 0 = leave the key out (default 10000) */
+  float rope_scale_linear;  /* 0 = no scaling keys */
+  float norm_eps;           /* 0 = 1e-5 */
+  uint64_t seed;
+} model_testgen;
+
+/* The small test shape: n_embd 64, 2 layers, 4 heads, 2 KV heads, n_ff 160,
+ * vocab 300, context 128, all F32, untied. */
+model_testgen model_testgen_small(void);
+/* TinyLlama-1.1B's shape (n_embd 2048, 22 layers, 32 heads, 4 KV heads,
+ * n_ff 5632, vocab 32000, context 2048) in type t; Q4_K gives a Q4_K_M-like
+ * mix (Q6_K output, ffn_down and attn_v). */
+model_testgen model_testgen_tinyllama(uint32_t t);
+
+/* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
+ * cannot hold (row lengths must be multiples of the block size). */
+int model_testgen_write(const model_testgen *g, const char *path);
+
+#endif
