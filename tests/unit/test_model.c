@@ -1,0 +1,586 @@
+/* test_model.c - the llama forward pass against tools/ref_llama.py (an
+ * independent numpy implementation reading the same GGUF file), on
+ * random-weight models written by src/model/testgen.c and on the real
+ * converter output in ../shared; plus batching, greedy continuations, the
+ * reference-kernel switch, context limits and load errors. */
+#include "test.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+#include "model/model.h"
+#include "model/testgen.h"
+
+#define PY "/usr/bin/python3"
+#define REF "tools/ref_llama.py"
+
+/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
+static int py_ready(void) {
+  if (access(REF, R_OK) != 0) {
+    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
+    return -1;
+  }
+  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
+}
+
+#define NEED_PY()                                                      \
+  do {                                                                 \
+    int r_ = py_ready();                                               \
+    if (r_ < 0) return;                                                \
+    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
+  } while (0)
+
+static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
+}
+
+/* numpy logits [n][n_vocab] into a malloc'd array; NULL on failure. */
+static float *ref_logits(const char *model_path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
+  char ts[4096], out[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(out, sizeof out, "%s/ref_logits.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", model_path, ts, out, kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return NULL;
+  size_t cnt = (size_t)n * (size_t)n_vocab;
+  float *v = malloc(cnt * sizeof *v);
+  FILE *fp = fopen(out, "rb");
+  if (!v || !fp) {
+    free(v);
+    if (fp) fclose(fp);
+    return NULL;
+  }
+  size_t got = fread(v, sizeof *v, cnt, fp);
+  int extra = fgetc(fp);
+  fclose(fp);
+  if (got != cnt || extra != EOF) {
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+/* numpy greedy continuation of n_gen tokens; returns how many were parsed. */
+static int ref_greedy(const char *model_path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
+  char ts[4096], path[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(path, sizeof path, "%s/ref_greedy.txt", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", model_path, ts, n_gen, path,
+           kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return -1;
+  FILE *fp = fopen(path, "r");
+  if (!fp) return -1;
+  int k = 0;
+  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
+  fclose(fp);
+  return k;
+}
+
+/* sum((a-b)^2) / sum(b^2) */
+static double nmse(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
+#define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
+
+static const char *gen_model(const model_testgen *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  int rc = model_testgen_write(g, path);
+  if (rc) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+/* Runs the prompt through a fresh context in one call (all logits). */
+static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
+                       int64_t n_batch, int64_t *n_vocab_out) {
+  model *m = NULL;
+  if (model_open(path, &m)) {
+    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
+    return NULL;
+  }
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_threads = n_threads;
+  p.n_batch = n_batch;
+  model_ctx *c = NULL;
+  float *lg = NULL;
+  int64_t V = model_get_hparams(m)->n_vocab;
+  if (model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
+  } else {
+    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
+    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
+      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
+      free(lg);
+      lg = NULL;
+    }
+  }
+  *n_vocab_out = V;
+  model_ctx_free(c);
+  model_free(m);
+  return lg;
+}
+
+/* C (kv type) vs numpy (kv rounded the same way) on PROMPT; returns NMSE or
+ * -1 on failure. */
+static double compare_model(const char *path, enum model_kv_type kv, int n_threads) {
+  int64_t V = 0;
+  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
+  if (!c) return -1;
+  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
+  if (!r) {
+    free(c);
+    test_fail_at(__FILE__, __LINE__, "ref_llama.py failed on %s", path);
+    return -1;
+  }
+  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
+  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
+         n_threads, e);
+  free(c);
+  free(r);
+  return e;
+}
+
+/* F32 weights: the C runtime computes in f32, numpy in f64 on the same
+ * values, so the only differences are f32 rounding (relative ~1e-7 per
+ * operation, NMSE ~1e-12..1e-10 after a few hundred accumulations). 1e-4 is
+ * the bar the issue sets; we also check the much tighter 1e-8 so a subtle
+ * error (a wrong RoPE pair, a mask off by one: NMSE >= 1e-3) cannot hide. */
+TEST(model_llama_f32_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen g = model_testgen_small();
+  ASSERT_TRUE(gen_model(&g, "f32", path, sizeof path));
+  double e = compare_model(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  /* F16 cache: numpy rounds k and v to float16 too, so again only f32 noise,
+   * plus the rare element whose f32 and f64 values round to neighbouring
+   * halves (probability ~ 1e-7 / 2^-11 per element, each costing (2^-11)^2
+   * relative): expected NMSE ~1e-11, far below 1e-8. */
+  e = compare_model(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.tied = true;
+  g.seed = 2;
+  ASSERT_TRUE(gen_model(&g, "f32_tied", path, sizeof path));
+  e = compare_model(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* F16 weights: numpy decodes the same halves exactly; the kernels multiply
+ * f16 weights with f32 activations in f32 (kernels.h), so the error is f32
+ * rounding as above. */
+TEST(model_llama_f16_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
+  g.seed = 3;
+  ASSERT_TRUE(gen_model(&g, "f16", path, sizeof path));
+  double e = compare_model(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* Quantized weights: numpy uses the dequantized weights, so the difference
+ * is only what the fast kernels add: activations quantized to 8 bits per
+ * block (Q8_0 blocks of 32 for Q4_0/Q8_0, Q8_K blocks of 256 for K-quants).
+ * With absmax scaling the rounding error is uniform in +-d/2, d = max|x|/127;
+ * for roughly gaussian activations max|x| ~ 2.5-3.5 sigma over a block, so
+ * the error variance is d^2/12 ~ (3.5/127)^2/12 sigma^2 = 6e-5 sigma^2: each
+ * product's output gets NMSE ~6e-5. The model has 7 products per layer x 2
+ * layers + the output, and errors add roughly independently (residual stream,
+ * norms rescale): ~15 x 6e-5 ~ 1e-3, with softmax and SwiGLU sensitivity
+ * giving some more. We allow 5e-3 (a wrong kernel gives NMSE ~1). With
+ * kern_force_reference the products are exact double dot products and the
+ * F32 bound holds again (model_llama_reference_kernels). */
+static void check_quant(uint32_t type, bool k_shape, double tol) {
+  char path[512], name[32];
+  model_testgen g = model_testgen_small();
+  if (k_shape) { /* K-quants need rows that are multiples of 256 */
+    g.n_embd = 256;
+    g.n_ff = 512;
+  }
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
+  if (type == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K; /* Q4_K_M-like mix */
+  g.seed = 10 + type;
+  snprintf(name, sizeof name, "q%u", type);
+  if (!gen_model(&g, name, path, sizeof path)) return;
+  double e = compare_model(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < tol);
+}
+
+TEST(model_llama_quant_matches_numpy) {
+  NEED_PY();
+  check_quant(TENSOR_TYPE_Q8_0, false, 5e-3);
+  check_quant(TENSOR_TYPE_Q4_0, false, 5e-3);
+  check_quant(TENSOR_TYPE_Q4_K, true, 5e-3);
+  check_quant(TENSOR_TYPE_Q6_K, true, 5e-3);
+}
+
+/* With the reference kernels forced, every product is a double-accumulated
+ * dot product on the dequantized weights: the whole model matches numpy to
+ * f32 rounding on every type. */
+TEST(model_llama_reference_kernels) {
+  NEED_PY();
+  kern_force_reference(true);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  char path[512];
+  model_testgen g = model_testgen_small();
+  ASSERT_TRUE(gen_model(&g, "ref_f32", path, sizeof path));
+  double e = compare_model(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.n_embd = 256;
+  g.n_ff = 512;
+  g.type = g.type_embd = TENSOR_TYPE_Q4_K;
+  g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K;
+  ASSERT_TRUE(gen_model(&g, "ref_q4k", path, sizeof path));
+  e = compare_model(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.n_embd = 64;
+  g.n_ff = 160;
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
+  ASSERT_TRUE(gen_model(&g, "ref_q40", path, sizeof path));
+  e = compare_model(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  kern_force_reference(false);
+}
+
+/* Llama 3 RoPE frequency factors, a non-default base and linear scaling. */
+TEST(model_llama_rope_options_match_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.rope_freqs = true;
+  g.rope_freq_base = 500000.0f;
+  g.rope_scale_linear = 4.0f;
+  g.n_rot = 8; /* partial rotation: 8 of 16 dims per head */
+  g.seed = 5;
+  ASSERT_TRUE(gen_model(&g, "rope", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  const model_hparams *hp = model_get_hparams(m);
+  EXPECT_TRUE(hp->rope.freq_factors != NULL);
+  EXPECT_NEAR(hp->rope.freq_scale, 0.25, 1e-9);
+  EXPECT_NEAR(hp->rope.freq_base, 500000.0, 1e-3);
+  EXPECT_INT_EQ(hp->rope.n_rot, 8);
+  model_free(m);
+  double e = compare_model(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* The prompt in one batch, in batches of 5 (steps inside model_forward), and
+ * token by token through the cache give the same logits. */
+TEST(model_llama_batch_equals_token_by_token) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q8_0;
+  ASSERT_TRUE(gen_model(&g, "batch", path, sizeof path));
+  int64_t V = 0;
+  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  ASSERT_TRUE(all && b5);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
+  float *one = malloc((size_t)V * sizeof *one);
+  double worst_b5 = 0, worst_one = 0;
+  for (int i = 0; i < N_PROMPT; i++) {
+    ASSERT_INT_EQ(model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST), 0);
+    double e1 = nmse(one, all + (size_t)i * V, (size_t)V);
+    double e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    if (e1 > worst_one) worst_one = e1;
+    if (e2 > worst_b5) worst_b5 = e2;
+  }
+  printf("    batch of 14 vs 1 by 1: nmse %.3g; vs steps of 5: %.3g\n", worst_one, worst_b5);
+  /* kern_matmul promises results independent of how many tokens share a
+   * call, and attention is per token: only the order of f32 sums may
+   * differ (the online softmax sees different tiles). */
+  EXPECT_TRUE(worst_one < 1e-10);
+  EXPECT_TRUE(worst_b5 < 1e-10);
+  EXPECT_INT_EQ(model_ctx_n_past(c), N_PROMPT);
+  /* rewinding: recompute the last 4 positions from position 10 */
+  ASSERT_INT_EQ(model_forward(c, &PROMPT[10], 4, 10, one, MODEL_LOGITS_LAST), 0);
+  EXPECT_TRUE(nmse(one, all + (size_t)(N_PROMPT - 1) * V, (size_t)V) < 1e-10);
+  free(one);
+  free(all);
+  free(b5);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+/* Greedy continuation of 32 tokens, one token per forward through the cache,
+ * against numpy's greedy loop (which recomputes the whole sequence). */
+static void check_greedy(uint32_t type, const char *name, uint64_t seed) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
+  g.seed = seed;
+  if (!gen_model(&g, name, path, sizeof path)) return;
+  enum { N_GEN = 32 };
+  int32_t want[N_GEN], got[N_GEN];
+  int nw = ref_greedy(path, PROMPT, 6, N_GEN, true, want);
+  EXPECT_INT_EQ(nw, N_GEN);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  if (model_open(path, &m)) return test_fail_at(__FILE__, __LINE__, "open: %s", err_detail());
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  if (model_ctx_new(m, &p, &c)) {
+    model_free(m);
+    return test_fail_at(__FILE__, __LINE__, "ctx: %s", err_detail());
+  }
+  int64_t V = model_get_hparams(m)->n_vocab;
+  float *lg = malloc((size_t)V * sizeof *lg);
+  int rc = model_forward(c, PROMPT, 6, 0, lg, MODEL_LOGITS_LAST);
+  for (int i = 0; i < N_GEN && rc == 0; i++) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < V; t++)
+      if (lg[t] > lg[best]) best = t;
+    got[i] = best;
+    rc = model_forward(c, &best, 1, 6 + i, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  int same = 0;
+  while (same < N_GEN && got[same] == want[same]) same++;
+  printf("    %s greedy: %d of %d tokens identical\n", name, same, N_GEN);
+  EXPECT_INT_EQ(same, N_GEN);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_llama_greedy_matches_numpy) {
+  NEED_PY();
+  check_greedy(TENSOR_TYPE_F32, "greedy_f32", 21);
+  check_greedy(TENSOR_TYPE_F16, "greedy_f16", 22);
+}
+
+/* A real converter's output: F16 weights, n_embd 8, one layer, 32000 tokens,
+ * no rope.freq_base key, a separate output.weight. */
+TEST(model_llama_shared_tiny_random) {
+  char path[1024];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf not present");
+  NEED_PY();
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  const model_hparams *hp = model_get_hparams(m);
+  EXPECT_INT_EQ(hp->n_embd, 8);
+  EXPECT_INT_EQ(hp->n_layer, 1);
+  EXPECT_INT_EQ(hp->n_head, 2);
+  EXPECT_INT_EQ(hp->n_vocab, 32000);
+  EXPECT_INT_EQ(hp->n_ctx_train, 4096);
+  EXPECT_NEAR(hp->rope.freq_base, 10000.0, 0);
+  model_free(m);
+  static const int32_t toks[] = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
+  int64_t V = 0;
+  float *c = c_logits(path, toks, 12, MODEL_KV_F16, 2, 0, &V);
+  ASSERT_TRUE(c != NULL);
+  float *r = ref_logits(path, toks, 12, V, true);
+  ASSERT_TRUE(r != NULL);
+  double e = nmse(c, r, (size_t)12 * (size_t)V);
+  printf("    llama-2-tiny-random: nmse %.3g\n", e);
+  EXPECT_TRUE(e < 1e-8);
+  free(c);
+  free(r);
+  /* generates: 16 greedy tokens, all inside the vocabulary */
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx *ctx = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_ctx = 64;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &ctx), 0);
+  EXPECT_INT_EQ(model_ctx_n_ctx(ctx), 64);
+  float *lg = malloc((size_t)V * sizeof *lg);
+  int32_t t = 1;
+  int rc = model_forward(ctx, &t, 1, 0, lg, MODEL_LOGITS_LAST);
+  for (int i = 1; i < 17 && rc == 0; i++) {
+    int32_t best = 0;
+    for (int32_t k = 1; k < V; k++)
+      if (lg[k] > lg[best]) best = k;
+    EXPECT_TRUE(best >= 0 && best < V);
+    rc = model_forward(ctx, &best, 1, i, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  EXPECT_INT_EQ(model_ctx_n_past(ctx), 17);
+  free(lg);
+  model_ctx_free(ctx);
+  model_free(m);
+}
+
+TEST(model_llama_context_limits) {
+  char path[512];
+  model_testgen g = model_testgen_small(); /* trained context 128 */
+  ASSERT_TRUE(gen_model(&g, "ctx", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_ctx = 100000; /* capped at the trained 128 */
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
+  EXPECT_INT_EQ(model_ctx_n_ctx(c), 128);
+  /* F16 cache: 2 layers x (k + v) x 2 kv heads x 128 positions x 16 dims x 2 bytes */
+  EXPECT_INT_EQ(model_ctx_kv_bytes(c), 2 * 2 * 2 * 128 * 16 * 2);
+  model_ctx_free(c);
+  p.n_ctx = 20;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
+  EXPECT_INT_EQ(model_ctx_n_ctx(c), 20);
+  int32_t toks[21] = {0};
+  float *lg = malloc(300 * sizeof *lg);
+  EXPECT_INT_EQ(model_forward(c, toks, 21, 0, lg, MODEL_LOGITS_LAST), ERR_CONTEXT);
+  EXPECT_STR_CONTAINS(err_detail(), "21 tokens");
+  EXPECT_STR_CONTAINS(err_detail(), "holds 20");
+  EXPECT_INT_EQ(model_forward(c, toks, 20, 0, lg, MODEL_LOGITS_LAST), 0);
+  EXPECT_INT_EQ(model_forward(c, toks, 1, 20, lg, MODEL_LOGITS_LAST), ERR_CONTEXT);
+  /* token ids are checked, positions too */
+  int32_t bad = 300;
+  EXPECT_INT_EQ(model_forward(c, &bad, 1, 3, lg, MODEL_LOGITS_LAST), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "token 300");
+  EXPECT_INT_EQ(model_forward(c, toks, 1, 21, lg, MODEL_LOGITS_LAST), ERR_RANGE);
+  EXPECT_INT_EQ(model_forward(c, toks, 1, 5, NULL, MODEL_LOGITS_NONE), 0);
+  EXPECT_INT_EQ(model_ctx_n_past(c), 6);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+/* Loads a file whose bytes were patched; returns the error code. */
+static int load_patched(const char *src, const char *find, const void *repl, size_t off, size_t n) {
+  FILE *fp = fopen(src, "rb");
+  if (!fp) return 1;
+  fseek(fp, 0, SEEK_END);
+  long sz = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  char *data = malloc((size_t)sz);
+  size_t got = fread(data, 1, (size_t)sz, fp);
+  fclose(fp);
+  char *at = memmem(data, got, find, strlen(find));
+  if (!at) {
+    free(data);
+    return 1;
+  }
+  memcpy(at + off, repl, n);
+  gguf_file *f = NULL;
+  int rc = gguf_open_mem(data, got, &f);
+  model *m = NULL;
+  if (rc == 0) rc = model_load(f, &m);
+  model_free(m);
+  free(data);
+  return rc;
+}
+
+TEST(model_llama_load_errors) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  ASSERT_TRUE(gen_model(&g, "bad", path, sizeof path));
+  /* head_count_kv 2 -> 4: attn_k must then be [64, 64] */
+  const char *key = "llama.attention.head_count_kv";
+  uint32_t four = 4;
+  EXPECT_INT_EQ(load_patched(path, key, &four, strlen(key) + 4, 4), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]");
+  /* a missing tensor */
+  EXPECT_INT_EQ(load_patched(path, "output_norm.weight", "X", 0, 1), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "output_norm.weight");
+  /* an unknown architecture ("llama" -> "llamb" in general.architecture) */
+  EXPECT_INT_EQ(load_patched(path, "llama", "b", 4, 1), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "llamb");
+  /* head_count 4 -> 3: not a multiple of head_count_kv 2 */
+  const char *hk = "llama.attention.head_count\x04";
+  uint32_t three = 3;
+  EXPECT_INT_EQ(load_patched(path, hk, &three, strlen(hk) + 3, 4), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "head_count");
+  /* a missing required key: block_count renamed */
+  EXPECT_INT_EQ(load_patched(path, "llama.block_count", "X", 6, 1), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "llama.block_count");
+}
+
+/* ---- ops: hand-computed values ------------------------------------------ */
+
+TEST(model_ops_norms) {
+  float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
+  /* mean of squares = 30/4 = 7.5, eps 0.5 -> scale 1/sqrt(8) */
+  ops_rmsnorm(y, x, w, 4, 0.5f);
+  double s = 1.0 / sqrt(8.0);
+  EXPECT_NEAR(y[0], 1 * s, 1e-6);
+  EXPECT_NEAR(y[2], 6 * s, 1e-6);
+  EXPECT_NEAR(y[3], 2 * s, 1e-6);
+  float b[4] = {0, 1, 0, 0};
+  /* mean 2.5, variance 1.25, eps 0.75 -> scale 1/sqrt(2) */
+  ops_layernorm(y, x, w, b, 4, 0.75f);
+  s = 1.0 / sqrt(2.0);
+  EXPECT_NEAR(y[0], -1.5 * s, 1e-6);
+  EXPECT_NEAR(y[1], -0.5 * s + 1, 1e-6);
+  EXPECT_NEAR(y[2], 0.5 * s * 2, 1e-6);
+  EXPECT_NEAR(y[3], 1.5 * s * 0.5, 1e-6);
+}
+
+TEST(model_ops_softmax_and_activations) {
+  float x[3] = {0.0f, logf(3.0f), -INFINITY};
+  ops_softmax(x, 3);
+  EXPECT_NEAR(x[0], 0.25, 1e-7);
+  EXPECT_NEAR(x[1], 0.75, 1e-7);
+  EXPECT_NEAR(x[2], 0.0, 0);
+  float all_inf[2] = {-INFINITY, -INFINITY};
+  ops_softmax(all_inf, 2);
+  EXPECT_NEAR(all_inf[0], 0.0, 0);
+  float s[2] = {0.0f, 2.0f};
+  ops_silu(s, 2);
+  EXPECT_NEAR(s[0], 0.0, 0);
+  EXPECT_NEAR(s[1], 2.0 / (1.0 + exp(-2.0)), 1e-6);
+  float gt[1] = {2.0f}, up[1] = {3.0f};
+  ops_swiglu(gt, up, 1);
+  EXPECT_NEAR(gt[0], 3.0 * 2.0 / (1.0 + exp(-2.0)), 1e-5);
+  /* gelu(1): tanh form 0.5*(1+tanh(sqrt(2/pi)*1.044715)) = 0.8411920; erf form 0.8413447 */
+  float g1[1] = {1.0f}, g2[1] = {1.0f};
+  ops_gelu(g1, 1);
+  ops_gelu_erf(g2, 1);
+  EXPECT_NEAR(g1[0], 0.8411920, 1e-6);
+  EXPECT_NEAR(g2[0], 0.8413447, 1e-6);
+  float a[2] = {1, 2}, bb[2] = {10, 20};
+  ops_add(a, bb, 2);
+  EXPECT_NEAR(a[1], 22, 0);
+}
+
+TEST(model_ops_rope) {
+  /* head_dim 4, n_rot 4, base 100: pair 0 turns by pos, pair 1 by pos/10 */
+  ops_rope r = {.style = OPS_ROPE_NORMAL, .n_rot = 4, .freq_base = 100.0f, .freq_scale = 1.0f};
+  float x[4] = {1, 0, 0, 1};
+  ops_rope_apply(&r, x, 1, 4, 2);
+  EXPECT_NEAR(x[0], cos(2.0), 1e-6);
+  EXPECT_NEAR(x[1], sin(2.0), 1e-6);
+  EXPECT_NEAR(x[2], -sin(0.2), 1e-6);
+  EXPECT_NEAR(x[3], cos(0.2), 1e-6);
+  /* neox pairs (0,2) and (1,3); scale 0.5 and factors {1, 2} */
+  float ff[2] = {1.0f, 2.0f};
+  ops_rope rn = {.style = OPS_ROPE_NEOX, .n_rot = 4, .freq_base = 100.0f, .freq_scale = 0.5f, .freq_factors = ff};
+  float y[8] = {1, 0, 0, 1, /* second head */ 0, 1, 1, 0};
+  ops_rope_apply(&rn, y, 2, 4, 4); /* theta0 = 4*0.5 = 2, theta1 = 4*0.5/10/2 = 0.1 */
+  EXPECT_NEAR(y[0], cos(2.0), 1e-6);
+  EXPECT_NEAR(y[2], sin(2.0), 1e-6);
+  EXPECT_NEAR(y[1], -sin(0.1), 1e-6);
+  EXPECT_NEAR(y[3], cos(0.1), 1e-6);
+  EXPECT_NEAR(y[4], -sin(2.0), 1e-6);
+  EXPECT_NEAR(y[6], cos(2.0), 1e-6);
+  /* partial rotation leaves the tail alone */
+  ops_rope rp = {.style = OPS_ROPE_NORMAL, .n_rot = 2, .freq_base = 10000.0f, .freq_scale = 1.0f};
+  float z[4] = {1, 2, 3, 4};
+  ops_rope_apply(&rp, z, 1, 4, 1);
+  EXPECT_NEAR(z[2], 3, 0);
+  EXPECT_NEAR(z[3], 4, 0);
+  EXPECT_NEAR(z[0], cos(1.0) - 2 * sin(1.0), 1e-6);
+}
