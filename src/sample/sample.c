@@ -284,17 +284,15 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
 
   int32_t tok = best;
   if (s->p.temperature > 0.0f) {
-    /* weights exp((L - max) / T) of every finite candidate */
+    /* candidates: every finite logit; top-k selects on the logits (the
+     * order exp preserves), so only the survivors pay for an exp */
     const float inv_t = 1.0f / s->p.temperature, mx = L[best];
     int64_t n = 0;
     double total = 0.0;
     for (int32_t i = 0; i < V; i++) {
       if (!(L[i] > -INFINITY)) continue;
-      float w = expf((L[i] - mx) * inv_t);
-      if (w <= 0.0f) continue; /* underflow: probability 0 */
       s->ids[n] = i;
-      s->w[n] = w;
-      total += w;
+      s->w[n] = L[i];
       n++;
     }
     bool reordered = false;
@@ -303,6 +301,7 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
       n = s->p.top_k;
       reordered = true;
     }
+    for (int64_t i = 0; i < n; i++) s->w[i] = expf((s->w[i] - mx) * inv_t);
     if (s->p.top_p < 1.0f && n > 1) {
       total = 0.0;
       for (int64_t i = 0; i < n; i++) total += s->w[i];
