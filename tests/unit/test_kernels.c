@@ -320,4 +320,50 @@ TEST(kernels_isa_name) {
   const char *isa = kern_isa();
   EXPECT_TRUE(strcmp(isa, "avx512-vnni") == 0 || strcmp(isa, "avx2") == 0 ||
               strcmp(isa, "neon") == 0 || strcmp(isa, "scalar") == 0);
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    EXPECT_TRUE(strcmp(isa, "scalar") != 0);
+    static const int fast[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
+                               TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_K,
+                               TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) EXPECT_TRUE(kern_has_fast(fast[i]));
+  }
+#endif
+}
+
+/* The ISA's activation quantizers are bit-identical to the portable ones,
+ * and those match hand-checked values: x = [127, -63.5, 0.4, 0...] gives
+ * d = 1, q = [127, -64 (ties to even), 0, 0...]. */
+TEST(kernels_activation_quantizers) {
+  float x[512];
+  for (int i = 0; i < 512; i++) x[i] = kt_rand() * (i % 50 == 0 ? 30.0f : 1.0f);
+  for (int i = 64; i < 96; i++) x[i] = 0.0f; /* an all-zero block: d = 0, q = 0 */
+  kern_block_q8 a[16], b[16];
+  block_q8_K ka[2], kb[2];
+  struct kern_ops ops;
+  memset(&ops, 0, sizeof ops);
+  kern_quant_q8_c(x, a, 512);
+  kern_quant_q8_K_c(x, ka, 512);
+  EXPECT_TRUE(a[2].d == 0.0f && a[2].qs[5] == 0 && a[2].s == 0.0f);
+  if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+    ops.quant_q8(x, b, 512);
+    ops.quant_q8_K(x, kb, 512);
+    EXPECT_MEM_EQ(a, b, sizeof a);
+    EXPECT_MEM_EQ(ka, kb, sizeof ka);
+  }
+  float h[32] = {127.0f, -63.5f, 0.4f};
+  kern_quant_q8_c(h, a, 32);
+  EXPECT_TRUE(a[0].d == 1.0f);
+  EXPECT_INT_EQ(a[0].qs[0], 127);
+  EXPECT_INT_EQ(a[0].qs[1], -64);
+  EXPECT_INT_EQ(a[0].qs[2], 0);
+  EXPECT_TRUE(a[0].s == 63.0f);
+  /* Q8_K block sums: 16-element sums of qs */
+  for (int k = 0; k < 16; k++) {
+    int s = 0;
+    for (int j = 0; j < 16; j++) s += ka[1].qs[16 * k + j];
+    EXPECT_INT_EQ(ka[1].bsums[k], s);
+  }
 }
