@@ -198,7 +198,10 @@ static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
     if ((rc = matmul(c, &L->gate, b->xn, n, b->g)) || (rc = matmul(c, &L->up, b->xn, n, b->u))) return rc;
     struct swiglu_job sj = {b->g, b->u, n * F};
-    tpool_run(c->tp, swiglu_worker, &sj);
+    if (n * F < 16384)
+      swiglu_worker(&sj, 0, 1);
+    else
+      tpool_run(c->tp, swiglu_worker, &sj);
     if ((rc = matmul(c, &L->down, b->g, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
   }

@@ -570,5 +570,11 @@ void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_
   j.n_tok_tiles = (n + ATT_TILE_TOK - 1) / ATT_TILE_TOK;
   j.n_tasks = j.n_tok_tiles * c->m->hp.n_head_kv;
   atomic_init(&j.next, 0);
-  tpool_run(c->tp, att_worker, &j);
+  /* Small jobs (a short context while generating) cost less than waking
+   * the pool: run them on the calling thread. */
+  double work = (double)n * (double)(pos + n) * (double)c->m->hp.n_head * (double)c->m->hp.head_dim;
+  if (work < 32768.0 || j.n_tasks == 1)
+    att_worker(&j, 0, 1);
+  else
+    tpool_run(c->tp, att_worker, &j);
 }

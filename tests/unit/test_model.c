@@ -203,7 +203,10 @@ TEST(model_llama_f16_matches_numpy) {
  * product's output gets NMSE ~6e-5. The model has 7 products per layer x 2
  * layers + the output, and errors add roughly independently (residual stream,
  * norms rescale): ~15 x 6e-5 ~ 1e-3, with softmax and SwiGLU sensitivity
- * giving some more. We allow 5e-3 (a wrong kernel gives NMSE ~1). With
+ * giving some more. Measured with the AVX2 kernels: 1.1e-4 (Q8_0, Q4_0),
+ * 1.9e-4 (Q6_K), 2.4e-4 (Q4_K/Q6_K mix). We allow 2e-3: room for other
+ * kernels (AVX-512, NEON) rounding differently, while a wrong block, scale
+ * or nibble order gives NMSE of order 1e-2 to 1. With
  * kern_force_reference the products are exact double dot products and the
  * F32 bound holds again (model_llama_reference_kernels). */
 static void check_quant(uint32_t type, bool k_shape, double tol) {
@@ -224,10 +227,10 @@ static void check_quant(uint32_t type, bool k_shape, double tol) {
 
 TEST(model_llama_quant_matches_numpy) {
   NEED_PY();
-  check_quant(TENSOR_TYPE_Q8_0, false, 5e-3);
-  check_quant(TENSOR_TYPE_Q4_0, false, 5e-3);
-  check_quant(TENSOR_TYPE_Q4_K, true, 5e-3);
-  check_quant(TENSOR_TYPE_Q6_K, true, 5e-3);
+  check_quant(TENSOR_TYPE_Q8_0, false, 2e-3);
+  check_quant(TENSOR_TYPE_Q4_0, false, 2e-3);
+  check_quant(TENSOR_TYPE_Q4_K, true, 2e-3);
+  check_quant(TENSOR_TYPE_Q6_K, true, 2e-3);
 }
 
 /* With the reference kernels forced, every product is a double-accumulated

@@ -1,0 +1,268 @@
+/*
+ * cmd_bench.c - `parley bench MODEL.gguf`: prompt-processing and generation
+ * speed, and `parley gen-model`: random-weight models of real shapes to
+ * benchmark with.
+ *
+ *   parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json] [--reference]
+ *     ppP: one forward of P random tokens as a single batch from an empty
+ *          cache (logits of the last token only, as a prompt needs);
+ *     tgN: N forwards of one token each from an empty cache, as generation.
+ *     Each test runs r times after a warm-up; tokens/s median, min, max and
+ *     standard deviation are printed (or one JSON object with --json).
+ *
+ *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
+ *
+ * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
+ * Sampling is not included: it is the model's speed.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "app/commands.h"
+#include "base/err.h"
+#include "base/util.h"
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+#include "model/model.h"
+#include "model/testgen.h"
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+struct stats {
+  double median, min, max, sd;
+};
+
+static struct stats summarize(double *v, int n) {
+  struct stats s = {0, 0, 0, 0};
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  s.min = v[0];
+  s.max = v[n - 1];
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  double mean = 0;
+  for (int i = 0; i < n; i++) mean += v[i];
+  mean /= n;
+  for (int i = 0; i < n; i++) s.sd += (v[i] - mean) * (v[i] - mean);
+  s.sd = n > 1 ? sqrt(s.sd / (n - 1)) : 0;
+  return s;
+}
+
+static void bench_usage(FILE *out) {
+  fprintf(out, "usage: parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json] [--reference]\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+  const char *path = NULL;
+  int64_t n_pp = 512, n_tg = 128, n_threads = 2, reps = 3;
+  bool json = false, reference = false;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--json") == 0) {
+      json = true;
+    } else if (strcmp(a, "--reference") == 0) {
+      reference = true;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      bench_usage(stdout);
+      return 0;
+    } else if (a[0] != '-') {
+      if (path) {
+        fprintf(stderr, "parley bench: unexpected argument '%s'\n", a);
+        return 2;
+      }
+      path = a;
+    } else {
+      int64_t *dst = strcmp(a, "-p") == 0 ? &n_pp : strcmp(a, "-n") == 0 ? &n_tg
+                     : strcmp(a, "-t") == 0 ? &n_threads : strcmp(a, "-r") == 0 ? &reps : NULL;
+      int64_t lo = dst == &n_threads || dst == &reps ? 1 : 0;
+      if (!dst || i + 1 >= argc || parse_i64(argv[i + 1], lo, dst == &n_threads ? 256 : 1 << 20, dst)) {
+        fprintf(stderr, "parley bench: bad option '%s'\n", a);
+        bench_usage(stderr);
+        return 2;
+      }
+      i++;
+    }
+  }
+  if (!path) {
+    bench_usage(stderr);
+    return 2;
+  }
+  if (reference) kern_force_reference(true);
+
+  int status = 1;
+  model *m = NULL;
+  model_ctx *ctx = NULL;
+  int32_t *toks = NULL;
+  double *pp_tps = calloc((size_t)reps, sizeof(double)), *tg_tps = calloc((size_t)reps, sizeof(double));
+  float *logits = NULL;
+  if (model_open(path, &m)) {
+    fprintf(stderr, "parley bench: cannot load %s: %s\n", path, err_detail());
+    goto done;
+  }
+  const model_hparams *hp = model_get_hparams(m);
+  int64_t need = (n_pp > n_tg ? n_pp : n_tg);
+  if (need < 1) need = 1;
+  if (need > hp->n_ctx_train) {
+    fprintf(stderr, "parley bench: %lld tokens do not fit the model's context of %lld\n", (long long)need,
+            (long long)hp->n_ctx_train);
+    goto done;
+  }
+  model_ctx_params cp = model_ctx_default_params();
+  cp.n_ctx = need;
+  cp.n_batch = n_pp > 0 ? n_pp : 1;
+  cp.n_threads = (int)n_threads;
+  if (model_ctx_new(m, &cp, &ctx)) {
+    fprintf(stderr, "parley bench: %s\n", err_detail());
+    goto done;
+  }
+  toks = malloc((size_t)need * sizeof *toks);
+  logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+  if (!toks || !logits || !pp_tps || !tg_tps) goto done;
+  uint64_t st = 0x2545f4914f6cdd1dull;
+  for (int64_t i = 0; i < need; i++) {
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    toks[i] = (int32_t)(st % (uint64_t)hp->n_vocab);
+  }
+  /* warm-up: touches the weights (page-ins) and wakes the pool */
+  int64_t warm = n_pp > 0 ? (n_pp < 16 ? n_pp : 16) : 1;
+  if (model_forward(ctx, toks, warm, 0, logits, MODEL_LOGITS_LAST)) goto fail;
+  for (int64_t r = 0; r < reps; r++) {
+    if (n_pp > 0) {
+      uint64_t t0 = time_mono_ns();
+      if (model_forward(ctx, toks, n_pp, 0, logits, MODEL_LOGITS_LAST)) goto fail;
+      pp_tps[r] = (double)n_pp / ((double)(time_mono_ns() - t0) / 1e9);
+    }
+    if (n_tg > 0) {
+      uint64_t t0 = time_mono_ns();
+      for (int64_t i = 0; i < n_tg; i++)
+        if (model_forward(ctx, &toks[i], 1, i, logits, MODEL_LOGITS_LAST)) goto fail;
+      tg_tps[r] = (double)n_tg / ((double)(time_mono_ns() - t0) / 1e9);
+    }
+  }
+  struct stats pp = {0, 0, 0, 0}, tg = {0, 0, 0, 0};
+  if (n_pp > 0) pp = summarize(pp_tps, (int)reps);
+  if (n_tg > 0) tg = summarize(tg_tps, (int)reps);
+  double wmib = (double)model_weight_bytes(m) / (1024.0 * 1024.0);
+  if (json) {
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(path));
+    json_object_set_new(o, "arch", json_string(model_arch_name(model_arch_of(m))));
+    json_object_set_new(o, "weight_bytes", json_integer((json_int_t)model_weight_bytes(m)));
+    json_object_set_new(o, "kv_bytes", json_integer((json_int_t)model_ctx_kv_bytes(ctx)));
+    json_object_set_new(o, "threads", json_integer(n_threads));
+    json_object_set_new(o, "isa", json_string(kern_isa()));
+    json_object_set_new(o, "repetitions", json_integer(reps));
+    json_t *res = json_array();
+    struct { const char *kind; int64_t n; struct stats *s; } rows[2] = {{"pp", n_pp, &pp}, {"tg", n_tg, &tg}};
+    for (int k = 0; k < 2; k++) {
+      if (rows[k].n <= 0) continue;
+      char name[32];
+      snprintf(name, sizeof name, "%s%lld", rows[k].kind, (long long)rows[k].n);
+      json_t *e = json_object();
+      json_object_set_new(e, "test", json_string(name));
+      json_object_set_new(e, "n_tokens", json_integer(rows[k].n));
+      json_object_set_new(e, "tps_median", json_real(rows[k].s->median));
+      json_object_set_new(e, "tps_min", json_real(rows[k].s->min));
+      json_object_set_new(e, "tps_max", json_real(rows[k].s->max));
+      json_object_set_new(e, "tps_sd", json_real(rows[k].s->sd));
+      json_array_append_new(res, e);
+    }
+    json_object_set_new(o, "results", res);
+    char *txt = json_dumps(o, JSON_INDENT(2));
+    if (txt) printf("%s\n", txt);
+    free(txt);
+    json_decref(o);
+  } else {
+    printf("model   %s (%s, %lld layers, n_embd %lld, vocab %lld, weights %.1f MiB)\n", path,
+           model_arch_name(model_arch_of(m)), (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_vocab,
+           wmib);
+    printf("kernels %s, %lld threads, %lld repetitions\n", kern_isa(), (long long)n_threads, (long long)reps);
+    printf("%-8s %12s %10s %10s %8s\n", "test", "t/s median", "min", "max", "sd");
+    if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
+    if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);
+    printf("each generated token reads %.1f MiB of weights\n", wmib);
+  }
+  status = 0;
+  goto done;
+fail:
+  fprintf(stderr, "parley bench: %s\n", err_detail());
+done:
+  free(toks);
+  free(logits);
+  free(pp_tps);
+  free(tg_tps);
+  model_ctx_free(ctx);
+  model_free(m);
+  return status;
+}
+
+int cmd_gen_model(int argc, char **argv) {
+  const char *out = NULL, *shape = "small", *type = "F32";
+  int64_t seed = 1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-') {
+      out = a;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "parley gen-model: %s needs a value\n", a);
+      return 2;
+    }
+    const char *v = argv[++i];
+    if (strcmp(a, "--shape") == 0) shape = v;
+    else if (strcmp(a, "--type") == 0) type = v;
+    else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
+    else {
+      fprintf(stderr, "parley gen-model: bad option '%s'\n", a);
+      return 2;
+    }
+  }
+  if (!out) {
+    fprintf(stderr,
+            "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
+            "[--seed S]\n");
+    return 2;
+  }
+  bool k_m = strcasecmp(type, "Q4_K_M") == 0;
+  enum tensor_type t = TENSOR_TYPE_F32;
+  if (!k_m && tensor_type_from_name(type, &t)) {
+    fprintf(stderr, "parley gen-model: unknown type '%s'\n", type);
+    return 2;
+  }
+  if (k_m) t = TENSOR_TYPE_Q4_K;
+  model_testgen g;
+  if (strcmp(shape, "tinyllama") == 0) {
+    g = model_testgen_tinyllama(t);
+  } else if (strcmp(shape, "small") == 0) {
+    g = model_testgen_small();
+    g.type = g.type_embd = g.type_output = g.type_ffn_down = t;
+  } else {
+    fprintf(stderr, "parley gen-model: unknown shape '%s' (small, tinyllama)\n", shape);
+    return 2;
+  }
+  if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */
+  g.seed = (uint64_t)seed;
+  if (model_testgen_write(&g, out)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
