@@ -162,7 +162,7 @@ TEST(sample_large_vocab_kept_sets) {
   ASSERT_TRUE(s);
   static int seen[V];
   sample_result r;
-  for (int i = 0; i < 4000; i++) {
+  for (int i = 0; i < 2000; i++) {
     ASSERT_INT_EQ(sample_next(s, lg, false, &r), 0);
     seen[r.token]++;
   }
@@ -184,7 +184,7 @@ TEST(sample_large_vocab_kept_sets) {
   for (int i = 0; i < V; i++) total += exp((double)sorted[i] - sorted[0]);
   int n_nucleus = 0;
   while (cum < 0.5 * total) cum += exp((double)sorted[n_nucleus++] - sorted[0]);
-  for (int i = 0; i < 3000; i++) {
+  for (int i = 0; i < 1500; i++) {
     ASSERT_INT_EQ(sample_next(s, lg, false, &r), 0);
     seen[r.token]++;
   }
