@@ -191,7 +191,7 @@ static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
     }
     model_kv_store(c, l, b->k, b->v, n, pos);
-    model_attention(c, l, b->q, b->att, n, pos, scale);
+    if ((rc = model_attention(c, l, b->q, b->att, n, pos, scale))) return rc;
     if ((rc = matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 

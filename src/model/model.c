@@ -19,7 +19,6 @@
 #include "model/model_int.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,9 +303,6 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
 
 /* ---- contexts ------------------------------------------------------------- */
 
-/* Positions per key/value tile and tokens per task in model_attention(). */
-#define ATT_TILE_POS 128
-#define ATT_TILE_TOK 16
 
 model_ctx_params model_ctx_default_params(void) {
   model_ctx_params p;
@@ -314,9 +310,10 @@ model_ctx_params model_ctx_default_params(void) {
   return p;
 }
 
+/* qg, S, P, tmp, acc and three per-row scalars; see att_task(). */
 static size_t att_scratch_floats(const model_hparams *hp) {
-  int64_t n_rep = hp->n_head / hp->n_head_kv;
-  return (size_t)(2 * ATT_TILE_POS * hp->head_dim + ATT_TILE_POS + ATT_TILE_TOK * n_rep * (hp->head_dim + 2));
+  size_t qmax = (size_t)(ATT_TILE_TOK * (hp->n_head / hp->n_head_kv)), hd = (size_t)hp->head_dim;
+  return qmax * (3 * hd + 2 * ATT_TILE_POS + 3);
 }
 
 int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
@@ -347,13 +344,17 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   c->n_threads = tpool_n_threads(c->tp);
 
   size_t per_layer = 0, kv_total = 0;
-  if (!size_mul((size_t)hp->n_head_kv * (size_t)hp->head_dim, (size_t)c->n_ctx, &per_layer) ||
+  /* positions rounded up to whole attention tiles (the v layout) */
+  c->n_ctx_pad = (c->n_ctx + ATT_TILE_POS - 1) / ATT_TILE_POS * ATT_TILE_POS;
+  if (!size_mul((size_t)hp->n_head_kv * (size_t)hp->head_dim, (size_t)c->n_ctx_pad, &per_layer) ||
       !size_mul(per_layer, c->kv_elem, &per_layer) || !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total)) {
     rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %lld positions overflows", (long long)c->n_ctx);
     goto fail;
   }
   c->kv_layer_bytes = per_layer;
-  c->kv = malloc(kv_total ? kv_total : 1);
+  /* zeroed: attention multiplies not-yet-written positions of a tile by 0,
+   * which must not meet a NaN */
+  c->kv = calloc(1, kv_total ? kv_total : 1);
   c->rope_cs = malloc((size_t)c->n_batch * (size_t)hp->rope.n_rot * sizeof(float));
   c->att_scratch_floats = att_scratch_floats(hp);
   c->att_scratch = malloc((size_t)c->n_threads * c->att_scratch_floats * sizeof(float));
@@ -425,36 +426,46 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
 
 /* ---- KV cache ------------------------------------------------------------- */
 
-/* f16 -> f32 by table: 256 KiB, built once; much faster than converting
- * bit by bit in the attention inner loops. */
-static float f16_table[65536];
-static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
-static void f16_table_init(void) {
-  for (uint32_t i = 0; i < 65536; i++) f16_table[i] = fp16_to_f32((uint16_t)i);
-}
-
 static inline uint8_t *kv_block(model_ctx *c, int64_t l, int which) {
   return c->kv + ((size_t)l * 2 + (size_t)which) * c->kv_layer_bytes;
+}
+
+/* Element offset of (kv head g, position p, dim d) in a k block (rows of
+ * positions) and in a v block (tiles of ATT_TILE_POS positions stored
+ * transposed: [tile][d][p % ATT_TILE_POS]). */
+static inline size_t k_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
+  return ((size_t)g * (size_t)c->n_ctx_pad + (size_t)p) * (size_t)c->m->hp.head_dim + (size_t)d;
+}
+static inline size_t v_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
+  size_t hd = (size_t)c->m->hp.head_dim;
+  return (size_t)g * (size_t)c->n_ctx_pad * hd + (size_t)(p / ATT_TILE_POS) * hd * ATT_TILE_POS +
+         (size_t)d * ATT_TILE_POS + (size_t)(p % ATT_TILE_POS);
+}
+
+/* f32 -> f16 saturating at +-65504, so the cache never holds an infinity
+ * (the attention multiplies masked positions by 0, and 0 * inf is NaN). */
+static inline uint16_t to_f16_sat(float x) {
+  if (x > 65504.0f) x = 65504.0f;
+  if (x < -65504.0f) x = -65504.0f;
+  return f32_to_fp16(x);
 }
 
 void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int64_t n, int64_t pos) {
   const model_hparams *hp = &c->m->hp;
   int64_t hd = hp->head_dim, nkv = hp->n_head_kv;
-  for (int which = 0; which < 2; which++) {
-    uint8_t *blk = kv_block(c, l, which);
-    const float *src = which ? v : k;
-    for (int64_t t = 0; t < n; t++)
-      for (int64_t g = 0; g < nkv; g++) {
-        const float *s = src + t * nkv * hd + g * hd;
-        size_t row = (size_t)(g * c->n_ctx + pos + t) * (size_t)hd;
-        if (c->kv_type == MODEL_KV_F32) {
-          memcpy((float *)blk + row, s, (size_t)hd * sizeof(float));
-        } else {
-          uint16_t *dst = (uint16_t *)blk + row;
-          for (int64_t i = 0; i < hd; i++) dst[i] = f32_to_fp16(s[i]);
-        }
+  uint8_t *kb = kv_block(c, l, 0), *vb = kv_block(c, l, 1);
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t g = 0; g < nkv; g++) {
+      const float *ks = k + t * nkv * hd + g * hd, *vs = v + t * nkv * hd + g * hd;
+      size_t ki = k_index(c, g, pos + t, 0);
+      if (c->kv_type == MODEL_KV_F32) {
+        memcpy((float *)kb + ki, ks, (size_t)hd * sizeof(float));
+        for (int64_t d = 0; d < hd; d++) ((float *)vb)[v_index(c, g, pos + t, d)] = vs[d];
+      } else {
+        for (int64_t d = 0; d < hd; d++) ((uint16_t *)kb)[ki + (size_t)d] = to_f16_sat(ks[d]);
+        for (int64_t d = 0; d < hd; d++) ((uint16_t *)vb)[v_index(c, g, pos + t, d)] = to_f16_sat(vs[d]);
       }
-  }
+    }
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -467,81 +478,77 @@ struct att_job {
   float scale;
   int64_t n_tok_tiles, n_tasks;
   atomic_long next;
+  atomic_int err;
 };
 
-/* Dot product with 8 independent partial sums, which the compiler turns
- * into vector lanes without reassociating a single sum. */
-static inline float dot_f32(const float *a, const float *b, int64_t n) {
-  float s[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-  for (; i < n; i++) r += a[i] * b[i];
-  return r;
-}
-
-static void att_task(struct att_job *j, float *scr, int64_t task) {
+/* One task: kv head g, query tokens t0..t1-1 with their n_rep heads each
+ * (n_q rows). Per tile of ATT_TILE_POS positions:
+ *   S[n_q][np]  = (scale * Q) K_tile^T       kern_matmul on the cache type
+ *   P[n_q][TP]  = exp(S - running max), 0 where masked or past the tile
+ *   acc         = acc * exp(old max - new max) + P V_tile
+ * with V_tile stored transposed ([hd][TP]) so the second product is a
+ * kern_matmul too. Both run on this thread (tp NULL). */
+static int att_task(struct att_job *j, float *scr, int64_t task) {
   model_ctx *c = j->c;
   const model_hparams *hp = &c->m->hp;
-  const int64_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
-  const int64_t q_stride = hp->n_head * hd;
+  const int64_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv, TP = ATT_TILE_POS;
+  const int64_t q_stride = hp->n_head * hd, qmax = ATT_TILE_TOK * n_rep;
+  const int kv_type = c->kv_type == MODEL_KV_F16 ? TENSOR_TYPE_F16 : TENSOR_TYPE_F32;
   int64_t g = task / j->n_tok_tiles;
   int64_t t0 = (task % j->n_tok_tiles) * ATT_TILE_TOK;
   int64_t t1 = t0 + ATT_TILE_TOK < j->n ? t0 + ATT_TILE_TOK : j->n;
   int64_t n_q = (t1 - t0) * n_rep;
 
-  float *kt = scr, *vt = kt + ATT_TILE_POS * hd, *sc = vt + ATT_TILE_POS * hd;
-  float *acc = sc + ATT_TILE_POS, *mx = acc + ATT_TILE_TOK * n_rep * hd, *sum = mx + ATT_TILE_TOK * n_rep;
+  float *qg = scr, *S = qg + qmax * hd, *P = S + qmax * TP, *tmp = P + qmax * TP, *acc = tmp + qmax * hd;
+  float *mx = acc + qmax * hd, *sum = mx + qmax, *corr = sum + qmax;
+  for (int64_t t = t0; t < t1; t++)
+    for (int64_t r = 0; r < n_rep; r++) {
+      const float *src = j->q + t * q_stride + (g * n_rep + r) * hd;
+      float *dst = qg + ((t - t0) * n_rep + r) * hd;
+      for (int64_t d = 0; d < hd; d++) dst[d] = src[d] * j->scale;
+    }
   memset(acc, 0, (size_t)(n_q * hd) * sizeof(float));
   for (int64_t i = 0; i < n_q; i++) {
     mx[i] = -INFINITY;
     sum[i] = 0.0f;
   }
-  const uint8_t *kb = kv_block(c, j->l, 0) + (size_t)(g * c->n_ctx) * (size_t)hd * c->kv_elem;
-  const uint8_t *vb = kv_block(c, j->l, 1) + (size_t)(g * c->n_ctx) * (size_t)hd * c->kv_elem;
+  const uint8_t *kb = kv_block(c, j->l, 0) + k_index(c, g, 0, 0) * c->kv_elem;
+  const uint8_t *vb = kv_block(c, j->l, 1) + v_index(c, g, 0, 0) * c->kv_elem;
   int64_t p_end = j->pos + t1; /* positions 0..p_end-1 are visible to some token of the task */
-  for (int64_t p0 = 0; p0 < p_end; p0 += ATT_TILE_POS) {
-    int64_t p1 = p0 + ATT_TILE_POS < p_end ? p0 + ATT_TILE_POS : p_end;
-    const float *K, *V;
-    if (c->kv_type == MODEL_KV_F32) {
-      K = (const float *)kb + p0 * hd;
-      V = (const float *)vb + p0 * hd;
-    } else {
-      const uint16_t *k16 = (const uint16_t *)kb + p0 * hd, *v16 = (const uint16_t *)vb + p0 * hd;
-      for (int64_t i = 0; i < (p1 - p0) * hd; i++) {
-        kt[i] = f16_table[k16[i]];
-        vt[i] = f16_table[v16[i]];
+  int rc;
+  for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
+    int64_t p1 = p0 + TP < p_end ? p0 + TP : p_end, np = p1 - p0;
+    if ((rc = kern_matmul(NULL, kv_type, kb + (size_t)(p0 * hd) * c->kv_elem, np, hd, qg, n_q, S))) return rc;
+    for (int64_t qi = 0; qi < n_q; qi++) {
+      int64_t t = t0 + qi / n_rep;
+      int64_t lim = j->pos + t + 1 - p0; /* causal: visible columns of this row */
+      if (lim > np) lim = np;
+      const float *srow = S + qi * np;
+      float *prow = P + qi * TP;
+      if (lim <= 0) {
+        memset(prow, 0, (size_t)TP * sizeof(float));
+        corr[qi] = 1.0f;
+        continue;
       }
-      K = kt;
-      V = vt;
+      float m = mx[qi];
+      for (int64_t k = 0; k < lim; k++)
+        if (srow[k] > m) m = srow[k];
+      corr[qi] = mx[qi] == -INFINITY ? 0.0f : expf(mx[qi] - m);
+      mx[qi] = m;
+      float s = 0.0f;
+      for (int64_t k = 0; k < lim; k++) {
+        prow[k] = expf(srow[k] - m);
+        s += prow[k];
+      }
+      for (int64_t k = lim; k < TP; k++) prow[k] = 0.0f;
+      sum[qi] = sum[qi] * corr[qi] + s;
     }
-    for (int64_t t = t0; t < t1; t++) {
-      int64_t plim = j->pos + t + 1 < p1 ? j->pos + t + 1 : p1; /* causal */
-      if (plim <= p0) continue;
-      int64_t np = plim - p0;
-      for (int64_t r = 0; r < n_rep; r++) {
-        int64_t h = g * n_rep + r, qi = (t - t0) * n_rep + r;
-        const float *qv = j->q + t * q_stride + h * hd;
-        float m_new = mx[qi];
-        for (int64_t p = 0; p < np; p++) {
-          sc[p] = j->scale * dot_f32(qv, K + p * hd, hd);
-          if (sc[p] > m_new) m_new = sc[p];
-        }
-        float *a = acc + qi * hd;
-        if (m_new > mx[qi]) { /* rescale what was accumulated under the old max */
-          float corr = mx[qi] == -INFINITY ? 0.0f : expf(mx[qi] - m_new);
-          sum[qi] *= corr;
-          for (int64_t d = 0; d < hd; d++) a[d] *= corr;
-          mx[qi] = m_new;
-        }
-        for (int64_t p = 0; p < np; p++) {
-          float e = expf(sc[p] - m_new);
-          sum[qi] += e;
-          const float *vr = V + p * hd;
-          for (int64_t d = 0; d < hd; d++) a[d] += e * vr[d];
-        }
-      }
+    const uint8_t *vt = vb + (size_t)((p0 / TP) * hd * TP) * c->kv_elem;
+    if ((rc = kern_matmul(NULL, kv_type, vt, hd, TP, P, n_q, tmp))) return rc;
+    for (int64_t qi = 0; qi < n_q; qi++) {
+      float *a = acc + qi * hd;
+      const float *tr = tmp + qi * hd, cf = corr[qi];
+      for (int64_t d = 0; d < hd; d++) a[d] = a[d] * cf + tr[d];
     }
   }
   for (int64_t t = t0; t < t1; t++)
@@ -551,6 +558,7 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       float *o = j->out + t * q_stride + h * hd;
       for (int64_t d = 0; d < hd; d++) o[d] = acc[qi * hd + d] * inv;
     }
+  return 0;
 }
 
 static void att_worker(void *ctx, int ith, int nth) {
@@ -560,16 +568,17 @@ static void att_worker(void *ctx, int ith, int nth) {
   for (;;) {
     long task = atomic_fetch_add(&j->next, 1);
     if (task >= j->n_tasks) break;
-    att_task(j, scr, task);
+    int rc = att_task(j, scr, task);
+    if (rc) atomic_store(&j->err, rc);
   }
 }
 
-void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos, float scale) {
-  if (c->kv_type == MODEL_KV_F16) pthread_once(&f16_once, f16_table_init);
+int model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos, float scale) {
   struct att_job j = {.c = c, .l = l, .n = n, .pos = pos, .q = q, .out = out, .scale = scale};
   j.n_tok_tiles = (n + ATT_TILE_TOK - 1) / ATT_TILE_TOK;
   j.n_tasks = j.n_tok_tiles * c->m->hp.n_head_kv;
   atomic_init(&j.next, 0);
+  atomic_init(&j.err, 0);
   /* Small jobs (a short context while generating) cost less than waking
    * the pool: run them on the calling thread. */
   double work = (double)n * (double)(pos + n) * (double)c->m->hp.n_head * (double)c->m->hp.head_dim;
@@ -577,4 +586,5 @@ void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_
     att_worker(&j, 0, 1);
   else
     tpool_run(c->tp, att_worker, &j);
+  return atomic_load(&j.err);
 }

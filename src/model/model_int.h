@@ -11,6 +11,10 @@
 
 #include "model/model.h"
 
+/* Positions per key/value tile and tokens per task in model_attention(). */
+#define ATT_TILE_POS 128
+#define ATT_TILE_TOK 16
+
 /* A weight matrix bound from the file: n_rows rows of n_cols elements of
  * `type`, rows contiguous in the mapping (GGUF dims = [n_cols, n_rows]). */
 typedef struct model_tensor {
@@ -37,6 +41,7 @@ struct model {
 struct model_ctx {
   model *m;
   int64_t n_ctx;           /* positions the cache holds */
+  int64_t n_ctx_pad;       /* n_ctx rounded up to ATT_TILE_POS */
   int64_t n_batch;         /* most tokens per forward step */
   int64_t n_past;          /* positions filled */
   enum model_kv_type kv_type;
@@ -44,10 +49,11 @@ struct model_ctx {
   thread_pool *tp;
   bool own_tp;
   int n_threads;
-  /* KV cache, one block per layer and kind:
-   *   k[l] : [n_head_kv][n_ctx][head_dim] elements of kv_type
-   *   v[l] : same layout
-   * so one kv head's keys for positions 0..p are contiguous rows. */
+  /* KV cache, one block per layer and kind, elements of kv_type:
+   *   k[l] : [n_head_kv][n_ctx_pad][head_dim]: one kv head's keys for
+   *          positions 0..p are contiguous rows
+   *   v[l] : [n_head_kv][n_ctx_pad / ATT_TILE_POS][head_dim][ATT_TILE_POS]:
+   *          each tile of positions transposed, so that P V is a matmul */
   uint8_t *kv;             /* n_layer * 2 blocks */
   size_t kv_layer_bytes;   /* bytes of one k (or v) block */
   float *rope_cs;          /* [n_batch][n_rot] cos/sin of the step's positions */
@@ -94,9 +100,10 @@ void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int
  *   p <= pos + t, g = h / (n_head / n_head_kv).
  * q and out are [n][n_head*head_dim]. Threads split (kv head, token tile)
  * tasks; keys and values are read in tiles with an online softmax, so the
- * scratch does not grow with the context. */
-void model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos,
-                     float scale);
+ * scratch does not grow with the context. Both products go through
+ * kern_matmul (fast F16 kernels). Returns kern_matmul's error, if any. */
+int model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos,
+                    float scale);
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;

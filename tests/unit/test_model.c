@@ -327,6 +327,42 @@ TEST(model_llama_batch_equals_token_by_token) {
   model_free(m);
 }
 
+/* A prompt of 300 tokens spans three attention tiles of 128 positions:
+ * the online softmax across tiles, the transposed value tiles and a partial
+ * last tile, against numpy; and the same prompt in steps of 37 tokens. */
+TEST(model_llama_long_prompt_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.n_ctx = 512;
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
+  g.seed = 30;
+  ASSERT_TRUE(gen_model(&g, "long", path, sizeof path));
+  enum { N = 300 };
+  int32_t toks[N];
+  uint32_t st = 12345;
+  for (int i = 0; i < N; i++) {
+    st = st * 1103515245u + 12345u;
+    toks[i] = (int32_t)((st >> 8) % 300);
+  }
+  int64_t V = 0;
+  float *c = c_logits(path, toks, N, MODEL_KV_F16, 2, 0, &V);
+  float *c37 = c_logits(path, toks, N, MODEL_KV_F16, 2, 37, &V);
+  ASSERT_TRUE(c && c37);
+  float *r = ref_logits(path, toks, N, V, true);
+  ASSERT_TRUE(r != NULL);
+  double e = nmse(c, r, (size_t)N * (size_t)V), e37 = nmse(c37, c, (size_t)N * (size_t)V);
+  /* the last rows alone, where attention spans all three tiles */
+  double e_last = nmse(c + (size_t)(N - 20) * V, r + (size_t)(N - 20) * V, (size_t)20 * V);
+  printf("    300 tokens: nmse %.3g (last 20 rows %.3g); steps of 37 vs one batch %.3g\n", e, e_last, e37);
+  EXPECT_TRUE(e < 1e-8);
+  EXPECT_TRUE(e_last < 1e-8);
+  EXPECT_TRUE(e37 < 1e-10);
+  free(c);
+  free(c37);
+  free(r);
+}
+
 /* Greedy continuation of 32 tokens, one token per forward through the cache,
  * against numpy's greedy loop (which recomputes the whole sequence). */
 static void check_greedy(uint32_t type, const char *name, uint64_t seed) {
