@@ -262,33 +262,45 @@ TGT_INL __m256i unpack32(const uint8_t *w, int64_t ib, int kind, float *d, float
   }
 }
 
-TGT_INL void tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                      size_t ys, int kind) {
+/* One block ib into accumulator acc (per token). */
+TGT_INL void q32_block(const void *w, int64_t ib, const void *x, size_t xs, int nt, int kind,
+                       __m256 *acc, float *macc) {
   const __m256i ones = _mm256_set1_epi16(1);
   const bool is_signed = kind <= 2;
-  __m256 acc[NT_MAX];
+  float d, m = 0.0f;
+  __m256i q = unpack32(w, ib, kind, &d, &m);
+  __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q; /* |q| as u8 */
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + ib;
+    __m256i xv = loadu256(xb->qs);
+    if (is_signed) xv = _mm256_sign_epi8(xv, q);
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, xv), ones);
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(p), acc[t]);
+    if (!is_signed) macc[t] = fmaf(m, xb->s, macc[t]);
+  }
+}
+
+/* Even blocks into acc0, odd blocks into acc1 (two independent FMA chains
+ * for one token), summed at the end. */
+TGT_INL void tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                      size_t ys, int kind) {
+  __m256 acc0[NT_MAX], acc1[NT_MAX];
   float macc[NT_MAX];
 #pragma GCC unroll 4
   for (int t = 0; t < nt; t++) {
-    acc[t] = _mm256_setzero_ps();
+    acc0[t] = _mm256_setzero_ps();
+    acc1[t] = _mm256_setzero_ps();
     macc[t] = 0.0f;
   }
-  for (int64_t ib = 0; ib < n / 32; ib++) {
-    float d, m = 0.0f;
-    __m256i q = unpack32(w, ib, kind, &d, &m);
-    __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q; /* |q| as u8 */
-#pragma GCC unroll 4
-    for (int t = 0; t < nt; t++) {
-      const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + ib;
-      __m256i xv = loadu256(xb->qs);
-      if (is_signed) xv = _mm256_sign_epi8(xv, q);
-      __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, xv), ones);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(p), acc[t]);
-      if (!is_signed) macc[t] = fmaf(m, xb->s, macc[t]);
-    }
+  int64_t nb = n / 32, ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    q32_block(w, ib, x, xs, nt, kind, acc0, macc);
+    q32_block(w, ib + 1, x, xs, nt, kind, acc1, macc);
   }
+  if (ib < nb) q32_block(w, ib, x, xs, nt, kind, acc0, macc);
 #pragma GCC unroll 4
-  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]) + macc[t];
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + macc[t];
 }
 
 #define BODY_Q32(nm, kind)                                                                   \
@@ -305,16 +317,23 @@ BODY_Q32(q5_1, 4)
 
 /* ---- K-quants x block_q8_K ---------------------------------------------- */
 
-/* The 8 6-bit scales and mins of a Q4_K/Q5_K super-block (tensor_type.h). */
+/* The 8 6-bit scales and mins of a Q4_K/Q5_K super-block (tensor_type.h),
+ * four bytes at a time: with u0, u1, u2 the three little-endian words of b,
+ * sc[0..3] = u0 & 63, mn[0..3] = u1 & 63, and for k >= 4 the low nibbles
+ * come from u2 and bits 4..5 from bits 6..7 of u0 (scales) or u1 (mins). */
 TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
-  for (int k = 0; k < 4; k++) {
-    sc[k] = b[k] & 63;
-    mn[k] = b[k + 4] & 63;
-  }
-  for (int k = 4; k < 8; k++) {
-    sc[k] = (uint8_t)((b[k + 4] & 15) | (b[k - 4] >> 6) << 4);
-    mn[k] = (uint8_t)((b[k + 4] >> 4) | (b[k] >> 6) << 4);
-  }
+  uint32_t u0, u1, u2, v;
+  memcpy(&u0, b, 4);
+  memcpy(&u1, b + 4, 4);
+  memcpy(&u2, b + 8, 4);
+  v = u0 & 0x3f3f3f3fu;
+  memcpy(sc, &v, 4);
+  v = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+  memcpy(sc + 4, &v, 4);
+  v = u1 & 0x3f3f3f3fu;
+  memcpy(mn, &v, 4);
+  v = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+  memcpy(mn + 4, &v, 4);
 }
 
 /* Q4_K (has_qh 0) and Q5_K (has_qh 1): element 64p + 32h + l is nibble h of
@@ -351,6 +370,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i isum[NT_MAX];
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
       __m256i q = loadu256(qs + 32 * p);
       __m256i qlo = _mm256_and_si256(q, lo4);
@@ -409,9 +429,11 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i isum[NT_MAX];
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m256i ql0 = loadu256(b->ql + 64 * h), ql1 = loadu256(b->ql + 64 * h + 32);
       __m256i qhv = loadu256(b->qh + 32 * h);
+#pragma GCC unroll 4
       for (int s = 0; s < 4; s++) {
         __m256i low = (s & 1) ? ql1 : ql0;
         if (s >> 1) low = _mm256_srli_epi16(low, 4);
