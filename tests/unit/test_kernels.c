@@ -367,3 +367,41 @@ TEST(kernels_activation_quantizers) {
     EXPECT_INT_EQ(ka[1].bsums[k], s);
   }
 }
+
+/* Every ISA variant this CPU can run computes bit-identical tiles (the
+ * AVX-512 variant promises equality with AVX2; on a CPU with only one
+ * variant this only compares it with itself). */
+TEST(kernels_isa_variants_agree) {
+  struct kern_ops v[3];
+  int n = 0;
+  memset(v, 0, sizeof v);
+  if (kern_ops_avx512(&v[n])) n++;
+  if (kern_ops_avx2(&v[n])) n++;
+  if (kern_ops_neon(&v[n])) n++;
+  if (n == 0) TEST_SKIP("no SIMD kernel variant runs on this CPU");
+  if (n == 1) v[1] = v[0]; /* still exercises the harness */
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    int type = kt_types[ti].type, bs = kt_block(type);
+    if (!v[0].tile[type] || !v[1].tile[type]) continue;
+    struct kt_case c;
+    ASSERT_INT_EQ(kt_case_init(&c, type, 0, 1, 3 * (bs == 1 ? 40 : bs), 4), 0);
+    size_t xs = (size_t)c.n_cols * 4 + 64;
+    uint8_t *xa[2];
+    float y[2][4];
+    for (int k = 0; k < 2; k++) {
+      xa[k] = calloc(4, xs);
+      for (int t = 0; t < 4; t++) {
+        const float *xt = c.x + t * c.n_cols;
+        if (v[k].act[type] == KERN_ACT_F32) memcpy(xa[k] + t * xs, xt, (size_t)c.n_cols * 4);
+        else if (v[k].act[type] == KERN_ACT_Q8) v[k].quant_q8(xt, xa[k] + t * xs, c.n_cols);
+        else v[k].quant_q8_K(xt, xa[k] + t * xs, c.n_cols);
+      }
+      v[k].tile[type](c.W, c.n_cols, xa[k], xs, 4, y[k], 1);
+    }
+    EXPECT_MEM_EQ(xa[0], xa[1], 4 * xs);
+    EXPECT_MEM_EQ(y[0], y[1], sizeof y[0]);
+    free(xa[0]);
+    free(xa[1]);
+    kt_case_free(&c);
+  }
+}
