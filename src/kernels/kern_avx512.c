@@ -1,10 +1,43 @@
 /*
- * kern_avx512.c - avx512 tile kernels (placeholder: reports unavailable, so the
- * reference path serves every type until the kernels land).
+ * kern_avx512.c - the x86 kernels of kern_x86_body.h compiled with AVX-512
+ * (F, BW, VL) and VNNI enabled: the 8-bit dot products become one
+ * vpdpbusd (256-bit, EVEX) instead of vpmaddubsw + vpmaddwd, and the
+ * compiler may use the 32 vector registers. Results are bit-identical to
+ * the AVX2 variant (the dot product agrees exactly when maddubs cannot
+ * saturate, see kern_x86_body.h), so tests run on AVX2 machines cover the
+ * arithmetic; only the instruction selection differs.
+ *
+ * Chosen by kernels.c before AVX2 when the CPU reports avx512f, avx512bw,
+ * avx512vl and avx512vnni (Ice Lake and later, Zen 4 and later).
  */
 #include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+
+#define X86_TARGET_512 "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+#define TGT __attribute__((target(X86_TARGET_512)))
+#define TGT_INL static inline __attribute__((always_inline, target(X86_TARGET_512)))
+#define X86_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
+
+#include "kernels/kern_x86_body.h"
+
+int kern_ops_avx512(struct kern_ops *ops) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
+      !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("avx512f") ||
+      !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") ||
+      !__builtin_cpu_supports("avx512vnni"))
+    return 0;
+  ops->isa = "avx512-vnni";
+  x86_fill_ops(ops);
+  return 1;
+}
+
+#else
 
 int kern_ops_avx512(struct kern_ops *ops) {
   (void)ops;
   return 0;
 }
+
+#endif

@@ -2,9 +2,10 @@
  * kernels.c - kern_matmul: argument checks, run-time ISA dispatch, the
  * activation quantization phase and the work split across the thread pool.
  *
- * Start at kern_matmul. Dispatch happens once (pthread_once): the best of
- * kern_ops_avx512 / kern_ops_avx2 / kern_ops_neon that reports the CPU can
- * run it fills a table of per-type tile kernels; a type with no tile kernel,
+ * Start at kern_matmul. Dispatch happens once (pthread_once): the first of
+ * kern_ops_avx512 / kern_ops_avx2 / kern_ops_neon / kern_ops_scalar that
+ * reports the CPU can run it fills a table of per-type tile kernels (the
+ * variants are bit-identical to each other); a type with no tile kernel,
  * or every type while the reference is forced, goes through ref_vec_dot
  * (double accumulation), which is the definition of correct.
  *
@@ -39,7 +40,8 @@ static void kern_init(void) {
   g_ops.isa = "scalar";
   struct kern_ops o;
   memset(&o, 0, sizeof o);
-  if (kern_ops_avx512(&o) || kern_ops_avx2(&o) || kern_ops_neon(&o)) g_ops = o;
+  if (kern_ops_avx512(&o) || kern_ops_avx2(&o) || kern_ops_neon(&o) || kern_ops_scalar(&o))
+    g_ops = o;
   const char *env = getenv("PARLEY_KERNELS");
   if (env && strcmp(env, "reference") == 0) atomic_store(&g_force_ref, true);
 }

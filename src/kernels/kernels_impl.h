@@ -1,7 +1,7 @@
 /*
  * kernels_impl.h - internal interface between the matmul driver
  * (kernels.c) and the per-ISA kernel files (kern_avx2.c, kern_avx512.c,
- * kern_neon.c). Not for callers outside src/kernels/.
+ * kern_neon.c, kern_scalar.c). Not for callers outside src/kernels/.
  *
  * A fast kernel for a weight type is a "tile" function: one weight row times
  * up to KERN_TILE_TOKENS activation rows. Activations arrive in the format
@@ -58,6 +58,7 @@ struct kern_ops {
 int kern_ops_avx2(struct kern_ops *ops);
 int kern_ops_avx512(struct kern_ops *ops);
 int kern_ops_neon(struct kern_ops *ops);
+int kern_ops_scalar(struct kern_ops *ops); /* always 1 */
 
 /* Per-thread scratch owned by the pool (thread ith), grown on demand and
  * kept; NULL on allocation failure. Only for use inside tpool_run or by the

@@ -367,3 +367,55 @@ TEST(kernels_activation_quantizers) {
     EXPECT_INT_EQ(ka[1].bsums[k], s);
   }
 }
+
+/* Every kernel variant this CPU can run computes bit-identical tiles and
+ * activation blocks: AVX-512 and AVX2 compile the same source with another
+ * dot instruction, and the portable variant (scalar, and neon on arm64)
+ * reproduces the x86 lane arithmetic. On x86 this checks scalar == AVX2. */
+/* Activations of 4 tokens in the format ops wants for type, xs bytes apart. */
+static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int64_t n_cols,
+                       uint8_t *xa, size_t xs) {
+  for (int t = 0; t < 4; t++) {
+    const float *xt = x + t * n_cols;
+    if (ops->act[type] == KERN_ACT_F32) memcpy(xa + t * xs, xt, (size_t)n_cols * 4);
+    else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
+    else ops->quant_q8_K(xt, xa + t * xs, n_cols);
+  }
+}
+
+TEST(kernels_isa_variants_agree) {
+  struct kern_ops v[4];
+  int n = 0;
+  memset(v, 0, sizeof v);
+  if (kern_ops_avx512(&v[n])) n++;
+  if (kern_ops_avx2(&v[n])) n++;
+  if (kern_ops_neon(&v[n])) n++;
+  ASSERT_INT_EQ(kern_ops_scalar(&v[n]), 1);
+  n++;
+  for (int vi = 1; vi < n; vi++) {
+    for (int ti = 0; ti < KT_N_TYPES; ti++) {
+      int type = kt_types[ti].type, bs = kt_block(type);
+      if (!v[0].tile[type] || !v[vi].tile[type]) continue;
+      struct kt_case c;
+      /* 3 blocks; 123 floats = 7 x 16 + 8 + 3 covers every float tail */
+      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 1, bs == 1 ? 123 : 3 * bs, 4), 0);
+      size_t xs = (size_t)c.n_cols * 4 + 64;
+      uint8_t *xa0 = calloc(4, xs), *xa1 = calloc(4, xs);
+      ASSERT_TRUE(xa0 && xa1);
+      kt_prepare(&v[0], type, c.x, c.n_cols, xa0, xs);
+      kt_prepare(&v[vi], type, c.x, c.n_cols, xa1, xs);
+      EXPECT_MEM_EQ(xa0, xa1, 4 * xs);
+      for (int nt = 1; nt <= 4; nt++) {
+        float y0[8], y1[8];
+        v[0].tile[type](c.W, c.n_cols, xa0, xs, nt, y0, 2);
+        v[vi].tile[type](c.W, c.n_cols, xa1, xs, nt, y1, 2);
+        for (int t = 0; t < nt; t++)
+          TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0, "%s vs %s, %s nt %d token %d: %.9g vs %.9g",
+                      v[0].isa, v[vi].isa, tensor_type_name((uint32_t)type), nt, t, y0[2 * t], y1[2 * t]);
+      }
+      free(xa0);
+      free(xa1);
+      kt_case_free(&c);
+    }
+  }
+}

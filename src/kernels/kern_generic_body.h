@@ -1,0 +1,309 @@
+/*
+ * kern_generic_body.h - the tile kernels in portable C, written as 8-lane
+ * loops that reproduce the x86 kernels' arithmetic exactly (same lanes,
+ * same fused multiply-adds, same horizontal-sum tree), so their results are
+ * bit-identical to kern_x86_body.h and the unit tests can check them on any
+ * machine against the AVX2 variant. Compiled by kern_neon.c (aarch64, where
+ * the compiler maps the lane loops onto NEON registers and fmaf onto fmla)
+ * and by kern_scalar.c (every other CPU).
+ *
+ * Lane model (see kern_x86_body.h): an 8 x f32 accumulator; for 8-bit dot
+ * products lane i holds the integer sum over bytes 4i..4i+3 of each 32-byte
+ * group (exact in int32, so the order inside a lane does not matter); the
+ * final sum is ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
+ *
+ * The includer defines GEN_FN (a function attribute prefix, may be empty)
+ * and includes this once.
+ */
+#ifndef PARLEY_KERNELS_KERN_GENERIC_BODY_H
+#define PARLEY_KERNELS_KERN_GENERIC_BODY_H
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+#define GL 8 /* lanes */
+
+static inline float gen_hsum(const float *a) {
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+static inline float gen_f16(const void *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return fp16_to_f32(h);
+}
+
+static inline float gen_bf16(const void *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* weight i of a float row; kind 0 f32, 1 f16, 2 bf16 */
+static inline float gen_w(const void *w, int64_t i, int kind) {
+  if (kind == 0) {
+    float f;
+    memcpy(&f, (const float *)w + i, 4);
+    return f;
+  }
+  return kind == 1 ? gen_f16((const uint16_t *)w + i) : gen_bf16((const uint16_t *)w + i);
+}
+
+/* ---- F32 / F16 / BF16 ---------------------------------------------------- */
+
+static void gen_tile_float(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                           size_t ys, int kind) {
+  for (int t = 0; t < nt; t++) {
+    const float *xt = (const float *)((const char *)x + t * xs);
+    float a0[GL] = {0}, a1[GL] = {0}, tail = 0.0f;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      for (int l = 0; l < GL; l++) {
+        a0[l] = fmaf(gen_w(w, i + l, kind), xt[i + l], a0[l]);
+        a1[l] = fmaf(gen_w(w, i + 8 + l, kind), xt[i + 8 + l], a1[l]);
+      }
+    if (i + 8 <= n) {
+      for (int l = 0; l < GL; l++) a0[l] = fmaf(gen_w(w, i + l, kind), xt[i + l], a0[l]);
+      i += 8;
+    }
+    for (; i < n; i++) tail = fmaf(gen_w(w, i, kind), xt[i], tail);
+    for (int l = 0; l < GL; l++) a0[l] += a1[l];
+    y[t * ys] = gen_hsum(a0) + tail;
+  }
+}
+
+GEN_FN static void gen_tile_f32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  gen_tile_float(w, n, x, xs, nt, y, ys, 0);
+}
+GEN_FN static void gen_tile_f16(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  gen_tile_float(w, n, x, xs, nt, y, ys, 1);
+}
+GEN_FN static void gen_tile_bf16(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  gen_tile_float(w, n, x, xs, nt, y, ys, 2);
+}
+
+/* ---- 32-block types x kern_block_q8 --------------------------------------- */
+
+/* Block ib unpacked to q[32] (signed for kind 0..2, else unsigned with the
+ * offset m); kinds as in kern_x86_body.h: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 Q4_1,
+ * 4 Q5_1. Element j: nibbles low for j < 16, high for j >= 16. */
+static inline void gen_unpack32(const uint8_t *w, int64_t ib, int kind, int *q, float *d,
+                                float *m) {
+  const uint8_t *qs = NULL, *qhp = NULL;
+  int off = 0;
+  switch (kind) {
+  case 0: {
+    const block_q8_0 *b = (const block_q8_0 *)w + ib;
+    *d = gen_f16(&b->d);
+    for (int j = 0; j < 32; j++) q[j] = b->qs[j];
+    return;
+  }
+  case 1: {
+    const block_q4_0 *b = (const block_q4_0 *)w + ib;
+    *d = gen_f16(&b->d);
+    qs = b->qs;
+    off = 8;
+    break;
+  }
+  case 2: {
+    const block_q5_0 *b = (const block_q5_0 *)w + ib;
+    *d = gen_f16(&b->d);
+    qs = b->qs;
+    qhp = b->qh;
+    off = 16;
+    break;
+  }
+  case 3: {
+    const block_q4_1 *b = (const block_q4_1 *)w + ib;
+    *d = gen_f16(&b->d);
+    *m = gen_f16(&b->m);
+    qs = b->qs;
+    break;
+  }
+  default: {
+    const block_q5_1 *b = (const block_q5_1 *)w + ib;
+    *d = gen_f16(&b->d);
+    *m = gen_f16(&b->m);
+    qs = b->qs;
+    qhp = b->qh;
+    break;
+  }
+  }
+  uint32_t qh = 0;
+  if (qhp) memcpy(&qh, qhp, 4);
+  for (int j = 0; j < 16; j++) {
+    q[j] = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+    q[j + 16] = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+  }
+  for (int j = 0; j < 32; j++) q[j] -= off;
+}
+
+static void gen_tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                         size_t ys, int kind) {
+  for (int t = 0; t < nt; t++) {
+    const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs);
+    float acc[2][GL] = {{0}}, macc = 0.0f;
+    int64_t nb = n / 32;
+    for (int64_t ib = 0; ib < nb; ib++) {
+      float *a = acc[ib & 1]; /* even blocks to 0, odd to 1, as on x86 */
+      int q[32];
+      float d, m = 0.0f;
+      gen_unpack32(w, ib, kind, q, &d, &m);
+      float dd = d * xb[ib].d;
+      for (int l = 0; l < GL; l++) {
+        int32_t s = 0;
+        for (int k = 0; k < 4; k++) s += q[4 * l + k] * xb[ib].qs[4 * l + k];
+        a[l] = fmaf(dd, (float)s, a[l]);
+      }
+      if (kind >= 3) macc = fmaf(m, xb[ib].s, macc);
+    }
+    for (int l = 0; l < GL; l++) acc[0][l] += acc[1][l];
+    y[t * ys] = gen_hsum(acc[0]) + macc;
+  }
+}
+
+#define GEN_Q32(nm, kind)                                                                   \
+  GEN_FN static void gen_tile_##nm(const void *w, int64_t n, const void *x, size_t xs, int nt, \
+                                   float *y, size_t ys) {                                   \
+    gen_tile_q32(w, n, x, xs, nt, y, ys, kind);                                             \
+  }
+GEN_Q32(q8_0, 0)
+GEN_Q32(q4_0, 1)
+GEN_Q32(q5_0, 2)
+GEN_Q32(q4_1, 3)
+GEN_Q32(q5_1, 4)
+
+/* ---- K-quants x block_q8_K ------------------------------------------------ */
+
+/* Q4_K / Q5_K: element 64p + 32h + l, sub-block 2p + h (tensor_type.h). */
+static void gen_tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                          size_t ys, int has_qh) {
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const uint8_t *qs, *qh = NULL, *b12;
+      float d, dmin;
+      if (has_qh) {
+        const block_q5_K *b = (const block_q5_K *)w + ib;
+        d = gen_f16(&b->d);
+        dmin = gen_f16(&b->dmin);
+        qs = b->qs;
+        qh = b->qh;
+        b12 = b->scales;
+      } else {
+        const block_q4_K *b = (const block_q4_K *)w + ib;
+        d = gen_f16(&b->d);
+        dmin = gen_f16(&b->dmin);
+        qs = b->qs;
+        b12 = b->scales;
+      }
+      int sc[8], mn[8];
+      for (int k = 0; k < 4; k++) {
+        sc[k] = b12[k] & 63;
+        mn[k] = b12[k + 4] & 63;
+      }
+      for (int k = 4; k < 8; k++) {
+        sc[k] = (b12[k + 4] & 15) | (b12[k - 4] >> 6) << 4;
+        mn[k] = (b12[k + 4] >> 4) | (b12[k] >> 6) << 4;
+      }
+      int32_t isum[GL] = {0}, msum[GL];
+      for (int p = 0; p < 4; p++)
+        for (int h = 0; h < 2; h++) {
+          const int8_t *xq = xb[ib].qs + 64 * p + 32 * h;
+          for (int l = 0; l < GL; l++) {
+            int32_t s = 0;
+            for (int k = 0; k < 4; k++) {
+              int e = 4 * l + k;
+              int q = (qs[32 * p + e] >> 4 * h) & 15;
+              if (qh) q |= ((qh[e] >> (2 * p + h)) & 1) << 4;
+              s += q * xq[e];
+            }
+            isum[l] += s * sc[2 * p + h];
+          }
+        }
+      for (int l = 0; l < GL; l++) msum[l] = (xb[ib].bsums[2 * l] + xb[ib].bsums[2 * l + 1]) * mn[l];
+      float dd = d * xb[ib].d, dm = dmin * xb[ib].d;
+      for (int l = 0; l < GL; l++) {
+        acc[l] = fmaf(dd, (float)isum[l], acc[l]);
+        acc[l] = fmaf(-dm, (float)msum[l], acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
+}
+
+GEN_FN static void gen_tile_q4_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  gen_tile_q45k(w, n, x, xs, nt, y, ys, 0);
+}
+GEN_FN static void gen_tile_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  gen_tile_q45k(w, n, x, xs, nt, y, ys, 1);
+}
+
+/* Q6_K: element 128h + 32s + l, sub-block (128h + 32s + l) / 16. */
+GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
+                                 float *y, size_t ys) {
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const block_q6_K *b = (const block_q6_K *)w + ib;
+      int32_t isum[GL] = {0};
+      for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++) {
+          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
+          for (int l = 0; l < GL; l++) {
+            int32_t sum = 0;
+            for (int k = 0; k < 4; k++) {
+              int e = 4 * l + k;
+              int low = (b->ql[64 * h + e + 32 * (s & 1)] >> 4 * (s >> 1)) & 15;
+              int high = (b->qh[32 * h + e] >> 2 * s) & 3;
+              sum += (low | high << 4) * xq[e];
+            }
+            isum[l] += sum * b->scales[8 * h + 2 * s + (l >= 4)];
+          }
+        }
+      float dd = gen_f16(&b->d) * xb[ib].d;
+      for (int l = 0; l < GL; l++) {
+        int32_t off = (xb[ib].bsums[2 * l] * b->scales[2 * l] +
+                       xb[ib].bsums[2 * l + 1] * b->scales[2 * l + 1]) * 32;
+        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
+}
+
+static void gen_fill_ops(struct kern_ops *ops) {
+  ops->quant_q8 = kern_quant_q8_c;
+  ops->quant_q8_K = kern_quant_q8_K_c;
+  ops->tile[TENSOR_TYPE_F32] = gen_tile_f32;
+  ops->tile[TENSOR_TYPE_F16] = gen_tile_f16;
+  ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
+  ops->tile[TENSOR_TYPE_Q8_0] = gen_tile_q8_0;
+  ops->tile[TENSOR_TYPE_Q4_0] = gen_tile_q4_0;
+  ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
+  ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
+  ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;
+  ops->tile[TENSOR_TYPE_Q4_K] = gen_tile_q4_K;
+  ops->tile[TENSOR_TYPE_Q5_K] = gen_tile_q5_K;
+  ops->tile[TENSOR_TYPE_Q6_K] = gen_tile_q6_K;
+  ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_Q8_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+}
+
+#endif

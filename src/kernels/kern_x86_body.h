@@ -1,0 +1,505 @@
+/*
+ * kern_x86_body.h - the x86 tile kernels and activation quantizers, written
+ * once and compiled twice: by kern_avx2.c (AVX2 + FMA + F16C) and by
+ * kern_avx512.c (the same plus AVX-512 VNNI for the 8-bit dot products).
+ * Only kernels/kern_*.c include it, inside #if defined(__x86_64__).
+ *
+ * The includer defines:
+ *   TGT          __attribute__((target("..."))) for the exported functions
+ *   TGT_INL      static inline always_inline with the same target
+ *   X86_DOT_U8S8(u, s)  the 8 int32 lane sums of 4 adjacent u8 x s8
+ *                products; AVX2: madd(maddubs(u, s), 1), VNNI: dpbusd.
+ *                The two agree exactly as long as maddubs does not
+ *                saturate, which no operand range here allows (below).
+ *
+ * Layout of every tile kernel: one weight row, nt <= 4 tokens. The weight
+ * block is loaded and unpacked once, then used for each token; each token
+ * has its own accumulators and its own fixed order of operations, so the
+ * result for a token does not depend on nt (kernels_impl.h). The generic
+ * body is an always_inline function with nt a parameter; the exported tile
+ * switches on nt so the compiler emits one unrolled copy per tile width.
+ *
+ * Integer dot products (quantized weights x 8-bit activations) use
+ * _mm256_maddubs_epi16 (u8 x s8 -> pairwise s16, saturating: every operand
+ * pair here stays below 2 * 63 * 127 or, for the sign trick on Q8_0,
+ * 2 * 128 * 127 = 32512 < 32767), then _mm256_madd_epi16 with ones or with
+ * the 16-bit sub-block scales to reach 32-bit sums. Signed weights (Q4_0,
+ * Q5_0, Q8_0) use the sign trick: |w| (u8) times sign(x, w) (s8).
+ */
+#ifndef PARLEY_KERNELS_KERN_X86_BODY_H
+#define PARLEY_KERNELS_KERN_X86_BODY_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+#define NT_MAX KERN_TILE_TOKENS
+
+/* ---- helpers ------------------------------------------------------------ */
+
+TGT_INL float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+TGT_INL float hmax_ps(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+TGT_INL float f16_load(const void *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+TGT_INL __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* Four vectors of 8 int32 (each in -127..127) to 32 int8 in order. */
+TGT_INL __m256i pack_i32x4_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  __m256i ab = _mm256_packs_epi32(a, b); /* a0-3 b0-3 | a4-7 b4-7 */
+  __m256i cd = _mm256_packs_epi32(c, d);
+  __m256i abcd = _mm256_packs_epi16(ab, cd); /* a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7 */
+  return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Sum of 8 int32 lanes. */
+TGT_INL int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+/* Bytes j = 0..31 set to 0xff where bit j of the little-endian 32 bits at p
+ * is set, else 0. */
+TGT_INL __m256i bits_to_bytes(const uint8_t *p) {
+  uint32_t bits;
+  memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+/* ---- activation quantizers (bit-identical to kern_quant_*_c) ------------ */
+
+TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
+  kern_block_q8 *b = dst;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / 32; i++, x += 32) {
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    float amax = hmax_ps(m);
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid));
+    __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+    __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid));
+    __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+    _mm256_storeu_si256((__m256i *)b[i].qs, pack_i32x4_i8(q0, q1, q2, q3));
+    int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+    b[i].d = d;
+    b[i].s = d * (float)sum;
+  }
+}
+
+TGT static void quant_q8_K_x86(const float *x, void *dst, int64_t n) {
+  block_q8_K *b = dst;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    float amax = hmax_ps(m);
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    for (int j = 0; j < QK_K; j += 32) {
+      __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j), vid));
+      __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vid));
+      __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 16), vid));
+      __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 24), vid));
+      _mm256_storeu_si256((__m256i *)(b[i].qs + j), pack_i32x4_i8(q0, q1, q2, q3));
+      b[i].bsums[j / 16] = (int16_t)hsum_i32(_mm256_add_epi32(q0, q1));
+      b[i].bsums[j / 16 + 1] = (int16_t)hsum_i32(_mm256_add_epi32(q2, q3));
+    }
+    b[i].d = d;
+  }
+}
+
+/* ---- f32-activation kernels: F32, F16, BF16 ----------------------------- */
+
+/* Loads 8 weights as f32; kind 0 = f32, 1 = f16, 2 = bf16. */
+TGT_INL __m256 load8w(const void *w, int64_t i, int kind) {
+  if (kind == 0) return _mm256_loadu_ps((const float *)w + i);
+  __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+  if (kind == 1) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+TGT_INL float load1w(const void *w, int64_t i, int kind) {
+  if (kind == 0) return ((const float *)w)[i];
+  uint16_t h;
+  memcpy(&h, (const uint16_t *)w + i, 2);
+  if (kind == 1) return _cvtsh_ss(h);
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+TGT_INL void tile_float(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys, int kind) {
+  __m256 a0[NT_MAX], a1[NT_MAX];
+  float tail[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    a0[t] = _mm256_setzero_ps();
+    a1[t] = _mm256_setzero_ps();
+    tail[t] = 0.0f;
+  }
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 w0 = load8w(w, i, kind), w1 = load8w(w, i + 8, kind);
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const float *xt = (const float *)((const char *)x + t * xs);
+      a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt + i), a0[t]);
+      a1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + i + 8), a1[t]);
+    }
+  }
+  if (i + 8 <= n) {
+    __m256 w0 = load8w(w, i, kind);
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const float *xt = (const float *)((const char *)x + t * xs);
+      a0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt + i), a0[t]);
+    }
+    i += 8;
+  }
+  for (; i < n; i++) {
+    float wi = load1w(w, i, kind);
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const float *xt = (const float *)((const char *)x + t * xs);
+      tail[t] = fmaf(wi, xt[i], tail[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(_mm256_add_ps(a0[t], a1[t])) + tail[t];
+}
+
+#define DEFINE_TILE(name, body)                                                             \
+  TGT static void name(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, \
+                       size_t ys) {                                                         \
+    switch (nt) {                                                                           \
+    case 1: body(w, n, x, xs, 1, y, ys); break;                                             \
+    case 2: body(w, n, x, xs, 2, y, ys); break;                                             \
+    case 3: body(w, n, x, xs, 3, y, ys); break;                                             \
+    default: body(w, n, x, xs, 4, y, ys); break;                                            \
+    }                                                                                       \
+  }
+
+TGT_INL void body_f32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  tile_float(w, n, x, xs, nt, y, ys, 0);
+}
+TGT_INL void body_f16(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  tile_float(w, n, x, xs, nt, y, ys, 1);
+}
+TGT_INL void body_bf16(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  tile_float(w, n, x, xs, nt, y, ys, 2);
+}
+DEFINE_TILE(tile_f32, body_f32)
+DEFINE_TILE(tile_f16, body_f16)
+DEFINE_TILE(tile_bf16, body_bf16)
+
+/* ---- 32-block types x kern_block_q8 ------------------------------------- */
+
+/* Unpacks block ib of a 32-block row to 32 bytes: signed (sign trick
+ * operands) or unsigned q with a float offset m; kind: 0 Q8_0, 1 Q4_0,
+ * 2 Q5_0, 3 Q4_1, 4 Q5_1. */
+TGT_INL __m256i unpack32(const uint8_t *w, int64_t ib, int kind, float *d, float *m) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  switch (kind) {
+  case 0: {
+    const block_q8_0 *b = (const block_q8_0 *)w + ib;
+    *d = f16_load(&b->d);
+    return loadu256(b->qs);
+  }
+  case 1: {
+    const block_q4_0 *b = (const block_q4_0 *)w + ib;
+    *d = f16_load(&b->d);
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_sub_epi8(_mm256_and_si256(v, lo4), _mm256_set1_epi8(8));
+  }
+  case 2: {
+    const block_q5_0 *b = (const block_q5_0 *)w + ib;
+    *d = f16_load(&b->d);
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+    v = _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(b->qh), _mm256_set1_epi8(0x10)));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+  }
+  case 3: {
+    const block_q4_1 *b = (const block_q4_1 *)w + ib;
+    *d = f16_load(&b->d);
+    *m = f16_load(&b->m);
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+  }
+  default: {
+    const block_q5_1 *b = (const block_q5_1 *)w + ib;
+    *d = f16_load(&b->d);
+    *m = f16_load(&b->m);
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
+    return _mm256_or_si256(v, _mm256_and_si256(bits_to_bytes(b->qh), _mm256_set1_epi8(0x10)));
+  }
+  }
+}
+
+/* One block ib into accumulator acc (per token). */
+TGT_INL void q32_block(const void *w, int64_t ib, const void *x, size_t xs, int nt, int kind,
+                       __m256 *acc, float *macc) {
+  const bool is_signed = kind <= 2;
+  float d, m = 0.0f;
+  __m256i q = unpack32(w, ib, kind, &d, &m);
+  __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q; /* |q| as u8 */
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + ib;
+    __m256i xv = loadu256(xb->qs);
+    if (is_signed) xv = _mm256_sign_epi8(xv, q);
+    __m256i p = X86_DOT_U8S8(qa, xv);
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(p), acc[t]);
+    if (!is_signed) macc[t] = fmaf(m, xb->s, macc[t]);
+  }
+}
+
+/* Even blocks into acc0, odd blocks into acc1 (two independent FMA chains
+ * for one token), summed at the end. */
+TGT_INL void tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                      size_t ys, int kind) {
+  __m256 acc0[NT_MAX], acc1[NT_MAX];
+  float macc[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    acc0[t] = _mm256_setzero_ps();
+    acc1[t] = _mm256_setzero_ps();
+    macc[t] = 0.0f;
+  }
+  int64_t nb = n / 32, ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    q32_block(w, ib, x, xs, nt, kind, acc0, macc);
+    q32_block(w, ib + 1, x, xs, nt, kind, acc1, macc);
+  }
+  if (ib < nb) q32_block(w, ib, x, xs, nt, kind, acc0, macc);
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + macc[t];
+}
+
+#define BODY_Q32(nm, kind)                                                                   \
+  TGT_INL void body_##nm(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, \
+                         size_t ys) {                                                        \
+    tile_q32(w, n, x, xs, nt, y, ys, kind);                                                  \
+  }                                                                                          \
+  DEFINE_TILE(tile_##nm, body_##nm)
+BODY_Q32(q8_0, 0)
+BODY_Q32(q4_0, 1)
+BODY_Q32(q5_0, 2)
+BODY_Q32(q4_1, 3)
+BODY_Q32(q5_1, 4)
+
+/* ---- K-quants x block_q8_K ---------------------------------------------- */
+
+/* The 8 6-bit scales and mins of a Q4_K/Q5_K super-block (tensor_type.h),
+ * four bytes at a time: with u0, u1, u2 the three little-endian words of b,
+ * sc[0..3] = u0 & 63, mn[0..3] = u1 & 63, and for k >= 4 the low nibbles
+ * come from u2 and bits 4..5 from bits 6..7 of u0 (scales) or u1 (mins). */
+TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
+  uint32_t u0, u1, u2, v;
+  memcpy(&u0, b, 4);
+  memcpy(&u1, b + 4, 4);
+  memcpy(&u2, b + 8, 4);
+  v = u0 & 0x3f3f3f3fu;
+  memcpy(sc, &v, 4);
+  v = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+  memcpy(sc + 4, &v, 4);
+  v = u1 & 0x3f3f3f3fu;
+  memcpy(mn, &v, 4);
+  v = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+  memcpy(mn + 4, &v, 4);
+}
+
+/* Q4_K (has_qh 0) and Q5_K (has_qh 1): element 64p + 32h + l is nibble h of
+ * qs[32p + l] (plus bit 2p + h of qh[l] as bit 4), sub-block 2p + h. */
+TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys, int has_qh) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const uint8_t *qs, *qh = NULL, *scb;
+    float d, dmin;
+    if (has_qh) {
+      const block_q5_K *b = (const block_q5_K *)w + ib;
+      d = f16_load(&b->d);
+      dmin = f16_load(&b->dmin);
+      qs = b->qs;
+      qh = b->qh;
+      scb = b->scales;
+    } else {
+      const block_q4_K *b = (const block_q4_K *)w + ib;
+      d = f16_load(&b->d);
+      dmin = f16_load(&b->dmin);
+      qs = b->qs;
+      scb = b->scales;
+    }
+    uint8_t sc[8], mn[8];
+    scales12(scb, sc, mn);
+    /* mins per 16-element bsum: lane k16 -> mn[k16 / 2] */
+    __m128i mn8 = _mm_loadl_epi64((const __m128i *)mn);
+    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    /* the 8 scales as int16, in both 128-bit lanes, for lane broadcasts */
+    __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256i qhv = has_qh ? loadu256(qh) : _mm256_setzero_si256();
+    __m256i isum[NT_MAX];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+      __m256i q = loadu256(qs + 32 * p);
+      __m256i qlo = _mm256_and_si256(q, lo4);
+      __m256i qhi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
+      if (has_qh) {
+        __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p), _mm256_set1_epi8(1));
+        __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p + 1), _mm256_set1_epi8(1));
+        qlo = _mm256_or_si256(qlo, _mm256_slli_epi16(b0, 4));
+        qhi = _mm256_or_si256(qhi, _mm256_slli_epi16(b1, 4));
+      }
+      __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p))));
+      __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p + 1))));
+#pragma GCC unroll 4
+      for (int t = 0; t < nt; t++) {
+        const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+        __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, loadu256(xb->qs + 64 * p)), slo);
+        __m256i c = _mm256_madd_epi16(_mm256_maddubs_epi16(qhi, loadu256(xb->qs + 64 * p + 32)), shi);
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+
+TGT_INL void body_q4_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  tile_q45k(w, n, x, xs, nt, y, ys, 0);
+}
+TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  tile_q45k(w, n, x, xs, nt, y, ys, 1);
+}
+DEFINE_TILE(tile_q4_K, body_q4_K)
+DEFINE_TILE(tile_q5_K, body_q5_K)
+
+/* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
+ * sub-block 8h + 2s + l/16, x = d * sc * (q - 32). The -32 is applied once
+ * per super-block through the activation block sums. */
+TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), lo2 = _mm256_set1_epi8(3);
+  __m256 acc[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const block_q6_K *b = (const block_q6_K *)w + ib;
+    float d = f16_load(&b->d);
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    int16_t sc[16];
+    _mm256_storeu_si256((__m256i *)sc, sc16);
+    __m256i isum[NT_MAX];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = loadu256(b->ql + 64 * h), ql1 = loadu256(b->ql + 64 * h + 32);
+      __m256i qhv = loadu256(b->qh + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; s++) {
+        __m256i low = (s & 1) ? ql1 : ql0;
+        if (s >> 1) low = _mm256_srli_epi16(low, 4);
+        low = _mm256_and_si256(low, lo4);
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * s), lo2);
+        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+        int k = 8 * h + 2 * s;
+        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 5);
+      __m256i tot = _mm256_sub_epi32(isum[t], off);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+DEFINE_TILE(tile_q6_K, body_q6_K)
+
+/* ---- the table both variants fill ------------------------------------- */
+
+static void x86_fill_ops(struct kern_ops *ops) {
+  ops->quant_q8 = quant_q8_x86;
+  ops->quant_q8_K = quant_q8_K_x86;
+  ops->tile[TENSOR_TYPE_F32] = tile_f32;
+  ops->tile[TENSOR_TYPE_F16] = tile_f16;
+  ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
+  ops->tile[TENSOR_TYPE_Q8_0] = tile_q8_0;
+  ops->tile[TENSOR_TYPE_Q4_0] = tile_q4_0;
+  ops->tile[TENSOR_TYPE_Q5_0] = tile_q5_0;
+  ops->tile[TENSOR_TYPE_Q4_1] = tile_q4_1;
+  ops->tile[TENSOR_TYPE_Q5_1] = tile_q5_1;
+  ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_K;
+  ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
+  ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
+  ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
+  ops->act[TENSOR_TYPE_Q8_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+}
+
+#endif
