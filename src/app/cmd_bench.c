@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "app/commands.h"
 #include "base/err.h"
@@ -160,12 +161,18 @@ int cmd_bench(int argc, char **argv) {
   if (n_pp > 0) pp = summarize(pp_tps, (int)reps);
   if (n_tg > 0) tg = summarize(tg_tps, (int)reps);
   double wmib = (double)model_weight_bytes(m) / (1024.0 * 1024.0);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  double rss_mib = (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+  double kv_mib = (double)model_ctx_kv_bytes(ctx) / (1024.0 * 1024.0);
   if (json) {
     json_t *o = json_object();
     json_object_set_new(o, "model", json_string(path));
     json_object_set_new(o, "arch", json_string(model_arch_name(model_arch_of(m))));
     json_object_set_new(o, "weight_bytes", json_integer((json_int_t)model_weight_bytes(m)));
     json_object_set_new(o, "kv_bytes", json_integer((json_int_t)model_ctx_kv_bytes(ctx)));
+    json_object_set_new(o, "buf_bytes", json_integer((json_int_t)model_ctx_buf_bytes(ctx)));
+    json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
     json_object_set_new(o, "threads", json_integer(n_threads));
     json_object_set_new(o, "isa", json_string(kern_isa()));
     json_object_set_new(o, "repetitions", json_integer(reps));
@@ -198,6 +205,8 @@ int cmd_bench(int argc, char **argv) {
     if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
     if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);
     printf("each generated token reads %.1f MiB of weights\n", wmib);
+    printf("peak RSS %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (compute buffers %.1f)\n", rss_mib, wmib,
+           kv_mib, rss_mib - wmib - kv_mib, (double)model_ctx_buf_bytes(ctx) / (1024.0 * 1024.0));
   }
   status = 0;
   goto done;

@@ -543,6 +543,12 @@ TEST(model_llama_load_errors) {
   uint32_t three = 3;
   EXPECT_INT_EQ(load_patched(path, hk, &three, strlen(hk) + 3, 4), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "head_count");
+  /* a matrix of a type without a kernel: attn_q F32 -> I32 (same 4 bytes
+   * per element, so the file itself stays valid) */
+  uint32_t i32 = 26;
+  EXPECT_INT_EQ(load_patched(path, "blk.1.attn_q.weight", &i32, strlen("blk.1.attn_q.weight") + 4 + 16, 4),
+                ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.attn_q.weight' has type I32");
   /* a missing required key: block_count renamed */
   EXPECT_INT_EQ(load_patched(path, "llama.block_count", "X", 6, 1), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "llama.block_count");
@@ -622,4 +628,53 @@ TEST(model_ops_rope) {
   EXPECT_NEAR(z[2], 3, 0);
   EXPECT_NEAR(z[3], 4, 0);
   EXPECT_NEAR(z[0], cos(1.0) - 2 * sin(1.0), 1e-6);
+}
+
+/* ---- the CLI commands (cmd_run.c, cmd_bench.c), called directly ---------- */
+
+#include "app/commands.h"
+
+TEST(model_cli_run_bench_gen) {
+  char path[512], out[600];
+  snprintf(path, sizeof path, "%s/cli.gguf", test_tmpdir());
+  char *gen[] = {path, "--type", "Q8_0", "--seed", "4"};
+  ASSERT_INT_EQ(cmd_gen_model(5, gen), 0);
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_get_hparams(m)->n_vocab, 300);
+  model_free(m);
+  snprintf(out, sizeof out, "%s/stdout.txt", test_tmpdir());
+  fflush(stdout);
+  FILE *saved = freopen(out, "w", stdout); /* the commands print to stdout */
+  ASSERT_TRUE(saved != NULL);
+  char *run[] = {path, "--tokens", "1,2,3", "-n", "8", "--seed", "9", "--ids", "-t", "1"};
+  int rc_run = cmd_run(10, run);
+  char *bench[] = {path, "-p", "16", "-n", "4", "-r", "2", "--json"};
+  int rc_bench = cmd_bench(8, bench);
+  char *bad[] = {path, "-p", "hello"}; /* text prompts need the tokenizer */
+  int rc_bad = cmd_run(3, bad);
+  fflush(stdout);
+  EXPECT_INT_EQ(rc_run, 0);
+  EXPECT_INT_EQ(rc_bench, 0);
+  EXPECT_INT_EQ(rc_bad, 2);
+  FILE *fp = fopen(out, "r");
+  ASSERT_TRUE(fp != NULL);
+  static char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  text[n] = 0;
+  fclose(fp);
+  /* 3 prompt ids + 8 generated ids, then the bench JSON */
+  int ids = 0;
+  const char *p = text;
+  while (*p == ' ') {
+    char *end;
+    long v = strtol(p + 1, &end, 10);
+    if (end == p + 1 || v < 0 || v >= 300) break;
+    ids++;
+    p = end;
+  }
+  EXPECT_INT_EQ(ids, 11);
+  EXPECT_STR_CONTAINS(text, "\"test\": \"pp16\"");
+  EXPECT_STR_CONTAINS(text, "\"test\": \"tg4\"");
+  EXPECT_STR_CONTAINS(text, "\"tps_median\"");
 }
