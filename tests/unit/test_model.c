@@ -624,6 +624,41 @@ TEST(model_llama_context_limits) {
   model_free(m);
 }
 
+/* Two contexts sharing one model and one borrowed pool (the engine's
+ * setup) compute the same logits as a context with its own pool. */
+TEST(model_llama_shared_pool) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
+  ASSERT_TRUE(gen_model(&g, "pool", path, sizeof path));
+  int64_t V = 0;
+  float *own = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 0, &V);
+  ASSERT_TRUE(own != NULL);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.tp = tp;
+  model_ctx *c1 = NULL, *c2 = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c1), 0);
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c2), 0);
+  EXPECT_TRUE(model_ctx_pool(c1) == tp);
+  float *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)V * sizeof *l2);
+  ASSERT_INT_EQ(model_forward(c1, PROMPT, N_PROMPT, 0, l1, MODEL_LOGITS_LAST), 0);
+  ASSERT_INT_EQ(model_forward(c2, PROMPT, 5, 0, NULL, MODEL_LOGITS_NONE), 0);
+  ASSERT_INT_EQ(model_forward(c2, PROMPT + 5, N_PROMPT - 5, 5, l2, MODEL_LOGITS_LAST), 0);
+  EXPECT_MEM_EQ(l1, own + (size_t)(N_PROMPT - 1) * V, (size_t)V * sizeof *l1);
+  EXPECT_MEM_EQ(l2, l1, (size_t)V * sizeof *l1);
+  free(l1);
+  free(l2);
+  free(own);
+  model_ctx_free(c1);
+  model_ctx_free(c2);
+  model_free(m);
+  tpool_free(tp); /* after the contexts: they only borrowed it */
+}
+
 /* Loads a file whose bytes were patched; returns the error code. */
 static int load_patched(const char *src, const char *find, const void *repl, size_t off, size_t n) {
   FILE *fp = fopen(src, "rb");
