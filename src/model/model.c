@@ -447,10 +447,12 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
       return err_set(ERR_RANGE, "token %d at index %lld is outside the vocabulary of %lld", b->tokens[i],
                      (long long)i, (long long)hp->n_vocab);
     int64_t p = batch_pos(c, b, i, s);
-    if (c->seq_next[s] < 0 ? (p < 0 || p > c->n_past[s]) : p != c->seq_next[s])
-      return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, expected %s %lld", (long long)i, s,
-                     (long long)p, c->seq_next[s] < 0 ? "at most" : "",
-                     (long long)(c->seq_next[s] < 0 ? c->n_past[s] : c->seq_next[s]));
+    if (c->seq_next[s] < 0 && (p < 0 || p > c->n_past[s]))
+      return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, but the sequence holds %lld positions",
+                     (long long)i, s, (long long)p, (long long)c->n_past[s]);
+    if (c->seq_next[s] >= 0 && p != c->seq_next[s])
+      return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, expected %lld (consecutive)", (long long)i,
+                     s, (long long)p, (long long)c->seq_next[s]);
     if (p >= c->n_ctx)
       return err_set(ERR_CONTEXT, "sequence %d needs position %lld, but the context holds %lld positions", s,
                      (long long)p, (long long)c->n_ctx);
