@@ -261,6 +261,7 @@ int cmd_run(int argc, char **argv) {
   }
   uint64_t t3 = time_mono_ns();
   printf("\n");
+  fflush(stdout);
   double pp_s = (double)(t2 - t1) / 1e9, tg_s = (double)(t3 - t2) / 1e9;
   fprintf(stderr, "load %.2f s | prompt %lld tokens %.2f s (%.1f t/s) | generated %lld tokens %.2f s (%.1f t/s) | %s\n",
           (double)(t1 - t0) / 1e9, (long long)n_prompt, pp_s, pp_s > 0 ? (double)n_prompt / pp_s : 0.0,
