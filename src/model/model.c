@@ -4,15 +4,16 @@
  * binding with shape checks), contexts (KV cache, compute buffers, thread
  * pool) and the attention every decoder shares.
  *
- * Start reading at model_load() and model_forward(); an architecture file
- * (llama.c) provides load/ctx_init/forward through model_arch_ops.
+ * Start reading at model_load() and model_decode() (model_forward() is its
+ * one-sequence form); an architecture file (llama.c) provides
+ * load/ctx_init/forward through model_arch_ops.
  *
  * Invariants:
  *   - weights are never copied: model_tensor.data points into the gguf
  *     mapping; only 1-D vectors that are not F32 are dequantized into small
  *     buffers the model owns (m->owned);
  *   - every buffer a context computes with is allocated in model_ctx_new();
- *     model_forward() allocates nothing (the kernels' pool keeps its own
+ *     a forward pass allocates nothing (the kernels' pool keeps its own
  *     scratch);
  *   - c->n_past[s] <= c->n_ctx for every sequence s, and cache positions
  *     >= n_past[s] hold stale (finite) values or zeros;
