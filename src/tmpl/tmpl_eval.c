@@ -30,9 +30,10 @@
 #include "tmpl/tmpl_internal.h"
 
 #define MAX_MACRO_DEPTH 100
-#define MAX_ITERATIONS 2000000u
+#define MAX_ITERATIONS 1000000u
+#define MAX_EVAL_DEPTH 1000 /* nested eval/exec frames: bounds the C stack */
 #define MAX_OUTPUT ((size_t)32 << 20)
-#define MAX_MEMORY ((size_t)512 << 20)
+#define MAX_MEMORY ((size_t)256 << 20)
 
 enum { EXEC_OK, EXEC_BREAK, EXEC_CONTINUE };
 
@@ -540,7 +541,7 @@ static tmpl_value eval_filter(tm_ctx *c, const tm_node *n, tm_scope *s) {
   return out;
 }
 
-static tmpl_value eval(tm_ctx *c, const tm_node *n, tm_scope *s) {
+static tmpl_value eval_inner(tm_ctx *c, const tm_node *n, tm_scope *s) {
   c->at = n;
   switch (n->kind) {
   case TM_N_CONST: return n->val;
@@ -747,7 +748,7 @@ static int exec_for(tm_ctx *c, const tm_node *n, tm_scope *s) {
   return EXEC_OK;
 }
 
-static int exec_node(tm_ctx *c, const tm_node *n, tm_scope *s) {
+static int exec_inner(tm_ctx *c, const tm_node *n, tm_scope *s) {
   c->at = n;
   switch (n->kind) {
   case TM_N_BODY:
@@ -813,6 +814,27 @@ static int exec_node(tm_ctx *c, const tm_node *n, tm_scope *s) {
   case TM_N_CONTINUE: return EXEC_CONTINUE;
   default: write_value(c, eval(c, n, s)); return EXEC_OK;
   }
+}
+
+static void depth_check(tm_ctx *c, const tm_node *n) {
+  if (++c->eval_depth > MAX_EVAL_DEPTH) {
+    c->at = n;
+    tm_error(c, ERR_TOO_LARGE, "expressions and calls nested deeper than %d", MAX_EVAL_DEPTH);
+  }
+}
+
+static tmpl_value eval(tm_ctx *c, const tm_node *n, tm_scope *s) {
+  depth_check(c, n);
+  tmpl_value v = eval_inner(c, n, s);
+  c->eval_depth--;
+  return v;
+}
+
+static int exec_node(tm_ctx *c, const tm_node *n, tm_scope *s) {
+  depth_check(c, n);
+  int r = exec_inner(c, n, s);
+  c->eval_depth--;
+  return r;
 }
 
 /* -------------------------------------------------------------- render */

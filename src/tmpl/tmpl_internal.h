@@ -29,7 +29,7 @@ typedef struct hp_block {
 
 struct tmpl_heap {
   hp_block head;    /* sentinel of the doubly linked block list */
-  size_t bytes;     /* payload bytes live */
+  size_t bytes;     /* bytes live, counting per-block overhead */
   size_t limit;     /* 0 = none */
   jmp_buf *on_fail; /* when set, allocation failure longjmps here */
   int fail_code;
@@ -248,7 +248,8 @@ typedef struct tm_ctx {
   tm_scope *globals;
   const tm_node *at; /* node being evaluated, for error positions */
   sb *out;
-  int depth;
+  int depth;      /* macro calls */
+  int eval_depth; /* eval/exec frames */
   uint64_t iterations;
   tmpl_value captured; /* body text of the enclosing filter block / block set */
 } tm_ctx;

@@ -105,7 +105,7 @@ static char *tok_str(parser *P, const tm_tok *t) {
 static tm_node *parse_expr(parser *P);
 static tm_node *parse_or(parser *P);
 static tm_node *parse_unary(parser *P, bool with_filter);
-static tm_node *parse_body(parser *P, const char *const *ends, const char **which);
+static tm_node *parse_body(parser *P, const char *const *ends, const char **which, const tm_tok *opener);
 
 static void enter(parser *P) {
   if (++P->nest > MAX_NEST) perr(P, cur(P), "%s", "template nested too deeply");
@@ -282,6 +282,8 @@ static tm_node *parse_postfix(parser *P, tm_node *n) {
       n = parse_subscript(P, n, t);
     } else if (is_op(t, "(")) {
       tm_node *c = mk(P, TM_N_CALL, t);
+      c->line = n->line; /* errors of a call point at the callee */
+      c->col = n->col;
       c->a = n;
       parse_call_args(P, c);
       n = c;
@@ -357,6 +359,8 @@ static tm_node *parse_filter_expr(parser *P, tm_node *n) {
     else if (is_name(cur(P), "is")) n = parse_test(P, n);
     else if (is_op(cur(P), "(")) {
       tm_node *c = mk(P, TM_N_CALL, cur(P));
+      c->line = n->line;
+      c->col = n->col;
       c->a = n;
       parse_call_args(P, c);
       n = c;
@@ -598,7 +602,7 @@ static tm_node *parse_stmt(parser *P) {
     n->a = parse_tuple(P, false, true);
     expect_block_end(P);
     tm_node *last = n;
-    last->b = parse_body(P, END_IF, &which);
+    last->b = parse_body(P, END_IF, &which, at);
     for (;;) {
       if (strcmp(which, "elif") == 0) {
         const tm_tok *e = cur(P);
@@ -606,7 +610,7 @@ static tm_node *parse_stmt(parser *P) {
         tm_node *x = mk(P, TM_N_IF, e);
         x->a = parse_tuple(P, false, true);
         expect_block_end(P);
-        x->b = parse_body(P, END_IF, &which);
+        x->b = parse_body(P, END_IF, &which, at);
         last->c = x;
         last = x;
         continue;
@@ -615,7 +619,7 @@ static tm_node *parse_stmt(parser *P) {
         next(P);
         expect_block_end(P);
         static const char *const END_ENDIF[] = {"endif", NULL};
-        last->c = parse_body(P, END_ENDIF, &which);
+        last->c = parse_body(P, END_ENDIF, &which, at);
         continue;
       }
       break; /* endif */
@@ -630,11 +634,11 @@ static tm_node *parse_stmt(parser *P) {
     if (skip_name(P, "if")) n->e = parse_expr(P);
     if (skip_name(P, "recursive")) perr(P, at, "%s", "recursive for loops are not supported");
     expect_block_end(P);
-    n->c = parse_body(P, END_FOR, &which);
+    n->c = parse_body(P, END_FOR, &which, at);
     if (strcmp(which, "else") == 0) {
       next(P);
       expect_block_end(P);
-      n->d = parse_body(P, END_FOR2, &which);
+      n->d = parse_body(P, END_FOR2, &which, at);
     }
     end_tag(P, "endfor");
   } else if (is_name(at, "set")) {
@@ -648,7 +652,7 @@ static tm_node *parse_stmt(parser *P) {
       if (n->a->kind != TM_N_NAME && n->a->kind != TM_N_GETATTR) perr(P, at, "%s", "block set needs one target");
       if (is_op(cur(P), "|")) n->d = parse_filter(P, NULL, false);
       expect_block_end(P);
-      n->c = parse_body(P, END_SET, &which);
+      n->c = parse_body(P, END_SET, &which, at);
       end_tag(P, "endset");
     }
   } else if (is_name(at, "macro")) {
@@ -660,7 +664,7 @@ static tm_node *parse_stmt(parser *P) {
     next(P);
     parse_params(P, n);
     expect_block_end(P);
-    n->c = parse_body(P, END_MACRO, &which);
+    n->c = parse_body(P, END_MACRO, &which, at);
     end_tag(P, "endmacro");
   } else if (is_name(at, "call")) {
     next(P);
@@ -669,19 +673,19 @@ static tm_node *parse_stmt(parser *P) {
     n->a = parse_expr(P);
     if (n->a->kind != TM_N_CALL) perr(P, at, "%s", "expected a call after 'call'");
     expect_block_end(P);
-    n->c = parse_body(P, END_CALL, &which);
+    n->c = parse_body(P, END_CALL, &which, at);
     end_tag(P, "endcall");
   } else if (is_name(at, "filter")) {
     next(P);
     n = mk(P, TM_N_FILTERBLOCK, at);
     n->a = parse_filter(P, mk(P, TM_N_CAPTURED, at), true);
     expect_block_end(P);
-    n->c = parse_body(P, END_FILTER, &which);
+    n->c = parse_body(P, END_FILTER, &which, at);
     end_tag(P, "endfilter");
   } else if (is_name(at, "generation")) {
     next(P);
     expect_block_end(P);
-    n = parse_body(P, END_GEN, &which);
+    n = parse_body(P, END_GEN, &which, at);
     end_tag(P, "endgeneration");
   } else if (is_name(at, "break") || is_name(at, "continue")) {
     n = mk(P, is_name(at, "break") ? TM_N_BREAK : TM_N_CONTINUE, at);
@@ -698,9 +702,9 @@ static tm_node *parse_stmt(parser *P) {
 
 /* Parses statements until EOF (ends == NULL) or a block whose name is in
  * ends; then *which is that name and the cursor is on the name token. */
-static tm_node *parse_body(parser *P, const char *const *ends, const char **which) {
+static tm_node *parse_body(parser *P, const char *const *ends, const char **which, const tm_tok *opener) {
   tm_node *body = mk(P, TM_N_BODY, cur(P));
-  const tm_tok *open = P->i ? &P->t[P->i - 1] : cur(P);
+  const tm_tok *open = opener ? opener : cur(P);
   for (;;) {
     const tm_tok *t = cur(P);
     if (t->kind == TM_T_EOF) {
@@ -772,7 +776,7 @@ int tmpl_compile(const char *src, size_t len, tmpl **out) {
   tm_toks toks = {0};
   tm_lex(h, src ? src : "", len, &toks);
   parser P = {.h = h, .t = toks.t, .n = toks.n};
-  tm_node *root = parse_body(&P, NULL, &(const char *){NULL});
+  tm_node *root = parse_body(&P, NULL, &(const char *){NULL}, NULL);
   tmpl *t = hp_alloc(h, sizeof *t);
   t->heap = h;
   t->root = root;

@@ -26,6 +26,9 @@
 
 /* ---------------------------------------------------------------- heap */
 
+/* malloc's own bookkeeping, counted so that the limit tracks real memory */
+#define HP_OVERHEAD (sizeof(hp_block) + 16)
+
 tmpl_heap *tmpl_heap_new(void) {
   tmpl_heap *h = calloc(1, sizeof *h);
   if (!h) return NULL;
@@ -51,7 +54,7 @@ _Noreturn void hp_fail(tmpl_heap *h, int code) {
 
 static void *hp_oom(tmpl_heap *h, size_t n) {
   if (h->on_fail) {
-    if (h->limit && h->bytes + n > h->limit) {
+    if (h->limit && h->bytes + n + HP_OVERHEAD > h->limit) {
       err_set(ERR_TOO_LARGE, "template: memory limit of %zu bytes exceeded", h->limit);
       hp_fail(h, ERR_TOO_LARGE);
     }
@@ -64,7 +67,7 @@ static void *hp_oom(tmpl_heap *h, size_t n) {
 void *hp_alloc(tmpl_heap *h, size_t n) {
   size_t total;
   if (!size_add(n, sizeof(hp_block), &total)) return hp_oom(h, n);
-  if (h->limit && h->bytes + n > h->limit) return hp_oom(h, n);
+  if (h->limit && h->bytes + n + HP_OVERHEAD > h->limit) return hp_oom(h, n);
   hp_block *b = calloc(1, total);
   if (!b) return hp_oom(h, n);
   b->size = n;
@@ -72,7 +75,7 @@ void *hp_alloc(tmpl_heap *h, size_t n) {
   b->prev = &h->head;
   h->head.next->prev = b;
   h->head.next = b;
-  h->bytes += n;
+  h->bytes += n + HP_OVERHEAD;
   return b + 1;
 }
 
@@ -97,7 +100,7 @@ void hp_release(tmpl_heap *h, void *p) {
   hp_block *b = (hp_block *)p - 1;
   b->prev->next = b->next;
   b->next->prev = b->prev;
-  h->bytes -= b->size;
+  h->bytes -= b->size + HP_OVERHEAD;
   free(b);
 }
 
