@@ -294,7 +294,7 @@ static tmpl_value repeat(tm_ctx *c, tmpl_value seq, int64_t times) {
   return l;
 }
 
-static tmpl_value binop(tm_ctx *c, int op, tmpl_value a, tmpl_value b) {
+tmpl_value tm_binop(tm_ctx *c, int op, tmpl_value a, tmpl_value b) {
   static const char *const names[] = {"", "+", "-", "*", "/", "//", "%", "**"};
   if (op == TM_OP_CONCAT) {
     sb o;
@@ -625,7 +625,7 @@ static tmpl_value eval_inner(tm_ctx *c, const tm_node *n, tm_scope *s) {
     tmpl_value a = eval(c, n->a, s);
     tmpl_value b = eval(c, n->b, s);
     c->at = n;
-    return binop(c, n->op, a, b);
+    return tm_binop(c, n->op, a, b);
   }
   case TM_N_AND: {
     tmpl_value a = eval(c, n->a, s);

@@ -501,13 +501,7 @@ static tmpl_value f_sum(tm_ctx *c, tmpl_value in, const tmpl_value *args, size_t
   tmpl_value items = tm_iterate(c, in);
   for (size_t i = 0; i < items.u.l->n; i++) {
     tmpl_value v = HAS(attr) ? attr_get(c, items.u.l->items[i], attr) : items.u.l->items[i];
-    if (!tv_is_number(acc) || !tv_is_number(v)) tm_error(c, ERR_TYPE, "sum: unsupported operand types '%s' and '%s'", tv_type_name(acc), tv_type_name(v));
-    if (acc.type != TMPL_FLOAT && v.type != TMPL_FLOAT) {
-      int64_t r;
-      int64_t x = acc.type == TMPL_INT ? acc.u.i : acc.u.b, y = v.type == TMPL_INT ? v.u.i : v.u.b;
-      if (__builtin_add_overflow(x, y, &r)) tm_error(c, ERR_RANGE, "integer overflow in sum");
-      acc = tmpl_int(r);
-    } else acc = tmpl_float(tv_num(acc) + tv_num(v));
+    acc = tm_binop(c, TM_OP_ADD, acc, v);
   }
   return acc;
 }
@@ -619,7 +613,20 @@ static tmpl_value f_striptags(tm_ctx *c, tmpl_value in, const tmpl_value *args, 
     if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') { space = true; continue; }
     if (space && o.len) sb_addc(&o, ' ');
     space = false;
-    sb_addc(&o, ch);
+    /* Markup.striptags() also unescapes the common entities */
+    static const struct { const char *ent, *ch; } ENT[] = {
+        {"&amp;", "&"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#34;", "\""}, {"&#39;", "'"}};
+    bool done = false;
+    for (size_t e = 0; e < ARRAY_LEN(ENT) && ch == '&'; e++) {
+      size_t el = strlen(ENT[e].ent);
+      if (s.u.s->len - i >= el && memcmp(s.u.s->data + i, ENT[e].ent, el) == 0) {
+        sb_adds(&o, ENT[e].ch);
+        i += el - 1;
+        done = true;
+        break;
+      }
+    }
+    if (!done) sb_addc(&o, ch);
   }
   return tv_sb(&o);
 }
@@ -724,6 +731,10 @@ bool tm_test_apply(tm_ctx *c, const char *name, tmpl_value v, const tmpl_value *
     r = fmod(tv_num(v), tv_num(a0)) == 0;
   } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) r = tv_equal(v, a0);
   else if (!strcmp(name, "ne") || !strcmp(name, "!=")) r = !tv_equal(v, a0);
+  else if (!strcmp(name, "<") || !strcmp(name, "<=") || !strcmp(name, ">") || !strcmp(name, ">=")) {
+    const char *alias = name[0] == '<' ? (name[1] ? "le" : "lt") : (name[1] ? "ge" : "gt");
+    return tm_test_apply(c, alias, v, args, n, out);
+  }
   else if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "le") || !strcmp(name, "gt") ||
            !strcmp(name, "greaterthan") || !strcmp(name, "ge")) {
     int cmp = tv_compare(v, a0);
@@ -747,7 +758,7 @@ bool tm_test_apply(tm_ctx *c, const char *name, tmpl_value v, const tmpl_value *
     else if (t == TMPL_NONE || t == TMPL_UNDEFINED) r = true;
     else if (t == TMPL_BOOL) r = v.u.b == a0.u.b;
     else if (t == TMPL_INT) r = v.u.i == a0.u.i && v.u.i >= -5 && v.u.i <= 256;
-    else if (t == TMPL_STRING) r = v.u.s == a0.u.s;
+    else if (t == TMPL_STRING) r = tv_equal(v, a0); /* CPython interns equal literals */
     else if (t == TMPL_LIST) r = v.u.l == a0.u.l;
     else if (t == TMPL_DICT || t == TMPL_NAMESPACE) r = v.u.d == a0.u.d;
     else if (t == TMPL_FUNC) r = v.u.fn == a0.u.fn;
@@ -763,7 +774,7 @@ bool tm_test_apply(tm_ctx *c, const char *name, tmpl_value v, const tmpl_value *
 static const char *const TESTS[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "boolean", "true", "false",
     "mapping", "iterable", "sequence", "callable", "odd", "even", "divisibleby", "eq", "equalto", "==",
-    "ne", "!=", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in", "lower", "upper", "sameas",
+    "ne", "!=", "<", "<=", ">", ">=", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in", "lower", "upper", "sameas",
     "escaped", "filter", "test",
 };
 

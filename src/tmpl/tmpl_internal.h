@@ -288,6 +288,8 @@ tmpl_value tm_str_capitalize(tm_ctx *c, tmpl_value s);
 tmpl_value tm_to_string(tm_ctx *c, tmpl_value v);
 /* HTML-escapes s as markupsafe.escape does (& < > " ') */
 tmpl_value tm_html_escape(tm_ctx *c, tmpl_value s);
+/* a binary operator (TM_OP_ADD ...) with Python semantics */
+tmpl_value tm_binop(tm_ctx *c, int op, tmpl_value a, tmpl_value b);
 /* Python's printf-style "fmt" % args */
 tmpl_value tm_str_mod(tm_ctx *c, tmpl_value fmt, tmpl_value args);
 tmpl_value tm_splitlines(tm_ctx *c, tmpl_value s, bool keepends);

@@ -50,6 +50,11 @@ static tmpl_value map_case(tm_ctx *c, tmpl_value s, int mode /* 0 lower, 1 upper
     uint32_t cp;
     size_t k = utf8_decode(s.u.s->data + i, s.u.s->len - i, &cp);
     int32_t m = (int32_t)cp;
+    if (cp == 0xDF && mode != 0) { /* Python's full mapping: sharp s uppercases to "SS" */
+      sb_adds(&o, "SS");
+      i += k;
+      continue;
+    }
     if (mode == 0) m = utf8proc_tolower(m);
     else if (mode == 1) m = utf8proc_toupper(m);
     else m = utf8proc_islower(m) ? utf8proc_toupper(m) : utf8proc_isupper(m) ? utf8proc_tolower(m) : m;
