@@ -155,7 +155,7 @@ TEST(tmpl_golden_templates) {
     convs[c] = read_file(p, &conv_len[c]);
     ASSERT_TRUE(convs[c] != NULL);
   }
-  int all_match = 0, failures = 0, known = 0, fixed = 0;
+  int all_match = 0, failures = 0, known = 0, fixed = 0, lenient = 0;
   fprintf(stderr, "%-52s %5s %5s %5s %5s\n", "template", "match", "diff", "known", "skip");
   for (int t = 0; t < nt; t++) {
     char p[1024];
@@ -178,7 +178,10 @@ TEST(tmpl_golden_templates) {
           tmpl_heap *h = tmpl_heap_new();
           tmpl_value g;
           buf b = BUF_INIT;
-          if (!tmpl_test_globals(h, convs[c], conv_len[c], &g)) (void)tmpl_render(tp, g, &b);
+          if (!tmpl_test_globals(h, convs[c], conv_len[c], &g) && tmpl_render(tp, g, &b) == 0) {
+            lenient++;
+            fprintf(stderr, "  note: jinja2 rejects %s x %s, C renders it\n", tn[t], cn[c]);
+          }
           buf_free(&b);
           tmpl_heap_free(h);
         }
@@ -223,8 +226,8 @@ TEST(tmpl_golden_templates) {
     free(src);
     free(tn[t]);
   }
-  fprintf(stderr, "templates matching on every conversation jinja2 accepts: %d of %d; unexpected mismatches: %d; known: %d; known now matching: %d\n",
-          all_match, nt, failures, known, fixed);
+  fprintf(stderr, "templates matching on every conversation jinja2 accepts: %d of %d; unexpected mismatches: %d; known: %d; known now matching: %d; rejected by jinja2 but rendered by C: %d\n",
+          all_match, nt, failures, known, fixed, lenient);
   for (int c = 0; c < nc; c++) { free(convs[c]); free(cn[c]); }
   free(convs);
   free(conv_len);
@@ -360,11 +363,11 @@ TEST(tmpl_mutated_templates_fail_cleanly) {
     char *src = read_file(p, &sl);
     ASSERT_TRUE(src != NULL);
     char *m = malloc(sl + 1);
-    for (int k = 0; k < 12; k++) {
+    for (int k = 0; k < 60; k++) {
       memcpy(m, src, sl);
       size_t len = sl;
       seed = seed * 1103515245u + 12345u;
-      if (k < 6) len = (seed >> 8) % (sl + 1); /* truncate */
+      if (k < 30) len = (seed >> 8) % (sl + 1); /* truncate */
       else
         for (int f = 0; f < 4 && sl; f++) { /* flip bytes to template syntax */
           seed = seed * 1103515245u + 12345u;
