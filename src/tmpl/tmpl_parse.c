@@ -339,8 +339,9 @@ static tm_node *parse_test(parser *P, tm_node *in) {
     parse_filter_args(P, n);
   } else if ((c->kind == TM_T_NAME || c->kind == TM_T_STRING || c->kind == TM_T_INT || c->kind == TM_T_FLOAT ||
               is_op(c, "[") || is_op(c, "{")) &&
-             !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and") && !is_name(c, "if") &&
-             !is_name(c, "in") && !is_name(c, "is") && !is_name(c, "not")) {
+             !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and")) {
+    /* as jinja2: any other name right after a test is its argument
+     * ("is divisibleby 3", "is sameas none"), so "x is defined if y" fails */
     tm_node *arg = parse_primary(P);
     arg = parse_postfix(P, arg);
     add_kid(P, n, arg);
