@@ -415,14 +415,28 @@ static tmpl_value f_round(tm_ctx *c, tmpl_value in, const tmpl_value *args, size
   double x = tv_num(in), m = pow(10, (double)p);
   const char *meth = HAS(method) ? need_str(c, method).u.s->data : "common";
   double r;
+  if (strcmp(meth, "common") == 0 && (in.type == TMPL_INT || in.type == TMPL_BOOL)) {
+    /* round(int, p) stays an int */
+    int64_t v = in.type == TMPL_INT ? in.u.i : in.u.b;
+    if (p >= 0) return tmpl_int(v);
+    double y = (double)v * m, fl = floor(y), diff = y - fl;
+    r = diff > 0.5 ? fl + 1 : diff < 0.5 ? fl : (fmod(fl, 2) == 0 ? fl : fl + 1);
+    return tmpl_int((int64_t)(r / m));
+  }
   if (strcmp(meth, "common") == 0) {
-    /* Python: round(value * 10**p) / 10**p with half to even on exact .5,
-     * but jinja2's "common" uses round() which is banker's rounding */
-    double y = x * m, fl = floor(y), diff = y - fl;
-    if (diff > 0.5) r = fl + 1;
-    else if (diff < 0.5) r = fl;
-    else r = fmod(fl, 2) == 0 ? fl : fl + 1;
-    r /= m;
+    /* Python's round(): correctly rounded from the exact binary value, ties
+     * to even - which is what glibc's printf does for p >= 0 */
+    if (p >= 0 && p <= 300 && isfinite(x)) {
+      char tmp[400];
+      snprintf(tmp, sizeof tmp, "%.*f", (int)p, x);
+      r = strtod(tmp, NULL);
+    } else {
+      double y = x * m, fl = floor(y), diff = y - fl;
+      if (diff > 0.5) r = fl + 1;
+      else if (diff < 0.5) r = fl;
+      else r = fmod(fl, 2) == 0 ? fl : fl + 1;
+      r /= m;
+    }
   } else if (strcmp(meth, "ceil") == 0) r = ceil(x * m) / m;
   else if (strcmp(meth, "floor") == 0) r = floor(x * m) / m;
   else tm_error(c, ERR_INVALID, "round: method must be common, ceil or floor");

@@ -139,7 +139,15 @@ static void lx_string(lexer *L) {
     case 'f': sb_addc(&b, '\f'); break;
     case 'v': sb_addc(&b, '\v'); break;
     case 'a': sb_addc(&b, '\a'); break;
-    case '0': sb_addc(&b, '\0'); break;
+    case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+      /* octal escape, up to three digits, as Python's unicode-escape */
+      uint32_t cp = (uint32_t)(e - '0');
+      for (int k = 0; k < 2 && L->pos < L->len && L->src[L->pos] >= '0' && L->src[L->pos] <= '7'; k++)
+        cp = cp * 8 + (uint32_t)(L->src[L->pos++] - '0');
+      char u8[4];
+      sb_add(&b, u8, utf8_encode(cp, u8));
+      break;
+    }
     case '\\': sb_addc(&b, '\\'); break;
     case '\'': sb_addc(&b, '\''); break;
     case '"': sb_addc(&b, '"'); break;

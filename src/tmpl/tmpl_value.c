@@ -372,17 +372,31 @@ bool tv_dict_get(tmpl_value d, tmpl_value k, tmpl_value *out) {
   return true;
 }
 
+/* lookup of a string key given as bytes, without building a string value */
 bool tv_dict_get_s(tmpl_value d, const char *k, size_t n, tmpl_value *out) {
-  struct tmpl_str *tmp = malloc(sizeof(struct tmpl_str) + n + 1);
-  if (!tmp) return false;
-  tmp->len = n;
-  memcpy(tmp->data, k, n);
-  tmp->data[n] = 0;
-  tmp->ascii = false;
-  tmpl_value key = {.type = TMPL_STRING, .u.s = tmp};
-  bool ok = tv_dict_get(d, key, out);
-  free(tmp);
-  return ok;
+  const struct tmpl_dict *dd = d.u.d;
+  uint64_t hsh = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) hsh = (hsh ^ (unsigned char)k[i]) * 1099511628211ull;
+  if (dd->index) {
+    size_t mask = dd->index_cap - 1;
+    for (size_t i = hsh & mask;; i = (i + 1) & mask) {
+      uint32_t e = dd->index[i];
+      if (!e) return false;
+      const tmpl_dict_entry *en = &dd->e[e - 1];
+      if (en->hash == hsh && en->key.type == TMPL_STRING && en->key.u.s->len == n && memcmp(en->key.u.s->data, k, n) == 0) {
+        *out = en->val;
+        return true;
+      }
+    }
+  }
+  for (size_t i = 0; i < dd->n; i++) {
+    const tmpl_dict_entry *en = &dd->e[i];
+    if (en->hash == hsh && en->key.type == TMPL_STRING && en->key.u.s->len == n && memcmp(en->key.u.s->data, k, n) == 0) {
+      *out = en->val;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool tv_dict_del(tmpl_value d, tmpl_value k, tmpl_value *out) {

@@ -228,3 +228,47 @@ TEST(tmpl_value_api) {
   buf_free(&b);
   tmpl_heap_free(h);
 }
+
+/* A compiled template is read-only during renders: threads share one. */
+#include <pthread.h>
+
+typedef struct thread_job {
+  const tmpl *t;
+  const char *want;
+  int bad;
+} thread_job;
+
+static void *render_many(void *arg) {
+  thread_job *j = arg;
+  for (int i = 0; i < 200; i++) {
+    tmpl_heap *h = tmpl_heap_new();
+    tmpl_value g, l, s;
+    buf b = BUF_INIT;
+    if (tmpl_dict_new(h, &g) || tmpl_list_new(h, &l) || tmpl_string(h, "w\303\251", 3, &s) ||
+        tmpl_list_push(h, l, s) || tmpl_dict_set_str(h, g, "xs", l) || tmpl_render(j->t, g, &b) ||
+        !b.data || strcmp(b.data, j->want) != 0)
+      j->bad++;
+    buf_free(&b);
+    tmpl_heap_free(h);
+  }
+  return NULL;
+}
+
+TEST(tmpl_concurrent_renders_share_a_template) {
+  const char *src =
+      "{% set ns = namespace(n=0) %}{% for x in xs + ['b', 'c'] %}{% set ns.n = ns.n + 1 %}"
+      "{{ x|upper }}{{ loop.index }}{% endfor %}|{{ ns.n }}|{{ {'k': xs}|tojson }}";
+  tmpl *t = NULL;
+  ASSERT_INT_EQ(tmpl_compile(src, strlen(src), &t), 0);
+  thread_job jobs[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (thread_job){t, "W\303\2111B2C3|3|{\"k\": [\"w\303\251\"]}", 0};
+    ASSERT_INT_EQ(pthread_create(&th[i], NULL, render_many, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    EXPECT_INT_EQ(jobs[i].bad, 0);
+  }
+  tmpl_free(t);
+}

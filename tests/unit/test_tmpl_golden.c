@@ -327,7 +327,9 @@ static const char *const SNIPPETS[] = {
     "{{ 'x'|default }}{{ missing|default }}|{{ missing|d('y') }}{{ none|d('z', true) }}{{ 0|d(5, boolean=true) }}",
     "{{ 'Hello'|replace('l', 'L', 1) }}{{ 'abc'|replace('', '.') }}{{ 'a.b.c'.split('.', -1) }}{{ 'aaa'.count('aa') }}",
     "{{ 'a\\nb'|wordcount }}{{ 'hello world'|truncate(9, leeway=0) }}{{ 'x'*3|length }}{{ ('x'*3)|length }}",
-    "{{ x.y if x is defined else 'nox' }}{{ x['y'] is defined if x is defined else 'nox2' }}{{ (x or {}).get('k', 'd') }}\n",
+    "{{ x.y if x is defined else 'nox' }}{{ x['y'] is defined if x is defined else 'nox2' }}{{ (x or {}).get('k', 'd') }}",
+    "{{ 2.675|round(2) }} {{ 0.125|round(2) }} {{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1234.5678|round(-2) }} {{ 7|round }} {{ 1.23456|round(3, 'floor') }} {{ 1.2301|round(2, 'ceil') }}",
+    "{{ '\\101\\0x\\7' }}|{{ '\\q\\d' }}|{{ \"\\x41\\u4e2d\\U0001F600\" }}\n",
 };
 
 TEST(tmpl_golden_snippets) {
