@@ -71,6 +71,7 @@ static void scope_set(tm_ctx *c, tm_scope *s, const char *name, size_t n, tmpl_v
 
 static tmpl_value eval(tm_ctx *c, const tm_node *n, tm_scope *s);
 static int exec_node(tm_ctx *c, const tm_node *n, tm_scope *s);
+static int run_for(tm_ctx *c, const tm_node *n, tm_scope *s, tmpl_value src, int depth0);
 
 /* -------------------------------------------------------------- access */
 
@@ -89,6 +90,9 @@ tmpl_value tm_getattr(tm_ctx *c, tmpl_value obj, const char *name, size_t n) {
   case TMPL_STRING:
   case TMPL_LIST:
     if (tm_method_exists(obj, name, n)) break;
+    return tmpl_undefined();
+  case TMPL_FUNC:
+    if (obj.u.fn->kind == TM_FUNC_LOOP && tv_dict_get_s(obj.u.fn->self, name, n, &v)) return v;
     return tmpl_undefined();
   default: return tmpl_undefined();
   }
@@ -515,6 +519,32 @@ tmpl_value tm_call(tm_ctx *c, tmpl_value fn, const tmpl_value *args, size_t n, t
   case TM_FUNC_LOOP_CYCLE:
     if (n == 0) tm_error(c, ERR_INVALID, "no items for cycling given");
     return args[(size_t)f->self.u.i % n];
+  case TM_FUNC_LOOP: {
+    if (n != 1) tm_error(c, ERR_INVALID, "loop() takes exactly one argument");
+    if (c->depth >= MAX_MACRO_DEPTH) tm_error(c, ERR_TOO_LARGE, "recursive loop deeper than %d", MAX_MACRO_DEPTH);
+    sb *saved = c->out;
+    sb o;
+    sb_init(&o, c->h);
+    o.limit = MAX_OUTPUT;
+    c->out = &o;
+    c->depth++;
+    const tm_node *at = c->at;
+    run_for(c, f->macro, f->closure, args[0], f->builtin_id + 1);
+    c->at = at;
+    c->depth--;
+    c->out = saved;
+    return tv_sb(&o);
+  }
+  case TM_FUNC_LOOP_CHANGED: {
+    tmpl_value cur = tv_list(c->h, n);
+    cur.u.l->tuple = true;
+    for (size_t i = 0; i < n; i++) tv_list_push(c->h, cur, args[i]);
+    struct tmpl_list *st = f->self.u.l;
+    if (st->n == 1 && tv_equal(st->items[0], cur)) return tmpl_bool(false);
+    if (st->n == 0) tv_list_push(c->h, f->self, cur);
+    else st->items[0] = cur;
+    return tmpl_bool(true);
+  }
   case TM_FUNC_NATIVE: {
     tmpl_value r = tmpl_undefined();
     int rc = f->native(c->h, f->user, args, n, kwargs, &r);
@@ -692,7 +722,7 @@ static tmpl_value capture(tm_ctx *c, const tm_node *body, tm_scope *s) {
   return tv_sb(&o);
 }
 
-static tmpl_value loop_object(tm_ctx *c, tmpl_value items, size_t i) {
+static tmpl_value loop_object(tm_ctx *c, tmpl_value items, size_t i, tmpl_value changed, int depth0) {
   tmpl_value d = tv_dict(c->h);
   size_t n = items.u.l->n;
 #define LOOPSET(k, v) tv_dict_set(c->h, d, tv_strz(c->h, k), v)
@@ -703,19 +733,26 @@ static tmpl_value loop_object(tm_ctx *c, tmpl_value items, size_t i) {
   LOOPSET("first", tmpl_bool(i == 0));
   LOOPSET("last", tmpl_bool(i + 1 == n));
   LOOPSET("length", tmpl_int((int64_t)n));
-  LOOPSET("depth", tmpl_int(1));
-  LOOPSET("depth0", tmpl_int(0));
+  LOOPSET("depth", tmpl_int(depth0 + 1));
+  LOOPSET("depth0", tmpl_int(depth0));
   if (i > 0) LOOPSET("previtem", items.u.l->items[i - 1]);
   if (i + 1 < n) LOOPSET("nextitem", items.u.l->items[i + 1]);
   tmpl_value cyc = tv_func(c->h, TM_FUNC_LOOP_CYCLE, "cycle");
   cyc.u.fn->self = tmpl_int((int64_t)i);
   LOOPSET("cycle", cyc);
+  LOOPSET("changed", changed);
 #undef LOOPSET
   return d;
 }
 
 static int exec_for(tm_ctx *c, const tm_node *n, tm_scope *s) {
   tmpl_value src = eval(c, n->b, s);
+  return run_for(c, n, s, src, 0);
+}
+
+/* runs a for loop over src; depth0 > 0 for the inner calls of loop(...) in
+ * a recursive loop */
+static int run_for(tm_ctx *c, const tm_node *n, tm_scope *s, tmpl_value src, int depth0) {
   c->at = n->b;
   tmpl_value items = tm_iterate(c, src);
   /* snapshot, so that a body appending to the list does not loop forever */
@@ -732,13 +769,24 @@ static int exec_for(tm_ctx *c, const tm_node *n, tm_scope *s) {
     snap = kept;
   }
   size_t total = snap.u.l->n;
+  tmpl_value changed = tv_func(c->h, TM_FUNC_LOOP_CHANGED, "changed");
+  changed.u.fn->self = tv_list(c->h, 1);
   for (size_t i = 0; i < total; i++) {
     if (++c->iterations > MAX_ITERATIONS) {
       c->at = n;
       tm_error(c, ERR_TOO_LARGE, "more than %u loop iterations", MAX_ITERATIONS);
     }
     tm_scope *is = scope_new(c, s);
-    scope_set(c, is, "loop", 4, loop_object(c, snap, i));
+    tmpl_value lo = loop_object(c, snap, i, changed, depth0);
+    if (n->op) { /* recursive: loop is also callable */
+      tmpl_value f = tv_func(c->h, TM_FUNC_LOOP, "loop");
+      f.u.fn->self = lo;
+      f.u.fn->macro = n;
+      f.u.fn->closure = s;
+      f.u.fn->builtin_id = depth0;
+      lo = f;
+    }
+    scope_set(c, is, "loop", 4, lo);
     c->at = n->a;
     assign(c, n->a, snap.u.l->items[i], is);
     int r = exec_node(c, n->c, is);
@@ -809,6 +857,11 @@ static int exec_inner(tm_ctx *c, const tm_node *n, tm_scope *s) {
     c->captured = saved;
     write_value(c, v);
     return EXEC_OK;
+  }
+  case TM_N_WITH: {
+    tm_scope *ws = scope_new(c, s);
+    for (size_t i = 0; i < n->n_kids; i++) scope_set(c, ws, n->kids[i]->str, n->kids[i]->str_n, eval(c, n->kids[i]->a, s));
+    return exec_node(c, n->c, ws);
   }
   case TM_N_BREAK: return EXEC_BREAK;
   case TM_N_CONTINUE: return EXEC_CONTINUE;

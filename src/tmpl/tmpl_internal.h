@@ -74,6 +74,9 @@ typedef enum tm_func_kind {
   TM_FUNC_BUILTIN, /* a global like range(), implemented in tmpl_methods.c */
   TM_FUNC_METHOD,  /* bound method: self + name */
   TM_FUNC_LOOP_CYCLE,
+  TM_FUNC_LOOP,      /* the loop variable of a recursive for: self = its attributes, macro = the FOR node,
+                        closure = the scope the loop runs in, builtin_id = depth0 */
+  TM_FUNC_LOOP_CHANGED, /* self: a 1-item list holding the last value seen (empty at first) */
 } tm_func_kind;
 
 struct tm_node;
@@ -181,11 +184,12 @@ typedef enum tm_node_kind {
   TM_N_TEXT,     /* str */
   TM_N_OUTPUT,   /* a: expression */
   TM_N_IF,       /* a: cond, b: body, c: else (IF or BODY) or NULL */
-  TM_N_FOR,      /* a: target, b: iter, c: body, d: else body, e: filter */
+  TM_N_FOR,      /* a: target, b: iter, c: body, d: else body, e: filter, op: 1 if recursive */
   TM_N_SET,      /* a: target, b: value (or NULL: block set with c: body, kids: filters) */
   TM_N_MACRO,    /* str: name, kids: params (NAME with optional a default), c: body */
   TM_N_CALLBLOCK,/* a: call expr, kids: caller params, c: body */
   TM_N_FILTERBLOCK, /* a: filter chain applied to TM_N_CAPTURED, c: body */
+  TM_N_WITH,     /* kids: KWARG targets (values evaluated outside), c: body */
   TM_N_BREAK,
   TM_N_CONTINUE,
   /* expressions */

@@ -10,7 +10,7 @@
  *   unary (- +) then postfix (.name [sub] (call)) then filters (| name),
  *   tests (is [not] name) and further calls.
  * Statements: if/elif/else, for (targets, inline if, else, loop.*), set
- * (name, tuple, ns.attr, block set), macro, call, filter, break, continue,
+ * (name, tuple, ns.attr, block set), macro, call, filter, with, break, continue,
  * generation (renders its body; transformers' extension). Unknown filters and
  * tests are render errors when reached (jinja2 3 defers them the same way
  * inside conditional code).
@@ -563,6 +563,7 @@ static const char *const END_MACRO[] = {"endmacro", NULL};
 static const char *const END_CALL[] = {"endcall", NULL};
 static const char *const END_FILTER[] = {"endfilter", NULL};
 static const char *const END_GEN[] = {"endgeneration", NULL};
+static const char *const END_WITH[] = {"endwith", NULL};
 
 /* at the end NAME after BLOCK_BEGIN: consume it and the block end */
 static void end_tag(parser *P, const char *name) {
@@ -633,7 +634,7 @@ static tm_node *parse_stmt(parser *P) {
     if (!skip_name(P, "in")) perr(P, cur(P), "%s", "expected 'in' in for loop");
     n->b = parse_tuple(P, false, false);
     if (skip_name(P, "if")) n->e = parse_expr(P);
-    if (skip_name(P, "recursive")) perr(P, at, "%s", "recursive for loops are not supported");
+    if (skip_name(P, "recursive")) n->op = 1;
     expect_block_end(P);
     n->c = parse_body(P, END_FOR, &which, at);
     if (strcmp(which, "else") == 0) {
@@ -683,6 +684,24 @@ static tm_node *parse_stmt(parser *P) {
     expect_block_end(P);
     n->c = parse_body(P, END_FILTER, &which, at);
     end_tag(P, "endfilter");
+  } else if (is_name(at, "with")) {
+    next(P);
+    n = mk(P, TM_N_WITH, at);
+    while (cur(P)->kind != TM_T_BLOCK_END) {
+      if (n->n_kids) expect_op(P, ",");
+      const tm_tok *t = cur(P);
+      if (t->kind != TM_T_NAME) perr(P, t, "%s", "expected a variable name in with");
+      tm_node *kw = mk(P, TM_N_KWARG, t);
+      kw->str = tok_str(P, t);
+      kw->str_n = t->n;
+      next(P);
+      expect_op(P, "=");
+      kw->a = parse_expr(P);
+      add_kid(P, n, kw);
+    }
+    expect_block_end(P);
+    n->c = parse_body(P, END_WITH, &which, at);
+    end_tag(P, "endwith");
   } else if (is_name(at, "generation")) {
     next(P);
     expect_block_end(P);

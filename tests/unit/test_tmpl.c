@@ -147,6 +147,7 @@ TEST(tmpl_errors_name_line_and_column) {
 
 TEST(tmpl_limits_stop_hostile_templates) {
   expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", ERR_TOO_LARGE, "infinite recursion");
+  expect_error("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", ERR_TOO_LARGE, "recursive loop deeper than");
   expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", ERR_TOO_LARGE, "");
   expect_error("{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                ERR_TOO_LARGE, "");

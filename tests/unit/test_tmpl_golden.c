@@ -329,7 +329,11 @@ static const char *const SNIPPETS[] = {
     "{{ 'a\\nb'|wordcount }}{{ 'hello world'|truncate(9, leeway=0) }}{{ 'x'*3|length }}{{ ('x'*3)|length }}",
     "{{ x.y if x is defined else 'nox' }}{{ x['y'] is defined if x is defined else 'nox2' }}{{ (x or {}).get('k', 'd') }}",
     "{{ 2.675|round(2) }} {{ 0.125|round(2) }} {{ 2.5|round }} {{ 3.5|round }} {{ -2.5|round }} {{ 1234.5678|round(-2) }} {{ 7|round }} {{ 1.23456|round(3, 'floor') }} {{ 1.2301|round(2, 'ceil') }}",
-    "{{ '\\101\\0x\\7' }}|{{ '\\q\\d' }}|{{ \"\\x41\\u4e2d\\U0001F600\" }}\n",
+    "{{ '\\101\\0x\\7' }}|{{ '\\q\\d' }}|{{ \"\\x41\\u4e2d\\U0001F600\" }}",
+    "{% set a = 1 %}{% with a = 2, b = a %}{{ a }}{{ b }}{% set c = 3 %}{% endwith %}{{ a }}{{ c is defined }}{% with %}x{% endwith %}",
+    "{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{% endfor %}",
+    "{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': []}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}{{ loop.depth }}{{ x.n }}{% if x.c %}({{ loop(x.c) }}){% endif %}{{ loop.index }};{% endfor %}",
+    "{% for x in [[1, [2, 3]], 4] recursive %}{% if x is iterable %}[{{ loop(x) }}]{% else %}{{ x }}@{{ loop.depth0 }}{% endif %}{% endfor %}\n",
 };
 
 TEST(tmpl_golden_snippets) {
