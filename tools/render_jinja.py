@@ -10,7 +10,9 @@ raise_exception(msg) and strftime_now(fmt). strftime_now formats a FIXED date
 Globals of a render, as transformers passes them: messages, tools (None when
 the conversation has none), documents=None, add_generation_prompt,
 bos_token "<s>", eos_token "</s>", then every key of the conversation's
-"extra" object (enable_thinking, ...).
+"chat_template_kwargs" object (enable_thinking, ...). A conversation file is an
+OpenAI-style chat request body, so `parley chat-template --request` reads the
+same files.
 
 Usage:
   render_jinja.py TEMPLATE.jinja CONVERSATION.json     print the render; exit 3 if jinja2 raises
@@ -69,7 +71,7 @@ def render(env, template, conv):
     kwargs = dict(messages=conv["messages"], tools=conv.get("tools"), documents=None,
                   add_generation_prompt=conv.get("add_generation_prompt", False),
                   bos_token="<s>", eos_token="</s>")
-    kwargs.update(conv.get("extra", {}))
+    kwargs.update(conv.get("chat_template_kwargs") or {})
     if isinstance(template, str):
         template = env.from_string(template)
     return template.render(**kwargs)

@@ -122,4 +122,15 @@ int tmpl_value_to_str(tmpl_value v, buf *out);
  * pointer so that this header stays free of JSON. `json` is a json_t *. */
 int tmpl_from_json(tmpl_heap *h, const void *json, tmpl_value *out);
 
+/* The globals of a chat-template render for an OpenAI-style chat request
+ * body `request` (a json_t * object), as transformers' apply_chat_template
+ * passes them: messages, tools (None when absent), documents (None),
+ * add_generation_prompt (false when absent), bos_token and eos_token (when
+ * not NULL), then every key of "chat_template_kwargs" (enable_thinking, ...),
+ * which may override the others. The caller may add more keys (strftime_now,
+ * other special tokens) with tmpl_dict_set_str. ERR_INVALID names the bad
+ * field ("messages must be an array"). */
+int tmpl_globals_from_request(tmpl_heap *h, const void *request, const char *bos_token,
+                              const char *eos_token, tmpl_value *out);
+
 #endif

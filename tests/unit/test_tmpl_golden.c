@@ -90,37 +90,18 @@ static int fixed_strftime(tmpl_heap *h, void *user, const tmpl_value *args, size
   return tmpl_string(h, out, k, ret);
 }
 
-/* Globals as render_jinja.py builds them. */
+/* Globals as render_jinja.py builds them: tmpl_globals_from_request plus a
+ * fixed strftime_now. */
 int tmpl_test_globals(tmpl_heap *h, const char *conv_json, size_t len, tmpl_value *out);
 int tmpl_test_globals(tmpl_heap *h, const char *conv_json, size_t len, tmpl_value *out) {
   json_error_t jerr;
   json_t *j = json_loadb(conv_json, len, 0, &jerr);
   if (!j) return err_set(ERR_PARSE, "conversation JSON: %s", jerr.text);
-  tmpl_value g, v;
-  int rc = tmpl_dict_new(h, &g);
-  if (!rc) rc = tmpl_from_json(h, json_object_get(j, "messages"), &v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "messages", v);
-  json_t *tools = json_object_get(j, "tools");
-  if (!rc && tools) rc = tmpl_from_json(h, tools, &v);
-  else v = tmpl_none();
-  if (!rc) rc = tmpl_dict_set_str(h, g, "tools", v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "documents", tmpl_none());
-  if (!rc) rc = tmpl_dict_set_str(h, g, "add_generation_prompt", tmpl_bool(json_is_true(json_object_get(j, "add_generation_prompt"))));
-  if (!rc) rc = tmpl_string(h, "<s>", 3, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "bos_token", v);
-  if (!rc) rc = tmpl_string(h, "</s>", 4, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "eos_token", v);
-  if (!rc) rc = tmpl_native(h, "strftime_now", fixed_strftime, NULL, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "strftime_now", v);
-  json_t *extra = json_object_get(j, "extra");
-  const char *k;
-  json_t *x;
-  if (extra && !rc)
-    json_object_foreach(extra, k, x) {
-      if ((rc = tmpl_from_json(h, x, &v)) || (rc = tmpl_dict_set_str(h, g, k, v))) break;
-    }
+  tmpl_value v;
+  int rc = tmpl_globals_from_request(h, j, "<s>", "</s>", out);
   json_decref(j);
-  *out = g;
+  if (!rc) rc = tmpl_native(h, "strftime_now", fixed_strftime, NULL, &v);
+  if (!rc) rc = tmpl_dict_set_str(h, *out, "strftime_now", v);
   return rc;
 }
 
