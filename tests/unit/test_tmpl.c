@@ -273,3 +273,31 @@ TEST(tmpl_concurrent_renders_share_a_template) {
   }
   tmpl_free(t);
 }
+
+TEST(tmpl_globals_from_request_checks_fields) {
+  tmpl_heap *h = tmpl_heap_new();
+  tmpl_value g;
+  json_t *j = json_loads("{\"messages\": {}}", 0, NULL);
+  EXPECT_INT_EQ(tmpl_globals_from_request(h, j, NULL, NULL, &g), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "messages must be an array");
+  json_decref(j);
+  j = json_loads("{\"messages\": [], \"chat_template_kwargs\": 3}", 0, NULL);
+  EXPECT_INT_EQ(tmpl_globals_from_request(h, j, NULL, NULL, &g), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "chat_template_kwargs");
+  json_decref(j);
+  /* kwargs override the special tokens; tools absent -> None */
+  j = json_loads("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+                 "{\"bos_token\": \"[B]\", \"enable_thinking\": false}}", 0, NULL);
+  ASSERT_INT_EQ(tmpl_globals_from_request(h, j, "<s>", "</s>", &g), 0);
+  json_decref(j);
+  const char *src = "{{ bos_token }}{{ eos_token }}{{ tools }}{{ documents }}{{ add_generation_prompt }}"
+                    "{{ enable_thinking }}{{ messages[0].content }}";
+  tmpl *t = NULL;
+  ASSERT_INT_EQ(tmpl_compile(src, strlen(src), &t), 0);
+  buf b = BUF_INIT;
+  ASSERT_INT_EQ(tmpl_render(t, g, &b), 0);
+  EXPECT_STR_EQ(b.data, "[B]</s>NoneNoneFalseFalsex");
+  buf_free(&b);
+  tmpl_free(t);
+  tmpl_heap_free(h);
+}
