@@ -246,11 +246,8 @@ static tmpl_value str_split(tm_ctx *c, tmpl_value s, tmpl_value sep, int64_t max
         i += k;
       }
       if (i >= n) break;
-      if (maxsplit >= 0 && done >= maxsplit) {
-        size_t e = n;
-        while (e > i && py_isspace((unsigned char)d[e - 1])) e--;
+      if (maxsplit >= 0 && done >= maxsplit) { /* the rest, trailing spaces kept, as Python */
         tv_list_push(c->h, out, tv_str(c->h, d + i, n - i));
-        (void)e;
         break;
       }
       size_t st = i;
@@ -267,10 +264,8 @@ static tmpl_value str_split(tm_ctx *c, tmpl_value s, tmpl_value sep, int64_t max
   }
   tmpl_value all = str_split(c, s, tmpl_none(), -1, false);
   if (maxsplit < 0 || (int64_t)all.u.l->n <= maxsplit + 1) return all;
-  /* keep the first (n - maxsplit) words joined as in the source */
+  /* the first (words - maxsplit) words stay together as in the source */
   size_t keep = all.u.l->n - (size_t)maxsplit;
-  const char *last_kept = all.u.l->items[keep - 1].u.s->data;
-  /* items are copies; locate by scanning words again */
   size_t i = 0, w = 0, first_end = 0;
   while (i < n && w < keep) {
     while (i < n && py_isspace((unsigned char)d[i])) i++;
@@ -278,10 +273,7 @@ static tmpl_value str_split(tm_ctx *c, tmpl_value s, tmpl_value sep, int64_t max
     w++;
     first_end = i;
   }
-  (void)last_kept;
-  size_t a = 0;
-  while (a < n && py_isspace((unsigned char)d[a])) a++;
-  tv_list_push(c->h, out, tv_str(c->h, d + a, first_end - a));
+  tv_list_push(c->h, out, tv_str(c->h, d, first_end)); /* leading spaces kept, as Python */
   for (size_t k = keep; k < all.u.l->n; k++) tv_list_push(c->h, out, all.u.l->items[k]);
   return out;
 }

@@ -315,6 +315,18 @@ static const char *const SNIPPETS[] = {
     "{% for x in [1, 1, 2, 2, 1] %}{{ loop.changed(x) }}{% endfor %}",
     "{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': []}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}{{ loop.depth }}{{ x.n }}{% if x.c %}({{ loop(x.c) }}){% endif %}{{ loop.index }};{% endfor %}",
     "{% for x in [[1, [2, 3]], 4] recursive %}{% if x is iterable %}[{{ loop(x) }}]{% else %}{{ x }}@{{ loop.depth0 }}{% endif %}{% endfor %}\n",
+    "{{ 'Hello'.startswith('He', 1) if false else 'Hello'.startswith('He') }}{{ 'a.b'.partition('.') }}{{ 'a.b.c'.rpartition('.') }}{{ 'abc'.partition('x') }}{{ 'abc'.removeprefix('a') }}{{ 'abc'.removesuffix('c') }}",
+    "{{ 'ab12'.isalnum() }}{{ 'ab 12'.isalnum() }}{{ ''.isdigit() }}{{ 'ABC'.isupper() }}{{ 'AbC'.islower() }}{{ '\331\241\331\242'.isdigit() }}{{ 'Ab'.swapcase() }}",
+    "{{ 'a\\r\\nb\\rc\\n'.splitlines() }}{{ 'a\\nb'.splitlines(true) }}{{ ''.splitlines() }}{{ '\\n'.splitlines() }}",
+    "{{ 'x'.center(4, '*') }}{{ 'abc'.center(6) }}|{{ '\303\251'.ljust(3, '-') }}|{{ 'hello world foo'.title() }}{{ \"o'neil mc-donald\".title() }}",
+    "{{ 'tEST sTRING'.capitalize() }}{{ '\307\206'.upper() }}{{ '\303\237'.upper() }}",
+    "{{ '%(a)s' if false else 'ok' }}{{ '{}{}'.format(1, [2]) }}{{ '{!r}'.format('q') }}{{ '{{}}{}'.format('x') }}{{ '{0}{0}'.format('z') }}",
+    "{{ '  x\\t\\n'.rstrip() }}|{{ '\\u3000x\\u3000'.strip() }}|{{ 'aXbXc'.split('X', maxsplit=1) }}|{{ 'abcabc'.find('c', 3) if false else 'abcabc'.find('c') }}",
+    "{{ [1, 2, 3]|join(', ') }}{{ [1, none, true]|join('|') }}{{ [{'a': 1}]|join }}{{ ['x', 'y']|join(attribute='0') if false else '' }}",
+    "{{ {'a': 1}|items|list }}{{ {'a': 1}.items()|list|first }}{{ ({'a': 1}.items()|list)[0][1] }}{% for k, v in {'p': [1]}|items %}{{ k }}{{ v }}{% endfor %}",
+    "{{ [1, 2, 2, 3, 1]|unique|list }}{{ ['a', 'A']|unique(case_sensitive=true)|list }}{{ [{'k': 'x'}, {'k': 'X'}]|unique(attribute='k')|list }}",
+    "{{ messages|length }}{{ messages is sequence }}{{ tools is none }}{{ documents }}{{ add_generation_prompt }}{{ bos_token }}{{ eos_token }}{{ strftime_now('%d %b %Y') }}",
+    "{%- for message in messages %}x{% endfor -%}\n{%- if add_generation_prompt %}<gen>{% endif -%}\n{{- raise_exception('boom') if false -}}\n{{ '  a  b  c  '.split(None, 1) }}{{ '  a  b  c  '.rsplit(None, 1) }}{{ ' a b c '.rsplit(None, 0) }}{{ ' a b '.rsplit() }}{{ 'x  y'.split(' ', 1) }}{{ 'a,b,c'.rsplit(',') }}{{ ' a b'.rsplit(None, 5) }}",
 };
 
 TEST(tmpl_golden_snippets) {
