@@ -441,12 +441,23 @@ static bool compare(tm_ctx *c, int op, tmpl_value a, tmpl_value b) {
 /* ----------------------------------------------------------- calls */
 
 static void eval_args(tm_ctx *c, const tm_node *n, tm_scope *s, tmpl_value **args, size_t *n_args, tmpl_value *kwargs) {
-  *args = n->n_kids ? hp_alloc(c->h, n->n_kids * sizeof(tmpl_value)) : NULL;
-  *n_args = 0;
+  tmpl_value pos = tv_list(c->h, n->n_kids);
   *kwargs = tmpl_undefined();
   for (size_t i = 0; i < n->n_kids; i++) {
     const tm_node *k = n->kids[i];
-    if (k->kind == TM_N_KWARG) {
+    if (k->kind == TM_N_KWARG && k->op == 1) { /* *iterable */
+      tmpl_value it = tm_iterate(c, eval(c, k->a, s));
+      for (size_t j = 0; j < it.u.l->n; j++) tv_list_push(c->h, pos, it.u.l->items[j]);
+    } else if (k->kind == TM_N_KWARG && k->op == 2) { /* **mapping */
+      tmpl_value d = eval(c, k->a, s);
+      c->at = k;
+      if (d.type != TMPL_DICT) tm_error(c, ERR_TYPE, "argument after ** must be a mapping, not %s", tv_type_name(d));
+      if (kwargs->type != TMPL_DICT) *kwargs = tv_dict(c->h);
+      for (size_t j = 0; j < d.u.d->n; j++) {
+        if (d.u.d->e[j].key.type != TMPL_STRING) tm_error(c, ERR_TYPE, "keywords must be strings");
+        tv_dict_set(c->h, *kwargs, d.u.d->e[j].key, d.u.d->e[j].val);
+      }
+    } else if (k->kind == TM_N_KWARG) {
       if (kwargs->type != TMPL_DICT) *kwargs = tv_dict(c->h);
       tv_dict_set(c->h, *kwargs, tv_str(c->h, k->str, k->str_n), eval(c, k->a, s));
     } else {
@@ -454,9 +465,11 @@ static void eval_args(tm_ctx *c, const tm_node *n, tm_scope *s, tmpl_value **arg
         c->at = k;
         tm_error(c, ERR_PARSE, "positional argument follows keyword argument");
       }
-      (*args)[(*n_args)++] = eval(c, k, s);
+      tv_list_push(c->h, pos, eval(c, k, s));
     }
   }
+  *args = pos.u.l->items;
+  *n_args = pos.u.l->n;
 }
 
 static tmpl_value call_macro(tm_ctx *c, tmpl_func *f, const tmpl_value *args, size_t n, tmpl_value kwargs) {
@@ -534,6 +547,14 @@ tmpl_value tm_call(tm_ctx *c, tmpl_value fn, const tmpl_value *args, size_t n, t
     c->depth--;
     c->out = saved;
     return tv_sb(&o);
+  }
+  case TM_FUNC_JOINER: {
+    struct tmpl_list *st = f->self.u.l;
+    if (!st->items[1].u.b) {
+      st->items[1] = tmpl_bool(true);
+      return tv_str(c->h, "", 0);
+    }
+    return st->items[0];
   }
   case TM_FUNC_LOOP_CHANGED: {
     tmpl_value cur = tv_list(c->h, n);

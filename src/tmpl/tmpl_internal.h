@@ -76,6 +76,7 @@ typedef enum tm_func_kind {
   TM_FUNC_LOOP_CYCLE,
   TM_FUNC_LOOP,      /* the loop variable of a recursive for: self = its attributes, macro = the FOR node,
                         closure = the scope the loop runs in, builtin_id = depth0 */
+  TM_FUNC_JOINER,    /* joiner(sep): self = [sep, used] */
   TM_FUNC_LOOP_CHANGED, /* self: a 1-item list holding the last value seen (empty at first) */
 } tm_func_kind;
 
@@ -202,7 +203,7 @@ typedef enum tm_node_kind {
   TM_N_GETITEM,  /* a: obj, b: key */
   TM_N_SLICE,    /* a: obj, b,c,d: start, stop, step (NULL allowed) */
   TM_N_CALL,     /* a: callee, kids: args (KWARG nodes for keywords) */
-  TM_N_KWARG,    /* str: name, a: value */
+  TM_N_KWARG,    /* str: name, a: value; op 1: *a, op 2: **a (str NULL) */
   TM_N_FILTER,   /* a: input (NULL in filter blocks), str: name, kids: args */
   TM_N_TEST,     /* a: input, str: name, kids: args, op: 1 when negated */
   TM_N_UNARY,    /* op, a */

@@ -1,7 +1,7 @@
 /*
  * tmpl_methods.c - Python methods on template values (str.strip, str.split,
  * dict.get, dict.items, list.append, ...) and the builtin globals (range,
- * namespace, dict, raise_exception, strftime_now).
+ * namespace, dict, raise_exception, strftime_now, joiner).
  *
  * Strings are UTF-8; methods that count or index (find, center, zfill, ...)
  * work in code points as Python does. Case mapping uses utf8proc's simple
@@ -717,8 +717,8 @@ tmpl_value tm_method_call(tm_ctx *c, tmpl_value self, const char *name, const tm
 
 /* --------------------------------------------------------------- globals */
 
-enum { BI_RANGE, BI_NAMESPACE, BI_DICT, BI_RAISE, BI_STRFTIME, BI_COUNT_ };
-static const char *const BI_NAMES[BI_COUNT_] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
+enum { BI_RANGE, BI_NAMESPACE, BI_DICT, BI_RAISE, BI_STRFTIME, BI_JOINER, BI_COUNT_ };
+static const char *const BI_NAMES[BI_COUNT_] = {"range", "namespace", "dict", "raise_exception", "strftime_now", "joiner"};
 
 void tm_builtins_install(tm_ctx *c, tmpl_value dict) {
   for (int i = 0; i < BI_COUNT_; i++) {
@@ -784,6 +784,14 @@ tmpl_value tm_builtin_call(tm_ctx *c, int id, const tmpl_value *args, size_t n, 
     char out[256];
     size_t k = strftime(out, sizeof out, fmt.u.s->data, &tmv);
     return tv_str(c->h, out, k);
+  }
+  case BI_JOINER: {
+    tmpl_value sep = tm_arg(args, n, kwargs, 0, "sep");
+    tmpl_value f = tv_func(c->h, TM_FUNC_JOINER, "joiner");
+    f.u.fn->self = tv_list(c->h, 2);
+    tv_list_push(c->h, f.u.fn->self, HAS(sep) ? tm_to_string(c, sep) : tv_strz(c->h, ", "));
+    tv_list_push(c->h, f.u.fn->self, tmpl_bool(false));
+    return f;
   }
   default: tm_error(c, ERR_INTERNAL, "unknown builtin %d", id);
   }

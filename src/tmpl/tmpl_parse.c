@@ -130,6 +130,8 @@ static tm_node *parse_tuple(parser *P, bool simplified, bool with_condexpr) {
 static void parse_call_args(parser *P, tm_node *call) {
   expect_op(P, "(");
   while (!is_op(cur(P), ")")) {
+    if (call->n_kids && call->kids[call->n_kids - 1]->kind == TM_N_KWARG && call->kids[call->n_kids - 1]->op == 2)
+      perr(P, cur(P), "%s", "invalid syntax for function call expression: **kwargs must come last");
     if (call->n_kids && !skip_op(P, ",")) perr(P, cur(P), "%s", "expected ',' or ')' in call arguments");
     if (is_op(cur(P), ")")) break;
     if (cur(P)->kind == TM_T_NAME && is_op(peek(P, 1), "=")) {
@@ -141,7 +143,14 @@ static void parse_call_args(parser *P, tm_node *call) {
       kw->a = parse_expr(P);
       add_kid(P, call, kw);
     } else {
-      if (is_op(cur(P), "*") || is_op(cur(P), "**")) perr(P, cur(P), "%s", "*args and **kwargs in calls are not supported");
+      if (is_op(cur(P), "*") || is_op(cur(P), "**")) { /* f(*list) and f(**dict) */
+        tm_node *st = mk(P, TM_N_KWARG, cur(P));
+        st->op = is_op(cur(P), "*") ? 1 : 2;
+        next(P);
+        st->a = parse_expr(P);
+        add_kid(P, call, st);
+        continue;
+      }
       add_kid(P, call, parse_expr(P));
     }
   }

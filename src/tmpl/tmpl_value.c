@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -644,14 +645,17 @@ void tv_repr_float(sb *b, double f) {
   else sb_addc(b, '0');
 }
 
+/* str.isprintable() for one code point: not "Other" (Cc Cf Cs Co Cn) and
+ * not "Separator" (Zs Zl Zp) except the ASCII space */
 static bool py_isprintable(uint32_t c) {
-  if (c < 0x20 || c == 0x7F) return false;
-  if (c >= 0x80 && c < 0xA0) return false;
-  if (c == 0xAD) return false;
-  if (c == 0x2028 || c == 0x2029 || (c >= 0x2000 && c <= 0x200F && c != 0x2000)) return c < 0x200B;
-  if (c >= 0xD800 && c <= 0xDFFF) return false;
-  if (c == 0xFEFF) return false;
-  return true;
+  if (c == ' ') return true;
+  if (c < 0x80) return c > 0x20 && c < 0x7F;
+  switch (utf8proc_category((int32_t)c)) {
+  case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS: case UTF8PROC_CATEGORY_CO:
+  case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZS: case UTF8PROC_CATEGORY_ZL: case UTF8PROC_CATEGORY_ZP:
+    return false;
+  default: return true;
+  }
 }
 
 static void repr_str(sb *b, const char *s, size_t n) {

@@ -327,6 +327,10 @@ static const char *const SNIPPETS[] = {
     "{{ [1, 2, 2, 3, 1]|unique|list }}{{ ['a', 'A']|unique(case_sensitive=true)|list }}{{ [{'k': 'x'}, {'k': 'X'}]|unique(attribute='k')|list }}",
     "{{ messages|length }}{{ messages is sequence }}{{ tools is none }}{{ documents }}{{ add_generation_prompt }}{{ bos_token }}{{ eos_token }}{{ strftime_now('%d %b %Y') }}",
     "{%- for message in messages %}x{% endfor -%}\n{%- if add_generation_prompt %}<gen>{% endif -%}\n{{- raise_exception('boom') if false -}}\n{{ '  a  b  c  '.split(None, 1) }}{{ '  a  b  c  '.rsplit(None, 1) }}{{ ' a b c '.rsplit(None, 0) }}{{ ' a b '.rsplit() }}{{ 'x  y'.split(' ', 1) }}{{ 'a,b,c'.rsplit(',') }}{{ ' a b'.rsplit(None, 5) }}",
+    "{{ ['a\\u00a0b', '\\u200b', '\\u3000', '\303\251\344\270\255\360\237\230\200', '\\x7f', '\\u2028', '\\u00ad', '\\U000e0001', '\307\205'] }}",
+    "{% macro m(a, b, c=3) %}{{ a }}{{ b }}{{ c }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(*[1, 2]) }}|{{ m(1, **{'b': 5, 'c': 6}) }}|{{ m(*[1, 2, 3, 4]) }}|{{ m(1, 2, **{'z': 1}) }}|{{ '{}-{}'.format(*['a', 'b']) }}|{{ dict(b=2, **{'a': 1}) }}",
+    "{{ dict(**{'a': 1}, b=2) }}",
+    "{% set j = joiner(' | ') %}{% for x in [1, 2, 3] %}{{ j() }}{{ x }}{% endfor %}{% set k = joiner() %}{{ k() }}{{ k() }}\n",
 };
 
 TEST(tmpl_golden_snippets) {
