@@ -48,10 +48,6 @@ _Noreturn void tm_error(tm_ctx *c, int code, const char *fmt, ...) {
   hp_fail(c->h, code);
 }
 
-void tm_need_defined(tm_ctx *c, tmpl_value v, const char *what) {
-  if (v.type == TMPL_UNDEFINED) tm_error(c, ERR_INVALID, "%s of an undefined value", what);
-}
-
 static tm_scope *scope_new(tm_ctx *c, tm_scope *parent) {
   tm_scope *s = hp_alloc(c->h, sizeof *s);
   s->parent = parent;

@@ -261,8 +261,6 @@ typedef struct tm_ctx {
 
 _Noreturn void tm_error(tm_ctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 tmpl_value tm_call(tm_ctx *c, tmpl_value fn, const tmpl_value *args, size_t n, tmpl_value kwargs);
-/* fails with an UndefinedError-like message when v is undefined */
-void tm_need_defined(tm_ctx *c, tmpl_value v, const char *what);
 tmpl_value tm_getattr(tm_ctx *c, tmpl_value obj, const char *name, size_t n);
 tmpl_value tm_getitem(tm_ctx *c, tmpl_value obj, tmpl_value key);
 /* list(v) as Python iterates it: strings by code point, dicts by key */
