@@ -220,6 +220,12 @@ TEST(tmpl_value_api) {
   ASSERT_INT_EQ(tmpl_list_push(h, l, tmpl_none()), 0);
   ASSERT_INT_EQ(tmpl_list_push(h, l, tmpl_float(1e16)), 0);
   ASSERT_INT_EQ(tmpl_list_push(h, l, tmpl_float(-0.0001)), 0);
+  EXPECT_INT_EQ(tmpl_list_len(l), 4);
+  EXPECT_INT_EQ(tmpl_list_get(l, 1).type, TMPL_NONE);
+  EXPECT_INT_EQ(tmpl_list_get(l, 4).type, TMPL_UNDEFINED);
+  size_t sl = 0;
+  EXPECT_TRUE(tmpl_str_data(tmpl_list_get(l, 0), &sl) != NULL && sl == 3);
+  EXPECT_TRUE(tmpl_str_data(tmpl_none(), NULL) == NULL);
   ASSERT_INT_EQ(tmpl_value_to_str(l, &b), 0);
   EXPECT_STR_EQ(b.data, "[\"a'b\", None, 1e+16, -0.0001]");
   buf_reset(&b);
