@@ -9,7 +9,10 @@ PKGS=(
   libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev
   libpcre2-dev libutf8proc-dev libcurl4-openssl-dev
   python3 python3-numpy python3-jinja2
-  openssl curl wrk
+  libavformat-dev libavcodec-dev libavutil-dev libswresample-dev
+  flite1-dev libespeak-ng-dev espeak-ng-data
+  libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us pocketsphinx-testdata
+  openssl curl wrk sox
 )
 
 missing=()
