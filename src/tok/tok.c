@@ -24,6 +24,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -237,6 +238,46 @@ static int cmp_split(const void *pa, const void *pb, void *ctx) {
   return (a > b) - (a < b);
 }
 
+static bool contains_ci(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (const char *p = hay; *p; p++)
+    if (strncasecmp(p, needle, n) == 0) return true;
+  return false;
+}
+
+static void set_strip(tok *t, const char *text, uint8_t bit, bool on) {
+  int32_t id = tok_lookup(t, text, strlen(text));
+  if (id < 0) return;
+  if (on) t->strip[id] |= bit;
+  else t->strip[id] &= (uint8_t)~bit;
+}
+
+/* Whitespace-eating special tokens. GGUF has no key for Hugging Face's
+ * lstrip/rstrip flags, so, as llama.cpp does, they are set by model name:
+ * Phi-3's special tokens eat the whitespace after them (except <unk>, <s>,
+ * <|endoftext|>), and jina-v2 / nomic-bert-moe / jina-bert-v3's <mask> eats
+ * the whitespace before it. */
+static int set_strip_rules(tok *t, const gguf_file *f) {
+  const char *name = "", *arch = "";
+  if (gguf_get_str(f, "general.name", &name)) name = "";
+  if (gguf_get_str(f, "general.architecture", &arch)) arch = "";
+  bool phi3 = contains_ci(name, "phi-3") || contains_ci(name, "phi3");
+  bool jina = strcmp(t->pre_name, "jina-v2-de") == 0 || strcmp(t->pre_name, "jina-v2-es") == 0 ||
+              strcmp(t->pre_name, "jina-v2-code") == 0 || strcmp(arch, "nomic-bert-moe") == 0 ||
+              strcmp(arch, "jina-bert-v3") == 0;
+  if (!phi3 && !jina) return 0;
+  if (!(t->strip = calloc((size_t)t->n_vocab, 1))) return err_set(ERR_NOMEM, "tokenizer strip flags");
+  if (phi3) {
+    for (size_t i = 0; i < t->n_split; i++) t->strip[t->split_ids[i]] |= TOK_STRIP_RIGHT;
+    set_strip(t, "</s>", TOK_STRIP_RIGHT, true);
+    set_strip(t, "<unk>", TOK_STRIP_RIGHT, false);
+    set_strip(t, "<s>", TOK_STRIP_RIGHT, false);
+    set_strip(t, "<|endoftext|>", TOK_STRIP_RIGHT, false);
+  }
+  if (jina) set_strip(t, "<mask>", TOK_STRIP_LEFT, true);
+  return 0;
+}
+
 static int get_bool_opt(const gguf_file *f, const char *key, bool *v) {
   int rc = gguf_get_bool(f, key, v);
   return rc == ERR_NOT_FOUND ? 0 : rc;
@@ -288,6 +329,7 @@ int tok_load(const gguf_file *f, tok **out) {
     t->add_space_prefix = true;
     break;
   case TOK_MODEL_BPE:
+    t->add_bos = tok_bpe_pre_adds_bos(t->pre_name);
     break;
   case TOK_MODEL_WPM:
     t->special[TOK_SPECIAL_UNK] = 100;
@@ -353,6 +395,8 @@ int tok_load(const gguf_file *f, tok **out) {
     qsort_r(t->split_ids, t->n_split, sizeof(int32_t), cmp_split, t);
   }
 
+  if ((rc = set_strip_rules(t, f))) goto fail;
+
   if (kind == TOK_MODEL_BPE) {
     if ((rc = load_merges(t, f))) goto fail;
     if ((rc = tok_bpe_init(t))) goto fail;
@@ -377,6 +421,7 @@ void tok_free(tok *t) {
   free(t->merge_keys);
   free(t->merge_ranks);
   free(t->split_ids);
+  free(t->strip);
   free(t);
 }
 
@@ -443,6 +488,8 @@ static int frag_push(frag_list *l, int32_t id, size_t off, size_t len) {
   return 0;
 }
 
+static bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Cuts every occurrence of each splittable token out of the raw-text
  * fragments, longest token first, leftmost occurrence first. */
 static int split_specials(const tok *t, const char *text, size_t len, bool parse_special, frag_list *out) {
@@ -477,10 +524,15 @@ static int split_specials(const tok *t, const char *text, size_t len, bool parse
           if ((rc = frag_push(&next, -1, pos, end - pos))) goto done;
           break;
         }
-        size_t mpos = (size_t)(m - text);
-        if (mpos > pos && (rc = frag_push(&next, -1, pos, mpos - pos))) goto done;
+        size_t mpos = (size_t)(m - text), left_end = mpos;
+        uint8_t strip = t->strip ? t->strip[sid] : 0;
+        if (strip & TOK_STRIP_LEFT)
+          while (left_end > pos && is_ascii_space(text[left_end - 1])) left_end--;
+        if (left_end > pos && (rc = frag_push(&next, -1, pos, left_end - pos))) goto done;
         if ((rc = frag_push(&next, sid, 0, 0))) goto done;
         pos = mpos + sl;
+        if (strip & TOK_STRIP_RIGHT)
+          while (pos < end && is_ascii_space(text[pos])) pos++;
       }
     }
     frag_list tmp = cur;

@@ -46,6 +46,10 @@
 #define RE_UPPER_THEN_LOWER "((?=[\\p{L}])([^a-z]))"
 #define RE_LOWER "((?=[\\p{L}])([^A-Z]))"
 
+/* Llama 3 and the vocabularies that copied it: whole-word tokens win over
+ * merges, and BOS is added by default. */
+#define PRE_LLAMA3_NAMES "llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2"
+
 typedef struct pre_def {
   const char *names;            /* tokenizer.ggml.pre values, '|' separated */
   bool ignore_merges;           /* a pre-token that is a whole token is kept */
@@ -58,14 +62,29 @@ static const pre_def pre_table[] = {
     {"gpt-2|phi-2|gpt-neox|mpt|olmo|jais|trillion|granite-docling|jina-es|jina-de|gigachat|"
      "jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-bpe",
      false, {RE_GPT2}},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2", true, {RE_LLAMA3}},
+    {PRE_LLAMA3_NAMES, true, {RE_LLAMA3}},
     {"dbrx|smaug-bpe|chatglm-bpe", false, {RE_LLAMA3}},
     {"qwen2|deepseek-r1-qwen|megrez|stablelm2|hunyuan|grok-2", false, {RE_QWEN2}},
     {"deepseek-llm", false,
      {"[\\r\\n]",
-      "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-"
-      "ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
-      "ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+      "\\s?[A-Za-z\\x{00B5}\\x{00C0}-\\x{00D6}\\x{00D8}-\\x{00F6}\\x{00F8}-\\x{01BA}"
+      "\\x{01BC}-\\x{01BF}\\x{01C4}-\\x{0293}\\x{0295}-\\x{02AF}\\x{0370}-\\x{0373}\\x{0376}"
+      "\\x{0377}\\x{037B}-\\x{037D}\\x{037F}\\x{0386}\\x{0388}-\\x{038A}\\x{038C}"
+      "\\x{038E}-\\x{03A1}\\x{03A3}-\\x{03F5}\\x{03F7}-\\x{0481}\\x{048A}-\\x{052F}"
+      "\\x{0531}-\\x{0556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}"
+      "\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}"
+      "\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}"
+      "\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}"
+      "\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}"
+      "\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}"
+      "\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}"
+      "\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}"
+      "\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}"
+      "\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}"
+      "\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}"
+      "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}"
+      "\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
+      "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
       "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK, "\\p{N}+"}},
     {"deepseek-coder", false, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
     {"deepseek-v3", false,
@@ -106,6 +125,11 @@ static bool name_in_list(const char *list, const char *name) {
   }
 }
 
+bool tok_bpe_pre_adds_bos(const char *pre) {
+  /* Llama 3 style vocabularies add BOS unless the file says otherwise */
+  return name_in_list(PRE_LLAMA3_NAMES, pre);
+}
+
 int tok_bpe_init(tok *t) {
   const pre_def *def = NULL;
   for (size_t i = 0; i < ARRAY_LEN(pre_table) && !def; i++)
@@ -113,8 +137,6 @@ int tok_bpe_init(tok *t) {
   if (!def)
     return err_set(ERR_UNSUPPORTED, "tokenizer.ggml.pre \"%s\" is not a known pre-tokenizer", t->pre_name);
   t->ignore_merges = def->ignore_merges;
-  /* Llama 3 style vocabularies add BOS unless the file says otherwise;
-   * tok_load reads add_bos_token before us, so only fill a default here. */
   for (size_t i = 0; i < TOK_MAX_REGEX && def->re[i]; i++) {
     int errcode;
     PCRE2_SIZE erroff;

@@ -12,6 +12,8 @@
 #include "tok/tok.h"
 
 #define TOK_MAX_REGEX 6
+#define TOK_STRIP_LEFT 1u
+#define TOK_STRIP_RIGHT 2u
 
 struct tok {
   enum tok_model model;
@@ -48,6 +50,9 @@ struct tok {
    * and user-defined tokens, longest text first (ties: lower id first). */
   int32_t *split_ids;
   size_t n_split;
+  /* Per token: TOK_STRIP_LEFT/RIGHT eat ASCII whitespace beside the token
+   * when it is split out of the text (NULL when no token has them). */
+  uint8_t *strip;
 
   /* BPE pre-tokenizer: regexes applied in sequence (each splits every piece
    * the previous ones left, keeping matches and the gaps between them). */
@@ -78,6 +83,8 @@ int tok_wpm_encode_piece(const tok *t, const char *text, size_t len, tok_ids *ou
 /* BPE setup at load: pick the pre-tokenizer by name and compile it. */
 int tok_bpe_init(tok *t);
 void tok_bpe_free(tok *t);
+/* Default of add_bos_token for a pre-tokenizer name (true for Llama 3). */
+bool tok_bpe_pre_adds_bos(const char *pre);
 /* Appends the bytes a byte-level BPE token text stands for. */
 int tok_bpe_unmap(const char *text, size_t len, buf *out);
 
