@@ -606,3 +606,69 @@ TEST(tok_real_hostile_input) {
   free(mega);
   if (!n_vocabs) TEST_SKIP("../shared is absent: no vocabularies");
 }
+
+/* ---- parley tokenize ----------------------------------------------------- */
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "app/commands.h"
+
+/* Runs cmd_tokenize with stdout captured into out (NUL-terminated). */
+static int run_tokenize(char **argv, int argc, char *out, size_t cap) {
+  char path[512];
+  snprintf(path, sizeof(path), "%s/stdout.txt", test_tmpdir());
+  fflush(stdout);
+  int saved = dup(1);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 1);
+  close(fd);
+  int rc = cmd_tokenize(argc, argv);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  FILE *f = fopen(path, "rb");
+  size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+  if (f) fclose(f);
+  out[n] = 0;
+  return rc;
+}
+
+TEST(tok_cmd_tokenize) {
+  char out[4096];
+  char *noargs[] = {NULL};
+  EXPECT_INT_EQ(run_tokenize(noargs, 0, out, sizeof(out)), 2);
+  char *badopt[] = {"m.gguf", "x", "--bogus"};
+  EXPECT_INT_EQ(run_tokenize(badopt, 3, out, sizeof(out)), 2);
+  char *missing[] = {"/nonexistent/model.gguf", "x"};
+  EXPECT_INT_EQ(run_tokenize(missing, 2, out, sizeof(out)), 1);
+
+  char gpt2[512], spm[512];
+  if (!test_shared_path("vocab/ggml-vocab-gpt-2.gguf", gpt2, sizeof(gpt2)) ||
+      !test_shared_path("vocab/ggml-vocab-llama-spm.gguf", spm, sizeof(spm)))
+    TEST_SKIP("../shared is absent: no vocabularies for the CLI test");
+  char *a1[] = {gpt2, "Hello world\n"};
+  EXPECT_INT_EQ(run_tokenize(a1, 2, out, sizeof(out)), 0);
+  EXPECT_STR_EQ(out, "15496\tHello\n995\t world\n198\t\\n\n");
+  char *a2[] = {gpt2, "--json", "Hello world"};
+  EXPECT_INT_EQ(run_tokenize(a2, 3, out, sizeof(out)), 0);
+  EXPECT_STR_EQ(out, "{\"ids\":[15496,995],\"pieces\":[\"Hello\",\" world\"]}\n");
+  /* <|endoftext|> is parsed unless --no-special */
+  char *a3[] = {gpt2, "--json", "<|endoftext|>"};
+  EXPECT_INT_EQ(run_tokenize(a3, 3, out, sizeof(out)), 0);
+  EXPECT_STR_EQ(out, "{\"ids\":[50256],\"pieces\":[\"<|endoftext|>\"]}\n");
+  char *a4[] = {gpt2, "--json", "--no-special", "<|endoftext|>"};
+  EXPECT_INT_EQ(run_tokenize(a4, 4, out, sizeof(out)), 0);
+  EXPECT_TRUE(strstr(out, "50256") == NULL);
+  /* SentencePiece adds BOS unless --no-bos */
+  char *a5[] = {spm, "--json", "Hello"};
+  EXPECT_INT_EQ(run_tokenize(a5, 3, out, sizeof(out)), 0);
+  EXPECT_STR_EQ(out, "{\"ids\":[1,15043],\"pieces\":[\"<s>\",\" Hello\"]}\n");
+  char *a6[] = {spm, "--json", "--no-bos", "Hello"};
+  EXPECT_INT_EQ(run_tokenize(a6, 4, out, sizeof(out)), 0);
+  EXPECT_STR_EQ(out, "{\"ids\":[15043],\"pieces\":[\" Hello\"]}\n");
+  /* a byte token that is half a character shows as \xNN */
+  char *a7[] = {gpt2, "--json", "\xf0\x9f\xa6\x99"};
+  EXPECT_INT_EQ(run_tokenize(a7, 3, out, sizeof(out)), 0);
+  EXPECT_STR_CONTAINS(out, "\\\\xF0");
+}
