@@ -720,7 +720,9 @@ int tok_stream_feed(tok_stream *s, int32_t id, buf *out) {
   if (rc) return rc;
   const uint8_t *p = (const uint8_t *)s->scratch.data;
   size_t n = s->scratch.len;
-  if (n && !s->started) {
+  uint8_t ty = s->t->types[id]; /* id was checked by tok_decode_piece */
+  bool is_text = ty == TOK_TYPE_NORMAL || ty == TOK_TYPE_BYTE || ty == TOK_TYPE_USER_DEFINED;
+  if (n && !s->started && is_text) { /* a BOS shown as "<s>" does not count */
     s->started = true;
     bool prefixed = s->t->model == TOK_MODEL_WPM || (s->t->model == TOK_MODEL_SPM && s->t->add_space_prefix);
     if ((s->flags & TOK_DECODE_STRIP_SPACE) && prefixed && p[0] == ' ') {

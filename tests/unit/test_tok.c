@@ -672,3 +672,75 @@ TEST(tok_cmd_tokenize) {
   EXPECT_INT_EQ(run_tokenize(a7, 3, out, sizeof(out)), 0);
   EXPECT_STR_CONTAINS(out, "\\\\xF0");
 }
+
+/* Every vocabulary in ../shared/vocab loads, including those without test
+ * vectors (baichuan: SentencePiece; gpt-neox: BPE without tokenizer.ggml.pre,
+ * so the default pre-tokenizer), and round-trips a sample text. */
+TEST(tok_real_all_load) {
+  static const char *const names[] = {"baichuan", "bert-bge", "deepseek-coder", "gpt-2", "gpt-neox", "llama-spm",
+                                      "mpt", "phi-3", "refact", "starcoder"};
+  int n_loaded = 0;
+  for (size_t v = 0; v < ARRAY_N(names); v++) {
+    gguf_file *gf;
+    tok *t = load_shared(names[v], &gf);
+    if (!t) continue;
+    n_loaded++;
+    const char *text = "Hello world, 123 caf\xc3\xa9";
+    tok_ids ids = TOK_IDS_INIT;
+    EXPECT_INT_EQ(tok_encode(t, text, strlen(text), 0, &ids), 0);
+    EXPECT_INT_GT(ids.n, 3);
+    buf out = BUF_INIT;
+    EXPECT_INT_EQ(tok_decode(t, ids.ids, ids.n, TOK_DECODE_STRIP_SPACE, &out), 0);
+    if (tok_model_kind(t) == TOK_MODEL_WPM) EXPECT_STR_EQ(out.data, "hello world , 123 cafe");
+    else EXPECT_STR_EQ(out.data, text);
+    buf_free(&out);
+    tok_ids_free(&ids);
+    tok_free(t);
+    gguf_close(gf);
+  }
+  if (!n_loaded) TEST_SKIP("../shared is absent: no vocabularies");
+  EXPECT_INT_EQ(n_loaded, (int)ARRAY_N(names));
+}
+
+/* Llama 3 style pre-tokenizers keep a pre-token that is a whole vocabulary
+ * token even when the merges could not build it ("ignore_merges"). */
+TEST(tok_bpe_ignore_merges) {
+  static const char *const toks[] = {"a", "b", "c", "abc"};
+  static const int32_t types[] = {1, 1, 1, 1};
+  static const char *const merges[] = {"b c"}; /* builds no "abc" */
+  vocab_spec v = {.model = "gpt2", .pre = "gpt-2", .tokens = toks, .n = 4, .types = types, .merges = merges, .n_merges = 1};
+  built b;
+  ASSERT_INT_EQ(build(&v, &b), 0);
+  tok *t = NULL;
+  ASSERT_INT_EQ(tok_load(b.f, &t), 0);
+  EXPECT_IDS(t, "abc", 0, 0, 1, 2); /* "bc" is no token, so b c stay apart */
+  tok_free(t);
+  built_free(&b);
+  v.pre = "llama-bpe";
+  ASSERT_INT_EQ(build(&v, &b), 0);
+  ASSERT_INT_EQ(tok_load(b.f, &t), 0);
+  EXPECT_IDS(t, "abc", 0, 3);
+  tok_free(t);
+  built_free(&b);
+}
+
+/* With BOS shown as "<s>", the leading space of the first word is still
+ * the one dropped by TOK_DECODE_STRIP_SPACE. */
+TEST(tok_decode_strip_after_bos) {
+  vocab_spec v;
+  spm_vocab(&v);
+  built b;
+  ASSERT_INT_EQ(build(&v, &b), 0);
+  tok *t = NULL;
+  ASSERT_INT_EQ(tok_load(b.f, &t), 0);
+  int32_t ids[] = {1, 264, 264};
+  buf out = BUF_INIT;
+  EXPECT_INT_EQ(tok_decode(t, ids, 3, TOK_DECODE_STRIP_SPACE | TOK_DECODE_SPECIAL, &out), 0);
+  EXPECT_STR_EQ(out.data, "<s>ab ab");
+  buf_reset(&out);
+  EXPECT_INT_EQ(tok_decode(t, ids, 3, TOK_DECODE_STRIP_SPACE, &out), 0);
+  EXPECT_STR_EQ(out.data, "ab ab");
+  buf_free(&out);
+  tok_free(t);
+  built_free(&b);
+}
