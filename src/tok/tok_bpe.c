@@ -315,6 +315,44 @@ done:
   return 0;
 }
 
+int tok_bpe_split(const tok *t, const char *text, size_t len, size_t **offs, size_t **lens, size_t *n) {
+  span_list segs = {0};
+  *offs = *lens = NULL;
+  *n = 0;
+  int rc = pre_split(t, text, len, &segs);
+  if (rc) return rc;
+  if (segs.n) {
+    *offs = malloc(segs.n * sizeof(size_t));
+    *lens = malloc(segs.n * sizeof(size_t));
+    if (!*offs || !*lens) {
+      free(*offs);
+      free(*lens);
+      free(segs.v);
+      *offs = *lens = NULL;
+      return err_set(ERR_NOMEM, "pre-tokenizer segments");
+    }
+    for (size_t i = 0; i < segs.n; i++) {
+      (*offs)[i] = segs.v[i].off;
+      (*lens)[i] = segs.v[i].len;
+    }
+  }
+  *n = segs.n;
+  free(segs.v);
+  return 0;
+}
+
+const char *const *tok_bpe_pre_patterns(const char *name, size_t *n) {
+  for (size_t i = 0; i < ARRAY_LEN(pre_table); i++) {
+    if (!name_in_list(pre_table[i].names, name)) continue;
+    size_t k = 0;
+    while (k < TOK_MAX_REGEX && pre_table[i].re[k]) k++;
+    *n = k;
+    return pre_table[i].re;
+  }
+  *n = 0;
+  return NULL;
+}
+
 /* ---- merges ------------------------------------------------------------- */
 
 typedef struct sym {

@@ -83,6 +83,10 @@ int tok_wpm_encode_piece(const tok *t, const char *text, size_t len, tok_ids *ou
 /* BPE setup at load: pick the pre-tokenizer by name and compile it. */
 int tok_bpe_init(tok *t);
 void tok_bpe_free(tok *t);
+/* For tests: the pre-tokenizer's segments of text (offsets and lengths,
+ * malloc'ed, caller frees), and the patterns of a pre-tokenizer name. */
+int tok_bpe_split(const tok *t, const char *text, size_t len, size_t **offs, size_t **lens, size_t *n);
+const char *const *tok_bpe_pre_patterns(const char *name, size_t *n);
 /* Default of add_bos_token for a pre-tokenizer name (true for Llama 3). */
 bool tok_bpe_pre_adds_bos(const char *pre);
 /* Appends the bytes a byte-level BPE token text stands for. */
