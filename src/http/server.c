@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +67,19 @@ static const char k_allow_headers_default[] =
     "X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, "
     "X-Stainless-Timeout, X-Stainless-Helper-Method, x-request-id";
 
+/* One accepted socket (MHD socket_context): the slowloris guard shuts down
+ * sockets that have not delivered a whole request head within
+ * conn_timeout_s of the connection opening or the previous request ending.
+ * Listed from NOTIFY_STARTED to NOTIFY_CLOSED; MHD closes the fd only after
+ * NOTIFY_CLOSED, which takes guard_mu, so shutdown() under guard_mu never
+ * hits a reused descriptor. */
+typedef struct conn_ctx {
+  int fd;
+  uint64_t waiting_since_ns; /* start of the wait for a request head */
+  bool busy;                 /* a request is past its head (or upgraded) */
+  struct conn_ctx *prev, *next;
+} conn_ctx;
+
 struct http_server {
   http_config cfg;       /* defaults filled; strings below are our copies */
   char *host;
@@ -80,6 +94,8 @@ struct http_server {
   atomic_long in_flight;
   int port;
   bool started;
+  pthread_mutex_t guard_mu;
+  conn_ctx *conns;
 };
 
 enum req_phase { PH_NEW, PH_BODY, PH_DONE };
@@ -142,6 +158,7 @@ struct http_req {
   const ws_handler *ws_h;
   void *ws_ctx;
   bool upgraded;
+  conn_ctx *cc;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -524,7 +541,7 @@ static bool check_auth(http_req *req) {
       .api_key = http_req_header(req, "api-key"),
   };
   const char *protos[16];
-  if (req->match.route->flags & HTTP_ROUTE_WS) {
+  if (req->match.route && (req->match.route->flags & HTTP_ROUTE_WS)) {
     in.n_ws_protocols = http_req_ws_protocols(req, protos, ARRAY_LEN(protos));
     in.ws_protocols = protos;
   }
@@ -549,6 +566,15 @@ static enum MHD_Result begin_request(http_req *req) {
   }
   sanitize(req->path, spath, sizeof spath);
   int rc = router_match_path(srv->rt, req->method, req->path, &req->match);
+  /* Only a matched public route skips the key: unknown paths and wrong
+   * methods answer 401 to a caller without a key, so routes stay private. */
+  bool is_public = rc == 0 && (req->match.route->flags & HTTP_ROUTE_PUBLIC);
+  if (!is_public && !check_auth(req)) {
+    emit_error(req, 401, ERR_AUTH,
+               "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
+               NULL);
+    return MHD_YES;
+  }
   if (rc == ERR_NOT_FOUND) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s)", req->method, spath);
     emit_error(req, 404, ERR_NOT_FOUND, msg, NULL);
@@ -567,12 +593,6 @@ static enum MHD_Result begin_request(http_req *req) {
   }
   req->matched = true;
   unsigned flags = req->match.route->flags;
-  if (!(flags & HTTP_ROUTE_PUBLIC) && !check_auth(req)) {
-    emit_error(req, 401, ERR_AUTH,
-               "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
-               NULL);
-    return MHD_YES;
-  }
   /* Body sink and limit. */
   if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE)) req->body_limit = srv->cfg.max_upload;
   else req->body_limit = srv->cfg.max_json_body;
@@ -668,6 +688,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   if (req->phase == PH_NEW) {
     req->conn = conn;
     req->method = method;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    req->cc = ci ? ci->socket_context : NULL;
+    if (req->cc) {
+      pthread_mutex_lock(&req->srv->guard_mu);
+      req->cc->busy = true;
+      pthread_mutex_unlock(&req->srv->guard_mu);
+    }
     req->is_head = strcmp(method, "HEAD") == 0;
     req->phase = PH_BODY;
     atomic_fetch_add(&req->srv->in_flight, 1);
@@ -748,6 +775,48 @@ static void req_free(http_req *req) {
   free(req);
 }
 
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  http_server *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn_ctx *cc = calloc(1, sizeof *cc);
+    *socket_context = cc;
+    if (!cc) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    cc->fd = ci ? ci->connect_fd : -1;
+    cc->waiting_since_ns = time_mono_ns();
+    pthread_mutex_lock(&srv->guard_mu);
+    cc->next = srv->conns;
+    if (srv->conns) srv->conns->prev = cc;
+    srv->conns = cc;
+    pthread_mutex_unlock(&srv->guard_mu);
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_ctx *cc = *socket_context;
+    *socket_context = NULL;
+    if (!cc) return;
+    pthread_mutex_lock(&srv->guard_mu);
+    if (cc->prev) cc->prev->next = cc->next;
+    else srv->conns = cc->next;
+    if (cc->next) cc->next->prev = cc->prev;
+    pthread_mutex_unlock(&srv->guard_mu);
+    free(cc);
+  }
+}
+
+/* Runs on the stream monitor thread about once a second. */
+static void guard_tick(void *arg) {
+  http_server *srv = arg;
+  uint64_t now = time_mono_ns();
+  uint64_t limit = (uint64_t)srv->cfg.conn_timeout_s * 1000000000ull;
+  pthread_mutex_lock(&srv->guard_mu);
+  for (conn_ctx *cc = srv->conns; cc; cc = cc->next) {
+    if (cc->busy || cc->fd < 0 || now - cc->waiting_since_ns < limit) continue;
+    shutdown(cc->fd, SHUT_RDWR); /* MHD sees the error and closes it */
+    cc->fd = -1;
+  }
+  pthread_mutex_unlock(&srv->guard_mu);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   (void)conn;
@@ -761,6 +830,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_stream_detach_(req->stream, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
   }
   if (req->counted_in_flight) atomic_fetch_sub(&srv->in_flight, 1);
+  if (req->cc && !req->upgraded) {
+    pthread_mutex_lock(&srv->guard_mu);
+    req->cc->busy = false;
+    req->cc->waiting_since_ns = time_mono_ns();
+    pthread_mutex_unlock(&srv->guard_mu);
+  }
   double secs = (double)(time_mono_ns() - req->t_start_ns) / 1e9;
   int status = req->answered ? req->status : 0;
   if (req->method) {
@@ -784,6 +859,11 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
   (void)conn, (void)con_cls;
   http_req *req = cls;
   req->upgraded = true;
+  if (req->cc) {
+    pthread_mutex_lock(&req->srv->guard_mu);
+    req->cc->busy = true; /* the ws loop owns it now */
+    pthread_mutex_unlock(&req->srv->guard_mu);
+  }
   if (req->counted_in_flight) {
     atomic_fetch_sub(&req->srv->in_flight, 1);
     req->counted_in_flight = false;
@@ -835,6 +915,7 @@ int http_server_new(const http_config *cfg, http_server **out) {
   if (!s) return err_set(ERR_NOMEM, "http server");
   s->cfg = *cfg;
   s->listen_fd_quiesced = -1;
+  pthread_mutex_init(&s->guard_mu, NULL);
   if (!s->cfg.max_json_body) s->cfg.max_json_body = DEFAULT_MAX_JSON_BODY;
   if (!s->cfg.max_upload) s->cfg.max_upload = DEFAULT_MAX_UPLOAD;
   if (!s->cfg.max_form_field) s->cfg.max_form_field = DEFAULT_MAX_FORM_FIELD;
@@ -906,6 +987,7 @@ int http_server_start(http_server *srv) {
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
                             MHD_OPTION_END);
@@ -914,6 +996,7 @@ int http_server_start(http_server *srv) {
     srv->ws = NULL;
     return err_set(ERR_IO, "cannot listen on %s:%d (address in use or not permitted)", srv->host, srv->cfg.port);
   }
+  stream_hub_set_tick(srv->hub, guard_tick, srv);
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = info ? info->port : srv->cfg.port;
   srv->started = true;
@@ -925,6 +1008,7 @@ int http_server_port(const http_server *srv) { return srv->port; }
 
 void http_server_free(http_server *srv) {
   if (!srv) return;
+  if (srv->hub) stream_hub_set_tick(srv->hub, NULL, NULL);
   if (srv->d) {
     MHD_socket lfd = MHD_quiesce_daemon(srv->d);
     if (srv->hub) stream_hub_cancel_all(srv->hub);
@@ -943,6 +1027,7 @@ void http_server_free(http_server *srv) {
   free(srv->keys);
   free(srv->host);
   free(srv->spool_dir);
+  pthread_mutex_destroy(&srv->guard_mu);
   free(srv);
 }
 

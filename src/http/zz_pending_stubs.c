@@ -44,3 +44,21 @@ WEAK size_t ws_loop_n_open(ws_loop *loop) {
   (void)loop;
   return 0;
 }
+WEAK int ws_send_text(ws_conn *c, const char *data, size_t len) {
+  (void)c, (void)data, (void)len;
+  return ERR_CANCELLED;
+}
+WEAK int ws_send_binary(ws_conn *c, const void *data, size_t len) {
+  (void)c, (void)data, (void)len;
+  return ERR_CANCELLED;
+}
+WEAK int ws_close(ws_conn *c, int code, const char *reason) {
+  (void)c, (void)code, (void)reason;
+  return ERR_CANCELLED;
+}
+WEAK void ws_conn_ref(ws_conn *c) { (void)c; }
+WEAK void ws_conn_unref(ws_conn *c) { (void)c; }
+WEAK void *ws_conn_ctx(ws_conn *c) {
+  (void)c;
+  return NULL;
+}

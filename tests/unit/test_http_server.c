@@ -187,6 +187,8 @@ static const http_route k_routes[] = {
 
 static const char *k_keys[] = {"sk-test-key", "other-key"};
 
+static unsigned g_conn_timeout_s = 5;
+
 static http_server *start(bool with_keys, unsigned keepalive_ms) {
   http_config cfg = {0};
   cfg.host = "127.0.0.1";
@@ -196,7 +198,7 @@ static http_server *start(bool with_keys, unsigned keepalive_ms) {
   cfg.spool_dir = test_tmpdir();
   cfg.n_threads = 2;
   cfg.sse_keepalive_ms = keepalive_ms;
-  cfg.conn_timeout_s = 5;
+  cfg.conn_timeout_s = g_conn_timeout_s;
   cfg.on_error = on_error;
   cfg.decorate = decorate;
   if (with_keys) {
@@ -509,9 +511,16 @@ TEST(http_server_auth_forms) {
     EXPECT_STR_CONTAINS(r.body.data, "ERR_AUTH");
     resp_free(&r);
   }
-  /* Public route stays open; unknown routes are 404 before auth. */
+  /* Public route stays open; unknown paths need the key too (401, then 404). */
   ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
   EXPECT_INT_EQ(r.status, 200);
+  resp_free(&r);
+  ASSERT_INT_EQ(do_req(srv, "GET", "/nope", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 401);
+  resp_free(&r);
+  const char *good[] = {"x-api-key: sk-test-key", NULL};
+  ASSERT_INT_EQ(do_req(srv, "GET", "/nope", good, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 404);
   resp_free(&r);
   http_server_free(srv);
 }
@@ -541,7 +550,7 @@ TEST(http_server_cors_preflight_and_expose) {
   EXPECT_STR_CONTAINS(ah, "X-Stainless-OS");
   resp_free(&r);
   ASSERT_INT_EQ(do_req(srv, "GET", "/nope", NULL, NULL, 0, &r), 0);
-  EXPECT_INT_EQ(r.status, 404);
+  EXPECT_INT_EQ(r.status, 401); /* errors carry CORS too */
   EXPECT_STR_EQ(resp_header(&r, "access-control-allow-origin", v, sizeof v), "*");
   const char *eh = resp_header(&r, "access-control-expose-headers", v, sizeof v);
   EXPECT_STR_CONTAINS(eh, "x-request-id");
@@ -711,6 +720,37 @@ TEST(http_server_header_flood_is_refused_cleanly) {
   EXPECT_TRUE(st == 431 || st == 413 || st == 400 || st == 0);
   buf_free(&req);
   buf_free(&b);
+  resp r;
+  ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  resp_free(&r);
+  http_server_free(srv);
+}
+
+TEST(http_server_slowloris_is_cut_off) {
+  g_conn_timeout_s = 1;
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_TRUE(fd >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(srv))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_INT_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char head[] = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  uint64_t t0 = time_mono_ns();
+  bool closed = false;
+  /* One byte every 100 ms keeps MHD's idle timer happy; the guard must not be. */
+  for (int i = 0; i < 60 && !closed; i++) {
+    char c = i < (int)sizeof head - 1 ? head[i] : 'a';
+    if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) closed = true;
+    char tmp[256];
+    ssize_t n = recv(fd, tmp, sizeof tmp, MSG_DONTWAIT);
+    if (n == 0) closed = true;
+    usleep(100 * 1000);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_INT_LT((time_mono_ns() - t0) / 1000000, 4000);
+  close(fd);
   resp r;
   ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
   EXPECT_INT_EQ(r.status, 200);
