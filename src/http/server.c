@@ -134,7 +134,7 @@ struct http_req {
   buf body;
   int err_status;     /* a limit or parse error found while reading the body */
   int err_code;
-  char err_msg[256];
+  char err_msg[512];
   int spool_fd;
   char *spool_path;
   mp_parser *mp;
@@ -520,6 +520,30 @@ static void body_finish(http_req *req) {
 
 /* ---- request phases ------------------------------------------------------ */
 
+/* An error found from the request head. Answering at once and closing while
+ * the client is still sending its body makes the kernel reset the
+ * connection, and the client may never read the answer. So when a body is
+ * coming (and the client did not ask for 100-continue) and it is small
+ * enough to swallow, the error is kept and sent after the body was drained;
+ * otherwise (no body, 100-continue, or a huge Content-Length) at once. */
+static void early_error(http_req *req, int status, int code, const char *message, const char *param) {
+  const char *cl = http_req_header(req, "Content-Length");
+  const char *te = http_req_header(req, "Transfer-Encoding");
+  const char *expect = http_req_header(req, "Expect");
+  uint64_t clen = 0;
+  bool has_cl = cl && parse_u64(cl, &clen) == 0;
+  bool chunked = te && has_token_ci(te, "chunked");
+  bool body_coming = (has_cl && clen > 0) || chunked;
+  bool continue_asked = expect && has_token_ci(expect, "100-continue");
+  if (body_coming && !continue_asked && (chunked || clen <= req->body_limit + OVER_LIMIT_DRAIN)) {
+    set_body_error(req, status, code, "%s", message);
+    req->sink = SINK_DISCARD;
+    (void)param;
+    return;
+  }
+  emit_error(req, status, code, message, param);
+}
+
 static void answer_preflight(http_req *req) {
   decorate(req);
   struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -551,12 +575,13 @@ static bool check_auth(http_req *req) {
 static enum MHD_Result begin_request(http_req *req) {
   http_server *srv = req->srv;
   char msg[512], spath[200];
+  req->body_limit = 0; /* until the route is known: drain allowance only */
   /* Query string. */
   const char *q = strchr(req->uri, '?');
   if (q) {
     int rc = url_query_parse(q + 1, strlen(q + 1), &req->query);
     if (rc) {
-      emit_error(req, rc == ERR_TOO_LARGE ? 414 : 400, rc, err_detail(), NULL);
+      early_error(req, rc == ERR_TOO_LARGE ? 414 : 400, rc, err_detail(), NULL);
       return MHD_YES;
     }
   }
@@ -570,25 +595,25 @@ static enum MHD_Result begin_request(http_req *req) {
    * methods answer 401 to a caller without a key, so routes stay private. */
   bool is_public = rc == 0 && (req->match.route->flags & HTTP_ROUTE_PUBLIC);
   if (!is_public && !check_auth(req)) {
-    emit_error(req, 401, ERR_AUTH,
+    early_error(req, 401, ERR_AUTH,
                "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
                NULL);
     return MHD_YES;
   }
   if (rc == ERR_NOT_FOUND) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s)", req->method, spath);
-    emit_error(req, 404, ERR_NOT_FOUND, msg, NULL);
+    early_error(req, 404, ERR_NOT_FOUND, msg, NULL);
     return MHD_YES;
   }
   if (rc == ERR_METHOD) {
     http_resp_header(req, "Allow", req->match.allow);
     snprintf(msg, sizeof msg, "Method %s not allowed for %s (allowed: %s)", req->method, spath, req->match.allow);
-    emit_error(req, 405, ERR_METHOD, msg, NULL);
+    early_error(req, 405, ERR_METHOD, msg, NULL);
     return MHD_YES;
   }
   if (rc) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s): %s", req->method, spath, err_detail());
-    emit_error(req, 400, rc, msg, NULL);
+    early_error(req, 400, rc, msg, NULL);
     return MHD_YES;
   }
   req->matched = true;
@@ -601,7 +626,7 @@ static enum MHD_Result begin_request(http_req *req) {
   if (cl && parse_u64(cl, &clen) == 0 && clen > req->body_limit) {
     snprintf(msg, sizeof msg, "request body of %llu bytes is larger than the limit of %llu bytes",
              (unsigned long long)clen, (unsigned long long)req->body_limit);
-    emit_error(req, 413, ERR_TOO_LARGE, msg, NULL);
+    early_error(req, 413, ERR_TOO_LARGE, msg, NULL);
     return MHD_YES;
   }
   if (flags & HTTP_BODY_MULTIPART) {
@@ -609,27 +634,27 @@ static enum MHD_Result begin_request(http_req *req) {
     const char *ct = http_req_header(req, "Content-Type");
     if (!ct || mp_boundary_from_content_type(ct, boundary, sizeof boundary) != 0) {
       snprintf(msg, sizeof msg, "Content-Type must be multipart/form-data with a boundary: %s", err_detail());
-      emit_error(req, 400, ERR_PARSE, msg, NULL);
+      early_error(req, 400, ERR_PARSE, msg, NULL);
       return MHD_YES;
     }
     static const mp_callbacks cbs = {mp_on_begin, mp_on_data, mp_on_end};
     rc = mp_parser_new(boundary, &cbs, req, &req->mp);
     if (rc) {
-      emit_error(req, rc == ERR_NOMEM ? 500 : 400, rc, err_detail(), NULL);
+      early_error(req, rc == ERR_NOMEM ? 500 : 400, rc, err_detail(), NULL);
       return MHD_YES;
     }
     req->sink = SINK_MULTIPART;
   } else if (flags & HTTP_BODY_FILE) {
     rc = spool_open(req, &req->spool_path, &req->spool_fd);
     if (rc) {
-      emit_error(req, 500, rc, err_detail(), NULL);
+      early_error(req, 500, rc, err_detail(), NULL);
       return MHD_YES;
     }
     req->sink = SINK_FILE;
   } else if (flags & HTTP_BODY_JSON) {
     req->sink = SINK_MEMORY;
     if (clen && buf_reserve(&req->body, (size_t)clen) != 0) {
-      emit_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
+      early_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
       return MHD_YES;
     }
   }
@@ -662,7 +687,7 @@ static bool ws_validate(http_req *req) {
 }
 
 static void run_handler(http_req *req) {
-  if (req->err_status) {
+  if (req->err_status) { /* from the body, or from the head and deferred (early_error) */
     emit_error(req, req->err_status, req->err_code, req->err_msg, NULL);
     return;
   }
