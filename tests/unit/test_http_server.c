@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "http/http.h"
+#include "http/ws.h"
 #include "test.h"
 
 /* ---- test server ------------------------------------------------------- */
@@ -162,6 +163,51 @@ static void h_upload(http_req *req, void *ctx) {
   http_respond(req, 200, "text/plain", out, strlen(out));
 }
 
+/* Lists the parts as "name|filename|content_type|value-or-bytes:sum;" and
+ * keeps the file of a part named "keep" (moved to keep.bin in the tmpdir). */
+static void h_multipart(http_req *req, void *ctx) {
+  (void)ctx;
+  buf b = BUF_INIT;
+  for (size_t i = 0; i < http_req_n_parts(req); i++) {
+    const http_part *p = http_req_part(req, i);
+    buf_appendf(&b, "%s|%s|%s|", p->name, p->filename ? p->filename : "-", p->content_type ? p->content_type : "-");
+    if (p->file_path) {
+      FILE *f = fopen(p->file_path, "rb");
+      unsigned long sum = 0, n = 0;
+      int c;
+      while (f && (c = fgetc(f)) != EOF) sum += (unsigned)c, n++;
+      if (f) fclose(f);
+      buf_appendf(&b, "%lu:%lu;", n, sum);
+      if (strcmp(p->name, "keep") == 0 && http_part_take_file(req, i) == 0) {
+        char dst[600];
+        snprintf(dst, sizeof dst, "%s/keep.bin", test_tmpdir());
+        rename(p->file_path, dst);
+      }
+    } else {
+      buf_appendf(&b, "%s;", p->value);
+    }
+  }
+  const http_part *named = http_req_part_named(req, "purpose");
+  buf_appendf(&b, "purpose=%s", named ? named->value : "(none)");
+  http_respond(req, 200, "text/plain", b.data, b.len);
+  buf_free(&b);
+}
+
+static void ws_echo_message(ws_conn *c, enum ws_opcode op, const uint8_t *data, size_t len, void *ctx) {
+  (void)ctx;
+  if (op == WS_TEXT) ws_send_text(c, (const char *)data, len);
+  else ws_send_binary(c, data, len);
+}
+static const ws_handler k_ws_echo = {NULL, ws_echo_message, NULL};
+
+static void h_ws(http_req *req, void *ctx) {
+  (void)ctx;
+  const char *protos[8];
+  size_t n = http_req_ws_protocols(req, protos, 8);
+  if (http_ws_accept(req, &k_ws_echo, NULL, n ? protos[0] : NULL) != 0)
+    http_respond(req, 500, "text/plain", "accept failed", 13);
+}
+
 static http_server *g_srv;
 
 static void h_metrics(http_req *req, void *ctx) {
@@ -183,6 +229,8 @@ static const http_route k_routes[] = {
     {"GET", "/slow", h_slow, NULL, 0, "slow"},
     {"POST", "/upload", h_upload, NULL, HTTP_BODY_FILE, "upload"},
     {"GET", "/metrics", h_metrics, NULL, HTTP_ROUTE_PUBLIC, "metrics"},
+    {"POST", "/mp", h_multipart, NULL, HTTP_BODY_MULTIPART, "multipart"},
+    {"GET", "/ws", h_ws, NULL, HTTP_ROUTE_WS, "ws"},
 };
 
 static const char *k_keys[] = {"sk-test-key", "other-key"};
@@ -199,6 +247,7 @@ static http_server *start(bool with_keys, unsigned keepalive_ms) {
   cfg.n_threads = 2;
   cfg.sse_keepalive_ms = keepalive_ms;
   cfg.conn_timeout_s = g_conn_timeout_s;
+  cfg.max_form_field = 1024;
   cfg.on_error = on_error;
   cfg.decorate = decorate;
   if (with_keys) {
@@ -755,5 +804,181 @@ TEST(http_server_slowloris_is_cut_off) {
   ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
   EXPECT_INT_EQ(r.status, 200);
   resp_free(&r);
+  http_server_free(srv);
+}
+
+static void mp_body(buf *b, const char *boundary, size_t file_len, bool close) {
+  buf_appendf(b, "--%s\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n", boundary);
+  buf_appendf(b, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.bin\"\r\n"
+                 "Content-Type: application/octet-stream\r\n\r\n", boundary);
+  for (size_t i = 0; i < file_len; i++) buf_append_byte(b, (char)((i * 7 + 13) & 255));
+  buf_appendf(b, "\r\n--%s\r\nContent-Disposition: form-data; name=\"keep\"; filename=\"k.txt\"\r\n\r\n"
+                 "kept\r\n", boundary);
+  buf_appendf(b, "--%s\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nh\xc3\xa9llo\r\n", boundary);
+  if (close) buf_appendf(b, "--%s--\r\n", boundary);
+}
+
+TEST(http_server_multipart_fields_and_spooled_files) {
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  buf body = BUF_INIT;
+  mp_body(&body, "XyZzy", 3000, true);
+  /* Expected byte sum of the file part, computed independently here. */
+  unsigned long sum = 0;
+  for (size_t i = 0; i < 3000; i++) sum += (i * 7 + 13) & 255;
+  char expect[512];
+  snprintf(expect, sizeof expect,
+           "purpose|-|-|batch;file|a.bin|application/octet-stream|3000:%lu;keep|k.txt|-|4:%lu;note|-|-|h\xc3\xa9llo;"
+           "purpose=batch",
+           sum, (unsigned long)('k' + 'e' + 'p' + 't'));
+  resp r;
+  const char *ct[] = {"Content-Type: multipart/form-data; boundary=XyZzy", NULL};
+  ASSERT_INT_EQ(do_req(srv, "POST", "/mp", ct, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_STR_EQ(r.body.data, expect);
+  resp_free(&r);
+  usleep(100 * 1000);
+  /* Spooled files are gone, the taken one was kept. */
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q parley-up-", test_tmpdir());
+  EXPECT_INT_NE(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "test \"$(cat '%s/keep.bin')\" = kept", test_tmpdir());
+  EXPECT_INT_EQ(system(cmd), 0);
+
+  /* Truncated body: 400 naming multipart. */
+  buf_reset(&body);
+  mp_body(&body, "XyZzy", 10, false);
+  ASSERT_INT_EQ(do_req(srv, "POST", "/mp", ct, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 400);
+  EXPECT_STR_CONTAINS(r.body.data, "multipart");
+  resp_free(&r);
+  /* No boundary: 400. */
+  const char *nob[] = {"Content-Type: multipart/form-data", NULL};
+  ASSERT_INT_EQ(do_req(srv, "POST", "/mp", nob, "x", 1, &r), 0);
+  EXPECT_INT_EQ(r.status, 400);
+  resp_free(&r);
+  /* A plain field over max_form_field (1024): 413. */
+  buf_reset(&body);
+  buf_append_str(&body, "--B\r\nContent-Disposition: form-data; name=\"big\"\r\n\r\n");
+  for (int i = 0; i < 2000; i++) buf_append_byte(&body, 'v');
+  buf_append_str(&body, "\r\n--B--\r\n");
+  const char *ctb[] = {"Content-Type: multipart/form-data; boundary=B", NULL};
+  ASSERT_INT_EQ(do_req(srv, "POST", "/mp", ctb, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 413);
+  EXPECT_STR_CONTAINS(r.body.data, "big");
+  resp_free(&r);
+  /* Over max_upload (65536) by Content-Length: 413. */
+  buf_reset(&body);
+  mp_body(&body, "XyZzy", 70000, true);
+  ASSERT_INT_EQ(do_req(srv, "POST", "/mp", ct, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 413);
+  resp_free(&r);
+  buf_free(&body);
+  http_server_free(srv);
+}
+
+static int ws_connect_raw(http_server *srv, const char *extra_headers, buf *out) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(srv))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  struct timeval tv = {2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char req[1024];
+  int n = snprintf(req, sizeof req, "GET /ws HTTP/1.1\r\nHost: x\r\n%s\r\n", extra_headers);
+  send(fd, req, (size_t)n, MSG_NOSIGNAL);
+  char tmp[2048];
+  while (!out->data || !strstr(out->data, "\r\n\r\n")) {
+    ssize_t k = recv(fd, tmp, sizeof tmp, 0);
+    if (k <= 0) break;
+    buf_append(out, tmp, (size_t)k);
+  }
+  return fd;
+}
+
+TEST(http_server_ws_handshake_and_echo) {
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  buf b = BUF_INIT;
+  int fd = ws_connect_raw(srv,
+                          "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                          "Sec-WebSocket-Protocol: chat, superchat\r\n",
+                          &b);
+  ASSERT_TRUE(fd >= 0);
+  EXPECT_INT_EQ(raw_status(&b), 101);
+  /* RFC 6455 section 1.3: this key gives s3pPLMBiTxaQ9kYGzzhZRbK+xOo= */
+  EXPECT_STR_CONTAINS(b.data, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n");
+  EXPECT_STR_CONTAINS(b.data, "Sec-WebSocket-Protocol: chat\r\n");
+  EXPECT_STR_CONTAINS(b.data, "x-request-id: req_");
+  /* A masked text frame "hi" comes back unmasked. */
+  const unsigned char frame[] = {0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2};
+  send(fd, frame, sizeof frame, MSG_NOSIGNAL);
+  unsigned char got[16];
+  size_t have = 0;
+  while (have < 4) {
+    ssize_t k = recv(fd, got + have, sizeof got - have, 0);
+    if (k <= 0) break;
+    have += (size_t)k;
+  }
+  ASSERT_TRUE(have >= 4);
+  EXPECT_INT_EQ(got[0], 0x81);
+  EXPECT_INT_EQ(got[1], 2);
+  EXPECT_INT_EQ(got[2], 'h');
+  EXPECT_INT_EQ(got[3], 'i');
+  buf m = BUF_INIT;
+  http_server_metrics(srv, &m);
+  EXPECT_STR_CONTAINS(m.data, "parley_ws_sessions 1");
+  buf_free(&m);
+  close(fd);
+  buf_reset(&b);
+
+  /* Refusals: no Upgrade header 426, bad version 426, no key 400. */
+  fd = ws_connect_raw(srv, "Connection: close\r\n", &b);
+  EXPECT_INT_EQ(raw_status(&b), 426);
+  close(fd);
+  buf_reset(&b);
+  fd = ws_connect_raw(srv, "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: abc\r\n"
+                           "Sec-WebSocket-Version: 8\r\n", &b);
+  EXPECT_INT_EQ(raw_status(&b), 426);
+  EXPECT_STR_CONTAINS(b.data, "Sec-WebSocket-Version: 13");
+  close(fd);
+  buf_reset(&b);
+  fd = ws_connect_raw(srv, "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n", &b);
+  EXPECT_INT_EQ(raw_status(&b), 400);
+  close(fd);
+  buf_free(&b);
+  http_server_free(srv);
+}
+
+TEST(http_server_ws_auth_by_subprotocol) {
+  http_server *srv = start(true, 0);
+  ASSERT_TRUE(srv != NULL);
+  const char *base = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     "Sec-WebSocket-Version: 13\r\n";
+  struct {
+    const char *extra;
+    int status;
+  } cases[] = {
+      {"", 401},
+      {"Sec-WebSocket-Protocol: token, sk-test-key\r\n", 101},
+      {"Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.other-key\r\n", 101},
+      {"Sec-WebSocket-Protocol: bearer, sk-test-key\r\n", 101},
+      {"Sec-WebSocket-Protocol: token, wrong\r\n", 401},
+      {"Authorization: Bearer sk-test-key\r\n", 101},
+  };
+  for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    char hdrs[512];
+    snprintf(hdrs, sizeof hdrs, "%s%s", base, cases[i].extra);
+    buf b = BUF_INIT;
+    int fd = ws_connect_raw(srv, hdrs, &b);
+    EXPECT_INT_EQ(raw_status(&b), cases[i].status);
+    if (fd >= 0) close(fd);
+    buf_free(&b);
+  }
   http_server_free(srv);
 }
