@@ -88,7 +88,8 @@ struct http_server {
   router *rt;
   struct MHD_Daemon *d;
   int listen_fd_quiesced;
-  ws_loop *ws;
+  ws_loop *ws;           /* NULL once stopping; read under ws_mu */
+  pthread_mutex_t ws_mu; /* held across ws_loop_adopt, so free waits for it */
   stream_hub *hub;
   http_metrics *metrics;
   atomic_long in_flight;
@@ -893,7 +894,11 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
     atomic_fetch_sub(&req->srv->in_flight, 1);
     req->counted_in_flight = false;
   }
-  int rc = ws_loop_adopt(req->srv->ws, sock, extra_in, extra_in_size, req->ws_h, req->ws_ctx, ws_release, urh);
+  pthread_mutex_lock(&req->srv->ws_mu);
+  int rc = req->srv->ws ? ws_loop_adopt(req->srv->ws, sock, extra_in, extra_in_size, req->ws_h, req->ws_ctx,
+                                        ws_release, urh)
+                        : err_set(ERR_CANCELLED, "server stopping");
+  pthread_mutex_unlock(&req->srv->ws_mu);
   if (rc) {
     LOG_WARN("http", "%s: WebSocket adopt failed: %s", req->id, err_detail());
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -905,7 +910,10 @@ int http_ws_accept(http_req *req, const struct ws_handler *h, void *ctx, const c
   if (!req->matched || !(req->match.route->flags & HTTP_ROUTE_WS))
     return err_set(ERR_INVALID, "http_ws_accept on route %s, which is not a WebSocket route",
                    http_req_route_name(req) ? http_req_route_name(req) : "(none)");
-  if (!req->srv->ws) return err_set(ERR_UNSUPPORTED, "WebSocket loop is not running");
+  pthread_mutex_lock(&req->srv->ws_mu);
+  bool have_ws = req->srv->ws != NULL;
+  pthread_mutex_unlock(&req->srv->ws_mu);
+  if (!have_ws) return err_set(ERR_UNSUPPORTED, "WebSocket loop is not running");
   char accept[29];
   const char *key = http_req_header(req, "Sec-WebSocket-Key");
   if (!key) return err_set(ERR_INVALID, "Sec-WebSocket-Key missing");
@@ -941,6 +949,7 @@ int http_server_new(const http_config *cfg, http_server **out) {
   s->cfg = *cfg;
   s->listen_fd_quiesced = -1;
   pthread_mutex_init(&s->guard_mu, NULL);
+  pthread_mutex_init(&s->ws_mu, NULL);
   if (!s->cfg.max_json_body) s->cfg.max_json_body = DEFAULT_MAX_JSON_BODY;
   if (!s->cfg.max_upload) s->cfg.max_upload = DEFAULT_MAX_UPLOAD;
   if (!s->cfg.max_form_field) s->cfg.max_form_field = DEFAULT_MAX_FORM_FIELD;
@@ -1037,8 +1046,11 @@ void http_server_free(http_server *srv) {
   if (srv->d) {
     MHD_socket lfd = MHD_quiesce_daemon(srv->d);
     if (srv->hub) stream_hub_cancel_all(srv->hub);
-    if (srv->ws) ws_loop_free(srv->ws);
-    srv->ws = NULL;
+    pthread_mutex_lock(&srv->ws_mu);
+    ws_loop *ws = srv->ws;
+    srv->ws = NULL; /* upgrades that complete from now on are closed */
+    pthread_mutex_unlock(&srv->ws_mu);
+    if (ws) ws_loop_free(ws);
     MHD_stop_daemon(srv->d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
     srv->d = NULL;
@@ -1053,10 +1065,13 @@ void http_server_free(http_server *srv) {
   free(srv->host);
   free(srv->spool_dir);
   pthread_mutex_destroy(&srv->guard_mu);
+  pthread_mutex_destroy(&srv->ws_mu);
   free(srv);
 }
 
 int http_server_metrics(http_server *srv, buf *out) {
-  return http_metrics_render(srv->metrics, out, atomic_load(&srv->in_flight), stream_hub_n_open(srv->hub),
-                             srv->ws ? ws_loop_n_open(srv->ws) : 0);
+  pthread_mutex_lock(&srv->ws_mu);
+  size_t n_ws = srv->ws ? ws_loop_n_open(srv->ws) : 0;
+  pthread_mutex_unlock(&srv->ws_mu);
+  return http_metrics_render(srv->metrics, out, atomic_load(&srv->in_flight), stream_hub_n_open(srv->hub), n_ws);
 }
