@@ -982,3 +982,16 @@ TEST(http_server_ws_auth_by_subprotocol) {
   }
   http_server_free(srv);
 }
+
+TEST(http_server_stream_survives_idle_longer_than_conn_timeout) {
+  g_conn_timeout_s = 1;
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  resp r;
+  /* Suspended for 1.3 s before the record with a 1 s idle timeout. */
+  ASSERT_INT_EQ(do_req(srv, "GET", "/ndjson?n=1&interval_ms=1300", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_STR_EQ(r.body.data, "{\"index\":0}\n");
+  resp_free(&r);
+  http_server_free(srv);
+}
