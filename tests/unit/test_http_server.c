@@ -208,6 +208,37 @@ static void h_ws(http_req *req, void *ctx) {
     http_respond(req, 500, "text/plain", "accept failed", 13);
 }
 
+static void h_file(http_req *req, void *ctx) {
+  (void)ctx;
+  char path[600];
+  snprintf(path, sizeof path, "%s/download.bin", test_tmpdir());
+  FILE *f = fopen(path, "wb");
+  for (int i = 0; f && i < 100000; i++) fputc((i * 31) & 255, f);
+  if (f) fclose(f);
+  if (http_respond_file(req, 200, "application/octet-stream", path) != 0)
+    http_respond(req, 500, "text/plain", "file", 4);
+}
+
+static void *raw_main(void *arg) {
+  http_stream *s = arg;
+  unsigned char chunk[1000];
+  for (int k = 0; k < 50; k++) {
+    for (int i = 0; i < 1000; i++) chunk[i] = (unsigned char)((k * 1000 + i) & 255);
+    if (http_stream_write(s, chunk, sizeof chunk) != 0) break;
+  }
+  http_stream_close(s);
+  return NULL;
+}
+
+static void h_raw(http_req *req, void *ctx) {
+  (void)ctx;
+  http_stream *s = http_stream_open(req, 200, "audio/pcm", HTTP_STREAM_RAW);
+  if (!s) return;
+  pthread_t t;
+  pthread_create(&t, NULL, raw_main, s);
+  pthread_detach(t);
+}
+
 static http_server *g_srv;
 
 static void h_metrics(http_req *req, void *ctx) {
@@ -231,6 +262,8 @@ static const http_route k_routes[] = {
     {"GET", "/metrics", h_metrics, NULL, HTTP_ROUTE_PUBLIC, "metrics"},
     {"POST", "/mp", h_multipart, NULL, HTTP_BODY_MULTIPART, "multipart"},
     {"GET", "/ws", h_ws, NULL, HTTP_ROUTE_WS, "ws"},
+    {"GET", "/file", h_file, NULL, 0, "file"},
+    {"GET", "/raw", h_raw, NULL, 0, "raw"},
 };
 
 static const char *k_keys[] = {"sk-test-key", "other-key"};
@@ -994,4 +1027,90 @@ TEST(http_server_stream_survives_idle_longer_than_conn_timeout) {
   EXPECT_STR_EQ(r.body.data, "{\"index\":0}\n");
   resp_free(&r);
   http_server_free(srv);
+}
+
+TEST(http_server_file_and_raw_stream_bytes_exact) {
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  resp r;
+  char v[128];
+  ASSERT_INT_EQ(do_req(srv, "GET", "/file", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  ASSERT_INT_EQ(r.body.len, 100000);
+  bool same = true;
+  for (int i = 0; i < 100000; i++) same &= (unsigned char)r.body.data[i] == ((i * 31) & 255);
+  EXPECT_TRUE(same);
+  resp_free(&r);
+  ASSERT_INT_EQ(do_req(srv, "HEAD", "/file", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_INT_EQ(r.body.len, 0);
+  EXPECT_STR_EQ(resp_header(&r, "content-length", v, sizeof v), "100000");
+  resp_free(&r);
+  ASSERT_INT_EQ(do_req(srv, "GET", "/raw", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_STR_EQ(resp_header(&r, "content-type", v, sizeof v), "audio/pcm");
+  EXPECT_STR_EQ(resp_header(&r, "transfer-encoding", v, sizeof v), "chunked");
+  ASSERT_INT_EQ(r.body.len, 50000);
+  same = true;
+  for (int i = 0; i < 50000; i++) same &= (unsigned char)r.body.data[i] == (i & 255);
+  EXPECT_TRUE(same);
+  resp_free(&r);
+  /* HEAD on a stream route: headers only, and the producer is released. */
+  ASSERT_INT_EQ(do_req(srv, "HEAD", "/raw", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_INT_EQ(r.body.len, 0);
+  resp_free(&r);
+  http_server_free(srv);
+}
+
+TEST(http_server_access_log_line_without_header_values) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/stderr.log", test_tmpdir());
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *f = fopen(path, "w");
+  ASSERT_TRUE(f != NULL);
+  dup2(fileno(f), 2);
+  http_config cfg = {0};
+  cfg.host = "127.0.0.1";
+  cfg.spool_dir = test_tmpdir();
+  cfg.access_log = true;
+  cfg.api_keys = k_keys;
+  cfg.n_api_keys = 2;
+  http_server *srv = NULL;
+  int rc = http_server_new(&cfg, &srv);
+  if (!rc) rc = http_server_add_routes(srv, k_routes, ARRAY_LEN(k_routes));
+  if (!rc) rc = http_server_start(srv);
+  resp r;
+  const char *hdrs[] = {"Authorization: Bearer sk-test-key", "X-Secret: topsecret-value", NULL};
+  char id[64] = "";
+  if (!rc) {
+    do_req(srv, "GET", "/q?include=a", hdrs, NULL, 0, &r);
+    resp_header(&r, "x-request-id", id, sizeof id);
+    resp_free(&r);
+    usleep(50 * 1000);
+  }
+  http_server_free(srv);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  fclose(f);
+  ASSERT_INT_EQ(rc, 0);
+  buf log = BUF_INIT;
+  FILE *in = fopen(path, "r");
+  ASSERT_TRUE(in != NULL);
+  char tmp[1024];
+  size_t n;
+  while ((n = fread(tmp, 1, sizeof tmp, in)) > 0) buf_append(&log, tmp, n);
+  fclose(in);
+  /* "GET /q 200 <bytes> <ms>ms <id>" */
+  char want[128];
+  snprintf(want, sizeof want, "GET /q 200 %d ", (int)strlen("n=1 a limit=(null)"));
+  EXPECT_STR_CONTAINS(log.data, want);
+  EXPECT_INT_EQ(strlen(id), 36);
+  EXPECT_STR_CONTAINS(log.data, id);
+  EXPECT_TRUE(strstr(log.data, "sk-test-key") == NULL);
+  EXPECT_TRUE(strstr(log.data, "topsecret") == NULL);
+  EXPECT_TRUE(strstr(log.data, "include=a") == NULL); /* the query is not logged either */
+  buf_free(&log);
 }
