@@ -2,7 +2,7 @@
  * main.c - the parley command: `serve`, `version`, `help`.
  *
  * This is the only place that wires modules together: it loads the
- * configuration, opens the store, builds the HTTP server with every
+ * configuration, opens the store (database, blobs, upload spool), builds the HTTP server with every
  * adapter's route table, and runs until SIGINT/SIGTERM. The first signal
  * shuts down gracefully (stop accepting, end open streams, close WebSockets,
  * close the store); a second signal exits at once.
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/admin/admin.h"
@@ -24,6 +23,7 @@
 #include "base/util.h"
 #include "base/version.h"
 #include "http/http.h"
+#include "store/store.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -36,21 +36,6 @@ static void usage(FILE *out) {
           "  help       print this help\n\n",
           PARLEY_VERSION);
   config_print_help(out);
-}
-
-/* mkdir -p with mode 0700 for directories we create. */
-static int make_dirs(const char *path) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-    return err_set(ERR_INVALID, "path too long: %s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(tmp, 0700) != 0 && errno != EEXIST) return err_set(ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-  return 0;
 }
 
 /* Runs the graceful shutdown on its own thread so the main thread can still
@@ -87,10 +72,11 @@ static int cmd_serve(int argc, char **argv) {
     return 2;
   }
 
-  char spool[4096];
-  snprintf(spool, sizeof spool, "%s/spool", cfg.data_dir);
-  if (make_dirs(cfg.data_dir) || make_dirs(spool)) {
-    fprintf(stderr, "parley: %s\n", err_detail());
+  /* The store creates the data directory and its spool (emptied at open);
+   * the HTTP layer spools uploads there so that adopting one is a rename. */
+  store *st = NULL;
+  if (store_open(cfg.data_dir, &st)) {
+    fprintf(stderr, "parley: cannot open the data directory %s: %s\n", cfg.data_dir, err_detail());
     config_free(&cfg);
     return 1;
   }
@@ -113,7 +99,7 @@ static int cmd_serve(int argc, char **argv) {
       .n_api_keys = cfg.n_api_keys,
       .max_json_body = (size_t)cfg.max_body,
       .max_upload = (uint64_t)cfg.max_upload,
-      .spool_dir = spool,
+      .spool_dir = store_spool_dir(st),
       .n_threads = (unsigned)cfg.http_threads,
       .sse_keepalive_ms = (unsigned)(cfg.sse_keepalive_s * 1000),
       .conn_timeout_s = (unsigned)cfg.conn_timeout_s,
@@ -133,6 +119,7 @@ static int cmd_serve(int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    store_close(st);
     config_free(&cfg);
     return 1;
   }
@@ -161,6 +148,7 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
+  store_close(st);
   config_free(&cfg);
   LOG_INFO("app", "stopped");
   return 0;

@@ -1,0 +1,11 @@
+/*
+ * commands.h - the CLI subcommands beside `serve` (in main.c). Each lives in
+ * its own file under app/ as `int cmd_NAME(int argc, char **argv)`, receiving
+ * the arguments after the command name, printing its own errors, and
+ * returning the process exit status (2 for usage errors). main.c holds the
+ * table that names them.
+ */
+#ifndef PARLEY_APP_COMMANDS_H
+#define PARLEY_APP_COMMANDS_H
+
+#endif
