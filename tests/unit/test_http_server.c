@@ -239,6 +239,32 @@ static void h_raw(http_req *req, void *ctx) {
   pthread_detach(t);
 }
 
+static atomic_size_t g_written;
+
+static void *big_main(void *arg) {
+  http_stream *s = arg;
+  char *chunk = malloc(1 << 20);
+  if (chunk) {
+    memset(chunk, 'z', 1 << 20);
+    for (int k = 0; k < 64; k++) {
+      if (http_stream_write(s, chunk, 1 << 20) != 0) break;
+      atomic_fetch_add(&g_written, (size_t)1 << 20);
+    }
+  }
+  free(chunk);
+  http_stream_close(s);
+  return NULL;
+}
+
+static void h_big(http_req *req, void *ctx) {
+  (void)ctx;
+  http_stream *s = http_stream_open(req, 200, NULL, HTTP_STREAM_RAW);
+  if (!s) return;
+  pthread_t t;
+  pthread_create(&t, NULL, big_main, s);
+  pthread_detach(t);
+}
+
 static http_server *g_srv;
 
 static void h_metrics(http_req *req, void *ctx) {
@@ -264,6 +290,7 @@ static const http_route k_routes[] = {
     {"GET", "/ws", h_ws, NULL, HTTP_ROUTE_WS, "ws"},
     {"GET", "/file", h_file, NULL, 0, "file"},
     {"GET", "/raw", h_raw, NULL, 0, "raw"},
+    {"GET", "/big", h_big, NULL, 0, "big"},
 };
 
 static const char *k_keys[] = {"sk-test-key", "other-key"};
@@ -1113,4 +1140,42 @@ TEST(http_server_access_log_line_without_header_values) {
   EXPECT_TRUE(strstr(log.data, "topsecret") == NULL);
   EXPECT_TRUE(strstr(log.data, "include=a") == NULL); /* the query is not logged either */
   buf_free(&log);
+}
+
+TEST(http_server_stream_backpressure_blocks_producer) {
+  http_server *srv = start(false, 0);
+  ASSERT_TRUE(srv != NULL);
+  atomic_store(&g_written, 0);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_TRUE(fd >= 0);
+  int rcv = 64 * 1024;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(srv))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_INT_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  const char req[] = "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  send(fd, req, sizeof req - 1, 0);
+  usleep(400 * 1000); /* the client reads nothing: the producer must stall */
+  size_t stalled = atomic_load(&g_written);
+  EXPECT_INT_GT(stalled, 0);
+  /* 4 MiB queue + kernel socket buffers; far below the 64 MiB produced. */
+  EXPECT_INT_LT(stalled, (size_t)24 << 20);
+  struct timeval tv = {3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char *tmp = malloc(1 << 16);
+  ASSERT_TRUE(tmp != NULL);
+  size_t total = 0;
+  char tail[8] = {0};
+  for (;;) {
+    ssize_t n = recv(fd, tmp, 1 << 16, 0);
+    if (n <= 0) break;
+    total += (size_t)n;
+    if (n >= 5) memcpy(tail, tmp + n - 5, 5);
+  }
+  free(tmp);
+  close(fd);
+  EXPECT_INT_GT(total, (size_t)64 << 20);
+  EXPECT_STR_EQ(tail, "0\r\n\r\n");
+  EXPECT_INT_EQ(atomic_load(&g_written), (size_t)64 << 20);
+  http_server_free(srv);
 }
