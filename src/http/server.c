@@ -119,7 +119,7 @@ struct http_req {
   struct MHD_Connection *conn;
   char *uri;        /* raw request target */
   char *path;       /* raw path, no query */
-  const char *method;
+  char *method;     /* our copy: MHD's lives in the connection pool */
   char id[40];
   uint64_t t_start_ns;
   enum req_phase phase;
@@ -713,7 +713,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   if (!req) return MHD_NO; /* allocation failed in on_uri */
   if (req->phase == PH_NEW) {
     req->conn = conn;
-    req->method = method;
+    req->method = strdup(method);
+    if (!req->method) return MHD_NO;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     req->cc = ci ? ci->socket_context : NULL;
     if (req->cc) {
@@ -798,6 +799,7 @@ static void req_free(http_req *req) {
   free(req->ws_scratch);
   free(req->uri);
   free(req->path);
+  free(req->method);
   free(req);
 }
 
