@@ -20,7 +20,12 @@
  *   on_completed  MHD is done: access log, metrics, spool files removed,
  *                 the stream detached, http_req freed.
  * Every response, errors included, passes through http_req_queue_, which
- * adds x-request-id and the CORS headers.
+ * adds x-request-id and the CORS headers. An error found from the head
+ * while a small body is still coming waits until the body is drained
+ * (early_error), so the client is not reset before it reads the answer.
+ * on_connection keeps a list of sockets for the slowloris guard (guard_tick,
+ * run by the stream monitor): a socket that has not sent a whole request
+ * head within conn_timeout_s is shut down, however slowly it trickles.
  *
  * Invariants: a request is answered at most once (req->answered); errors
  * found by the layer go through cfg.on_error (or a plain JSON fallback);
