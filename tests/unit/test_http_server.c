@@ -627,6 +627,50 @@ TEST(http_server_auth_forms) {
   ASSERT_INT_EQ(do_req(srv, "GET", "/nope", NULL, NULL, 0, &r), 0);
   EXPECT_INT_EQ(r.status, 401);
   resp_free(&r);
+  /* A body sent blindly (head first, then the body in pieces, as undici
+   * does) to a refused request: the 401 can still be read. Answering before
+   * draining would let the kernel reset the connection under it. */
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_TRUE(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(srv))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_INT_EQ(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char head[] = "POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 262144\r\n\r\n";
+    send(fd, head, sizeof head - 1, MSG_NOSIGNAL);
+    usleep(20 * 1000);
+    char piece[16384];
+    memset(piece, 'b', sizeof piece);
+    int n_sent = 0;
+    for (int i = 0; i < 16; i++) {
+      if (send(fd, piece, sizeof piece, MSG_NOSIGNAL) != (ssize_t)sizeof piece) break;
+      n_sent++;
+      usleep(2000);
+    }
+    EXPECT_INT_EQ(n_sent, 16);
+    buf got = BUF_INIT;
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char tmp[4096];
+    while (!got.data || !strstr(got.data, "\r\n\r\n")) {
+      ssize_t n = recv(fd, tmp, sizeof tmp, 0);
+      if (n <= 0) break;
+      buf_append(&got, tmp, (size_t)n);
+    }
+    EXPECT_INT_EQ(raw_status(&got), 401);
+    /* The body was consumed, so the connection stays usable (keep-alive). */
+    buf_reset(&got);
+    const char next[] = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+    send(fd, next, sizeof next - 1, MSG_NOSIGNAL);
+    while (!got.data || !strstr(got.data, "hello")) {
+      ssize_t n = recv(fd, tmp, sizeof tmp, 0);
+      if (n <= 0) break;
+      buf_append(&got, tmp, (size_t)n);
+    }
+    EXPECT_TRUE(got.data && strstr(got.data, "HTTP/1.1 200"));
+    buf_free(&got);
+    close(fd);
+  }
   const char *good[] = {"x-api-key: sk-test-key", NULL};
   ASSERT_INT_EQ(do_req(srv, "GET", "/nope", good, NULL, 0, &r), 0);
   EXPECT_INT_EQ(r.status, 404);
