@@ -8,4 +8,8 @@
 #ifndef PARLEY_APP_COMMANDS_H
 #define PARLEY_APP_COMMANDS_H
 
+/* parley tokenize MODEL.gguf TEXT [--json] [--no-special] [--no-bos]
+ * (cmd_tokenize.c): token ids and pieces of TEXT under MODEL's tokenizer. */
+int cmd_tokenize(int argc, char **argv);
+
 #endif
