@@ -812,12 +812,15 @@ TEST(model_cli_run_bench_gen) {
   int rc_run = cmd_run(10, run);
   char *bench[] = {path, "-p", "16", "-n", "4", "-r", "2", "--json"};
   int rc_bench = cmd_bench(8, bench);
-  char *bad[] = {path, "-p", "hello"}; /* text prompts need the tokenizer */
+  char *bad[] = {path, "-p", "hello"}; /* text prompts need a tokenizer; ours has none */
   int rc_bad = cmd_run(3, bad);
+  char *none[] = {path, "-n", "3"}; /* no prompt: usage error */
+  int rc_none = cmd_run(3, none);
   fflush(stdout);
   EXPECT_INT_EQ(rc_run, 0);
   EXPECT_INT_EQ(rc_bench, 0);
-  EXPECT_INT_EQ(rc_bad, 2);
+  EXPECT_INT_EQ(rc_bad, 1);
+  EXPECT_INT_EQ(rc_none, 2);
   FILE *fp = fopen(out, "r");
   ASSERT_TRUE(fp != NULL);
   static char text[8192];
@@ -838,4 +841,32 @@ TEST(model_cli_run_bench_gen) {
   EXPECT_STR_CONTAINS(text, "\"test\": \"pp16\"");
   EXPECT_STR_CONTAINS(text, "\"test\": \"tg4\"");
   EXPECT_STR_CONTAINS(text, "\"tps_median\"");
+}
+
+/* `parley run -p TEXT` on the real converter output: the prompt goes
+ * through the file's SentencePiece tokenizer, greedy pieces stream out. */
+TEST(model_cli_run_text_prompt) {
+  char path[1024], out[600];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf not present");
+  snprintf(out, sizeof out, "%s/stdout.txt", test_tmpdir());
+  fflush(stdout);
+  ASSERT_TRUE(freopen(out, "w", stdout) != NULL);
+  char *run[] = {path, "-p", "Hello world", "-n", "6", "--temp", "0", "-t", "1"};
+  int rc = cmd_run(9, run);
+  char *ids[] = {path, "-p", "Hello world", "-n", "6", "--temp", "0", "--ids"};
+  int rc_ids = cmd_run(8, ids);
+  fflush(stdout);
+  EXPECT_INT_EQ(rc, 0);
+  EXPECT_INT_EQ(rc_ids, 0);
+  FILE *fp = fopen(out, "r");
+  ASSERT_TRUE(fp != NULL);
+  static char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  text[n] = 0;
+  fclose(fp);
+  EXPECT_TRUE(strncmp(text, "Hello world", 11) == 0);
+  /* --ids: BOS (1) and the SentencePiece ids of "Hello world" (15043 3186 in
+   * the Llama 2 vocabulary), then 6 generated ids */
+  EXPECT_STR_CONTAINS(text, " 1 15043 3186 ");
 }
