@@ -568,6 +568,33 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *st, const float *
   }
 }
 
+int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
+  if (dst < 0 || dst >= c->n_seq || src < 0 || src >= c->n_seq || dst == src)
+    return err_set(ERR_RANGE, "model_ctx_seq_copy: sequences %d -> %d (context has %d)", src, dst, c->n_seq);
+  if (n < 0 || n > c->n_past[src])
+    return err_set(ERR_RANGE, "model_ctx_seq_copy: %lld positions, sequence %d holds %lld", (long long)n, src,
+                   (long long)c->n_past[src]);
+  const model_hparams *hp = &c->m->hp;
+  size_t row = (size_t)hp->head_dim * c->kv_elem;
+  int64_t full = n / ATT_TILE_POS * ATT_TILE_POS; /* whole value tiles */
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    uint8_t *kd = kv_block(c, dst, l, 0), *vd = kv_block(c, dst, l, 1);
+    const uint8_t *ks = kv_block(c, src, l, 0), *vs = kv_block(c, src, l, 1);
+    for (int64_t g = 0; g < hp->n_head_kv; g++) {
+      size_t k0 = k_index(c, g, 0, 0) * c->kv_elem, v0 = v_index(c, g, 0, 0) * c->kv_elem;
+      memcpy(kd + k0, ks + k0, (size_t)n * row);
+      memcpy(vd + v0, vs + v0, (size_t)full * row);
+      for (int64_t p = full; p < n; p++)
+        for (int64_t d = 0; d < hp->head_dim; d++) {
+          size_t vi = v_index(c, g, p, d) * c->kv_elem;
+          memcpy(vd + vi, vs + vi, c->kv_elem);
+        }
+    }
+  }
+  c->n_past[dst] = n;
+  return 0;
+}
+
 /* ---- attention ------------------------------------------------------------ */
 
 struct att_job {

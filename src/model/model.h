@@ -120,6 +120,11 @@ int64_t model_ctx_n_past(const model_ctx *c);
  * (n = 0). model_ctx_truncate is sequence 0's. */
 void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n);
 void model_ctx_truncate(model_ctx *c, int64_t n);
+/* Copies the first n cached positions of sequence src into dst (dst's
+ * n_past becomes n): a shared prompt prefix (a system prompt) is computed
+ * once. ERR_RANGE for sequences out of range, src == dst, or n > src's
+ * n_past. */
+int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n);
 /* Bytes of the KV cache (all sequences) / of the compute buffers. */
 size_t model_ctx_kv_bytes(const model_ctx *c);
 size_t model_ctx_buf_bytes(const model_ctx *c);

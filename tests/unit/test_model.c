@@ -358,6 +358,29 @@ TEST(model_llama_long_prompt_matches_numpy) {
   EXPECT_TRUE(e < 1e-8);
   EXPECT_TRUE(e_last < 1e-8);
   EXPECT_TRUE(e37 < 1e-10);
+  /* prefix copy across a whole value tile and a partial one: sequence 1
+   * takes 200 of sequence 0's positions and computes the last 100 */
+  model *m = NULL;
+  model_ctx *ctx = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 2;
+  p.n_threads = 2;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &ctx), 0);
+  model_batch b0 = {.n = N, .tokens = toks, .logits = MODEL_LOGITS_NONE};
+  ASSERT_INT_EQ(model_decode(ctx, &b0, NULL), 0);
+  ASSERT_INT_EQ(model_ctx_seq_copy(ctx, 1, 0, 200), 0);
+  int32_t s1[N - 200];
+  for (int i = 0; i < N - 200; i++) s1[i] = 1;
+  model_batch b1 = {.n = N - 200, .tokens = toks + 200, .seq = s1, .logits = MODEL_LOGITS_ALL};
+  float *tail = malloc((size_t)(N - 200) * (size_t)V * sizeof *tail);
+  ASSERT_INT_EQ(model_decode(ctx, &b1, tail), 0);
+  double e_copy = nmse(tail, r + (size_t)200 * V, (size_t)(N - 200) * V);
+  printf("    copied 200-position prefix, 100 more tokens: nmse %.3g\n", e_copy);
+  EXPECT_TRUE(e_copy < 1e-8);
+  free(tail);
+  model_ctx_free(ctx);
+  model_free(m);
   free(c);
   free(c37);
   free(r);
@@ -435,6 +458,27 @@ TEST(model_llama_sequences_match_numpy) {
   printf("    3 sequences interleaved: worst row nmse %.3g\n", worst);
   EXPECT_TRUE(worst < 1e-8);
 #undef CHECK_ROW
+
+  /* prefix sharing: sequence 2 takes A's first 9 positions (a full tile
+   * is not reached: partial value tile copy) and continues with A[9..12) */
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 2, 0, 9), 0);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 2), 9);
+  n = 0;
+  for (int i = 9; i < 12; i++) toks[n] = A[i], seq[n++] = 2;
+  model_batch b4 = {.n = n, .tokens = toks, .seq = seq, .logits = MODEL_LOGITS_ALL};
+  ASSERT_INT_EQ(model_decode(c, &b4, lg), 0);
+  double e_copy = 0;
+  for (int i = 0; i < 3; i++) {
+    double e = nmse(lg + (size_t)i * V, ra + (size_t)(9 + i) * V, (size_t)V);
+    if (e > e_copy) e_copy = e;
+  }
+  printf("    sequence copied from a prefix: nmse %.3g\n", e_copy);
+  EXPECT_TRUE(e_copy < 1e-8);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 1, 1, 2), ERR_RANGE);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 1, 0, 13), ERR_RANGE);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 3, 0, 1), ERR_RANGE);
+  /* put sequence 2 back where the checks below expect it (6 positions) */
+  model_ctx_seq_truncate(c, 2, 6);
 
   /* errors, each leaving the cache as it was */
   int32_t t2[2] = {1, 2}, s2[2] = {0, 0}, s_bad[2] = {0, 3};
