@@ -215,7 +215,7 @@ TEST(kernels_reference_is_ref_vec_dot) {
 }
 
 /* Bit-identical results for 1, 2 and 3 threads, and for a token computed
- * alone or inside a batch. */
+ * alone or inside a batch (and right, for a batch past one token block). */
 TEST(kernels_matmul_deterministic) {
   thread_pool *tps[3] = {NULL, NULL, NULL};
   for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
@@ -223,7 +223,8 @@ TEST(kernels_matmul_deterministic) {
     struct kt_case c;
     int bs = kt_block(kt_types[ti].type);
     int64_t n_cols = bs == 1 ? 200 : 3 * bs;
-    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 129, n_cols, 11), 0);
+    /* 37 tokens: more than one 16-token block, a partial tile at the end */
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, kt_types[ti].act_block, 129, n_cols, 37), 0);
     size_t ny = (size_t)(c.n_rows * c.n_tokens);
     float *y[3], *y1 = malloc(sizeof(float) * (size_t)c.n_rows);
     for (int i = 0; i < 3; i++) {
@@ -231,6 +232,7 @@ TEST(kernels_matmul_deterministic) {
       ASSERT_INT_EQ(kern_matmul(tps[i], c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y[i]),
                     0);
     }
+    EXPECT_INT_EQ(kt_check(&c, y[0], "1 thread"), 0);
     EXPECT_MEM_EQ(y[0], y[1], ny * sizeof(float));
     EXPECT_MEM_EQ(y[0], y[2], ny * sizeof(float));
     for (int64_t t = 0; t < c.n_tokens; t += 5) {
