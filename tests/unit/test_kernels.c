@@ -86,7 +86,7 @@ static int kt_case_init(struct kt_case *c, int type, int act_block, int64_t n_ro
   }
   for (int64_t i = 0; i < n_tokens * n_cols; i++) {
     float v = kt_rand();
-    if (i % 37 == 5) v *= 20.0f; /* outliers */
+    if (i % 997 == 5) v *= 20.0f; /* rare outliers: most blocks keep a tight bound */
     c->x[i] = v;
   }
   free(tmp);
