@@ -421,3 +421,44 @@ TEST(kernels_isa_variants_agree) {
     }
   }
 }
+
+/* kern_matmul(NULL, ...) from inside pool workers, all at once (the way
+ * attention uses it): each worker's result equals the plain call's. */
+struct kt_nested {
+  const struct kt_case *c;
+  float *y[4];
+  int rc[4];
+};
+
+static void kt_nested_worker(void *arg, int ith, int nth) {
+  (void)nth;
+  struct kt_nested *k = arg;
+  const struct kt_case *c = k->c;
+  for (int rep = 0; rep < 20; rep++)
+    k->rc[ith] |= kern_matmul(NULL, c->type, c->W, c->n_rows, c->n_cols, c->x, c->n_tokens, k->y[ith]);
+}
+
+TEST(kernels_matmul_nested_in_pool) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16};
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(4, &tp), 0);
+  for (int ti = 0; ti < 3; ti++) {
+    struct kt_case c;
+    int bs = kt_block(types[ti]);
+    ASSERT_INT_EQ(kt_case_init(&c, types[ti], 0, 33, bs == 1 ? 96 : 2 * bs, 6), 0);
+    size_t ny = (size_t)(c.n_rows * c.n_tokens);
+    float *want = malloc(ny * sizeof(float));
+    ASSERT_INT_EQ(kern_matmul(NULL, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, want), 0);
+    struct kt_nested k = {.c = &c};
+    for (int i = 0; i < 4; i++) k.y[i] = malloc(ny * sizeof(float));
+    tpool_run(tp, kt_nested_worker, &k);
+    for (int i = 0; i < 4; i++) {
+      EXPECT_INT_EQ(k.rc[i], 0);
+      EXPECT_MEM_EQ(k.y[i], want, ny * sizeof(float));
+      free(k.y[i]);
+    }
+    free(want);
+    kt_case_free(&c);
+  }
+  tpool_free(tp);
+}
