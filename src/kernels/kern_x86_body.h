@@ -29,6 +29,7 @@
 #ifndef PARLEY_KERNELS_KERN_X86_BODY_H
 #define PARLEY_KERNELS_KERN_X86_BODY_H
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -98,8 +99,18 @@ TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
   for (int64_t i = 0; i < n / 32; i++, x += 32) {
     __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
     __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m256 a0 = _mm256_andnot_ps(sign, v0), a1 = _mm256_andnot_ps(sign, v1);
+    __m256 a2 = _mm256_andnot_ps(sign, v2), a3 = _mm256_andnot_ps(sign, v3);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    /* max_ps may drop a NaN, so finiteness is checked on every element */
+    const __m256 big = _mm256_set1_ps(FLT_MAX);
+    __m256 fin = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(a0, big, _CMP_LE_OQ), _mm256_cmp_ps(a1, big, _CMP_LE_OQ)),
+                               _mm256_and_ps(_mm256_cmp_ps(a2, big, _CMP_LE_OQ), _mm256_cmp_ps(a3, big, _CMP_LE_OQ)));
+    if (_mm256_movemask_ps(fin) != 0xff) { /* NaN or Inf: dot products become NaN */
+      memset(b[i].qs, 0, sizeof b[i].qs);
+      b[i].d = b[i].s = NAN;
+      continue;
+    }
     float amax = hmax_ps(m);
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -120,7 +131,17 @@ TGT static void quant_q8_K_x86(const float *x, void *dst, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
     __m256 m = _mm256_setzero_ps();
-    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m256 fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < QK_K; j += 8) {
+      __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+      fin = _mm256_and_ps(fin, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ));
+      m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(fin) != 0xff) {
+      memset(&b[i], 0, sizeof b[i]);
+      b[i].d = NAN;
+      continue;
+    }
     float amax = hmax_ps(m);
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;

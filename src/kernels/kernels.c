@@ -19,6 +19,7 @@
  */
 #include "kernels/kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -111,7 +112,17 @@ void kern_quant_q8_c(const float *x, void *dst, int64_t n) {
   kern_block_q8 *b = dst;
   for (int64_t i = 0; i < n / 32; i++, x += 32) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    bool bad = false;
+    for (int j = 0; j < 32; j++) {
+      float a = fabsf(x[j]);
+      bad |= !(a <= FLT_MAX);
+      amax = fmaxf(amax, a);
+    }
+    if (bad) { /* NaN or Inf: make every dot product with this block NaN */
+      memset(b[i].qs, 0, sizeof b[i].qs);
+      b[i].d = b[i].s = NAN;
+      continue;
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     int sum = 0;
@@ -129,7 +140,17 @@ void kern_quant_q8_K_c(const float *x, void *dst, int64_t n) {
   block_q8_K *b = dst;
   for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
     float amax = 0.0f;
-    for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+    bool bad = false;
+    for (int j = 0; j < QK_K; j++) {
+      float a = fabsf(x[j]);
+      bad |= !(a <= FLT_MAX);
+      amax = fmaxf(amax, a);
+    }
+    if (bad) {
+      memset(&b[i], 0, sizeof b[i]);
+      b[i].d = NAN;
+      continue;
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < QK_K; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);

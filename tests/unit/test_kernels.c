@@ -346,8 +346,11 @@ TEST(kernels_activation_quantizers) {
   block_q8_K ka[2], kb[2];
   struct kern_ops ops;
   memset(&ops, 0, sizeof ops);
+  x[200] = NAN;  /* block 6 of 32 (bit-identical NaN handling), block 0 of 256 */
+  x[250] = INFINITY; /* block 7 of 32, block 0 of 256 */
   kern_quant_q8_c(x, a, 512);
   kern_quant_q8_K_c(x, ka, 512);
+  EXPECT_TRUE(isnan(a[6].d) && isnan(a[7].d) && !isnan(a[8].d) && isnan(ka[0].d) && !isnan(ka[1].d));
   EXPECT_TRUE(a[2].d == 0.0f && a[2].qs[5] == 0 && a[2].s == 0.0f);
   if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
     ops.quant_q8(x, b, 512);
@@ -458,6 +461,30 @@ TEST(kernels_matmul_nested_in_pool) {
       free(k.y[i]);
     }
     free(want);
+    kt_case_free(&c);
+  }
+  tpool_free(tp);
+}
+
+/* A NaN or Inf in a token's activations makes that token's outputs NaN or
+ * Inf on every path (as the reference would), never silently finite; the
+ * other tokens are unaffected. */
+TEST(kernels_matmul_nonfinite_activations) {
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    struct kt_case c;
+    int bs = kt_block(kt_types[ti].type);
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 5, bs == 1 ? 64 : 2 * bs, 3), 0);
+    c.x[1 * c.n_cols + 3] = NAN;
+    c.x[2 * c.n_cols + c.n_cols - 1] = INFINITY;
+    float y[15];
+    ASSERT_INT_EQ(kern_matmul(tp, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
+    for (int r = 0; r < 5; r++) {
+      TEST_CHECK_(isfinite(y[r]), 0, "%s token 0 row %d: %g", tensor_type_name((uint32_t)c.type), r, y[r]);
+      TEST_CHECK_(!isfinite(y[5 + r]), 0, "%s NaN token row %d: %g", tensor_type_name((uint32_t)c.type), r, y[5 + r]);
+      TEST_CHECK_(!isfinite(y[10 + r]), 0, "%s Inf token row %d: %g", tensor_type_name((uint32_t)c.type), r, y[10 + r]);
+    }
     kt_case_free(&c);
   }
   tpool_free(tp);
