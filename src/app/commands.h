@@ -8,4 +8,9 @@
 #ifndef PARLEY_APP_COMMANDS_H
 #define PARLEY_APP_COMMANDS_H
 
+/* parley chat-template (--model MODEL.gguf | --template FILE.jinja)
+ *   --request FILE.json [--chat-template FILE] [--bos TOKEN] [--eos TOKEN]
+ * prints the prompt text a chat request renders to (cmd_chat_template.c). */
+int cmd_chat_template(int argc, char **argv);
+
 #endif
