@@ -9,6 +9,7 @@
  *   general.architecture in weak_archs[]        1  (shared arch: needs more)
  *   name hint in general.name / .basename      12 + 2 x hint length
  *   name hint in general.base_model.N.name      4 + hint length
+ *     (both doubled when the architecture is a weak one)
  *   each template mark in the chat template    15
  *   tokenizer.ggml.model equal                  4
  *   tokenizer.ggml.pre in tok_pre[]             8
@@ -372,7 +373,9 @@ static int score_row(const family_row *r, const evidence *ev) {
   for (size_t h = 0; h < sizeof r->names / sizeof *r->names && r->names[h]; h++)
     for (int i = 0; i < ev->n_names; i++) {
       size_t k = hint_match(ev->names[i], r->names[h]);
-      if (k) own += ev->name_strong[i] ? 12 + 2 * (int)k : 4 + (int)k;
+      /* on a shared architecture the name is what tells a fine-tune
+       * (Hermes, R1 distill, Voxtral) from its base: it counts double */
+      if (k) own += (ev->name_strong[i] ? 12 + 2 * (int)k : 4 + (int)k) * (base == 1 ? 2 : 1);
     }
   for (size_t m = 0; m < sizeof r->marks / sizeof *r->marks && r->marks[m]; m++)
     if (tmpl_has(ev, r->marks[m])) own += 15;
