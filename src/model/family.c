@@ -9,8 +9,10 @@
  *   general.architecture in weak_archs[]        1  (shared arch: needs more)
  *   name hint in general.name / .basename      12 + 2 x hint length
  *   name hint in general.base_model.N.name      4 + hint length
- *     (both doubled when the architecture is a weak one)
  *   each template mark in the chat template    15
+ *   (names and marks count double when the architecture is a weak one:
+ *   they are what tells a fine-tune - Hermes, an R1 distill, Voxtral -
+ *   from the base model whose tokenizer it shares)
  *   tokenizer.ggml.model equal                  4
  *   tokenizer.ggml.pre in tok_pre[]             8
  *   each special token in the vocabulary        6
@@ -135,8 +137,8 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     [FAMILY_PHI4] = {"phi4", "Phi-4", {NULL}, {"phi3"}, {"phi4"}, {"<|im_sep|>", "<|tool|>"}, "gpt2",
                      {"gpt-4o", "dbrx"}, {"<|im_sep|>", "<|tool_call|>"}, false, C_CHAT | C_TOOLS,
                      FAMILY_PARSER_PLAIN, TMPL_DEFAULT_PHI3, THINK, false, NULL},
-    [FAMILY_SMOLLM] = {"smollm", "SmolLM", {NULL}, {"llama"}, {"smollm"}, {NULL}, "gpt2", {"smollm"},
-                       {NULL}, false, C_CHAT, FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
+    [FAMILY_SMOLLM] = {"smollm", "SmolLM", {NULL}, {"llama"}, {"smollm"}, {"<|im_start|>"}, "gpt2", {"smollm"},
+                       {"<|im_start|>"}, false, C_CHAT, FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
     [FAMILY_SMOLLM3] = {"smollm3", "SmolLM3", {"smollm3"}, {NULL}, {"smollm3"}, {"/no_think"}, "gpt2",
                         {"smollm", "llama-bpe"}, {NULL}, false, C_CHAT | C_TOOLS | C_REASON, FAMILY_PARSER_HERMES,
                         TMPL_DEFAULT_CHATML, THINK, false, NULL},
@@ -157,7 +159,7 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                        {"<|im_start|>"},
                        false, C_CHAT | C_TOOLS, FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
     [FAMILY_FUNCTIONARY] = {"functionary", "Functionary", {NULL}, {"llama"}, {"functionary"},
-                            {">>>all", "<function="}, NULL, {NULL}, {NULL}, false, C_CHAT | C_TOOLS,
+                            {">>>all", "<|NONE|>", "// Supported function definitions", "<function="}, NULL, {NULL}, {NULL}, false, C_CHAT | C_TOOLS,
                             FAMILY_PARSER_FUNCTIONARY, TMPL_DEFAULT_LLAMA3, NO_THINK, false, NULL},
     [FAMILY_BERT] = {"bert", "BERT embedder",
                      {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert",
@@ -378,7 +380,7 @@ static int score_row(const family_row *r, const evidence *ev) {
       if (k) own += (ev->name_strong[i] ? 12 + 2 * (int)k : 4 + (int)k) * (base == 1 ? 2 : 1);
     }
   for (size_t m = 0; m < sizeof r->marks / sizeof *r->marks && r->marks[m]; m++)
-    if (tmpl_has(ev, r->marks[m])) own += 15;
+    if (tmpl_has(ev, r->marks[m])) own += base == 1 ? 30 : 15;
   for (size_t i = 0; i < sizeof r->specials / sizeof *r->specials && r->specials[i]; i++)
     if (special_found(ev, r->specials[i])) own += 6;
   if (r->moe_hint && ev->moe) own += 20;

@@ -567,3 +567,55 @@ TEST(family_chat_template_choice) {
   gguf_close(f);
   free(mem);
 }
+
+/* Real templates from ../shared/templates in otherwise anonymous files: the
+ * template marks alone (with the architecture and tokenizer) find the family,
+ * and the think probe sees which templates open the block themselves. */
+typedef struct real_case {
+  const char *file, *arch, *tok_pre;
+  family_id want;
+  int reasoning, opens; /* -1: do not check */
+} real_case;
+
+TEST(family_real_templates) {
+  static const real_case CASES[] = {
+      {"Qwen-Qwen3-0.6B", "qwen3", "qwen2", FAMILY_QWEN3, 1, 0},
+      {"Qwen-Qwen2.5-7B-Instruct", "qwen2", "qwen2", FAMILY_QWEN2, 0, -1},
+      {"Qwen-QwQ-32B", "qwen2", "qwen2", FAMILY_QWEN2, 1, 1},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "qwen2", "deepseek-r1-qwen", FAMILY_DEEPSEEK_R1_DISTILL, 1, 1},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "llama", "llama-bpe", FAMILY_DEEPSEEK_R1_DISTILL, 1, 1},
+      {"meta-llama-Llama-3.1-8B-Instruct", "llama", "llama-bpe", FAMILY_LLAMA3, 0, -1},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "llama", "tekken", FAMILY_MISTRAL, 0, -1},
+      {"google-gemma-2-2b-it", "gemma2", NULL, FAMILY_GEMMA2, 0, -1},
+      {"microsoft-Phi-3.5-mini-instruct", "phi3", NULL, FAMILY_PHI3, 0, -1},
+      {"ibm-granite-granite-3.3-2B-Instruct", "granite", "refact", FAMILY_GRANITE, -1, 0},
+      {"meetkai-functionary-medium-v3.2", "llama", "llama-bpe", FAMILY_FUNCTIONARY, -1, -1},
+  };
+  char dir[512];
+  if (!test_shared_path("templates", dir, sizeof dir)) TEST_SKIP("../shared/templates is absent");
+  for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+    const real_case *c = &CASES[i];
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s.jinja", dir, c->file);
+    FILE *fp = fopen(p, "rb");
+    TEST_CHECK_(fp != NULL, 0, "cannot open %s", p);
+    if (!fp) continue;
+    buf src = BUF_INIT;
+    char tmp[4096];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, fp)) > 0) buf_append(&src, tmp, n);
+    fclose(fp);
+    fake_model m = {.arch = c->arch, .tok_model = c->tok_pre ? "gpt2" : "llama", .tok_pre = c->tok_pre,
+                    .tmpl = src.data};
+    family_info fi;
+    EXPECT_INT_EQ(detect(&m, &fi), 0);
+    TEST_CHECK_(fi.id == c->want, 0, "%s: detected %s, want %s", c->file, family_name(fi.id), family_name(c->want));
+    if (c->reasoning >= 0)
+      TEST_CHECK_(!!(fi.caps & FAMILY_CAP_REASONING) == c->reasoning, 0, "%s: reasoning %d", c->file,
+                  !!(fi.caps & FAMILY_CAP_REASONING));
+    if (c->opens >= 0)
+      TEST_CHECK_(fi.template_opens_think == c->opens, 0, "%s: template_opens_think %d", c->file,
+                  fi.template_opens_think);
+    buf_free(&src);
+  }
+}
