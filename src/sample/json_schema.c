@@ -48,7 +48,8 @@ static const char PRELUDE[] =
     "j-time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )?"
     " ( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n"
     "j-uuid ::= j-hex{8} \"-\" j-hex{4} \"-\" j-hex{4} \"-\" j-hex{4} \"-\" j-hex{12}\n"
-    "j-sq ::= \"\\\"\"\n";
+    "j-sq ::= \"\\\"\"\n"
+    "j-rawchar ::= [^\"\\\\\\x00-\\x1f]\n";
 
 typedef struct jref {
   char *ptr; /* "#/$defs/x" */
@@ -531,6 +532,92 @@ static int gen_string(jsctx *c, const json_t *s, const char *path, buf *body) {
 
 /* ---- objects and arrays ------------------------------------------------ */
 
+/* Key rules for extra members: a JSON string without escapes that differs
+ * from every declared key. keys[i] are code point arrays of the declared
+ * names that a raw string can spell; all share their first d code points.
+ * The rule for a trie node allows: ending here (unless a key ends here), a
+ * child's code point followed by the child's rule, or any other raw code
+ * point followed by anything. */
+typedef struct ckey {
+  uint32_t *cp;
+  size_t n;
+} ckey;
+
+static int gen_key_excl(jsctx *c, ckey *keys, size_t n_keys, size_t d, int *id) {
+  buf body = BUF_INIT;
+  int rc = 0;
+  bool ends_here = false;
+  for (size_t i = 0; i < n_keys; i++) ends_here |= keys[i].n == d;
+  *id = c->n_rules++;
+  if (!ends_here) rc = buf_append_str(&body, "j-sq | ");
+  if (!rc) rc = buf_append_str(&body, "[^\"\\\\\\x00-\\x1f");
+  for (size_t i = 0; i < n_keys && !rc; i++)
+    if (keys[i].n > d) rc = buf_appendf(&body, "\\U%08x", (unsigned)keys[i].cp[d]);
+  if (!rc) rc = buf_append_str(&body, "] j-rawchar* j-sq");
+  /* one child per distinct next code point (keys grouped in place) */
+  for (size_t i = 0; i < n_keys && !rc; i++) {
+    if (keys[i].n <= d) continue;
+    uint32_t cp = keys[i].cp[d];
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; j++) seen = keys[j].n > d && keys[j].cp[d] == cp;
+    if (seen) continue;
+    /* move the keys with this code point to a contiguous run after i */
+    size_t m = i + 1;
+    for (size_t j = i + 1; j < n_keys; j++)
+      if (keys[j].n > d && keys[j].cp[d] == cp) {
+        ckey t = keys[m];
+        keys[m] = keys[j];
+        keys[j] = t;
+        m++;
+      }
+    int child;
+    rc = gen_key_excl(c, keys + i, m - i, d + 1, &child);
+    if (!rc) rc = buf_appendf(&body, " | [\\U%08x] r%d", (unsigned)cp, child);
+  }
+  if (!rc) rc = add_rule(c, *id, &body);
+  buf_free(&body);
+  return rc;
+}
+
+/* The key rule for extras of an object whose declared names are props. */
+static int gen_extra_key(jsctx *c, const json_t *props, char *name, size_t cap) {
+  size_t n = json_object_size(props);
+  ckey *keys = calloc(n ? n : 1, sizeof *keys);
+  if (!keys) return ERR_NOMEM;
+  size_t k = 0;
+  int rc = 0;
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)props, key, v) {
+    (void)v;
+    size_t len = strlen(key);
+    bool raw = true;
+    for (size_t i = 0; i < len; i++) raw &= (unsigned char)key[i] >= 0x20 && key[i] != '"' && key[i] != '\\';
+    if (!raw) continue; /* a raw string can never spell it */
+    keys[k].cp = malloc((len + 1) * sizeof *keys[k].cp);
+    if (!keys[k].cp) {
+      rc = ERR_NOMEM;
+      break;
+    }
+    const unsigned char *u = (const unsigned char *)key;
+    size_t m = 0;
+    for (size_t i = 0; i < len;) {
+      unsigned l = u[i] < 0x80 ? 1 : u[i] < 0xE0 ? 2 : u[i] < 0xF0 ? 3 : 4;
+      uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) : l == 3 ? (u[i] & 0x0Fu) : (u[i] & 0x07u);
+      for (unsigned j = 1; j < l && i + j < len; j++) cp = (cp << 6) | (u[i + j] & 0x3Fu);
+      keys[k].cp[m++] = cp;
+      i += l;
+    }
+    keys[k++].n = m;
+  }
+  int id = 0;
+  if (!rc) rc = gen_key_excl(c, keys, k, 0, &id);
+  for (size_t i = 0; i < k; i++) free(keys[i].cp);
+  free(keys);
+  if (!rc) snprintf(name, cap, "j-sq r%d", id);
+  return rc;
+}
+
 static int gen_object(jsctx *c, const json_t *s, const char *path, buf *body) {
   const json_t *props = json_object_get(s, "properties");
   const json_t *req = json_object_get(s, "required");
@@ -544,16 +631,23 @@ static int gen_object(jsctx *c, const json_t *s, const char *path, buf *body) {
   size_t n = props ? json_object_size(props) : 0;
   /* extra members: -1 none, else a rule for the member */
   int extra = -1;
+  char key_rule[48] = "j-string";
+  if (n && addl && !json_is_false(addl) && (rc = gen_extra_key(c, props, key_rule, sizeof key_rule)))
+    return rc;
   if (!addl && n == 0) {
     extra = -2; /* any member: j-member */
-  } else if (addl && json_is_true(addl)) {
+  } else if (addl && json_is_true(addl) && n == 0) {
     extra = -2;
-  } else if (addl && json_is_object(addl)) {
-    int vid;
-    path_push(sub, sizeof sub, path, "additionalProperties");
-    if ((rc = gen_schema(c, addl, sub, &vid))) return rc;
+  } else if (addl && !json_is_false(addl)) {
+    int vid = -1;
+    if (json_is_object(addl)) {
+      path_push(sub, sizeof sub, path, "additionalProperties");
+      if ((rc = gen_schema(c, addl, sub, &vid))) return rc;
+    }
     extra = c->n_rules++;
-    if ((rc = buf_appendf(&c->out, "r%d ::= j-string ws \":\" ws r%d ws\n", extra, vid))) return rc;
+    if (vid >= 0) rc = buf_appendf(&c->out, "r%d ::= %s ws \":\" ws r%d ws\n", extra, key_rule, vid);
+    else rc = buf_appendf(&c->out, "r%d ::= %s ws \":\" ws j-value ws\n", extra, key_rule);
+    if (rc) return rc;
   }
   char extra_name[32];
   if (extra == -2) snprintf(extra_name, sizeof extra_name, "j-member");

@@ -124,6 +124,9 @@ TEST(json_schema_properties_required_order) {
   EXPECT_INT_EQ(doc(g, "{\"a\":1,\"zz\":[{}],\"y\":\"q\"}"), 1);
   EXPECT_INT_EQ(doc(g, "{\"zz\":[{}]}"), 1);
   EXPECT_INT_EQ(doc(g, "{\"a\":\"1\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\":1,\"a\":2}"), -1);  /* an extra may not repeat a declared key */
+  EXPECT_INT_EQ(doc(g, "{\"ab\":1,\"\":2}"), 1);    /* keys that merely start like one are fine */
+  EXPECT_INT_EQ(doc(g, "{\"\\u0061\":2}"), -1);     /* extra keys are written without escapes */
   grammar_free(g);
 }
 
