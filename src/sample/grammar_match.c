@@ -543,34 +543,162 @@ int grammar_vocab_new(const char *const *pieces, const size_t *lens, size_t n, g
 
 /* ---- mask ----------------------------------------------------------------- */
 
+/* Within one mask computation the same stack set meets the same code point
+ * at many trie nodes (inside a JSON string, every node). So sets are
+ * interned (id per distinct content) and transitions (set id, code point) ->
+ * set id are cached; a trie node then costs one hash lookup. */
+
+typedef struct minter {
+  sset *sets;
+  size_t n_sets, cap_sets;
+  uint32_t *set_hash;
+  uint32_t *tab; /* content hash table: set id + 1, 0 empty */
+  size_t tab_cap;
+  uint64_t *tkey; /* transition table: (id << 32 | cp) + 1, 0 empty */
+  int32_t *tval;  /* result id, -1 rejected */
+  size_t tcap, tn;
+  sset scratch;
+} minter;
+
+static void minter_free(minter *m) {
+  for (size_t i = 0; i < m->n_sets; i++) sset_free(&m->sets[i]);
+  free(m->sets);
+  free(m->set_hash);
+  free(m->tab);
+  free(m->tkey);
+  free(m->tval);
+  sset_free(&m->scratch);
+}
+
+static uint32_t sset_hash(const sset *s) {
+  uint32_t h = 2166136261u ^ (uint32_t)s->n;
+  for (size_t i = 0; i < s->n; i++) h = (h ^ s->hash[i]) * 16777619u;
+  return h;
+}
+
+static bool sset_equal(const sset *a, const sset *b) {
+  if (a->n != b->n || a->n_data != b->n_data) return false;
+  if (a->n && memcmp(a->off, b->off, (a->n + 1) * sizeof *a->off)) return false;
+  return a->n_data == 0 || memcmp(a->data, b->data, a->n_data * sizeof *a->data) == 0;
+}
+
+static int tab_grow(minter *m) {
+  size_t nc = m->tab_cap ? m->tab_cap * 2 : 256;
+  uint32_t *nt = calloc(nc, sizeof *nt);
+  if (!nt) return ERR_NOMEM;
+  for (size_t i = 0; i < m->n_sets; i++) {
+    size_t j = m->set_hash[i] & (nc - 1);
+    while (nt[j]) j = (j + 1) & (nc - 1);
+    nt[j] = (uint32_t)i + 1;
+  }
+  free(m->tab);
+  m->tab = nt, m->tab_cap = nc;
+  return 0;
+}
+
+/* Id of the set in m->scratch (moved into the table when new). */
+static int intern_scratch(minter *m, int32_t *id) {
+  if ((m->n_sets + 1) * 2 > m->tab_cap && tab_grow(m)) return ERR_NOMEM;
+  uint32_t h = sset_hash(&m->scratch);
+  size_t j = h & (m->tab_cap - 1);
+  while (m->tab[j]) {
+    uint32_t k = m->tab[j] - 1;
+    if (m->set_hash[k] == h && sset_equal(&m->sets[k], &m->scratch)) {
+      *id = (int32_t)k;
+      return 0;
+    }
+    j = (j + 1) & (m->tab_cap - 1);
+  }
+  if (m->n_sets == m->cap_sets) {
+    size_t nc = m->cap_sets ? m->cap_sets * 2 : 64;
+    sset *ns = realloc(m->sets, nc * sizeof *ns);
+    if (!ns) return ERR_NOMEM;
+    m->sets = ns;
+    uint32_t *nh = realloc(m->set_hash, nc * sizeof *nh);
+    if (!nh) return ERR_NOMEM;
+    m->set_hash = nh;
+    m->cap_sets = nc;
+  }
+  m->sets[m->n_sets] = m->scratch;
+  memset(&m->scratch, 0, sizeof m->scratch);
+  m->set_hash[m->n_sets] = h;
+  m->tab[j] = (uint32_t)m->n_sets + 1;
+  *id = (int32_t)m->n_sets++;
+  return 0;
+}
+
+static int trans_grow(minter *m) {
+  size_t nc = m->tcap ? m->tcap * 2 : 1024;
+  uint64_t *nk = calloc(nc, sizeof *nk);
+  int32_t *nv = malloc(nc * sizeof *nv);
+  if (!nk || !nv) {
+    free(nk);
+    free(nv);
+    return ERR_NOMEM;
+  }
+  for (size_t i = 0; i < m->tcap; i++) {
+    if (!m->tkey[i]) continue;
+    uint64_t k = m->tkey[i];
+    size_t j = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & (nc - 1);
+    while (nk[j]) j = (j + 1) & (nc - 1);
+    nk[j] = k, nv[j] = m->tval[i];
+  }
+  free(m->tkey);
+  free(m->tval);
+  m->tkey = nk, m->tval = nv, m->tcap = nc;
+  return 0;
+}
+
+/* Set id reached from set sid by code point cp, or -1; < -1 on error. */
+static int32_t transition(minter *m, const grammar *g, gwork *w, int32_t sid, uint32_t cp) {
+  uint64_t key = (((uint64_t)(uint32_t)sid << 32) | cp) + 1;
+  size_t j = 0;
+  if (m->tcap) {
+    j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (m->tcap - 1);
+    while (m->tkey[j]) {
+      if (m->tkey[j] == key) return m->tval[j];
+      j = (j + 1) & (m->tcap - 1);
+    }
+  }
+  int32_t res = -1;
+  if (step(g, w, &m->sets[sid], cp, &m->scratch)) return ERR_NOMEM;
+  if (m->scratch.n && intern_scratch(m, &res)) return ERR_NOMEM;
+  if ((m->tn + 1) * 2 > m->tcap) {
+    if (trans_grow(m)) return ERR_NOMEM;
+  }
+  j = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (m->tcap - 1);
+  while (m->tkey[j]) j = (j + 1) & (m->tcap - 1);
+  m->tkey[j] = key, m->tval[j] = res;
+  m->tn++;
+  return res;
+}
+
 typedef struct mwalk {
   const grammar *g;
   const grammar_vocab *v;
   uint8_t *allowed;
   gwork *w;
-  sset *levels; /* one set per depth, reused */
+  minter in;
 } mwalk;
 
-static int walk(mwalk *m, uint32_t node, size_t d, const sset *cur, upart part) {
+static int walk(mwalk *m, uint32_t node, int32_t sid, upart part) {
   const grammar_vocab *v = m->v;
   for (uint32_t c = node + 1; c < v->end[node]; c = v->end[c]) {
     upart np = part;
     uint32_t cp;
     bool complete;
-    const sset *next = cur;
+    int32_t next = sid;
     if (!utf8_feed(&np, v->byte[c], &cp, &complete)) continue;
     if (complete) {
-      sset *lv = &m->levels[d + 1];
-      int rc = step(m->g, m->w, cur, cp, lv);
-      if (rc) return rc;
-      if (lv->n == 0) continue;
-      next = lv;
-    } else if (!sset_prefix_possible(m->g, cur, &np)) {
+      next = transition(&m->in, m->g, m->w, sid, cp);
+      if (next < -1) return ERR_NOMEM;
+      if (next < 0) continue;
+    } else if (!sset_prefix_possible(m->g, &m->in.sets[sid], &np)) {
       continue;
     }
     for (uint32_t t = 0; t < v->tok_n[c]; t++) m->allowed[v->toks[v->tok_start[c] + t]] = 1;
     if (c + 1 < v->end[c]) {
-      int rc = walk(m, c, d + 1, next, np);
+      int rc = walk(m, c, next, np);
       if (rc) return rc;
     }
   }
@@ -581,14 +709,13 @@ int grammar_mask(const grammar_state *s, const grammar_vocab *v, uint8_t *allowe
   memset(allowed, 0, v->n_tokens);
   if (eos_allowed) *eos_allowed = grammar_can_end(s);
   if (v->n_nodes <= 1) return 0;
-  mwalk m = {s->g, v, allowed, NULL, NULL};
+  mwalk m = {s->g, v, allowed, NULL, {0}};
   m.w = malloc(sizeof *m.w);
-  m.levels = calloc((size_t)v->max_depth + 2, sizeof *m.levels);
   int rc = ERR_NOMEM;
-  if (m.w && m.levels) rc = walk(&m, 0, 0, &s->set, s->part);
-  if (m.levels)
-    for (size_t i = 0; i < (size_t)v->max_depth + 2; i++) sset_free(&m.levels[i]);
-  free(m.levels);
+  int32_t root;
+  if (m.w && sset_copy(&m.in.scratch, &s->set) == 0 && intern_scratch(&m.in, &root) == 0)
+    rc = walk(&m, 0, root, s->part);
+  minter_free(&m.in);
   free(m.w);
   return rc;
 }
