@@ -557,6 +557,8 @@ typedef struct minter {
   uint64_t *tkey; /* transition table: (id << 32 | cp) + 1, 0 empty */
   int32_t *tval;  /* result id, -1 rejected */
   size_t tcap, tn;
+  int32_t **ascii; /* per set: results for code points < 128, -2 unknown */
+  size_t cap_ascii;
   sset scratch;
 } minter;
 
@@ -567,6 +569,8 @@ static void minter_free(minter *m) {
   free(m->tab);
   free(m->tkey);
   free(m->tval);
+  for (size_t i = 0; i < m->cap_ascii; i++) free(m->ascii[i]);
+  free(m->ascii);
   sset_free(&m->scratch);
 }
 
@@ -650,7 +654,7 @@ static int trans_grow(minter *m) {
 }
 
 /* Set id reached from set sid by code point cp, or -1; < -1 on error. */
-static int32_t transition(minter *m, const grammar *g, gwork *w, int32_t sid, uint32_t cp) {
+static int32_t transition_slow(minter *m, const grammar *g, gwork *w, int32_t sid, uint32_t cp) {
   uint64_t key = (((uint64_t)(uint32_t)sid << 32) | cp) + 1;
   size_t j = 0;
   if (m->tcap) {
@@ -671,6 +675,30 @@ static int32_t transition(minter *m, const grammar *g, gwork *w, int32_t sid, ui
   m->tkey[j] = key, m->tval[j] = res;
   m->tn++;
   return res;
+}
+
+/* transition_slow() with a direct table for ASCII, the common case. */
+static int32_t transition(minter *m, const grammar *g, gwork *w, int32_t sid, uint32_t cp) {
+  if (cp >= 128) return transition_slow(m, g, w, sid, cp);
+  if ((size_t)sid >= m->cap_ascii) {
+    size_t nc = m->cap_ascii ? m->cap_ascii : 64;
+    while (nc <= (size_t)sid) nc *= 2;
+    int32_t **na = realloc(m->ascii, nc * sizeof *na);
+    if (!na) return ERR_NOMEM;
+    memset(na + m->cap_ascii, 0, (nc - m->cap_ascii) * sizeof *na);
+    m->ascii = na, m->cap_ascii = nc;
+  }
+  int32_t *row = m->ascii[sid];
+  if (!row) {
+    row = malloc(128 * sizeof *row);
+    if (!row) return ERR_NOMEM;
+    for (int i = 0; i < 128; i++) row[i] = -2;
+    m->ascii[sid] = row;
+  }
+  if (row[cp] != -2) return row[cp];
+  int32_t r = transition_slow(m, g, w, sid, cp);
+  if (r >= -1) m->ascii[sid][cp] = r;
+  return r;
 }
 
 typedef struct mwalk {
