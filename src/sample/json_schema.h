@@ -35,8 +35,12 @@
  *   - format date: days per month are checked but February stops at 28
  *     (no leap-year arithmetic in a grammar); time needs a zone (Z or
  *     +hh:mm) and has no leap second;
- *   - with additionalProperties true/schema, extra keys come after the
- *     declared ones and are not checked against the declared names.
+ *   - with additionalProperties true/schema (and declared properties),
+ *     extra members come after the declared ones, their keys are written
+ *     without escapes and never equal a declared name (extras may repeat
+ *     each other);
+ *   - enum/const values are matched in jansson's compact serialization
+ *     (no whitespace inside, non-ASCII raw, not \u-escaped).
  */
 #ifndef PARLEY_SAMPLE_JSON_SCHEMA_H
 #define PARLEY_SAMPLE_JSON_SCHEMA_H
