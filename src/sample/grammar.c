@@ -44,6 +44,8 @@ typedef struct gparser {
   size_t n_rules, cap_rules;
   uint32_t *ranges;
   size_t n_ranges, cap_ranges;
+  uint32_t *index; /* user rule names: rule index + 1, 0 empty */
+  size_t cap_index, n_named;
   unsigned depth;
 } gparser;
 
@@ -89,10 +91,14 @@ static int add_range(gparser *p, uint32_t lo, uint32_t hi) {
   return 0;
 }
 
-/* Index of the rule called name (created undefined when new), or < 0. */
-static long rule_get(gparser *p, const char *name, size_t n) {
-  for (size_t i = 0; i < p->n_rules; i++)
-    if (strlen(p->rules[i].name) == n && memcmp(p->rules[i].name, name, n) == 0) return (long)i;
+static uint32_t name_hash(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+/* Appends a rule (undefined) named name[0..n); index or < 0. */
+static long rule_append(gparser *p, const char *name, size_t n) {
   if (p->n_rules == p->cap_rules) {
     size_t nc = p->cap_rules ? p->cap_rules * 2 : 32;
     if (nc > (size_t)1 << 24) return err_set(ERR_TOO_LARGE, "grammar: too many rules");
@@ -108,11 +114,42 @@ static long rule_get(gparser *p, const char *name, size_t n) {
   return (long)p->n_rules++;
 }
 
-/* A generated rule named "<parent>_<k>". */
+/* Index of the user rule called name (created undefined when new), or < 0.
+ * Looked up in an open-addressing table of user names (generated rules are
+ * never looked up by name). */
+static long rule_get(gparser *p, const char *name, size_t n) {
+  if ((p->n_named + 1) * 2 > p->cap_index) {
+    size_t nc = p->cap_index ? p->cap_index * 2 : 64;
+    uint32_t *ni = calloc(nc, sizeof *ni);
+    if (!ni) return ERR_NOMEM;
+    for (size_t i = 0; i < p->cap_index; i++) {
+      if (!p->index[i]) continue;
+      const char *nm = p->rules[p->index[i] - 1].name;
+      size_t j = name_hash(nm, strlen(nm)) & (nc - 1);
+      while (ni[j]) j = (j + 1) & (nc - 1);
+      ni[j] = p->index[i];
+    }
+    free(p->index);
+    p->index = ni, p->cap_index = nc;
+  }
+  size_t j = name_hash(name, n) & (p->cap_index - 1);
+  while (p->index[j]) {
+    const prule *r = &p->rules[p->index[j] - 1];
+    if (strlen(r->name) == n && memcmp(r->name, name, n) == 0) return (long)p->index[j] - 1;
+    j = (j + 1) & (p->cap_index - 1);
+  }
+  long r = rule_append(p, name, n);
+  if (r < 0) return r;
+  p->index[j] = (uint32_t)r + 1;
+  p->n_named++;
+  return r;
+}
+
+/* A generated rule named "<parent>#<k>" ('#' cannot occur in a user name). */
 static long rule_new_gen(gparser *p, uint32_t parent) {
   char name[96];
-  int n = snprintf(name, sizeof name, "%.60s_%zu", p->rules[parent].name, p->n_rules);
-  long r = rule_get(p, name, (size_t)n);
+  int n = snprintf(name, sizeof name, "%.60s#%zu", p->rules[parent].name, p->n_rules);
+  long r = rule_append(p, name, (size_t)n);
   if (r >= 0) p->rules[r].defined = true;
   return r;
 }
@@ -432,6 +469,7 @@ static void parser_free(gparser *p) {
   }
   free(p->rules);
   free(p->ranges);
+  free(p->index);
 }
 
 void grammar_free(grammar *g) {
