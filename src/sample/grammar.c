@@ -411,6 +411,7 @@ static int parse_item(gparser *p, uint32_t rule) {
     p->pos++;
     if (max < min) return perr(p, rat, "repetition {m,n} with n < m");
   }
+  if (p->rules[rule].alts.n == start) return 0; /* ""* and the like: still empty */
   if (p->rules[rule].alts.n - start > 1 && (rc = wrap_tail(p, rule, start))) return rc;
   gelem x = p->rules[rule].alts.v[start];
   p->rules[rule].alts.n = start;

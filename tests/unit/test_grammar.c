@@ -82,6 +82,7 @@ TEST(grammar_parse_errors) {
   EXPECT_INT_EQ(parse_rc("root ::= []"), ERR_PARSE);
   EXPECT_INT_EQ(parse_rc("  # only a comment\n"), ERR_NOT_FOUND);
   EXPECT_INT_EQ(parse_rc("root ::= \"a\" # comment\n  \"b\" # more\n"), 0);
+  EXPECT_INT_EQ(parse_rc("root ::= \"\"* \"\"{2,3} \"x\""), 0); /* found by the fuzzer */
 }
 
 TEST(grammar_literals_and_sequences) {
