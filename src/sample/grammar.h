@@ -37,9 +37,12 @@
  * mask and grammar_token_allowed() use the very same rule, so "token i is
  * allowed" == "a clone of the state accepts token i's bytes".
  *
- * Limits: a stack deeper than GRAMMAR_MAX_DEPTH or a state with more than
- * GRAMMAR_MAX_STACKS stacks makes that path a rejection (ERR_TOO_LARGE from
- * grammar_accept_bytes), so a pathological grammar cannot exhaust memory.
+ * Limits: a stack deeper than GRAMMAR_MAX_DEPTH, a state with more than
+ * GRAMMAR_MAX_STACKS stacks, or more than GRAMMAR_MAX_STEP_WORK rule
+ * expansions for one code point drops the paths beyond the limit (and
+ * grammar_accept_bytes gives ERR_TOO_LARGE when none is left), so a
+ * pathological grammar cannot exhaust memory or time. Grammars made by
+ * json_schema.c stay far below these limits.
  */
 #ifndef PARLEY_SAMPLE_GRAMMAR_H
 #define PARLEY_SAMPLE_GRAMMAR_H
@@ -51,6 +54,7 @@
 #define GRAMMAR_MAX_REPEAT 10000
 #define GRAMMAR_MAX_DEPTH 4096
 #define GRAMMAR_MAX_STACKS 4096
+#define GRAMMAR_MAX_STEP_WORK 100000 /* rule expansions per code point */
 #define GRAMMAR_MAX_TEXT (16u << 20) /* bytes of GBNF text accepted */
 
 typedef struct grammar grammar;

@@ -40,12 +40,17 @@ typedef struct sset {
   uint32_t *hash;
   size_t n, cap; /* stacks */
   bool overflow; /* a stack or the set hit a limit */
+  uint32_t *idx; /* hash index of stacks [0, idx_n): stack + 1, 0 empty */
+  size_t idx_cap, idx_n;
 } sset;
+
+#define SSET_LINEAR 16 /* sets up to this size are searched linearly */
 
 static void sset_free(sset *s) {
   free(s->data);
   free(s->off);
   free(s->hash);
+  free(s->idx);
   memset(s, 0, sizeof *s);
 }
 
@@ -54,6 +59,8 @@ static void sset_clear(sset *s) {
   s->n_data = 0;
   s->overflow = false;
   if (s->off) s->off[0] = 0;
+  if (s->idx_n) memset(s->idx, 0, s->idx_cap * sizeof *s->idx);
+  s->idx_n = 0;
 }
 
 static int sset_reserve(sset *s, size_t stacks, size_t data) {
@@ -90,6 +97,8 @@ static int sset_copy(sset *dst, const sset *src) {
     dst->off[0] = 0;
   }
   dst->n = src->n, dst->n_data = src->n_data, dst->overflow = src->overflow;
+  if (dst->idx_n) memset(dst->idx, 0, dst->idx_cap * sizeof *dst->idx);
+  dst->idx_n = 0;
   return 0;
 }
 
@@ -99,11 +108,39 @@ static uint32_t stack_hash(const uint32_t *stk, size_t d) {
   return h;
 }
 
+static bool stack_equal(const sset *s, size_t i, uint32_t h, const uint32_t *stk, size_t d) {
+  if (s->hash[i] != h || s->off[i + 1] - s->off[i] != d) return false;
+  return d == 0 || memcmp(s->data + s->off[i], stk, d * sizeof *stk) == 0;
+}
+
+/* Brings the hash index up to date with all n stacks (growing it). */
+static int sset_index(sset *s) {
+  if ((s->n + 1) * 2 > s->idx_cap) {
+    size_t nc = s->idx_cap ? s->idx_cap : 64;
+    while ((s->n + 1) * 2 > nc) nc *= 2;
+    uint32_t *ni = calloc(nc, sizeof *ni);
+    if (!ni) return ERR_NOMEM;
+    free(s->idx);
+    s->idx = ni, s->idx_cap = nc, s->idx_n = 0;
+  }
+  for (; s->idx_n < s->n; s->idx_n++) {
+    size_t j = s->hash[s->idx_n] & (s->idx_cap - 1);
+    while (s->idx[j]) j = (j + 1) & (s->idx_cap - 1);
+    s->idx[j] = (uint32_t)s->idx_n + 1;
+  }
+  return 0;
+}
+
 static int sset_add(sset *s, const uint32_t *stk, size_t d) {
   uint32_t h = stack_hash(stk, d);
-  for (size_t i = 0; i < s->n; i++) {
-    if (s->hash[i] != h || s->off[i + 1] - s->off[i] != d) continue;
-    if (d == 0 || memcmp(s->data + s->off[i], stk, d * sizeof *stk) == 0) return 0;
+  if (s->n <= SSET_LINEAR) {
+    for (size_t i = 0; i < s->n; i++)
+      if (stack_equal(s, i, h, stk, d)) return 0;
+  } else {
+    int rc = sset_index(s);
+    if (rc) return rc;
+    for (size_t j = h & (s->idx_cap - 1); s->idx[j]; j = (j + 1) & (s->idx_cap - 1))
+      if (stack_equal(s, s->idx[j] - 1, h, stk, d)) return 0;
   }
   if (s->n >= GRAMMAR_MAX_STACKS) {
     s->overflow = true;
@@ -122,6 +159,7 @@ static int sset_add(sset *s, const uint32_t *stk, size_t d) {
 
 typedef struct gwork {
   uint32_t stk[GRAMMAR_MAX_DEPTH + 2]; /* scratch stack */
+  uint32_t budget;                     /* expansions left in this step */
 } gwork;
 
 static int expand(const grammar *g, gwork *w, size_t d, sset *out);
@@ -148,6 +186,11 @@ static int expand_rule(const grammar *g, gwork *w, uint32_t r, size_t d, sset *o
 
 /* Expands stk[0..d) until every resulting top is a CHAR; adds to out. */
 static int expand(const grammar *g, gwork *w, size_t d, sset *out) {
+  if (w->budget == 0) {
+    out->overflow = true;
+    return 0;
+  }
+  w->budget--;
   if (d == 0) return sset_add(out, w->stk, 0);
   uint32_t pos = w->stk[d - 1];
   const gelem *e = &g->elems[pos];
@@ -202,7 +245,7 @@ static bool char_intersects(const grammar *g, const gelem *e, uint32_t lo, uint3
 /* out = stacks of in advanced by code point cp. */
 static int step(const grammar *g, gwork *w, const sset *in, uint32_t cp, sset *out) {
   sset_clear(out);
-  out->overflow = false;
+  w->budget = GRAMMAR_MAX_STEP_WORK;
   for (size_t i = 0; i < in->n; i++) {
     size_t d = in->off[i + 1] - in->off[i];
     if (d == 0) continue;
@@ -323,6 +366,7 @@ int grammar_state_new(const grammar *g, grammar_state **out) {
   int rc = sset_reserve(&s->set, 4, 16);
   if (!rc) {
     sset_clear(&s->set);
+    w->budget = GRAMMAR_MAX_STEP_WORK;
     rc = expand_rule(g, w, g->root, 0, &s->set);
   }
   free(w);

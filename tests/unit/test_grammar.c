@@ -281,3 +281,27 @@ TEST(grammar_mask_equals_brute_force) {
   grammar_free(g);
   grammar_vocab_free(v);
 }
+
+TEST(grammar_limits_do_not_hang) {
+  /* 6,000 nullable repetitions: the start state alone has more distinct
+   * stacks than GRAMMAR_MAX_STACKS; the extra paths are dropped, nothing
+   * crashes, and input still matches along the kept ones. */
+  grammar *g = compile("root ::= a{0,6000} \"z\"\na ::= \"a\" | \"\"");
+  ASSERT_TRUE(g != NULL);
+  grammar_state *s;
+  ASSERT_INT_EQ(grammar_state_new(g, &s), 0);
+  int rc = grammar_accept_bytes(s, "aa", 2);
+  EXPECT_TRUE(rc == 0 || rc == ERR_TOO_LARGE);
+  grammar_state_free(s);
+  grammar_free(g);
+  /* deep nesting beyond GRAMMAR_MAX_DEPTH is rejected, not a crash */
+  g = compile("root ::= \"(\" root \")\" | \"x\"");
+  ASSERT_TRUE(g != NULL);
+  ASSERT_INT_EQ(grammar_state_new(g, &s), 0);
+  int first_fail = -1;
+  for (int i = 0; i < GRAMMAR_MAX_DEPTH + 10 && first_fail < 0; i++)
+    if (grammar_accept_bytes(s, "(", 1)) first_fail = i;
+  EXPECT_INT_GT(first_fail, 1000);
+  grammar_state_free(s);
+  grammar_free(g);
+}
