@@ -1,0 +1,536 @@
+/*
+ * test_json_schema.c - JSON schema -> grammar.
+ *
+ * Three kinds of evidence: hand-written documents a schema accepts or
+ * rejects (validity decided by hand from the JSON Schema spec); errors for
+ * unsupported keywords naming the JSON pointer; and random walks: from the
+ * start state, repeatedly pick a random allowed token of a small vocabulary
+ * (via grammar_mask) until the grammar can end, then parse the text with
+ * jansson and check it against the schema with a small validator written
+ * here (PCRE2 for `pattern`, a calendar check for `date`), 100 seeds per
+ * schema.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
+#include <pcre2.h>
+#include <stdlib.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "sample/json_schema.h"
+#include "test.h"
+
+static grammar *js_compile(const char *schema_text) {
+  json_error_t je;
+  json_t *s = json_loads(schema_text, 0, &je);
+  if (!s) {
+    fprintf(stderr, "bad test schema: %s\n", je.text);
+    return NULL;
+  }
+  grammar *g = NULL;
+  if (json_schema_grammar(s, &g)) fprintf(stderr, "json_schema_grammar: %s\n", err_detail());
+  json_decref(s);
+  return g;
+}
+
+static int js_rc(const char *schema_text) {
+  json_t *s = json_loads(schema_text, JSON_DECODE_ANY, NULL);
+  if (!s) return 12345;
+  grammar *g = NULL;
+  int rc = json_schema_grammar(s, &g);
+  grammar_free(g);
+  json_decref(s);
+  return rc;
+}
+
+/* 1 complete, 0 valid prefix, -1 rejected */
+static int doc(const grammar *g, const char *text) {
+  grammar_state *s;
+  if (grammar_state_new(g, &s)) return -2;
+  int r = grammar_accept_bytes(s, text, strlen(text)) ? -1 : grammar_can_end(s) ? 1 : 0;
+  grammar_state_free(s);
+  return r;
+}
+
+TEST(json_schema_object_mode) {
+  grammar *g = NULL;
+  ASSERT_INT_EQ(json_schema_grammar(NULL, &g), 0);
+  EXPECT_INT_EQ(doc(g, "{}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"a\": [1, 2.5e-3, -0, true, null, \"x\\u00e9\\ud83d\\ude00\"], \"b\": {}}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\n  \"a\": {\n    \"b\": []\n  }\n}\n"), 1);
+  EXPECT_INT_EQ(doc(g, "[1]"), -1);
+  EXPECT_INT_EQ(doc(g, "\"x\""), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\": 01}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\": 1,}"), -1);
+  EXPECT_INT_EQ(doc(g, "{'a': 1}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\": \"\\ud800\"}"), -1); /* lone surrogate */
+  EXPECT_INT_EQ(doc(g, "{\"a\": \"\\x\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\": \"tab\there\"}"), -1); /* raw control character */
+  EXPECT_INT_EQ(doc(g, "{\"a\": 1"), 0);
+  /* whitespace is bounded: 5 spaces in a row are not allowed, newline+40 are */
+  EXPECT_INT_EQ(doc(g, "{     }"), -1);
+  EXPECT_INT_EQ(doc(g, "{\n                                        }"), 1);
+  EXPECT_INT_EQ(doc(g, "{\n\n}"), -1);
+  grammar_free(g);
+}
+
+static const char S_PERSON[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":8},"
+    "\"age\":{\"type\":\"integer\"},"
+    "\"id\":{\"type\":\"string\",\"format\":\"uuid\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":3},"
+    "\"active\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+
+TEST(json_schema_properties_required_order) {
+  grammar *g = js_compile(S_PERSON);
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3}"), 1);
+  EXPECT_INT_EQ(doc(g, "{ \"name\": \"\\u00e9\\\"\", \"age\": -12, \"active\": false }"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"id\":\"123e4567-e89b-12d3-a456-426614174000\","
+                       "\"tags\":[\"a\",\"b\",\"c\"],\"active\":true}"),
+                1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"tags\":[]}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\"}"), -1);                  /* age required */
+  EXPECT_INT_EQ(doc(g, "{\"age\":3,\"name\":\"Al\"}"), -1);         /* declared order */
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"\",\"age\":3}"), -1);           /* minLength 1 */
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"123456789\",\"age\":3}"), -1);  /* maxLength 8 */
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"12345678\",\"age\":3}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3.5}"), -1);       /* integer */
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"x\":1}"), -1); /* no extras */
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"tags\":[\"a\",\"b\",\"c\",\"d\"]}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"id\":\"123e4567-e89b-12d3-a456\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",\"age\":3,\"active\":\"yes\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"name\":\"Al\",,\"age\":3}"), -1);
+  grammar_free(g);
+  /* all optional: any subset in order, commas right */
+  g = js_compile("{\"properties\":{\"a\":{\"type\":\"null\"},\"b\":{\"type\":\"null\"},"
+                 "\"c\":{\"type\":\"null\"}}}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"b\":null}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"a\":null,\"c\":null}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"a\":null,\"b\":null,\"c\":null}"), 1);
+  EXPECT_INT_EQ(doc(g, "{,\"b\":null}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"b\":null,}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"c\":null,\"a\":null}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"d\":null}"), -1); /* additionalProperties absent: no extras */
+  grammar_free(g);
+  /* additionalProperties true: extras after the declared ones */
+  g = js_compile("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                 "\"additionalProperties\":true}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{\"a\":1,\"zz\":[{}],\"y\":\"q\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"zz\":[{}]}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"a\":\"1\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"a\":1,\"a\":2}"), -1);  /* an extra may not repeat a declared key */
+  EXPECT_INT_EQ(doc(g, "{\"ab\":1,\"\":2}"), 1);    /* keys that merely start like one are fine */
+  EXPECT_INT_EQ(doc(g, "{\"\\u0061\":2}"), -1);     /* extra keys are written without escapes */
+  grammar_free(g);
+}
+
+TEST(json_schema_enum_const_anyof_types) {
+  grammar *g = js_compile(
+      "{\"type\":\"object\",\"properties\":{"
+      "\"kind\":{\"enum\":[\"a\",\"b\\\"c\",1,null,{\"x\":[1,2]}]},"
+      "\"v\":{\"const\":\"fixed\"},"
+      "\"u\":{\"anyOf\":[{\"type\":\"number\"},{\"type\":\"null\"}]},"
+      "\"t\":{\"type\":[\"string\",\"null\"]}},"
+      "\"required\":[\"kind\",\"v\",\"u\"]}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":\"a\",\"v\":\"fixed\",\"u\":1.5}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":\"b\\\"c\",\"v\":\"fixed\",\"u\":null,\"t\":\"s\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":{\"x\":[1,2]},\"v\":\"fixed\",\"u\":-2e10,\"t\":null}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":1,\"v\":\"fixed\",\"u\":0}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":2,\"v\":\"fixed\",\"u\":0}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":\"c\",\"v\":\"fixed\",\"u\":0}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":1,\"v\":\"other\",\"u\":0}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":1,\"v\":\"fixed\",\"u\":\"0\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"kind\":1,\"v\":\"fixed\",\"u\":0,\"t\":3}"), -1);
+  grammar_free(g);
+}
+
+TEST(json_schema_arrays_refs_patterns_formats) {
+  grammar *g = js_compile("{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":2,\"maxItems\":3}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "[1,2]"), 1);
+  EXPECT_INT_EQ(doc(g, "[ 1 , 2 , 3 ]"), 1);
+  EXPECT_INT_EQ(doc(g, "[1"), 0);
+  EXPECT_INT_EQ(doc(g, "[1]"), -1);
+  EXPECT_INT_EQ(doc(g, "[1,2,3,4]"), -1);
+  EXPECT_INT_EQ(doc(g, "[]"), -1);
+  grammar_free(g);
+  g = js_compile("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+                 "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+                 "\"required\":[\"v\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4,\"kids\":[]}]}]}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"v\":1,\"kids\":[{\"w\":2}]}"), -1);
+  grammar_free(g);
+  g = js_compile("{\"type\":\"object\",\"properties\":{"
+                 "\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"},"
+                 "\"free\":{\"type\":\"string\",\"pattern\":\"ab+c\"},"
+                 "\"q\":{\"type\":\"string\",\"pattern\":\"^(x|y\\\"z|[\\\\\\\\.])*$\"},"
+                 "\"d\":{\"type\":\"string\",\"format\":\"date\"},"
+                 "\"t\":{\"type\":\"string\",\"format\":\"time\"},"
+                 "\"dt\":{\"type\":\"string\",\"format\":\"date-time\"}}}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "{\"code\":\"AB-123\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"code\":\"AB-12\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"code\":\"ab-123\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"free\":\"xxabbbcyy\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"free\":\"abc\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"free\":\"ac\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"q\":\"xy\\\"z\\\\.x\"}"), 1); /* x, y"z, \, ., x */
+  EXPECT_INT_EQ(doc(g, "{\"q\":\"xyz\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"d\":\"2024-12-31\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"d\":\"2024-11-31\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"d\":\"2024-13-01\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"t\":\"23:59:59.5Z\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"t\":\"24:00:00Z\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"t\":\"10:00:00"), 0);       /* zone still missing */
+  EXPECT_INT_EQ(doc(g, "{\"t\":\"10:00:00\"}"), -1);
+  EXPECT_INT_EQ(doc(g, "{\"dt\":\"2024-02-28T10:00:00+05:30\"}"), 1);
+  EXPECT_INT_EQ(doc(g, "{\"dt\":\"2024-02-30T10:00:00Z\"}"), -1);
+  grammar_free(g);
+}
+
+TEST(json_schema_errors_name_the_keyword) {
+  EXPECT_INT_EQ(js_rc("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}}}"),
+                ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "/properties/age/minimum");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"array\",\"prefixItems\":[]}"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "/prefixItems");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"string\",\"format\":\"email\"}"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "/format");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "pattern");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"string\",\"pattern\":\"a(?=b)\"}"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(js_rc("{\"$ref\":\"#/$defs/missing\"}"), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "#/$defs/missing");
+  EXPECT_INT_EQ(js_rc("{\"$ref\":\"http://x/y\"}"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(js_rc("{\"type\":\"strin\"}"), ERR_INVALID);
+  EXPECT_INT_EQ(js_rc("{\"anyOf\":[{\"type\":\"null\"},{\"not\":{}}]}"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "/anyOf/1/not");
+  EXPECT_INT_EQ(js_rc("{\"properties\":{\"a\":{}},\"required\":[\"b\"]}"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(js_rc("{\"type\":\"array\",\"maxItems\":1,\"minItems\":2}"), ERR_INVALID);
+  EXPECT_INT_EQ(js_rc("{\"type\":\"string\",\"maxLength\":100000}"), ERR_TOO_LARGE);
+  EXPECT_INT_EQ(js_rc("false"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(js_rc("{\"title\":\"t\",\"description\":\"d\",\"type\":\"null\"}"), 0);
+  EXPECT_INT_EQ(js_rc("true"), 0);
+  char deep[2000] = "";
+  for (int i = 0; i < 80; i++) strcat(deep, "{\"items\":");
+  strcat(deep, "{}");
+  for (int i = 0; i < 80; i++) strcat(deep, "}");
+  EXPECT_INT_EQ(js_rc(deep), ERR_TOO_LARGE);
+}
+
+/* ---- a small validator for the supported keywords ---- */
+
+static size_t utf8_count(const char *s, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return k;
+}
+
+static bool re_search(const char *pat, const char *s, size_t n) {
+  int errc;
+  PCRE2_SIZE erroff;
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &errc, &erroff, NULL);
+  if (!re) return false;
+  pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+  int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+  pcre2_match_data_free(md);
+  pcre2_code_free(re);
+  return rc >= 0;
+}
+
+static bool valid_date(const char *s) {
+  int y, m, d;
+  char tail;
+  if (strlen(s) < 10 || sscanf(s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) < 3) return false;
+  if (!re_search("^[0-9]{4}-[0-9]{2}-[0-9]{2}", s, strlen(s))) return false;
+  static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (m < 1 || m > 12 || d < 1 || d > mdays[m - 1]) return false;
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return !(m == 2 && d == 29 && !leap);
+}
+
+static bool valid_format(const char *f, const char *s, size_t n) {
+  static const char TIME[] = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+  if (strcmp(f, "uuid") == 0)
+    return re_search("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", s, n);
+  if (strcmp(f, "date") == 0) return n == 10 && valid_date(s);
+  char pat[256];
+  if (strcmp(f, "time") == 0) {
+    snprintf(pat, sizeof pat, "^%s", TIME);
+    return re_search(pat, s, n);
+  }
+  if (strcmp(f, "date-time") == 0) {
+    snprintf(pat, sizeof pat, "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt]%s", TIME);
+    return n > 11 && valid_date(s) && re_search(pat, s, n);
+  }
+  return false;
+}
+
+static const json_t *resolve(const json_t *root, const char *ref) {
+  if (strcmp(ref, "#") == 0) return root;
+  const char *p = ref + 1;
+  const json_t *t = root;
+  char seg[128];
+  while (*p == '/' && t) {
+    p++;
+    size_t n = strcspn(p, "/");
+    if (n >= sizeof seg) return NULL;
+    memcpy(seg, p, n);
+    seg[n] = '\0';
+    p += n;
+    t = json_object_get(t, seg);
+  }
+  return t;
+}
+
+static bool validate(const json_t *v, const json_t *s, const json_t *root);
+
+static bool type_ok(const json_t *v, const char *t) {
+  if (strcmp(t, "object") == 0) return json_is_object(v);
+  if (strcmp(t, "array") == 0) return json_is_array(v);
+  if (strcmp(t, "string") == 0) return json_is_string(v);
+  if (strcmp(t, "number") == 0) return json_is_number(v);
+  if (strcmp(t, "integer") == 0) return json_is_integer(v);
+  if (strcmp(t, "boolean") == 0) return json_is_boolean(v);
+  if (strcmp(t, "null") == 0) return json_is_null(v);
+  return false;
+}
+
+static bool validate(const json_t *v, const json_t *s, const json_t *root) {
+  if (json_is_true(s)) return true;
+  if (!json_is_object(s)) return false;
+  const json_t *k;
+  if ((k = json_object_get(s, "$ref"))) return validate(v, resolve(root, json_string_value(k)), root);
+  if ((k = json_object_get(s, "const")) && !json_equal(v, k)) return false;
+  if ((k = json_object_get(s, "enum"))) {
+    bool any = false;
+    for (size_t i = 0; i < json_array_size(k); i++) any |= json_equal(v, json_array_get(k, i));
+    if (!any) return false;
+  }
+  if ((k = json_object_get(s, "anyOf"))) {
+    bool any = false;
+    for (size_t i = 0; i < json_array_size(k); i++) any |= validate(v, json_array_get(k, i), root);
+    if (!any) return false;
+  }
+  if ((k = json_object_get(s, "oneOf"))) {
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(k); i++) n += validate(v, json_array_get(k, i), root);
+    if (n != 1) return false;
+  }
+  if ((k = json_object_get(s, "type"))) {
+    bool ok = false;
+    if (json_is_string(k)) ok = type_ok(v, json_string_value(k));
+    for (size_t i = 0; i < json_array_size(k); i++) ok |= type_ok(v, json_string_value(json_array_get(k, i)));
+    if (!ok) return false;
+  }
+  if (json_is_object(v)) {
+    const json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
+    const json_t *req = json_object_get(s, "required");
+    for (size_t i = 0; i < json_array_size(req); i++)
+      if (!json_object_get(v, json_string_value(json_array_get(req, i)))) return false;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+      const json_t *ps = props ? json_object_get(props, key) : NULL;
+      if (ps) {
+        if (!validate(val, ps, root)) return false;
+      } else if (json_is_false(addl)) {
+        return false;
+      } else if (addl && json_is_object(addl) && !validate(val, addl, root)) {
+        return false;
+      }
+    }
+  }
+  if (json_is_array(v)) {
+    const json_t *items = json_object_get(s, "items");
+    const json_t *mn = json_object_get(s, "minItems"), *mx = json_object_get(s, "maxItems");
+    if (mn && json_array_size(v) < (size_t)json_integer_value(mn)) return false;
+    if (mx && json_array_size(v) > (size_t)json_integer_value(mx)) return false;
+    for (size_t i = 0; items && i < json_array_size(v); i++)
+      if (!validate(json_array_get(v, i), items, root)) return false;
+  }
+  if (json_is_string(v)) {
+    const char *str = json_string_value(v);
+    size_t n = json_string_length(v), cps = utf8_count(str, n);
+    const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
+    if (mn && cps < (size_t)json_integer_value(mn)) return false;
+    if (mx && cps > (size_t)json_integer_value(mx)) return false;
+    if ((k = json_object_get(s, "pattern")) && !re_search(json_string_value(k), str, n)) return false;
+    if ((k = json_object_get(s, "format")) && !valid_format(json_string_value(k), str, n)) return false;
+  }
+  return true;
+}
+
+TEST(json_schema_validator_self_check) {
+  /* the validator itself must reject what it should */
+  json_t *s = json_loads(S_PERSON, 0, NULL);
+  ASSERT_TRUE(s != NULL);
+  json_t *ok = json_loads("{\"name\":\"x\",\"age\":1}", 0, NULL);
+  json_t *bad1 = json_loads("{\"name\":\"x\"}", 0, NULL);
+  json_t *bad2 = json_loads("{\"name\":\"x\",\"age\":1,\"zz\":1}", 0, NULL);
+  json_t *bad3 = json_loads("{\"name\":\"123456789\",\"age\":1}", 0, NULL);
+  EXPECT_TRUE(validate(ok, s, s));
+  EXPECT_FALSE(validate(bad1, s, s));
+  EXPECT_FALSE(validate(bad2, s, s));
+  EXPECT_FALSE(validate(bad3, s, s));
+  EXPECT_TRUE(valid_format("date", "2024-02-29", 10));
+  EXPECT_FALSE(valid_format("date", "2023-02-29", 10));
+  EXPECT_FALSE(valid_format("time", "10:00:00", 8));
+  json_decref(ok), json_decref(bad1), json_decref(bad2), json_decref(bad3), json_decref(s);
+}
+
+/* ---- random walks ---- */
+
+static const char *const WALK_VOCAB[] = {
+    " ", "!", "\"", "#", "$", "%", "&", "'", "(", ")", "*", "+", ",", "-", ".", "/", "0", "1", "2",
+    "3", "4", "5", "6", "7", "8", "9", ":", ";", "<", "=", ">", "?", "@", "A", "B", "C", "D", "E",
+    "F", "G", "H", "I", "J", "K", "L", "M", "N", "O", "P", "Q", "R", "S", "T", "U", "V", "W", "X",
+    "Y", "Z", "[", "\\", "]", "^", "_", "`", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k",
+    "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z", "{", "|", "}", "~",
+    "  ", "\n", "\n  ", "\t", "true", "false", "null",
+    "{\"", "\":", "\": ", "\",", ", \"", "\"}", "\\u00e9", "\\n", "\\\"", "ab", "bc", "\xc3\xa9",
+    "\xc3", "\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "id", "name", "age", "\"name\"", "kind",
+    "fixed", "\"fixed\"", "-12", "00", "34:56", "2024-02-", "12-30",
+};
+#define N_WALK (sizeof WALK_VOCAB / sizeof WALK_VOCAB[0])
+
+static uint64_t rng_next(uint64_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* One walk; returns the text (caller frees) or NULL on a dead end. */
+static char *walk_once(const grammar *g, const grammar_vocab *v, uint64_t seed, int *steps_out,
+                       bool *ok_out) {
+  grammar_state *s;
+  if (grammar_state_new(g, &s)) return NULL;
+  uint64_t x = seed * 2654435761u + 88172645463325252ull;
+  buf out = BUF_INIT;
+  uint8_t mask[N_WALK];
+  int steps = 0;
+  bool ok = false;
+  for (; steps < 20000; steps++) {
+    bool can_end;
+    if (grammar_mask(s, v, mask, &can_end)) break;
+    if (can_end && (rng_next(&x) % 3 == 0 || steps > 200)) {
+      ok = true;
+      break;
+    }
+    size_t cand[N_WALK], n = 0;
+    for (size_t i = 0; i < N_WALK; i++)
+      if (mask[i]) cand[n++] = i;
+    if (n == 0) {
+      ok = can_end;
+      break;
+    }
+    size_t pick = cand[rng_next(&x) % n];
+    if (steps > 200) { /* steer towards closing what is open */
+      static const char *const closers[] = {"\"", "}", "]", "0"};
+      for (size_t ci = 0; ci < 4; ci++)
+        for (size_t i = 0; i < n; i++)
+          if (strcmp(WALK_VOCAB[cand[i]], closers[ci]) == 0 && rng_next(&x) % 4) {
+            pick = cand[i];
+            goto picked;
+          }
+    }
+  picked:
+    if (grammar_accept_bytes(s, WALK_VOCAB[pick], strlen(WALK_VOCAB[pick]))) break; /* mask lied */
+    buf_append_str(&out, WALK_VOCAB[pick]);
+  }
+  grammar_state_free(s);
+  *steps_out = steps;
+  *ok_out = ok;
+  return buf_detach(&out, NULL);
+}
+
+static void walk_schema(const char *schema_text, int n_seeds) {
+  json_t *schema = schema_text ? json_loads(schema_text, 0, NULL) : NULL;
+  TEST_CHECK_(!schema_text || schema, 1, "bad test schema");
+  grammar *g = NULL;
+  TEST_CHECK_(json_schema_grammar(schema, &g) == 0, 1, "compile: %s", err_detail());
+  size_t lens[N_WALK];
+  for (size_t i = 0; i < N_WALK; i++) lens[i] = strlen(WALK_VOCAB[i]);
+  grammar_vocab *v = NULL;
+  TEST_CHECK_(grammar_vocab_new(WALK_VOCAB, lens, N_WALK, &v) == 0, 1, "vocab");
+  int failures = 0;
+  for (int seed = 1; seed <= n_seeds && failures < 3; seed++) {
+    int steps = 0;
+    bool ok;
+    char *text = walk_once(g, v, (uint64_t)seed, &steps, &ok);
+    if (!text) return;
+    if (!ok) {
+      test_fail_at(__FILE__, __LINE__, "seed %d: walk hit a dead end or the limit (%d steps): %s", seed,
+                   steps, text);
+      failures++;
+      free(text);
+      continue;
+    }
+    json_error_t je;
+    json_t *doc = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!doc) {
+      test_fail_at(__FILE__, __LINE__, "seed %d: jansson rejects %s: %s", seed, text, je.text);
+      failures++;
+    } else if (schema ? !validate(doc, schema, schema) : !json_is_object(doc)) {
+      test_fail_at(__FILE__, __LINE__, "seed %d: document does not validate: %s", seed, text);
+      failures++;
+    }
+    json_decref(doc);
+    free(text);
+  }
+  grammar_vocab_free(v);
+  grammar_free(g);
+  json_decref(schema);
+}
+
+TEST(json_schema_walk_object_mode) { walk_schema(NULL, 100); }
+TEST(json_schema_walk_person) { walk_schema(S_PERSON, 100); }
+TEST(json_schema_walk_enum_anyof) {
+  walk_schema("{\"type\":\"object\",\"properties\":{"
+              "\"kind\":{\"enum\":[\"a\",\"b\\\"c\",1,null,{\"x\":[1,2]}]},"
+              "\"v\":{\"const\":\"fixed\"},"
+              "\"u\":{\"anyOf\":[{\"type\":\"number\"},{\"type\":\"null\"}]},"
+              "\"t\":{\"type\":[\"string\",\"null\"],\"maxLength\":4}},"
+              "\"required\":[\"kind\",\"v\",\"u\"]}",
+              100);
+}
+TEST(json_schema_walk_recursive_ref) {
+  walk_schema("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+              "\"value\":{\"type\":\"integer\"},\"children\":{\"type\":\"array\","
+              "\"items\":{\"$ref\":\"#/$defs/node\"},\"maxItems\":2}},"
+              "\"required\":[\"value\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}",
+              100);
+}
+TEST(json_schema_walk_arrays_oneof) {
+  walk_schema("{\"definitions\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},"
+              "\"y\":{\"type\":\"number\"}},\"required\":[\"x\",\"y\"],\"additionalProperties\":false}},"
+              "\"type\":\"array\",\"minItems\":1,\"maxItems\":4,\"items\":{\"oneOf\":[{\"$ref\":\"#/definitions/pt\"},"
+              "{\"type\":\"string\",\"maxLength\":3},{\"type\":\"boolean\"}]}}",
+              100);
+}
+TEST(json_schema_walk_patterns_formats) {
+  walk_schema("{\"type\":\"object\",\"properties\":{"
+              "\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"},"
+              "\"free\":{\"type\":\"string\",\"pattern\":\"\\\\d\"},"
+              "\"q\":{\"type\":\"string\",\"pattern\":\"^(x|y\\\"z|[\\\\\\\\.]|\\\\s)*$\"},"
+              "\"d\":{\"type\":\"string\",\"format\":\"date\"},"
+              "\"t\":{\"type\":\"string\",\"format\":\"time\"},"
+              "\"dt\":{\"type\":\"string\",\"format\":\"date-time\"},"
+              "\"u\":{\"type\":\"string\",\"format\":\"uuid\"}},"
+              "\"required\":[\"code\",\"free\",\"q\",\"d\",\"t\",\"dt\",\"u\"]}",
+              100);
+}
+TEST(json_schema_walk_additional_schema) {
+  walk_schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
+              "\"additionalProperties\":{\"type\":\"string\",\"maxLength\":5}}",
+              100);
+}
