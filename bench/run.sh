@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# bench/run.sh - every benchmark, in sequence (make bench). Not part of the tests.
+# bench/run.sh - every benchmark, in sequence (make bench). Not part of the
+# tests. Each script prints its own table; docs/perf.md records them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash bench/http.sh "$@"
+bash bench/http.sh
+[ -f bench/kernels.sh ] && bash bench/kernels.sh
+bash bench/model.sh
+[ -f bench/grammar.sh ] && bash bench/grammar.sh
