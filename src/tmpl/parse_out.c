@@ -165,6 +165,7 @@ struct outparse {
   const char *expect;
   enum state expect_next;
   enum outparse_event_kind h_kind; /* harmony: kind of the current content */
+  bool reason_ws_long; /* the reasoning whitespace run at the input's start was already emitted */
 };
 
 enum { K_OTHER, K_NAME, K_ARGS };
@@ -186,7 +187,7 @@ static size_t ws_len(const char *s, size_t n) {
 static int match_at(const outparse *p, const char *s, size_t n, const char *lit) {
   size_t l = strlen(lit);
   if (n >= l) return memcmp(s, lit, l) == 0 ? MATCH_FULL : MATCH_NONE;
-  if (memcmp(s, lit, n) != 0) return MATCH_NONE;
+  if (n > 0 && memcmp(s, lit, n) != 0) return MATCH_NONE;
   return p->eof ? MATCH_NONE : MATCH_PARTIAL;
 }
 
@@ -397,6 +398,35 @@ static int head_until(outparse *p, const char *s, size_t n, const char *const *m
   if (which < 0) return -1;
   consume(p, strlen(mk[which]));
   return which;
+}
+
+/* Reasoning until think_close. A whitespace run is held until something
+ * other than whitespace follows (then it is emitted) or think_close does
+ * or the end of output does (then it is dropped: reasoning ends without
+ * trailing whitespace, as llama.cpp strips it); a run longer than WS_MAX is emitted whole instead,
+ * which bounds what is held and keeps the result independent of splits. */
+static int st_reason(outparse *p, const char *s, size_t n) {
+  const char *mk = p->think_close;
+  int which;
+  size_t i = scan_markers(p, s, n, &mk, 1, &which);
+  size_t t = 0;
+  while (t < i && is_ws(s[i - 1 - t])) t++;
+  bool is_long = (t == i && p->reason_ws_long) || t > WS_MAX;
+  size_t out = i;
+  if (which >= 0) {
+    if (!is_long) out = i - t;
+    emit_text(p, OUTPARSE_REASONING, s, out);
+    consume(p, i + strlen(mk));
+    p->reason_ws_long = false;
+    p->state = S_AFTER_THINK;
+    return 0;
+  }
+  /* no think_close yet: hold a short trailing run (dropped at eof, as at think_close) */
+  if (!is_long) out = i - t;
+  emit_text(p, OUTPARSE_REASONING, s, out);
+  consume(p, p->eof ? i : out);
+  if (i > 0) p->reason_ws_long = out == i && t > 0 && is_long;
+  return 0;
 }
 
 static int st_start(outparse *p, const char *s, size_t n) {
@@ -1059,11 +1089,7 @@ static int step(outparse *p, const char *s, size_t n) {
   case S_START: return st_start(p, s, n);
   case S_REASON_OPEN: return st_reason_open(p, s, n);
   case S_REASON_WS: skip_ws_then(p, s, n, S_REASON); return 0;
-  case S_REASON: {
-    const char *mk = p->think_close;
-    if (text_until(p, s, n, OUTPARSE_REASONING, &mk, 1) >= 0) p->state = S_AFTER_THINK;
-    return 0;
-  }
+  case S_REASON: return st_reason(p, s, n);
   case S_AFTER_THINK: skip_ws_then(p, s, n, S_ANSWER_START); return 0;
   case S_ANSWER_START: return st_answer_start(p, s, n);
   case S_TEXT: return st_text(p, s, n);
@@ -1100,11 +1126,12 @@ static int step(outparse *p, const char *s, size_t n) {
 
 static int drive(outparse *p) {
   for (;;) {
+    const char *s = p->in.data ? p->in.data + p->pos : "";
     size_t n = p->in.len - p->pos;
-    if (!p->eof) n -= utf8_tail(p->in.data + p->pos, n);
+    if (!p->eof) n -= utf8_tail(s, n);
     size_t old_pos = p->pos;
     enum state old_state = p->state;
-    int rc = step(p, p->in.data + p->pos, n);
+    int rc = step(p, s, n);
     if (rc < 0) {
       p->err = rc;
       return rc;

@@ -183,9 +183,18 @@ static outparse_config cfg_of(enum outparse_format f, const char *open, const ch
   "\\u00e9 \\ud83d\\ude00 \xf0\x9f\x98\x80\", \"n\": -1.5e3, \"t\": true, \"z\": null, "   \
   "\"arr\": [1, {\"x\": []}, 0]}"
 
+#define WS10 " \n \t  \r\n  "
+#define WS70 WS10 WS10 WS10 WS10 WS10 WS10 WS10
+
 TEST(outparse_plain_reasoning) {
   outparse_config c = cfg_of(OUTPARSE_PLAIN, "<think>", "</think>", false, false);
-  check(&c, "<think>\nLet me think.\n</think>\n\nHello!", "|R:Let me think.\n|T:Hello!", 0);
+  check(&c, "<think>\nLet me think.\n</think>\n\nHello!", "|R:Let me think.|T:Hello!", 0);
+  check(&c, "<think>\n a \n\n b \n</think> c ", "|R:a \n\n b|T:c ", 0);
+  check(&c, "<think>a  ", "|R:a", 0);
+  /* a whitespace run longer than 64 bytes is kept whole */
+  check(&c, "<think>a" WS70 "</think>b", "|R:a" WS70 "|T:b", 0);
+  check(&c, "<think>a" WS70 "b" WS70 "</think>", "|R:a" WS70 "b" WS70, 0);
+  check(&c, "<think>a" WS70 "b  </think>", "|R:a" WS70 "b", 0);
   check(&c, "Hello <b>world</b> & <thinking>", "|T:Hello <b>world</b> & <thinking>", 0);
   check(&c, "<thing> is text", "|T:<thing> is text", 0);
   check(&c, "<thin", "|T:<thin", 0);
@@ -222,7 +231,7 @@ TEST(outparse_hermes) {
   check(&c,
         "<think>\nNeed the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
         "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-        "|R:Need the weather.\n|B0:get_weather|A0:{\"city\": \"Paris\"}|E0", 0);
+        "|R:Need the weather.|B0:get_weather|A0:{\"city\": \"Paris\"}|E0", 0);
   check(&c,
         "Let me check both.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n"
         "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"y\": [2]}}\n</tool_call>",
@@ -250,7 +259,7 @@ TEST(outparse_hermes) {
   /* Qwen3 with thinking on: the template opened the block */
   outparse_config q = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", true, true);
   check(&q, "Hmm.\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
-        "|R:Hmm.\n|B0:f|A0:{}|E0", 0);
+        "|R:Hmm.|B0:f|A0:{}|E0", 0);
   check(&q, "<tool_call>{\"name\": \"f\"}</tool_call></think>x",
         "|R:<tool_call>{\"name\": \"f\"}</tool_call>|T:x", 0); /* no calls inside reasoning */
 }
@@ -342,7 +351,7 @@ TEST(outparse_deepseek) {
   check(&c,
         "Okay.\n</think>\n\n" DS_CB DS_C "function" DS_S "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DS_CE
         "\n" DS_C "function" DS_S "b\n```json\n{}\n```" DS_CE DS_CSE,
-        "|R:Okay.\n|B0:get_weather|A0:{\"city\": \"Paris\"}|E0|B1:b|A1:{}|E1", 0);
+        "|R:Okay.|B0:get_weather|A0:{\"city\": \"Paris\"}|E0|B1:b|A1:{}|E1", 0);
   check(&c, "Hmm</think>" DS_CB DS_C "get_weather" DS_S "{\"city\": \"Paris\"}" DS_CE DS_CSE,
         "|R:Hmm|B0:get_weather|A0:{\"city\": \"Paris\"}|E0", 0);
   check(&c, "x</think>Let me look." DS_CB DS_C "function" DS_S "f\n```json\n" TRICKY_ARGS "\n```" DS_CE DS_CSE "Done.",
