@@ -315,11 +315,11 @@ static int json_error(outparse *p, const char *what) {
 /* Streams a code call's text as the body of a JSON string. */
 static int code_emit(outparse *p, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  char out[256];
+  char out[288];
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (o + 6 > sizeof out) {
+    if (o >= 256 && (c & 0xC0) != 0x80) { /* flush between characters only */
       emit_call(p, OUTPARSE_TOOL_CALL_ARGS, out, o);
       o = 0;
     }
@@ -696,7 +696,6 @@ static int st_code(outparse *p, const char *s, size_t n) {
   consume(p, strlen(p->code_term));
   if ((rc = code_end(p))) return rc;
   p->state = p->code_next;
-  if (p->state == S_FV_RECIP) buf_reset(&p->tmp);
   return 0;
 }
 
@@ -1026,33 +1025,35 @@ static int st_fn_name(outparse *p, const char *s, size_t n) {
   return 0;
 }
 
+/* Functionary 3.2: "recipient\n" starts a message. The line is only looked
+ * at (held, at most WS_MAX bytes) until its newline; a line that is longer,
+ * has no newline before the end, or holds anything but a name is text. */
+static bool fv_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
 static int st_fv_recip(outparse *p, const char *s, size_t n) {
-  int which;
-  static const char *const nl[] = {"\n"};
-  size_t i = scan_markers(p, s, n, nl, 1, &which);
-  if (which < 0 && p->tmp.len + i <= WS_MAX && !p->eof) { /* recipient line not complete yet */
-    int rc = buf_append(&p->tmp, s, i);
-    consume(p, i);
-    return rc;
+  size_t i = 0;
+  while (i < n && i <= WS_MAX && fv_name_char(s[i])) i++;
+  if (i == n && i <= WS_MAX && !p->eof) return 0; /* line not complete yet */
+  size_t rl = i;
+  if (i < n && s[i] == '\r') {
+    if (i + 1 == n && !p->eof) return 0;
+    i++;
   }
-  if (which < 0 || p->tmp.len + i > WS_MAX) { /* no recipient line: it is all text */
-    emit_text(p, OUTPARSE_TEXT, p->tmp.data, p->tmp.len);
-    buf_reset(&p->tmp);
+  if (rl == 0 || rl > WS_MAX || i >= n || s[i] != '\n') { /* not a recipient line: text */
     p->state = S_FV_TEXT;
     return 0;
   }
-  int rc = buf_append(&p->tmp, s, i);
-  if (rc) return rc;
   consume(p, i + 1);
-  const char *r = p->tmp.data;
-  size_t rl = p->tmp.len;
-  while (rl > 0 && is_ws(r[rl - 1])) rl--;
-  if ((rl == 3 && !memcmp(r, "all", 3)) || !p->cfg.tools_enabled) {
+  if ((rl == 3 && !memcmp(s, "all", 3)) || !p->cfg.tools_enabled) {
     p->state = S_FV_TEXT;
     return 0;
   }
-  if ((rc = call_open(p))) return rc;
-  if ((rc = call_set_name(p, r, rl))) return rc;
+  int rc = call_open(p);
+  if (rc) return rc;
+  if ((rc = call_set_name(p, s, rl))) return rc;
   p->code_ok = true;
   p->code_term = ">>>";
   p->code_next = S_FV_RECIP;

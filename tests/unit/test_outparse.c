@@ -565,3 +565,73 @@ TEST(outparse_config_checks) {
   outparse_free(NULL);
   EXPECT_STR_EQ(outparse_format_name(OUTPARSE_HARMONY), "harmony");
 }
+
+/* Random outputs built from fragments that matter to each format (markers,
+ * partial markers, JSON pieces, whitespace, multi-byte characters): whatever
+ * the parse gives, it must give it the same way whole, byte by byte and in
+ * random chunks, with the recorder's invariants holding. */
+static const char *const FRAGS[] = {
+    "<think>", "</think>", "<thin", "\n", "  ", "Hello", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+    "<tool_call>", "</tool_call>", "<tool_", "{", "}", "[", "]", ",", ":", "\"", "\\\"",
+    "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "{\"name\": \"g\", \"parameters\": {}}",
+    "{\"a\": [1, \"x\"]}", "\"name\"", "\"arguments\"", "true", "-2.5e1", "<|python_tag|>",
+    "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", DS_CB, DS_C, DS_S, DS_CE, DS_CSE,
+    "```json\n", "```", "<|channel|>", "analysis", "final", "commentary to=functions.f", "<|message|>",
+    "<|end|>", "<|call|>", "<|start|>assistant", "<|return|>", "<|tool_call|>", "<response>",
+    "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<",
+};
+
+TEST(outparse_random_split_invariance) {
+  static const enum outparse_format fmts[] = {
+      OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
+      OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32};
+  unsigned seed = 12345;
+  int n_failed = 0;
+  for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+    for (int doc = 0; doc < 400 && n_failed < 3; doc++) {
+      char in[1024];
+      size_t len = 0;
+      int n_frag = 1 + (int)(lcg(&seed) % 40);
+      for (int k = 0; k < n_frag; k++) {
+        const char *fr = FRAGS[lcg(&seed) % (sizeof FRAGS / sizeof FRAGS[0])];
+        size_t l = strlen(fr);
+        if (len + l >= sizeof in) break;
+        memcpy(in + len, fr, l);
+        len += l;
+      }
+      in[len] = '\0';
+      bool starts = doc % 3 == 0;
+      const char *open = fmts[f] == OUTPARSE_MISTRAL ? "[THINK]" : "<think>";
+      const char *close = fmts[f] == OUTPARSE_MISTRAL ? "[/THINK]" : "</think>";
+      outparse_config c = cfg_of(fmts[f], doc % 5 == 4 ? NULL : open, doc % 5 == 4 ? NULL : close,
+                                 starts, doc % 7 != 6);
+      rec ref;
+      int ref_rc = run_cuts(&c, in, NULL, 0, &ref);
+      const char *want = ref.out.data ? ref.out.data : "";
+      size_t cuts[1024];
+      for (int variant = 0; variant < 4; variant++) {
+        size_t n_cuts = 0;
+        if (variant == 0) {
+          for (size_t i = 1; i < len; i++) cuts[n_cuts++] = i;
+        } else {
+          for (size_t at = 0;;) {
+            at += 1 + lcg(&seed) % (variant == 1 ? 3 : 12);
+            if (at >= len) break;
+            cuts[n_cuts++] = at;
+          }
+        }
+        rec r;
+        int rc = run_cuts(&c, in, cuts, n_cuts, &r);
+        const char *got = r.out.data ? r.out.data : "";
+        if (rc != ref_rc || strcmp(got, want) || r.problem[0] || ref.problem[0]) {
+          n_failed++;
+          test_fail_at(__FILE__, __LINE__, "%s variant %d: rc %d vs %d %s%s\n  got  \"%s\"\n  want \"%s\"\n  input \"%s\"",
+                       outparse_format_name(c.format), variant, rc, ref_rc, r.problem, ref.problem, got,
+                       want, in);
+        }
+        buf_free(&r.out);
+      }
+      buf_free(&ref.out);
+    }
+  }
+}
