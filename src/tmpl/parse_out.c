@@ -815,7 +815,7 @@ static int st_py_start(outparse *p, const char *s, size_t n) {
     p->state = S_CALLOBJ;
     return 0;
   }
-  return code_begin(p, NULL, S_TEXT);
+  return code_begin(p, "<|eom_id|>", S_SKIP_WS); /* Llama's end-of-message token, if fed */
 }
 
 static int st_mi_start(outparse *p, const char *s, size_t n) {

@@ -312,6 +312,7 @@ TEST(outparse_llama3) {
   check(&c, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}", "|B0:f|A0:{\"a\": 1}|E0", 0);
   check(&c, "<|python_tag|>print(\"hi\")\n\tx = 1\\n",
         "|B0:python|A0:{\"code\":\"print(\\\"hi\\\")\\n\\tx = 1\\\\n\"}|E0", 0);
+  check(&c, "<|python_tag|>x = \"<|eom\"<|eom_id|>", "|B0:python|A0:{\"code\":\"x = \\\"<|eom\\\"\"}|E0", 0);
   check(&c, "Sure.<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", "|T:Sure.|B0:f|A0:{}|E0", 0);
   /* invalid JSON after the name committed it as a call: error */
   check(&c, "{\"name\": \"f\", \"parameters\": {\"a\": }}", "|B0:f|A0:{\"a\": ", ERR_PARSE);
