@@ -308,8 +308,8 @@ static int call_close(outparse *p) {
 }
 
 static int json_error(outparse *p, const char *what) {
-  return err_set(ERR_PARSE, "tool call %d (%s): %s is not valid JSON: %s at byte %zu",
-                 p->call_index, call_label(p), what, jscan_expected(&p->js), p->js.off);
+  return err_set(ERR_PARSE, "tool call %d (%s): invalid JSON in %s at byte %zu: %s",
+                 p->call_index, call_label(p), what, p->js.off, jscan_expected(&p->js));
 }
 
 /* Streams a code call's text as the body of a JSON string. */
@@ -544,7 +544,7 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
       if (f & JF_TOODEEP)
         return err_set(ERR_TOO_LARGE, "tool call %d (%s): arguments nested deeper than %d",
                        p->call_index, call_label(p), JSCAN_MAX_DEPTH);
-      return json_error(p, "the call");
+      return json_error(p, "the call object");
     }
     if ((f & JF_NUMEND) && nd == 1 && p->co_mode == M_ARGS) {
       if ((rc = call_args(p, s + run, i - run))) return rc;
@@ -553,7 +553,7 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
     }
     if ((f & JF_VSTART) && vd == 0 && c != '{') {
       p->js.why = "a tool call must be a JSON object";
-      return json_error(p, "the call");
+      return json_error(p, "the call object");
     }
     if ((f & JF_KSTART) && vd == 1) {
       p->co_inkey = true;
