@@ -43,10 +43,14 @@ enum {
 
 void jscan_init(jscan *s);
 /* Depth counts the containers around a value: the top-level value is at 0,
- * a member of the top-level object at 1. A top-level number never ends (no
- * delimiter follows it); callers only accept objects at the top. After
- * JF_DONE only whitespace is accepted. */
+ * a member of the top-level object at 1. A top-level number ends at the
+ * first byte that cannot continue it: that byte gets JF_NUMEND | JF_DONE and
+ * is not consumed (the caller decides what it is). After JF_DONE only
+ * whitespace is accepted. */
 unsigned jscan_byte(jscan *s, unsigned char c, int *vdepth, int *ndepth);
+/* True when the bytes so far form one complete value (a top-level number
+ * counts once it has a valid last digit). */
+bool jscan_complete(const jscan *s);
 /* Short reason for the JF_ERR ("expected an object key"), static storage. */
 const char *jscan_expected(const jscan *s);
 

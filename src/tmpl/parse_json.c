@@ -10,7 +10,8 @@
  * flags jscan_byte returns (see parse_int.h).
  *
  * Invariants: state J_DONE is reached exactly once, when the top-level value
- * closes; after an error the scanner stays in J_ERROR.
+ * closes (for a top-level number: at the first byte after it, which the
+ * scanner then leaves to the caller); after an error it stays in J_ERROR.
  * Start reading at jscan_byte.
  */
 #include "tmpl/parse_int.h"
@@ -44,6 +45,12 @@ static bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' |
 static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 static bool is_hex(unsigned char c) {
   return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool jscan_complete(const jscan *s) {
+  if (s->state == J_DONE) return true;
+  return s->state == J_NUM && s->depth == 0 &&
+         (s->num == N_ZERO || s->num == N_INT || s->num == N_FRAC || s->num == N_EXP);
 }
 
 const char *jscan_expected(const jscan *s) { return s->why ? s->why : "invalid JSON"; }
@@ -153,9 +160,13 @@ unsigned jscan_byte(jscan *s, unsigned char c, int *vdepth, int *ndepth) {
     int r = num_step(s, c);
     if (r > 0) return 0;
     if (r < 0) return fail(s, "malformed number");
-    /* A number can only end inside a container (see parse_int.h). */
     f |= JF_NUMEND;
     *ndepth = s->depth;
+    if (s->depth == 0) { /* a top-level number: done, and c is not part of it */
+      s->state = J_DONE;
+      s->off--;
+      return f | JF_DONE;
+    }
     s->state = J_AFTER;
   }
   switch (s->state) {
