@@ -312,6 +312,16 @@ TEST(outparse_llama3) {
   check(&c, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}", "|B0:f|A0:{\"a\": 1}|E0", 0);
   check(&c, "<|python_tag|>print(\"hi\")\n\tx = 1\\n",
         "|B0:python|A0:{\"code\":\"print(\\\"hi\\\")\\n\\tx = 1\\\\n\"}|E0", 0);
+  /* built-in tools: name.call(k=v, ...) with JSON or Python literals */
+  check(&c, "<|python_tag|>brave_search.call(query=\"weather in Paris\")<|eom_id|>",
+        "|B0:brave_search|A0:{\"query\": \"weather in Paris\"}|E0", 0);
+  check(&c, "<|python_tag|>wolfram_alpha.call(query='2+2 \\'x\\' \"y\" \\n \\q \xc3\xa9', n=-3, m = 1.5e2 ,exact=True, z=None, l=[1, {\"a\": \")\"}])",
+        "|B0:wolfram_alpha|A0:{\"query\": \"2+2 'x' \\\"y\\\" \\n \\\\q \xc3\xa9\", \"n\": -3, \"m\": 1.5e2, \"exact\": true, \"z\": null, \"l\": [1, {\"a\": \")\"}]}|E0", 0);
+  check(&c, "<|python_tag|>brave_search.call()", "|B0:brave_search|A0:{}|E0", 0);
+  check(&c, "<|python_tag|>brave_search.call(query=)", "|B0:brave_search|A0:{\"query\": ", ERR_PARSE);
+  check(&c, "<|python_tag|>brave_search.call(query \"x\")", "|B0:brave_search|A0:{", ERR_PARSE);
+  check(&c, "<|python_tag|>brave_search.call(query=\"x\"", "|B0:brave_search|A0:{\"query\": \"x\"", ERR_PARSE);
+  check(&c, "<|python_tag|>brave_search.callx(1)", "|B0:python|A0:{\"code\":\"brave_search.callx(1)\"}|E0", 0);
   check(&c, "<|python_tag|>x = \"<|eom\"<|eom_id|>", "|B0:python|A0:{\"code\":\"x = \\\"<|eom\\\"\"}|E0", 0);
   check(&c, "Sure.<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", "|T:Sure.|B0:f|A0:{}|E0", 0);
   /* invalid JSON after the name committed it as a call: error */
