@@ -105,9 +105,9 @@ TEST(outparse_jscan_vs_python) {
     int n = 1 + (int)(lcg(&seed) % 12);
     for (int k = 0; k < n; k++) {
       const char *t = tok[lcg(&seed) % (sizeof tok / sizeof tok[0])];
-      if (len + strlen(t) >= sizeof docs[d]) break;
-      memcpy(docs[d] + len, t, strlen(t));
-      len += strlen(t);
+      int w = snprintf(docs[d] + len, sizeof docs[d] - len, "%s", t);
+      if (w < 0 || (size_t)w >= sizeof docs[d] - len) break;
+      len += (size_t)w;
     }
     docs[d][len] = '\0';
     fprintf(fp, "%s\n", docs[d]);
