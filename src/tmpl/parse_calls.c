@@ -50,6 +50,7 @@ int op_call_open(outparse *p) {
   p->co_keylen = 0;
   buf_reset(&p->co_name);
   p->code_ok = false;
+  p->args_str = false;
   return 0;
 }
 
@@ -158,6 +159,27 @@ int op_code_end(outparse *p) {
   return op_call_close(p);
 }
 
+/* Arguments given as a JSON string (whose body is in p->tmp): decoded, they
+ * are the arguments' JSON text. */
+static int args_string_done(outparse *p) {
+  size_t cap = p->tmp.len + 1;
+  char *dec = malloc(cap);
+  if (!dec) return ERR_NOMEM;
+  bool ok = json_unescape(p->tmp.data ? p->tmp.data : "", p->tmp.len, dec, cap);
+  int rc = ok ? op_call_args(p, dec, strlen(dec)) : 0;
+  free(dec);
+  if (!ok) return err_set(ERR_PARSE, "tool call %d: bad escape in the arguments string", p->call_index);
+  p->call_has_args = true;
+  return rc;
+}
+
+static int args_string_byte(outparse *p, char c) {
+  if (p->tmp.len >= PENDING_MAX)
+    return err_set(ERR_TOO_LARGE, "tool call %d: arguments string longer than %u bytes",
+                   p->call_index, PENDING_MAX);
+  return buf_append_byte(&p->tmp, c);
+}
+
 /* {"name": "...", "arguments": {...}} (or "parameters"), streaming the
  * arguments' raw text. Other members are checked and ignored. */
 static int st_callobj(outparse *p, const char *s, size_t n) {
@@ -226,10 +248,7 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
         }
         if ((rc = buf_append_byte(&p->co_name, (char)c))) return rc;
       } else if (p->co_mode == M_ARGSTR) {
-        if (p->tmp.len >= PENDING_MAX)
-          return err_set(ERR_TOO_LARGE, "tool call %d: arguments string longer than %u bytes",
-                         p->call_index, PENDING_MAX);
-        if ((rc = buf_append_byte(&p->tmp, (char)c))) return rc;
+        if ((rc = args_string_byte(p, (char)c))) return rc;
       }
     }
     if ((f & JF_VEND) && vd == 1) {
@@ -247,17 +266,7 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
         run = SIZE_MAX;
         p->co_mode = M_NONE;
       } else if (p->co_mode == M_ARGSTR) {
-        size_t cap = p->tmp.len + 1;
-        char *dec = malloc(cap);
-        if (!dec) return ERR_NOMEM;
-        bool ok = json_unescape(p->tmp.data ? p->tmp.data : "", p->tmp.len, dec, cap);
-        if (ok) rc = op_call_args(p, dec, strlen(dec));
-        free(dec);
-        if (!ok)
-          return err_set(ERR_PARSE, "tool call %d: bad escape in the arguments string",
-                         p->call_index);
-        if (rc) return rc;
-        p->call_has_args = true;
+        if ((rc = args_string_done(p))) return rc;
         p->co_mode = M_NONE;
       }
     }
@@ -282,12 +291,33 @@ static int st_args_obj(outparse *p, const char *s, size_t n) {
     op_consume(p, w);
     s += w, n -= w;
     if (n == 0) return 0;
-    if (s[0] != '{') {
+    if (s[0] == '"') { /* arguments as a JSON string, as some templates write them */
+      p->args_str = true;
+      buf_reset(&p->tmp);
+    } else if (s[0] != '{') {
       if (p->code_ok) return op_code_begin(p, p->code_term, p->code_next);
       p->js.off = 1;
       p->js.why = "expected '{' to open the arguments object";
       return op_json_error(p, "the arguments");
     }
+  }
+  if (p->args_str) {
+    for (size_t i = 0; i < n; i++) {
+      unsigned f = jscan_byte(&p->js, (unsigned char)s[i], NULL, NULL);
+      if (f & JF_ERR) {
+        op_consume(p, i);
+        return op_json_error(p, "the arguments string");
+      }
+      if ((f & JF_STRBODY) && (rc = args_string_byte(p, s[i]))) return rc;
+      if (f & JF_DONE) {
+        op_consume(p, i + 1);
+        if ((rc = args_string_done(p)) || (rc = op_call_close(p))) return rc;
+        p->state = p->after;
+        return 0;
+      }
+    }
+    op_consume(p, n);
+    return 0;
   }
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];

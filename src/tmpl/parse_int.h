@@ -142,6 +142,7 @@ struct outparse {
   jscan js;
   enum op_state after;  /* state once the call's JSON is complete */
   bool code_ok;      /* S_ARGS_OBJ: non-JSON content is code */
+  bool args_str;     /* S_ARGS_OBJ: the arguments are a JSON string being read into tmp */
   const char *code_term; /* S_CODE: marker that ends the code, or NULL (end of output) */
   enum op_state code_next;
 

@@ -427,6 +427,9 @@ TEST(outparse_functionary) {
         "|T:Checking.|B0:a|A0:{}|E0|B1:b|A1:" TRICKY_ARGS "|E1", 0);
   check(&c, "<|python_tag|>import math\nprint(math.pi)", "|B0:python|A0:{\"code\":\"import math\\nprint(math.pi)\"}|E0", 0);
   check(&c, "a <functio b", "|T:a <functio b", 0);
+  /* arguments as a JSON string (the template's tojson of a string) are decoded */
+  check(&c, "<function=f>\"{\\\"a\\\": \\\"\\u00e9\\\"}\"</function>", "|B0:f|A0:{\"a\": \"\xc3\xa9\"}|E0", 0);
+  check(&c, "<function=f>\"{\\x\"</function>", "|B0:f", ERR_PARSE);
   check(&c, "<function=f>{oops}</function>", "|B0:f|A0:{", ERR_PARSE);
   outparse_config v = cfg_of(OUTPARSE_FUNCTIONARY_V32, NULL, NULL, false, true);
   check(&v, "all\nHello there", "|T:Hello there", 0);
