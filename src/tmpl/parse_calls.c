@@ -415,32 +415,49 @@ static int st_arr(outparse *p, const char *s, size_t n) {
                  p->state == S_ARR_ITEM ? "'{' or ']'" : "',' or ']'", c);
 }
 
-/* Llama 3: a '{' at the start of the answer is a tool call when its first
- * key is "name" (or "type" then "name"), as Llama's template writes it. The
- * object is only looked at here; S_CALLOBJ parses it from the start. */
+/* Llama 3: a '{' at the start of the answer is a tool call when its members
+ * begin the way Llama's template writes a call (and llama.cpp recognizes
+ * one): optionally "type": "function", then "name": "<string>", then
+ * "parameters" (or "arguments"). Anything else is text. The object is only
+ * looked at here (at most PROBE_MAX bytes); S_CALLOBJ parses it from the
+ * start. */
+static bool key_is(const char *key, size_t kl, const char *want) {
+  return kl == strlen(want) && !memcmp(key, want, kl);
+}
+
 static int st_l3_probe(outparse *p, const char *s, size_t n) {
   jscan js;
   jscan_init(&js);
-  char key[KEY_MAX + 1];
-  size_t kl = 0;
-  bool inkey = false, first_type = false;
-  int n_keys = 0, verdict = 0; /* 1 call, -1 text */
+  char key[KEY_MAX + 1], val[KEY_MAX + 1];
+  size_t kl = 0, vl = 0;
+  bool inkey = false, inval = false;
+  int step = 0;    /* members matched so far: 0 none, 1 type, 2 name */
+  int verdict = 0; /* 1 call, -1 text */
   size_t i;
   for (i = 0; i < n && i < PROBE_MAX && !verdict; i++) {
     int vd = -1;
-    unsigned f = jscan_byte(&js, (unsigned char)s[i], &vd, NULL);
-    if (f & (JF_ERR | JF_DONE)) verdict = -1;
-    else if ((f & JF_KSTART) && vd == 1) inkey = true, kl = 0;
-    else if (inkey && (f & JF_STRBODY)) {
-      if (kl < KEY_MAX) key[kl] = s[i];
-      kl++;
+    unsigned char c = (unsigned char)s[i];
+    unsigned f = jscan_byte(&js, c, &vd, NULL);
+    if (f & (JF_ERR | JF_DONE)) {
+      verdict = -1;
+    } else if ((f & JF_KSTART) && vd == 1) {
+      inkey = true, kl = 0;
+    } else if ((inkey || inval) && (f & JF_STRBODY)) {
+      size_t *l = inkey ? &kl : &vl;
+      if (*l < KEY_MAX) (inkey ? key : val)[*l] = (char)c;
+      (*l)++;
     } else if (inkey && (f & JF_KEND)) {
       inkey = false;
-      n_keys++;
-      bool is_name = kl == 4 && !memcmp(key, "name", 4);
-      if (is_name && (n_keys == 1 || first_type)) verdict = 1;
-      else if (n_keys == 1 && kl == 4 && !memcmp(key, "type", 4)) first_type = true;
+      if (step < 2 && key_is(key, kl, "name")) step = 2;
+      else if (step == 0 && key_is(key, kl, "type")) step = 1;
+      else if (step == 2 && (key_is(key, kl, "parameters") || key_is(key, kl, "arguments"))) verdict = 1;
       else verdict = -1;
+    } else if ((f & JF_VSTART) && vd == 1) {
+      if (c != '"') verdict = -1; /* "type" and "name" take strings */
+      inval = true, vl = 0;
+    } else if (inval && (f & JF_VEND) && vd == 1) {
+      inval = false;
+      if (step == 1 && !key_is(val, vl, "function")) verdict = -1;
     }
   }
   if (!verdict && (p->eof || i >= PROBE_MAX)) verdict = -1;

@@ -306,6 +306,12 @@ TEST(outparse_llama3) {
   check(&c, "{\"type\": \"x\", \"value\": 1}", "|T:{\"type\": \"x\", \"value\": 1}", 0);
   check(&c, "{not json", "|T:{not json", 0);
   check(&c, "{\"name", "|T:{\"name", 0);
+  check(&c, "{\"name\": \"John\", \"age\": 30}", "|T:{\"name\": \"John\", \"age\": 30}", 0);
+  check(&c, "{\"name\": \"f\"}", "|T:{\"name\": \"f\"}", 0);
+  check(&c, "{\"name\": 5, \"parameters\": {}}", "|T:{\"name\": 5, \"parameters\": {}}", 0);
+  check(&c, "{\"type\": \"object\", \"name\": \"f\", \"parameters\": {}}",
+        "|T:{\"type\": \"object\", \"name\": \"f\", \"parameters\": {}}", 0);
+  check(&c, "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "|B0:f|A0:{\"a\": 1}|E0", 0);
   check(&c, "The answer is {\"name\": 1}", "|T:The answer is {\"name\": 1}", 0);
   check(&c, "Hello!", "|T:Hello!", 0);
   /* <|python_tag|>: JSON call or code */
