@@ -97,7 +97,12 @@ void outparse_free(outparse *p);
  * arguments waiting for a name): for tests and metrics. */
 size_t outparse_held(const outparse *p);
 
-/* Name of a format ("hermes"), for logs and tests. */
+/* Name of a format ("hermes", "llama3", "mistral", "deepseek", "harmony",
+ * "granite", "functionary-v3.1", "functionary-v3.2", "plain"), for logs,
+ * configuration and tests; "unknown" for a bad value. */
 const char *outparse_format_name(enum outparse_format f);
+/* The format of a name above (ASCII case-insensitive); ERR_NOT_FOUND with a
+ * detail naming it otherwise. */
+int outparse_format_from_name(const char *name, enum outparse_format *out);
 
 #endif

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -346,6 +347,16 @@ static int drive(outparse *p) {
 
 const char *outparse_format_name(enum outparse_format f) {
   return (unsigned)f < OUTPARSE_FORMAT_COUNT_ ? FORMATS[f].name : "unknown";
+}
+
+int outparse_format_from_name(const char *name, enum outparse_format *out) {
+  for (int f = 0; name && f < OUTPARSE_FORMAT_COUNT_; f++) {
+    if (!strcasecmp(name, FORMATS[f].name)) {
+      *out = (enum outparse_format)f;
+      return 0;
+    }
+  }
+  return err_set(ERR_NOT_FOUND, "unknown output format \"%s\"", name ? name : "(null)");
 }
 
 int outparse_new(const outparse_config *cfg, outparse_emit_fn emit, void *ctx, outparse **out) {

@@ -584,6 +584,14 @@ TEST(outparse_config_checks) {
   outparse_free(p);
   outparse_free(NULL);
   EXPECT_STR_EQ(outparse_format_name(OUTPARSE_HARMONY), "harmony");
+  EXPECT_STR_EQ(outparse_format_name((enum outparse_format)99), "unknown");
+  enum outparse_format f = OUTPARSE_PLAIN;
+  EXPECT_INT_EQ(outparse_format_from_name("Functionary-V3.2", &f), 0);
+  EXPECT_INT_EQ(f, OUTPARSE_FUNCTIONARY_V32);
+  EXPECT_INT_EQ(outparse_format_from_name("hermes", &f), 0);
+  EXPECT_INT_EQ(f, OUTPARSE_HERMES);
+  EXPECT_INT_EQ(outparse_format_from_name("qwen-xml", &f), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "qwen-xml");
 }
 
 /* Random outputs built from fragments that matter to each format (markers,
