@@ -257,6 +257,7 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
         op_consume(p, i + 1);
         if (!json_unescape(p->co_name.data ? p->co_name.data : "", p->co_name.len, name, sizeof name))
           return err_set(ERR_PARSE, "tool call %d: bad function name string", p->call_index);
+        buf_reset(&p->co_name);
         if ((rc = op_call_set_name(p, name, strlen(name)))) return rc;
         p->co_mode = M_NONE;
         return 0; /* the rest on the next step, with s relative to the new pos */
