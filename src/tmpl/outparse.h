@@ -41,6 +41,8 @@ enum outparse_format {
   OUTPARSE_GRANITE,        /* Granite 3.x: <|tool_call|>[{"name":..,"arguments":..}]; <response> tags dropped */
   OUTPARSE_FUNCTIONARY_V31,/* <function=name>{..}</function>, <|python_tag|>code */
   OUTPARSE_FUNCTIONARY_V32,/* the prompt ends with ">>>": recipient\ncontent, then >>>recipient\n... ("all" = text) */
+  OUTPARSE_KIMI_K2,        /* <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>... */
+  OUTPARSE_COMMAND_R7B,    /* <|START_ACTION|>[{"tool_call_id":..,"tool_name":..,"parameters":..}]<|END_ACTION|>; <|START_RESPONSE|> tags dropped */
   OUTPARSE_FORMAT_COUNT_
 };
 #define OUTPARSE_FUNCTIONARY OUTPARSE_FUNCTIONARY_V31
@@ -98,7 +100,8 @@ void outparse_free(outparse *p);
 size_t outparse_held(const outparse *p);
 
 /* Name of a format ("hermes", "llama3", "mistral", "deepseek", "harmony",
- * "granite", "functionary-v3.1", "functionary-v3.2", "plain"), for logs,
+ * "granite", "functionary-v3.1", "functionary-v3.2", "kimi-k2", "command-r7b",
+ * "plain"), for logs,
  * configuration and tests; "unknown" for a bad value. */
 const char *outparse_format_name(enum outparse_format f);
 /* The format of a name above (ASCII case-insensitive); ERR_NOT_FOUND with a

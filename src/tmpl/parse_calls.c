@@ -23,10 +23,21 @@
 #include "tmpl/outparse.h"
 #include "tmpl/parse_int.h"
 
-#define DS_SEP "<｜tool▁sep｜>"
-#define DS_CALL_BEGIN "<｜tool▁call▁begin｜>"
-#define DS_CALL_END "<｜tool▁call▁end｜>"
-#define DS_CALLS_END "<｜tool▁calls▁end｜>"
+/* Formats with a section of calls, each "begin HEAD sep ARGS end": DeepSeek
+ * (HEAD is the name, V3.1, or "function" with the name after sep, R1) and
+ * Kimi K2 (HEAD is "functions.NAME:INDEX"). */
+struct sectioned {
+  const char *call_begin, *sep, *call_end, *calls_end;
+  bool kimi_ids;
+};
+static const struct sectioned SEC_DEEPSEEK = {"<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+                                              "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", false};
+static const struct sectioned SEC_KIMI = {"<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+                                          "<|tool_call_end|>", "<|tool_calls_section_end|>", true};
+
+static const struct sectioned *sec_of(const outparse *p) {
+  return p->cfg.format == OUTPARSE_KIMI_K2 ? &SEC_KIMI : &SEC_DEEPSEEK;
+}
 
 /* Harmony content markers, in the order h_text tests their index. */
 static const char *const H_CONTENT_MK[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>",
@@ -217,7 +228,9 @@ static int st_callobj(outparse *p, const char *s, size_t n) {
       p->co_inkey = false;
       size_t l = p->co_keylen;
       p->co_key = K_OTHER;
-      if (l == 4 && !memcmp(p->co_keybuf, "name", 4)) p->co_key = K_NAME;
+      if ((l == 4 && !memcmp(p->co_keybuf, "name", 4)) ||
+          (l == 9 && !memcmp(p->co_keybuf, "tool_name", 9))) /* Command R7B */
+        p->co_key = K_NAME;
       else if ((l == 9 && !memcmp(p->co_keybuf, "arguments", 9)) ||
                (l == 10 && !memcmp(p->co_keybuf, "parameters", 10)))
         p->co_key = K_ARGS;
@@ -698,15 +711,16 @@ static int st_mi_name(outparse *p, const char *s, size_t n) {
 }
 
 static int st_ds_calls(outparse *p, const char *s, size_t n) {
+  const struct sectioned *sec = sec_of(p);
   size_t w = op_ws_len(s, n);
-  int m1 = op_match_at(p, s + w, n - w, DS_CALL_BEGIN);
-  int m2 = op_match_at(p, s + w, n - w, DS_CALLS_END);
+  int m1 = op_match_at(p, s + w, n - w, sec->call_begin);
+  int m2 = op_match_at(p, s + w, n - w, sec->calls_end);
   if (m1 == MATCH_FULL) {
-    op_consume(p, w + strlen(DS_CALL_BEGIN));
+    op_consume(p, w + strlen(sec->call_begin));
     buf_reset(&p->tmp);
     p->state = S_DS_HEAD;
   } else if (m2 == MATCH_FULL) {
-    op_consume(p, w + strlen(DS_CALLS_END));
+    op_consume(p, w + strlen(sec->calls_end));
     p->state = S_SKIP_WS;
   } else if (m1 == MATCH_NONE && m2 == MATCH_NONE) {
     op_consume(p, w);
@@ -716,7 +730,7 @@ static int st_ds_calls(outparse *p, const char *s, size_t n) {
 }
 
 static int st_ds_head(outparse *p, const char *s, size_t n) {
-  static const char *const mk[] = {DS_SEP};
+  const char *mk[] = {sec_of(p)->sep};
   int rc;
   int k = op_head_until(p, s, n, mk, 1, &rc);
   if (rc) return rc;
@@ -724,14 +738,32 @@ static int st_ds_head(outparse *p, const char *s, size_t n) {
   return 0;
 }
 
+/* Kimi's call id "functions.get_weather:0" names get_weather. */
+static void kimi_name(const char **name, size_t *n) {
+  const char *s = *name;
+  size_t l = *n;
+  while (l > 0 && op_is_ws(*s)) s++, l--;
+  while (l > 0 && op_is_ws(s[l - 1])) l--;
+  if (l > 10 && !memcmp(s, "functions.", 10)) s += 10, l -= 10;
+  size_t colon = l;
+  while (colon > 0 && s[colon - 1] >= '0' && s[colon - 1] <= '9') colon--;
+  if (colon > 0 && colon < l && s[colon - 1] == ':') l = colon - 1;
+  *name = s;
+  *n = l;
+}
+
 static int st_ds_after_sep(outparse *p, const char *s, size_t n) {
+  const struct sectioned *sec = sec_of(p);
   size_t w = op_ws_len(s, n);
   if (w == n) return 0;
   int rc = op_call_open(p);
   if (rc) return rc;
-  if (s[w] == '{') { /* V3.1: name<｜tool▁sep｜>{args} */
+  if (s[w] == '{' || sec->kimi_ids) { /* V3.1 and Kimi: name<sep>{args} */
+    const char *name = p->tmp.data ? p->tmp.data : "";
+    size_t nl = p->tmp.len;
+    if (sec->kimi_ids) kimi_name(&name, &nl);
     op_consume(p, w);
-    if ((rc = op_call_set_name(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
+    if ((rc = op_call_set_name(p, name, nl))) return rc;
     p->after = S_DS_CLOSE;
     p->state = S_ARGS_OBJ;
     return 0;
@@ -776,9 +808,10 @@ static int st_ds_close(outparse *p, const char *s, size_t n) {
     w += 3;
     w += op_ws_len(s + w, n - w);
   }
-  m = op_match_at(p, s + w, n - w, DS_CALL_END);
+  const char *call_end = sec_of(p)->call_end;
+  m = op_match_at(p, s + w, n - w, call_end);
   if (m == MATCH_FULL) {
-    op_consume(p, w + strlen(DS_CALL_END));
+    op_consume(p, w + strlen(call_end));
     p->state = S_DS_CALLS;
   } else if (m == MATCH_NONE) {
     op_consume(p, w);

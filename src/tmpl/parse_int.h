@@ -128,8 +128,8 @@ struct outparse {
   int err;    /* sticky error code */
   enum op_state state;
 
-  const char *mk_text[4]; /* active answer-text markers */
-  enum op_action mk_action[4];
+  const char *mk_text[8]; /* active answer-text markers */
+  enum op_action mk_action[8];
   size_t n_mk;
 
   /* the open tool call */

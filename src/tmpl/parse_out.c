@@ -56,6 +56,12 @@ static const struct marker MK_DEEPSEEK[] = {{"<｜tool▁calls▁begin｜>", A_D
 static const struct marker MK_GRANITE[] = {{"<|tool_call|>", A_LIST, false},
                                            {"<response>", A_DROP, true},
                                            {"</response>", A_DROP, true}};
+static const struct marker MK_KIMI[] = {{"<|tool_calls_section_begin|>", A_DS_CALLS, false},
+                                        {"<|tool_call_begin|>", A_DS_CALL, false}};
+static const struct marker MK_COMMAND[] = {{"<|START_ACTION|>", A_LIST, false},
+                                           {"<|END_ACTION|>", A_DROP, false},
+                                           {"<|START_RESPONSE|>", A_DROP, true},
+                                           {"<|END_RESPONSE|>", A_DROP, true}};
 static const struct marker MK_FUNC31[] = {{"<function=", A_FUNC, false},
                                           {"<|python_tag|>", A_PYTAG, false}};
 
@@ -73,6 +79,8 @@ static const struct {
     [OUTPARSE_GRANITE] = {"granite", MK_GRANITE, ARRAY_LEN(MK_GRANITE)},
     [OUTPARSE_FUNCTIONARY_V31] = {"functionary-v3.1", MK_FUNC31, ARRAY_LEN(MK_FUNC31)},
     [OUTPARSE_FUNCTIONARY_V32] = {"functionary-v3.2", NULL, 0},
+    [OUTPARSE_KIMI_K2] = {"kimi-k2", MK_KIMI, ARRAY_LEN(MK_KIMI)},
+    [OUTPARSE_COMMAND_R7B] = {"command-r7b", MK_COMMAND, ARRAY_LEN(MK_COMMAND)},
 };
 
 /* ---------- small helpers ---------- */
@@ -385,6 +393,7 @@ int outparse_new(const outparse_config *cfg, outparse_emit_fn emit, void *ctx, o
   const struct marker *mk = FORMATS[cfg->format].markers;
   for (size_t i = 0; i < FORMATS[cfg->format].n_markers; i++) {
     if (!cfg->tools_enabled && !mk[i].always) continue;
+    if (p->n_mk == ARRAY_LEN(p->mk_text)) break; /* the tables above hold at most 4 */
     p->mk_text[p->n_mk] = mk[i].text;
     p->mk_action[p->n_mk++] = mk[i].action;
   }

@@ -450,6 +450,39 @@ TEST(outparse_functionary) {
         "|T:no recipient line at all, just a long answer without a newline", 0);
 }
 
+#define KM_S "<|tool_calls_section_begin|>"
+#define KM_C "<|tool_call_begin|>"
+#define KM_A "<|tool_call_argument_begin|>"
+#define KM_E "<|tool_call_end|>"
+#define KM_SE "<|tool_calls_section_end|>"
+
+TEST(outparse_kimi_k2) {
+  outparse_config c = cfg_of(OUTPARSE_KIMI_K2, "<think>", "</think>", false, true);
+  check(&c,
+        KM_S KM_C "functions.get_weather:0" KM_A "{\"city\": \"Paris\"}" KM_E KM_C "functions.b:1" KM_A
+        "{}" KM_E KM_SE,
+        "|B0:get_weather|A0:{\"city\": \"Paris\"}|E0|B1:b|A1:{}|E1", 0);
+  check(&c, "<think>Use it.</think>Checking." KM_S " " KM_C " functions.f:12 " KM_A " " TRICKY_ARGS " " KM_E " " KM_SE "Done.",
+        "|R:Use it.|T:Checking.|B0:f|A0:" TRICKY_ARGS "|E0|T:Done.", 0);
+  check(&c, KM_C "my.tool:x" KM_A "{\"a\": 1}", "|B0:my.tool:x|A0:{\"a\": 1}|E0", 0);
+  check(&c, "<|tool_call_beg", "|T:<|tool_call_beg", 0);
+  check(&c, KM_S KM_C "functions.f:0" KM_A "{\"a\": }", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+}
+
+TEST(outparse_command_r7b) {
+  outparse_config c = cfg_of(OUTPARSE_COMMAND_R7B, "<|START_THINKING|>", "<|END_THINKING|>", false, true);
+  check(&c,
+        "<|START_THINKING|>I will look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", "
+        "\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}},\n    {\"tool_call_id\": "
+        "\"1\", \"tool_name\": \"b\", \"parameters\": " TRICKY_ARGS "}\n]<|END_ACTION|>",
+        "|R:I will look it up.|B0:get_weather|A0:{\"city\": \"Paris\"}|E0|B1:b|A1:" TRICKY_ARGS "|E1", 0);
+  check(&c, "<|START_RESPONSE|>Hello <b>there</b><|END_RESPONSE|>", "|T:Hello <b>there</b>", 0);
+  check(&c, "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"parameters\": {}}]", "", ERR_PARSE);
+  outparse_config off = cfg_of(OUTPARSE_COMMAND_R7B, NULL, NULL, false, false);
+  check(&off, "<|START_RESPONSE|>Hi<|END_RESPONSE|><|START_ACTION|>[]<|END_ACTION|>",
+        "|T:Hi<|START_ACTION|>[]<|END_ACTION|>", 0);
+}
+
 /* Hold-back is minimal: what cannot start a marker is out at once. */
 TEST(outparse_holdback_minimal) {
   outparse_config c = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", false, true);
@@ -608,13 +641,16 @@ static const char *const FRAGS[] = {
     "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", DS_CB, DS_C, DS_S, DS_CE, DS_CSE,
     "```json\n", "```", "<|channel|>", "analysis", "final", "commentary to=functions.f", "<|message|>",
     "<|end|>", "<|call|>", "<|start|>assistant", "<|return|>", "<|tool_call|>", "<response>",
-    "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<",
+    "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<", KM_S, KM_C,
+    KM_A, KM_E, KM_SE, "functions.f:0", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
+    "\"tool_name\"",
 };
 
 TEST(outparse_random_split_invariance) {
   static const enum outparse_format fmts[] = {
       OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
-      OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32};
+      OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32,
+      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B};
   unsigned seed = 12345;
   int n_failed = 0;
   for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
