@@ -43,6 +43,7 @@ enum outparse_format {
   OUTPARSE_FUNCTIONARY_V32,/* the prompt ends with ">>>": recipient\ncontent, then >>>recipient\n... ("all" = text) */
   OUTPARSE_KIMI_K2,        /* <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>... */
   OUTPARSE_COMMAND_R7B,    /* <|START_ACTION|>[{"tool_call_id":..,"tool_name":..,"parameters":..}]<|END_ACTION|>; <|START_RESPONSE|> tags dropped */
+  OUTPARSE_QWEN3_CODER,    /* Qwen3-Coder, Qwen3.5: <tool_call><function=name><parameter=k>v</parameter></function></tool_call> (or Hermes JSON) */
   OUTPARSE_FORMAT_COUNT_
 };
 #define OUTPARSE_FUNCTIONARY OUTPARSE_FUNCTIONARY_V31
@@ -101,7 +102,7 @@ size_t outparse_held(const outparse *p);
 
 /* Name of a format ("hermes", "llama3", "mistral", "deepseek", "harmony",
  * "granite", "functionary-v3.1", "functionary-v3.2", "kimi-k2", "command-r7b",
- * "plain"), for logs,
+ * "qwen3-coder", "plain"), for logs,
  * configuration and tests; "unknown" for a bad value. */
 const char *outparse_format_name(enum outparse_format f);
 /* The format of a name above (ASCII case-insensitive); ERR_NOT_FOUND with a

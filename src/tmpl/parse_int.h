@@ -104,6 +104,11 @@ enum op_state {
   S_DS_NAME,      /* DeepSeek R1: name until newline */
   S_DS_FENCE,     /* DeepSeek R1: ```json */
   S_DS_CLOSE,     /* DeepSeek: ``` and <｜tool▁call▁end｜> */
+  S_QX_START,     /* Qwen3-Coder: after <tool_call> */
+  S_QX_FNAME,     /* Qwen3-Coder: <function=NAME> */
+  S_QX_PARAMS,    /* Qwen3-Coder: <parameter= or </function> */
+  S_QX_PNAME,     /* Qwen3-Coder: <parameter=NAME> */
+  S_QX_PVAL,      /* Qwen3-Coder: value until </parameter> */
   S_H_TEXT,       /* harmony: message content (or text outside messages) */
   S_H_HEAD,       /* harmony: header until <|message|> */
   S_H_AFTER_CALL, /* harmony: <|call|> after the arguments */
@@ -114,7 +119,7 @@ enum op_state {
 };
 
 /* What a marker found in answer text does. */
-enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC };
+enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML };
 
 struct outparse {
   outparse_config cfg;

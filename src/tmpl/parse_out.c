@@ -62,6 +62,7 @@ static const struct marker MK_COMMAND[] = {{"<|START_ACTION|>", A_LIST, false},
                                            {"<|END_ACTION|>", A_DROP, false},
                                            {"<|START_RESPONSE|>", A_DROP, true},
                                            {"<|END_RESPONSE|>", A_DROP, true}};
+static const struct marker MK_QWEN3_CODER[] = {{"<tool_call>", A_QXML, false}};
 static const struct marker MK_FUNC31[] = {{"<function=", A_FUNC, false},
                                           {"<|python_tag|>", A_PYTAG, false}};
 
@@ -81,6 +82,7 @@ static const struct {
     [OUTPARSE_FUNCTIONARY_V32] = {"functionary-v3.2", NULL, 0},
     [OUTPARSE_KIMI_K2] = {"kimi-k2", MK_KIMI, ARRAY_LEN(MK_KIMI)},
     [OUTPARSE_COMMAND_R7B] = {"command-r7b", MK_COMMAND, ARRAY_LEN(MK_COMMAND)},
+    [OUTPARSE_QWEN3_CODER] = {"qwen3-coder", MK_QWEN3_CODER, ARRAY_LEN(MK_QWEN3_CODER)},
 };
 
 /* ---------- small helpers ---------- */
@@ -288,6 +290,12 @@ static int st_text(outparse *p, const char *s, size_t n) {
     p->after = S_EXPECT;
     p->expect = "</tool_call>";
     p->expect_next = S_SKIP_WS;
+    return 0;
+  case A_QXML:
+    p->after = S_EXPECT; /* for a JSON object instead of <function=...> */
+    p->expect = "</tool_call>";
+    p->expect_next = S_SKIP_WS;
+    p->state = S_QX_START;
     return 0;
   case A_PYTAG:
     p->state = S_PY_START;

@@ -483,6 +483,25 @@ TEST(outparse_command_r7b) {
         "|T:Hi<|START_ACTION|>[]<|END_ACTION|>", 0);
 }
 
+TEST(outparse_qwen3_coder) {
+  outparse_config c = cfg_of(OUTPARSE_QWEN3_CODER, "<think>", "</think>", false, true);
+  check(&c,
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+        "</parameter>\n<parameter=flags>\n[\"a\", {\"b\": null}]\n</parameter>\n<parameter=exact>\nTrue\n"
+        "</parameter>\n<parameter=note>\nline1\nline \"2\" </tool_call> \\ \xc3\xa9\t\n</parameter>\n</function>\n</tool_call>",
+        "|B0:get_weather|A0:{\"city\": \"Paris\", \"days\": 3, \"flags\": [\"a\", {\"b\": null}], \"exact\": true, "
+        "\"note\": \"line1\\nline \\\"2\\\" </tool_call> \\\\ \xc3\xa9\\t\"}|E0", 0);
+  check(&c,
+        "<think>Two calls.</think>Let me check.\n<tool_call>\n<function=a>\n</function>\n</tool_call>\n<tool_call>\n"
+        "<function=b>\n<parameter=x>\n-1.5e3\n</parameter>\n<parameter=y>\n12 monkeys\n</parameter>\n</function>\n</tool_call>",
+        "|R:Two calls.|T:Let me check.\n|B0:a|A0:{}|E0|B1:b|A1:{\"x\": -1.5e3, \"y\": \"12 monkeys\"}|E1", 0);
+  check(&c, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "|B0:f|A0:{\"a\": 1}|E0", 0);
+  check(&c, "<tool_call><function=f><parameter=a>x</function></tool_call>", "|B0:f|A0:{\"a\": \"x\"}|E0", 0);
+  check(&c, "<tool_call>\n<func", "", ERR_PARSE);
+  check(&c, "<tool_call><function=f><bad>", "|B0:f|A0:{", ERR_PARSE);
+  check(&c, "<tool_call><function=f><parameter=a>\nx", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+}
+
 /* Hold-back is minimal: what cannot start a marker is out at once. */
 TEST(outparse_holdback_minimal) {
   outparse_config c = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", false, true);
@@ -643,14 +662,14 @@ static const char *const FRAGS[] = {
     "<|end|>", "<|call|>", "<|start|>assistant", "<|return|>", "<|tool_call|>", "<response>",
     "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<", KM_S, KM_C,
     KM_A, KM_E, KM_SE, "functions.f:0", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
-    "\"tool_name\"",
+    "\"tool_name\"", "<parameter=k>", "</parameter>", "<function=", "True",
 };
 
 TEST(outparse_random_split_invariance) {
   static const enum outparse_format fmts[] = {
       OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
       OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32,
-      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B};
+      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER};
   unsigned seed = 12345;
   int n_failed = 0;
   for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
