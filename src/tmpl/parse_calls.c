@@ -69,6 +69,19 @@ const char *op_call_label(const outparse *p) {
   return p->call_name[0] ? p->call_name : "(unnamed)";
 }
 
+/* A name is UTF-8 without control characters (it goes into JSON and logs). */
+static bool name_ok(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (l == 0 || i + l > n || (l == 1 && (c < 0x20 || c == 0x7f))) return false;
+    for (size_t k = 1; k < l; k++)
+      if (((unsigned char)s[i + k] & 0xC0) != 0x80) return false;
+    i += l;
+  }
+  return true;
+}
+
 int op_call_set_name(outparse *p, const char *name, size_t n) {
   while (n > 0 && op_is_ws(*name)) name++, n--;
   while (n > 0 && op_is_ws(name[n - 1])) n--;
@@ -76,8 +89,8 @@ int op_call_set_name(outparse *p, const char *name, size_t n) {
   if (n > NAME_MAX_)
     return err_set(ERR_PARSE, "tool call %d: function name longer than %d bytes", p->call_index,
                    NAME_MAX_);
-  if (memchr(name, '\0', n))
-    return err_set(ERR_PARSE, "tool call %d: NUL byte in the function name", p->call_index);
+  if (!name_ok(name, n))
+    return err_set(ERR_PARSE, "tool call %d: the function name is not valid UTF-8 text", p->call_index);
   if (p->call_begun)
     return err_set(ERR_PARSE, "tool call %d (%s): a second \"name\"", p->call_index, p->call_name);
   memcpy(p->call_name, name, n);
@@ -115,8 +128,8 @@ int op_json_error(outparse *p, const char *what) {
                  p->call_index, op_call_label(p), what, p->js.off, jscan_expected(&p->js));
 }
 
-/* Streams a code call's text as the body of a JSON string. */
-static int code_emit(outparse *p, const char *s, size_t n) {
+/* Emits text as the body of a JSON string (escaped), in fragments that never split a character. */
+static int json_str_emit(outparse *p, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   char out[288];
   size_t o = 0;
@@ -363,7 +376,7 @@ static int st_code(outparse *p, const char *s, size_t n) {
   int which = -1;
   size_t i = n;
   if (p->code_term) i = op_scan_markers(p, s, n, &p->code_term, 1, &which);
-  int rc = code_emit(p, s, i);
+  int rc = json_str_emit(p, s, i);
   if (rc) return rc;
   op_consume(p, i);
   if (which < 0) return 0;
@@ -407,7 +420,8 @@ static int st_arr(outparse *p, const char *s, size_t n) {
       p->state = S_CALLOBJ;
       return 0;
     }
-    return err_set(ERR_PARSE, "tool calls: expected '[' after the tool-call marker, got '%c'", c);
+    return err_set(ERR_PARSE, "tool calls: expected '[' after the tool-call marker, got byte 0x%02x",
+                   (unsigned char)c);
   }
   if (p->state == S_ARR_ITEM && c == '{') {
     if ((rc = op_call_open(p))) return rc;
@@ -425,8 +439,8 @@ static int st_arr(outparse *p, const char *s, size_t n) {
     p->state = S_SKIP_WS;
     return 0;
   }
-  return err_set(ERR_PARSE, "tool calls: expected %s in the list of calls, got '%c'",
-                 p->state == S_ARR_ITEM ? "'{' or ']'" : "',' or ']'", c);
+  return err_set(ERR_PARSE, "tool calls: expected %s in the list of calls, got byte 0x%02x",
+                 p->state == S_ARR_ITEM ? "'{' or ']'" : "',' or ']'", (unsigned char)c);
 }
 
 /* Llama 3: a '{' at the start of the answer is a tool call when its members
@@ -642,7 +656,7 @@ static int st_bi_val(outparse *p, const char *s, size_t n) {
       } else {
         size_t j = i;
         while (j < n && s[j] != '\\' && s[j] != '\'' && s[j] != '"') j++;
-        if ((rc = code_emit(p, s + i, j - i))) return rc;
+        if ((rc = json_str_emit(p, s + i, j - i))) return rc;
         i = j - 1;
       }
     }
@@ -861,7 +875,7 @@ static int qx_value(outparse *p) {
     }
   }
   op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-  int rc = code_emit(p, v, n);
+  int rc = json_str_emit(p, v, n);
   op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
   return rc;
 }
@@ -905,7 +919,7 @@ static int st_qx(outparse *p, const char *s, size_t n) {
     } else {
       if (p->bi_n_args++) op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, ", ", 2);
       op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-      if ((rc = code_emit(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
+      if ((rc = json_str_emit(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
       op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\": ", 3);
     }
     buf_reset(&p->tmp);

@@ -278,6 +278,9 @@ TEST(outparse_hermes_errors) {
   check(&c, "<tool_call>{\"arguments\": {}}</tool_call>", "", ERR_PARSE);
   check(&c, "<tool_call>{\"name\": \"f\", \"argu", "|B0:f", ERR_PARSE); /* cut inside the JSON */
   check(&c, "<tool_call>{\"name\": \"\"}", "", ERR_PARSE);
+  check(&c, "<tool_call>{\"name\": \"a\\nb\"}", "", ERR_PARSE);   /* control character in the name */
+  check(&c, "<tool_call>{\"name\": \"a\\u0000b\"}", "", ERR_PARSE); /* NUL */
+  check(&c, "<tool_call>{\"name\": \"caf\xc3\xa9\"}", "|B0:caf\xc3\xa9|A0:{}|E0", 0);
   check(&c, "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"a\nb\"}}", "|B0:f|A0:{\"s\": \"a",
         ERR_PARSE); /* raw control character in a string */
   /* the detail names the call and the byte */
