@@ -188,10 +188,11 @@ int op_head_until(outparse *p, const char *s, size_t n, const char *const *mk, s
 }
 
 /* Reasoning until think_close. A whitespace run is held until something
- * other than whitespace follows (then it is emitted) or think_close does
- * or the end of output does (then it is dropped: reasoning ends without
- * trailing whitespace, as llama.cpp strips it); a run longer than WS_MAX is emitted whole instead,
- * which bounds what is held and keeps the result independent of splits. */
+ * other than whitespace follows (then it is emitted), or think_close or the
+ * end of output does (then it is dropped: reasoning ends without trailing
+ * whitespace, as llama.cpp strips it). A run longer than WS_MAX is emitted
+ * whole instead, which bounds what is held and keeps the result independent
+ * of how the text was split. */
 static int st_reason(outparse *p, const char *s, size_t n) {
   const char *mk = p->think_close;
   int which;
