@@ -19,7 +19,9 @@
  *   rc = outparse_finish(p);
  *   outparse_free(p);
  *
- * Event pointers (text, name, id) are valid only during the callback.
+ * Event pointers (text, name, id) are valid only during the callback, which
+ * must not call back into the same parser. Not thread-safe per parser (one
+ * per generation); parsers share no state.
  * Tool calls: BEGIN (tool_index, id, name) once, then ARGS fragments whose
  * concatenation is the raw JSON text of the arguments object, then END.
  * Indexes count 0,1,2,... per generation; ids are "call_" + 24 random hex
