@@ -46,6 +46,7 @@ enum outparse_format {
   OUTPARSE_KIMI_K2,        /* <|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{..}<|tool_call_end|>... */
   OUTPARSE_COMMAND_R7B,    /* <|START_ACTION|>[{"tool_call_id":..,"tool_name":..,"parameters":..}]<|END_ACTION|>; <|START_RESPONSE|> tags dropped */
   OUTPARSE_QWEN3_CODER,    /* Qwen3-Coder, Qwen3.5: <tool_call><function=name><parameter=k>v</parameter></function></tool_call> (or Hermes JSON) */
+  OUTPARSE_GLM,            /* GLM 4.5-4.7: <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call> */
   OUTPARSE_FORMAT_COUNT_
 };
 #define OUTPARSE_FUNCTIONARY OUTPARSE_FUNCTIONARY_V31
@@ -104,7 +105,7 @@ size_t outparse_held(const outparse *p);
 
 /* Name of a format ("hermes", "llama3", "mistral", "deepseek", "harmony",
  * "granite", "functionary-v3.1", "functionary-v3.2", "kimi-k2", "command-r7b",
- * "qwen3-coder", "plain"), for logs,
+ * "qwen3-coder", "glm", "plain"), for logs,
  * configuration and tests; "unknown" for a bad value. */
 const char *outparse_format_name(enum outparse_format f);
 /* The format of a name above (ASCII case-insensitive); ERR_NOT_FOUND with a

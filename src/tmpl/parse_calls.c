@@ -967,6 +967,88 @@ static int st_qx(outparse *p, const char *s, size_t n) {
   }
 }
 
+/* ---------- GLM 4.5-4.7 XML calls ----------
+ * <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>
+ * Values convert as Qwen3-Coder's (qx_value: the template writes strings raw
+ * and everything else with tojson). */
+static int st_glm(outparse *p, const char *s, size_t n) {
+  int rc;
+  size_t w = op_ws_len(s, n);
+  switch (p->state) {
+  case S_GL_NAME: {
+    static const char *const mk[] = {"<arg_key>", "</tool_call>"};
+    int k = op_head_until(p, s, n, mk, 2, &rc);
+    if (rc) return rc;
+    if (k < 0) return 0;
+    if ((rc = op_call_open(p))) return rc;
+    if ((rc = op_call_set_name(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
+    buf_reset(&p->tmp);
+    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "{", 1);
+    p->call_has_args = true;
+    p->bi_n_args = 0;
+    if (k == 1) {
+      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
+      if ((rc = op_call_close(p))) return rc;
+      p->state = S_SKIP_WS;
+    } else {
+      p->state = S_GL_KEY;
+    }
+    return 0;
+  }
+  case S_GL_KEY: {
+    static const char *const mk[] = {"</arg_key>"};
+    int k = op_head_until(p, s, n, mk, 1, &rc);
+    if (rc) return rc;
+    if (k < 0) return 0;
+    if (p->bi_n_args++) op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, ", ", 2);
+    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
+    if ((rc = json_str_emit(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
+    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\": ", 3);
+    buf_reset(&p->tmp);
+    p->state = S_GL_VALOPEN;
+    return 0;
+  }
+  case S_GL_VALOPEN:
+  case S_GL_NEXT: {
+    const char *want = p->state == S_GL_VALOPEN ? "<arg_value>" : "<arg_key>";
+    int m1 = op_match_at(p, s + w, n - w, want);
+    int m2 = p->state == S_GL_NEXT ? op_match_at(p, s + w, n - w, "</tool_call>") : MATCH_NONE;
+    if (m1 == MATCH_FULL) {
+      op_consume(p, w + strlen(want));
+      buf_reset(&p->tmp);
+      p->state = p->state == S_GL_VALOPEN ? S_GL_VAL : S_GL_KEY;
+    } else if (m2 == MATCH_FULL) {
+      op_consume(p, w + 12);
+      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
+      if ((rc = op_call_close(p))) return rc;
+      p->state = S_SKIP_WS;
+    } else if (m1 == MATCH_NONE && m2 == MATCH_NONE && w < n) {
+      return err_set(ERR_PARSE, "tool call %d (%s): expected %s", p->call_index, p->call_name,
+                     p->state == S_GL_VALOPEN ? "<arg_value>" : "<arg_key> or </tool_call>");
+    } else {
+      op_consume(p, w);
+    }
+    return 0;
+  }
+  default: { /* S_GL_VAL */
+    static const char *const mk[] = {"</arg_value>"};
+    int which;
+    size_t i = op_scan_markers(p, s, n, mk, 1, &which);
+    if (p->tmp.len + i > PENDING_MAX)
+      return err_set(ERR_TOO_LARGE, "tool call %d (%s): argument value longer than %u bytes",
+                     p->call_index, p->call_name, PENDING_MAX);
+    if ((rc = buf_append(&p->tmp, s, i))) return rc;
+    op_consume(p, i);
+    if (which < 0) return 0;
+    op_consume(p, strlen(mk[0]));
+    if ((rc = qx_value(p))) return rc;
+    buf_reset(&p->tmp);
+    p->state = S_GL_NEXT;
+    return 0;
+  }
+  }
+}
+
 static int st_h_text(outparse *p, const char *s, size_t n) {
   int k = op_text_until(p, s, n, p->h_kind, H_CONTENT_MK, ARRAY_LEN(H_CONTENT_MK));
   if (k < 0) return 0;
@@ -1139,6 +1221,11 @@ int op_step_call(outparse *p, const char *s, size_t n) {
   case S_QX_PARAMS:
   case S_QX_PNAME:
   case S_QX_PVAL: return st_qx(p, s, n);
+  case S_GL_NAME:
+  case S_GL_KEY:
+  case S_GL_VALOPEN:
+  case S_GL_VAL:
+  case S_GL_NEXT: return st_glm(p, s, n);
   case S_H_TEXT: return st_h_text(p, s, n);
   case S_H_HEAD: return st_h_head(p, s, n);
   case S_H_AFTER_CALL: return st_h_after_call(p, s, n);

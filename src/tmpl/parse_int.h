@@ -109,6 +109,11 @@ enum op_state {
   S_QX_PARAMS,    /* Qwen3-Coder: <parameter= or </function> */
   S_QX_PNAME,     /* Qwen3-Coder: <parameter=NAME> */
   S_QX_PVAL,      /* Qwen3-Coder: value until </parameter> */
+  S_GL_NAME,      /* GLM: name after <tool_call> */
+  S_GL_KEY,       /* GLM: <arg_key>KEY</arg_key> */
+  S_GL_VALOPEN,   /* GLM: <arg_value> */
+  S_GL_VAL,       /* GLM: value until </arg_value> */
+  S_GL_NEXT,      /* GLM: <arg_key> or </tool_call> */
   S_H_TEXT,       /* harmony: message content (or text outside messages) */
   S_H_HEAD,       /* harmony: header until <|message|> */
   S_H_AFTER_CALL, /* harmony: <|call|> after the arguments */
@@ -119,7 +124,7 @@ enum op_state {
 };
 
 /* What a marker found in answer text does. */
-enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML };
+enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML, A_GLM };
 
 struct outparse {
   outparse_config cfg;

@@ -63,6 +63,7 @@ static const struct marker MK_COMMAND[] = {{"<|START_ACTION|>", A_LIST, false},
                                            {"<|START_RESPONSE|>", A_DROP, true},
                                            {"<|END_RESPONSE|>", A_DROP, true}};
 static const struct marker MK_QWEN3_CODER[] = {{"<tool_call>", A_QXML, false}};
+static const struct marker MK_GLM[] = {{"<tool_call>", A_GLM, false}};
 static const struct marker MK_FUNC31[] = {{"<function=", A_FUNC, false},
                                           {"<|python_tag|>", A_PYTAG, false}};
 
@@ -83,6 +84,7 @@ static const struct {
     [OUTPARSE_KIMI_K2] = {"kimi-k2", MK_KIMI, ARRAY_LEN(MK_KIMI)},
     [OUTPARSE_COMMAND_R7B] = {"command-r7b", MK_COMMAND, ARRAY_LEN(MK_COMMAND)},
     [OUTPARSE_QWEN3_CODER] = {"qwen3-coder", MK_QWEN3_CODER, ARRAY_LEN(MK_QWEN3_CODER)},
+    [OUTPARSE_GLM] = {"glm", MK_GLM, ARRAY_LEN(MK_GLM)},
 };
 
 /* ---------- small helpers ---------- */
@@ -297,6 +299,10 @@ static int st_text(outparse *p, const char *s, size_t n) {
     p->expect = "</tool_call>";
     p->expect_next = S_SKIP_WS;
     p->state = S_QX_START;
+    return 0;
+  case A_GLM:
+    buf_reset(&p->tmp);
+    p->state = S_GL_NAME;
     return 0;
   case A_PYTAG:
     p->state = S_PY_START;

@@ -505,6 +505,19 @@ TEST(outparse_qwen3_coder) {
   check(&c, "<tool_call><function=f><parameter=a>\nx", "|B0:f|A0:{\"a\": ", ERR_PARSE);
 }
 
+TEST(outparse_glm) {
+  outparse_config c = cfg_of(OUTPARSE_GLM, "<think>", "</think>", true, true);
+  check(&c,
+        "Plan.</think>Checking.<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value>"
+        "<arg_key>n</arg_key><arg_value>[1, {\"a\": \"</arg_key>\"}]</arg_value></tool_call>"
+        "<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>Europe/Paris \"x\" \xc3\xa9</arg_value>\n</tool_call>",
+        "|R:Plan.|T:Checking.|B0:get_weather|A0:{\"city\": \"Paris\", \"n\": [1, {\"a\": \"</arg_key>\"}]}|E0"
+        "|B1:get_time|A1:{\"tz\": \"Europe/Paris \\\"x\\\" \xc3\xa9\"}|E1", 0);
+  check(&c, "</think><tool_call>f</tool_call>Done", "|B0:f|A0:{}|E0|T:Done", 0);
+  check(&c, "</think><tool_call>f<arg_key>a</arg_key>oops", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+  check(&c, "</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+}
+
 /* Hold-back is minimal: what cannot start a marker is out at once. */
 TEST(outparse_holdback_minimal) {
   outparse_config c = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", false, true);
@@ -665,14 +678,15 @@ static const char *const FRAGS[] = {
     "<|end|>", "<|call|>", "<|start|>assistant", "<|return|>", "<|tool_call|>", "<response>",
     "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<", KM_S, KM_C,
     KM_A, KM_E, KM_SE, "functions.f:0", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
-    "\"tool_name\"", "<parameter=k>", "</parameter>", "<function=", "True",
+    "\"tool_name\"", "<parameter=k>", "</parameter>", "<function=", "True", "<arg_key>", "</arg_key>",
+    "<arg_value>", "</arg_value>",
 };
 
 TEST(outparse_random_split_invariance) {
   static const enum outparse_format fmts[] = {
       OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
       OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32,
-      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER};
+      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER, OUTPARSE_GLM};
   unsigned seed = 12345;
   int n_failed = 0;
   for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {

@@ -59,6 +59,7 @@ static const struct row {
      "<|END_THINKING|>", NULL, 15, false},
     {"Qwen3-Coder", OUTPARSE_QWEN3_CODER, NULL, NULL, NULL, 5, false},
     {"Qwen3.5-4B", OUTPARSE_QWEN3_CODER, "<think>", "</think>", NULL, 5, true},
+    {"GLM-4.7-Flash", OUTPARSE_GLM, "<think>", "</think>", "<think>", 5, true},
 };
 
 /* End-of-turn tokens a render puts after the calls (never fed by the engine,
@@ -268,5 +269,5 @@ TEST(outparse_template_roundtrip) {
   }
   json_decref(want_args[0]);
   json_decref(want_args[1]);
-  EXPECT_INT_GE(n_checked, 3 * 64);
+  EXPECT_INT_GE(n_checked, 3 * 66);
 }
