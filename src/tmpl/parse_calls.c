@@ -129,7 +129,7 @@ int op_json_error(outparse *p, const char *what) {
 }
 
 /* Emits text as the body of a JSON string (escaped), in fragments that never split a character. */
-static int json_str_emit(outparse *p, const char *s, size_t n) {
+int op_json_str_emit(outparse *p, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   char out[288];
   size_t o = 0;
@@ -376,7 +376,7 @@ static int st_code(outparse *p, const char *s, size_t n) {
   int which = -1;
   size_t i = n;
   if (p->code_term) i = op_scan_markers(p, s, n, &p->code_term, 1, &which);
-  int rc = json_str_emit(p, s, i);
+  int rc = op_json_str_emit(p, s, i);
   if (rc) return rc;
   op_consume(p, i);
   if (which < 0) return 0;
@@ -656,7 +656,7 @@ static int st_bi_val(outparse *p, const char *s, size_t n) {
       } else {
         size_t j = i;
         while (j < n && s[j] != '\\' && s[j] != '\'' && s[j] != '"') j++;
-        if ((rc = json_str_emit(p, s + i, j - i))) return rc;
+        if ((rc = op_json_str_emit(p, s + i, j - i))) return rc;
         i = j - 1;
       }
     }
@@ -834,221 +834,6 @@ static int st_ds_close(outparse *p, const char *s, size_t n) {
   return 0;
 }
 
-/* ---------- Qwen3-Coder / Qwen3.5 XML calls ----------
- * <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...</function>\n</tool_call>
- * A value is the raw text between the tags minus one leading and one trailing
- * newline (the template writes them); it becomes JSON as itself when it is
- * one valid JSON value (numbers, objects, arrays: the template writes those
- * with tojson), as true/false/null when it is Python's True/False/None (the
- * template's str() of a bool or None), and as a JSON string otherwise. The
- * schema would settle the ambiguous cases; it is not known here. Each
- * parameter is emitted when its closing tag arrives. */
-
-static bool json_whole(const char *s, size_t n) {
-  jscan js;
-  jscan_init(&js);
-  for (size_t i = 0; i < n; i++) {
-    int nd = -1;
-    unsigned f = jscan_byte(&js, (unsigned char)s[i], NULL, &nd);
-    if ((f & JF_NUMEND) && nd == 0) f = jscan_byte(&js, (unsigned char)s[i], NULL, NULL);
-    if (f & JF_ERR) return false;
-  }
-  return jscan_complete(&js);
-}
-
-static int qx_value(outparse *p) {
-  const char *v = p->tmp.data ? p->tmp.data : "";
-  size_t n = p->tmp.len;
-  if (n > 0 && v[0] == '\n') v++, n--;
-  if (n > 0 && v[n - 1] == '\n') n--;
-  static const char *const py[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
-  if (json_whole(v, n)) {
-    size_t a = op_ws_len(v, n), b = n;
-    while (b > a && op_is_ws(v[b - 1])) b--;
-    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, v + a, b - a);
-    return 0;
-  }
-  for (size_t k = 0; k < 3; k++) {
-    if (n == strlen(py[k][0]) && !memcmp(v, py[k][0], n)) {
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, py[k][1], strlen(py[k][1]));
-      return 0;
-    }
-  }
-  op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-  int rc = json_str_emit(p, v, n);
-  op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-  return rc;
-}
-
-static int st_qx(outparse *p, const char *s, size_t n) {
-  int rc;
-  size_t w = op_ws_len(s, n);
-  switch (p->state) {
-  case S_QX_START: { /* after <tool_call>: <function=NAME> or a Hermes JSON object */
-    if (w == n) {
-      op_consume(p, w);
-      return 0;
-    }
-    if (s[w] == '{') {
-      op_consume(p, w);
-      if ((rc = op_call_open(p))) return rc;
-      p->state = S_CALLOBJ;
-      return 0;
-    }
-    int m = op_match_at(p, s + w, n - w, "<function=");
-    if (m == MATCH_PARTIAL) return 0;
-    if (m == MATCH_NONE)
-      return err_set(ERR_PARSE, "tool call: expected <function=NAME> or a JSON object after <tool_call>");
-    op_consume(p, w + 10);
-    buf_reset(&p->tmp);
-    p->state = S_QX_FNAME;
-    return 0;
-  }
-  case S_QX_FNAME:
-  case S_QX_PNAME: {
-    static const char *const gt[] = {">"};
-    int k = op_head_until(p, s, n, gt, 1, &rc);
-    if (rc) return rc;
-    if (k < 0) return 0;
-    if (p->state == S_QX_FNAME) {
-      if ((rc = op_call_open(p))) return rc;
-      if ((rc = op_call_set_name(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "{", 1);
-      p->call_has_args = true;
-      p->bi_n_args = 0;
-    } else {
-      if (p->bi_n_args++) op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, ", ", 2);
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-      if ((rc = json_str_emit(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\": ", 3);
-    }
-    buf_reset(&p->tmp);
-    p->state = p->state == S_QX_FNAME ? S_QX_PARAMS : S_QX_PVAL;
-    return 0;
-  }
-  case S_QX_PARAMS: {
-    int m1 = op_match_at(p, s + w, n - w, "<parameter=");
-    int m2 = op_match_at(p, s + w, n - w, "</function>");
-    if (m1 == MATCH_FULL) {
-      op_consume(p, w + 11);
-      buf_reset(&p->tmp);
-      p->state = S_QX_PNAME;
-    } else if (m2 == MATCH_FULL) {
-      op_consume(p, w + 11);
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
-      if ((rc = op_call_close(p))) return rc;
-      p->expect = "</tool_call>";
-      p->expect_next = S_SKIP_WS;
-      p->state = S_EXPECT;
-    } else if (m1 == MATCH_NONE && m2 == MATCH_NONE && w < n) {
-      return err_set(ERR_PARSE, "tool call %d (%s): expected <parameter=NAME> or </function>",
-                     p->call_index, p->call_name);
-    } else {
-      op_consume(p, w);
-    }
-    return 0;
-  }
-  default: { /* S_QX_PVAL: the value until </parameter> (or </function>, left for S_QX_PARAMS) */
-    static const char *const end[] = {"</parameter>", "</function>"};
-    int which;
-    size_t i = op_scan_markers(p, s, n, end, 2, &which);
-    if (p->tmp.len + i > PENDING_MAX)
-      return err_set(ERR_TOO_LARGE, "tool call %d (%s): parameter value longer than %u bytes",
-                     p->call_index, p->call_name, PENDING_MAX);
-    if ((rc = buf_append(&p->tmp, s, i))) return rc;
-    op_consume(p, i);
-    if (which < 0) return 0;
-    if (which == 0) op_consume(p, strlen(end[0]));
-    if ((rc = qx_value(p))) return rc;
-    buf_reset(&p->tmp);
-    p->state = S_QX_PARAMS;
-    return 0;
-  }
-  }
-}
-
-/* ---------- GLM 4.5-4.7 XML calls ----------
- * <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>
- * Values convert as Qwen3-Coder's (qx_value: the template writes strings raw
- * and everything else with tojson). */
-static int st_glm(outparse *p, const char *s, size_t n) {
-  int rc;
-  size_t w = op_ws_len(s, n);
-  switch (p->state) {
-  case S_GL_NAME: {
-    static const char *const mk[] = {"<arg_key>", "</tool_call>"};
-    int k = op_head_until(p, s, n, mk, 2, &rc);
-    if (rc) return rc;
-    if (k < 0) return 0;
-    if ((rc = op_call_open(p))) return rc;
-    if ((rc = op_call_set_name(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
-    buf_reset(&p->tmp);
-    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "{", 1);
-    p->call_has_args = true;
-    p->bi_n_args = 0;
-    if (k == 1) {
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
-      if ((rc = op_call_close(p))) return rc;
-      p->state = S_SKIP_WS;
-    } else {
-      p->state = S_GL_KEY;
-    }
-    return 0;
-  }
-  case S_GL_KEY: {
-    static const char *const mk[] = {"</arg_key>"};
-    int k = op_head_until(p, s, n, mk, 1, &rc);
-    if (rc) return rc;
-    if (k < 0) return 0;
-    if (p->bi_n_args++) op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, ", ", 2);
-    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-    if ((rc = json_str_emit(p, p->tmp.data ? p->tmp.data : "", p->tmp.len))) return rc;
-    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\": ", 3);
-    buf_reset(&p->tmp);
-    p->state = S_GL_VALOPEN;
-    return 0;
-  }
-  case S_GL_VALOPEN:
-  case S_GL_NEXT: {
-    const char *want = p->state == S_GL_VALOPEN ? "<arg_value>" : "<arg_key>";
-    int m1 = op_match_at(p, s + w, n - w, want);
-    int m2 = p->state == S_GL_NEXT ? op_match_at(p, s + w, n - w, "</tool_call>") : MATCH_NONE;
-    if (m1 == MATCH_FULL) {
-      op_consume(p, w + strlen(want));
-      buf_reset(&p->tmp);
-      p->state = p->state == S_GL_VALOPEN ? S_GL_VAL : S_GL_KEY;
-    } else if (m2 == MATCH_FULL) {
-      op_consume(p, w + 12);
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
-      if ((rc = op_call_close(p))) return rc;
-      p->state = S_SKIP_WS;
-    } else if (m1 == MATCH_NONE && m2 == MATCH_NONE && w < n) {
-      return err_set(ERR_PARSE, "tool call %d (%s): expected %s", p->call_index, p->call_name,
-                     p->state == S_GL_VALOPEN ? "<arg_value>" : "<arg_key> or </tool_call>");
-    } else {
-      op_consume(p, w);
-    }
-    return 0;
-  }
-  default: { /* S_GL_VAL */
-    static const char *const mk[] = {"</arg_value>"};
-    int which;
-    size_t i = op_scan_markers(p, s, n, mk, 1, &which);
-    if (p->tmp.len + i > PENDING_MAX)
-      return err_set(ERR_TOO_LARGE, "tool call %d (%s): argument value longer than %u bytes",
-                     p->call_index, p->call_name, PENDING_MAX);
-    if ((rc = buf_append(&p->tmp, s, i))) return rc;
-    op_consume(p, i);
-    if (which < 0) return 0;
-    op_consume(p, strlen(mk[0]));
-    if ((rc = qx_value(p))) return rc;
-    buf_reset(&p->tmp);
-    p->state = S_GL_NEXT;
-    return 0;
-  }
-  }
-}
-
 static int st_h_text(outparse *p, const char *s, size_t n) {
   int k = op_text_until(p, s, n, p->h_kind, H_CONTENT_MK, ARRAY_LEN(H_CONTENT_MK));
   if (k < 0) return 0;
@@ -1220,12 +1005,12 @@ int op_step_call(outparse *p, const char *s, size_t n) {
   case S_QX_FNAME:
   case S_QX_PARAMS:
   case S_QX_PNAME:
-  case S_QX_PVAL: return st_qx(p, s, n);
+  case S_QX_PVAL: return op_st_qx(p, s, n);
   case S_GL_NAME:
   case S_GL_KEY:
   case S_GL_VALOPEN:
   case S_GL_VAL:
-  case S_GL_NEXT: return st_glm(p, s, n);
+  case S_GL_NEXT: return op_st_glm(p, s, n);
   case S_H_TEXT: return st_h_text(p, s, n);
   case S_H_HEAD: return st_h_head(p, s, n);
   case S_H_AFTER_CALL: return st_h_after_call(p, s, n);

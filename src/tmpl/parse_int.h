@@ -2,7 +2,7 @@
  * parse_int.h - internals shared by the output parsers (parse_*.c): a
  * push-style JSON syntax checker that sees one byte at a time, and the
  * parser's state, shared by the core (parse_out.c) and the tool-call
- * formats (parse_calls.c).
+ * formats (parse_calls.c, parse_xml.c).
  *
  * jscan validates one JSON value (RFC 8259 syntax, depth at most
  * JSCAN_MAX_DEPTH) and reports, per byte, where values and object keys start
@@ -209,7 +209,14 @@ int op_call_close(outparse *p);                               /* emits END */
 int op_json_error(outparse *p, const char *what);
 int op_code_begin(outparse *p, const char *term, enum op_state next);
 int op_code_end(outparse *p);
+/* Emits s as the body of a JSON string (escaped) in ARGS fragments that
+ * never split a character. */
+int op_json_str_emit(outparse *p, const char *s, size_t n);
 /* One step of a tool-call state (every state from S_CALLOBJ on). */
 int op_step_call(outparse *p, const char *s, size_t n);
+
+/* parse_xml.c: the S_QX_* (Qwen3-Coder) and S_GL_* (GLM) states */
+int op_st_qx(outparse *p, const char *s, size_t n);
+int op_st_glm(outparse *p, const char *s, size_t n);
 
 #endif
