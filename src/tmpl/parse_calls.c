@@ -834,6 +834,29 @@ static int st_ds_close(outparse *p, const char *s, size_t n) {
   return 0;
 }
 
+/* MiniMax-M1: <tool_calls> then one call object per line, then </tool_calls>. */
+static int st_jl_item(outparse *p, const char *s, size_t n) {
+  size_t w = op_ws_len(s, n);
+  if (w < n && s[w] == '{') {
+    op_consume(p, w);
+    int rc = op_call_open(p);
+    if (rc) return rc;
+    p->after = S_JL_ITEM;
+    p->state = S_CALLOBJ;
+    return 0;
+  }
+  int m = op_match_at(p, s + w, n - w, "</tool_calls>");
+  if (m == MATCH_FULL) {
+    op_consume(p, w + 13);
+    p->state = S_SKIP_WS;
+  } else if (m == MATCH_NONE) {
+    op_consume(p, w);
+    if (w < n && p->eof) p->state = S_TEXT; /* a cut closing tag at the end: text */
+    else if (w < n) return err_set(ERR_PARSE, "tool calls: expected a JSON call object or </tool_calls>");
+  }
+  return 0;
+}
+
 static int st_h_text(outparse *p, const char *s, size_t n) {
   int k = op_text_until(p, s, n, p->h_kind, H_CONTENT_MK, ARRAY_LEN(H_CONTENT_MK));
   if (k < 0) return 0;
@@ -1006,6 +1029,7 @@ int op_step_call(outparse *p, const char *s, size_t n) {
   case S_QX_PARAMS:
   case S_QX_PNAME:
   case S_QX_PVAL: return op_st_qx(p, s, n);
+  case S_JL_ITEM: return st_jl_item(p, s, n);
   case S_GL_NAME:
   case S_GL_KEY:
   case S_GL_VALOPEN:

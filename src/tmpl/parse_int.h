@@ -109,6 +109,7 @@ enum op_state {
   S_QX_PARAMS,    /* Qwen3-Coder: <parameter= or </function> */
   S_QX_PNAME,     /* Qwen3-Coder: <parameter=NAME> */
   S_QX_PVAL,      /* Qwen3-Coder: value until </parameter> */
+  S_JL_ITEM,      /* MiniMax-M1: a call object per line, or </tool_calls> */
   S_GL_NAME,      /* GLM: name after <tool_call> */
   S_GL_KEY,       /* GLM: <arg_key>KEY</arg_key> */
   S_GL_VALOPEN,   /* GLM: <arg_value> */
@@ -124,7 +125,7 @@ enum op_state {
 };
 
 /* What a marker found in answer text does. */
-enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML, A_GLM };
+enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML, A_GLM, A_JSONL };
 
 struct outparse {
   outparse_config cfg;

@@ -64,6 +64,8 @@ static const struct marker MK_COMMAND[] = {{"<|START_ACTION|>", A_LIST, false},
                                            {"<|END_RESPONSE|>", A_DROP, true}};
 static const struct marker MK_QWEN3_CODER[] = {{"<tool_call>", A_QXML, false}};
 static const struct marker MK_GLM[] = {{"<tool_call>", A_GLM, false}};
+static const struct marker MK_SEED[] = {{"<seed:tool_call>", A_QXML, false}};
+static const struct marker MK_MINIMAX[] = {{"<tool_calls>", A_JSONL, false}};
 static const struct marker MK_FUNC31[] = {{"<function=", A_FUNC, false},
                                           {"<|python_tag|>", A_PYTAG, false}};
 
@@ -85,6 +87,8 @@ static const struct {
     [OUTPARSE_COMMAND_R7B] = {"command-r7b", MK_COMMAND, ARRAY_LEN(MK_COMMAND)},
     [OUTPARSE_QWEN3_CODER] = {"qwen3-coder", MK_QWEN3_CODER, ARRAY_LEN(MK_QWEN3_CODER)},
     [OUTPARSE_GLM] = {"glm", MK_GLM, ARRAY_LEN(MK_GLM)},
+    [OUTPARSE_SEED_OSS] = {"seed-oss", MK_SEED, ARRAY_LEN(MK_SEED)},
+    [OUTPARSE_MINIMAX_M1] = {"minimax-m1", MK_MINIMAX, ARRAY_LEN(MK_MINIMAX)},
 };
 
 /* ---------- small helpers ---------- */
@@ -296,9 +300,12 @@ static int st_text(outparse *p, const char *s, size_t n) {
     return 0;
   case A_QXML:
     p->after = S_EXPECT; /* for a JSON object instead of <function=...> */
-    p->expect = "</tool_call>";
+    p->expect = p->cfg.format == OUTPARSE_SEED_OSS ? "</seed:tool_call>" : "</tool_call>";
     p->expect_next = S_SKIP_WS;
     p->state = S_QX_START;
+    return 0;
+  case A_JSONL:
+    p->state = S_JL_ITEM;
     return 0;
   case A_GLM:
     buf_reset(&p->tmp);

@@ -24,7 +24,9 @@
  * newline (the template writes them); it becomes JSON as itself when it is
  * one valid JSON value (numbers, objects, arrays: the template writes those
  * with tojson), as true/false/null when it is Python's True/False/None (the
- * template's str() of a bool or None), and as a JSON string otherwise. The
+ * template's str() of a bool or None), as JSON rewritten from a Python list
+ * or dict literal (str() of one, as Seed-OSS writes them), and as a JSON
+ * string otherwise. The
  * schema would settle the ambiguous cases; it is not known here. Each
  * parameter is emitted when its closing tag arrives. */
 
@@ -38,6 +40,46 @@ static bool json_whole(const char *s, size_t n) {
     if (f & JF_ERR) return false;
   }
   return jscan_complete(&js);
+}
+
+/* A Python list or dict literal (what str() of one prints, as Seed-OSS's
+ * template writes non-string values: 'quoted' strings, True/False/None)
+ * rewritten as JSON into out; false when it is not one. */
+static bool py_to_json(const char *v, size_t n, buf *out) {
+  size_t i = op_ws_len(v, n);
+  if (i == n || (v[i] != '[' && v[i] != '{')) return false;
+  while (i < n) {
+    char c = v[i];
+    int rc = 0;
+    if (c == '\'' || c == '"') {
+      for (rc = buf_append_byte(out, '"'), i++; !rc && i < n && v[i] != c; i++) {
+        if ((unsigned char)v[i] < 0x20) return false;
+        if (v[i] == '\\' && i + 1 < n) {
+          i++;
+          rc = v[i] == '\'' ? buf_append_byte(out, '\'') : buf_append(out, v + i - 1, 2);
+        } else {
+          rc = v[i] == '"' ? buf_append_str(out, "\\\"") : buf_append_byte(out, v[i]);
+        }
+      }
+      if (rc || i >= n) return false;
+      rc = buf_append_byte(out, '"');
+      i++;
+    } else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+      static const char *const py[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
+      size_t k, l = 0;
+      while (i + l < n && ((v[i + l] >= 'A' && v[i + l] <= 'Z') || (v[i + l] >= 'a' && v[i + l] <= 'z'))) l++;
+      for (k = 0; k < 3; k++)
+        if (l == strlen(py[k][0]) && !memcmp(v + i, py[k][0], l)) break;
+      if (k == 3) return false;
+      rc = buf_append_str(out, py[k][1]);
+      i += l;
+    } else {
+      rc = buf_append_byte(out, c);
+      i++;
+    }
+    if (rc) return false;
+  }
+  return json_whole(out->data ? out->data : "", out->len);
 }
 
 static int qx_value(outparse *p) {
@@ -58,6 +100,13 @@ static int qx_value(outparse *p) {
       return 0;
     }
   }
+  buf conv = BUF_INIT;
+  if (py_to_json(v, n, &conv)) {
+    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, conv.data, conv.len);
+    buf_free(&conv);
+    return 0;
+  }
+  buf_free(&conv);
   op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
   int rc = op_json_str_emit(p, v, n);
   op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
@@ -121,7 +170,7 @@ int op_st_qx(outparse *p, const char *s, size_t n) {
       op_consume(p, w + 11);
       op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
       if ((rc = op_call_close(p))) return rc;
-      p->expect = "</tool_call>";
+      p->expect = p->cfg.format == OUTPARSE_SEED_OSS ? "</seed:tool_call>" : "</tool_call>";
       p->expect_next = S_SKIP_WS;
       p->state = S_EXPECT;
     } else if (m1 == MATCH_NONE && m2 == MATCH_NONE && w < n) {

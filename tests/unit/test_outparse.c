@@ -518,6 +518,28 @@ TEST(outparse_glm) {
   check(&c, "</think><tool_call>f<arg_key>a</arg_key><arg_value>1", "|B0:f|A0:{\"a\": ", ERR_PARSE);
 }
 
+TEST(outparse_seed_oss) {
+  outparse_config c = cfg_of(OUTPARSE_SEED_OSS, "<seed:think>", "</seed:think>", false, true);
+  check(&c,
+        "<seed:think>Look up.</seed:think>\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+        "<parameter=n>[1, 2.5, True, None, 'it\\'s', \"a\\\"b\"]</parameter>\n<parameter=d>{'k': False}</parameter>\n"
+        "<parameter=t>(1, 2)</parameter>\n</function>\n</seed:tool_call>",
+        "|R:Look up.|B0:get_weather|A0:{\"city\": \"Paris\", \"n\": [1, 2.5, true, null, \"it's\", \"a\\\"b\"], "
+        "\"d\": {\"k\": false}, \"t\": \"(1, 2)\"}|E0", 0);
+  check(&c, "<tool_call><function=f></function></tool_call>", "|T:<tool_call><function=f></function></tool_call>", 0);
+  check(&c, "<seed:tool_call><function=f></function>", "|B0:f|A0:{}|E0", 0);
+}
+
+TEST(outparse_minimax_m1) {
+  outparse_config c = cfg_of(OUTPARSE_MINIMAX_M1, "<think>", "</think>", false, true);
+  check(&c,
+        "<think>Two.</think>\n<tool_calls>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+        "{\"name\": \"b\", \"arguments\": " TRICKY_ARGS "}\n</tool_calls>",
+        "|R:Two.|B0:get_weather|A0:{\"city\": \"Paris\"}|E0|B1:b|A1:" TRICKY_ARGS "|E1", 0);
+  check(&c, "<tool_calls>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_ca", "|B0:f|A0:{}|E0|T:</tool_ca", 0);
+  check(&c, "<tool_calls>\nnope", "", ERR_PARSE);
+}
+
 /* Hold-back is minimal: what cannot start a marker is out at once. */
 TEST(outparse_holdback_minimal) {
   outparse_config c = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", false, true);
@@ -679,14 +701,16 @@ static const char *const FRAGS[] = {
     "</response>", "<function=f>", "</function>", ">>>", "all\n", "f\n", "python\n", "<", KM_S, KM_C,
     KM_A, KM_E, KM_SE, "functions.f:0", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
     "\"tool_name\"", "<parameter=k>", "</parameter>", "<function=", "True", "<arg_key>", "</arg_key>",
-    "<arg_value>", "</arg_value>",
+    "<arg_value>", "</arg_value>", "<seed:tool_call>", "</seed:tool_call>", "<tool_calls>", "</tool_calls>",
+    "[1, True, 'x']",
 };
 
 TEST(outparse_random_split_invariance) {
   static const enum outparse_format fmts[] = {
       OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
       OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32,
-      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER, OUTPARSE_GLM};
+      OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER, OUTPARSE_GLM, OUTPARSE_SEED_OSS,
+      OUTPARSE_MINIMAX_M1};
   unsigned seed = 12345;
   int n_failed = 0;
   for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {

@@ -60,6 +60,8 @@ static const struct row {
     {"Qwen3-Coder", OUTPARSE_QWEN3_CODER, NULL, NULL, NULL, 5, false},
     {"Qwen3.5-4B", OUTPARSE_QWEN3_CODER, "<think>", "</think>", NULL, 5, true},
     {"GLM-4.7-Flash", OUTPARSE_GLM, "<think>", "</think>", "<think>", 5, true},
+    {"ByteDance-Seed-OSS", OUTPARSE_SEED_OSS, "<seed:think>", "</seed:think>", NULL, 5, false},
+    {"MiniMax-M1", OUTPARSE_MINIMAX_M1, "<think>", "</think>", NULL, 15, false},
 };
 
 /* End-of-turn tokens a render puts after the calls (never fed by the engine,
@@ -72,7 +74,7 @@ static const char *const END_TOKENS[] = {
     "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
     /* Command R7B's template ends every render with the next turn's opening */
     "<|END_OF_TURN_TOKEN|>", "<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|START_THINKING|>",
-    "<|END_THINKING|>"};
+    "<|END_THINKING|>", "<end_of_sentence>", "<seed:eos>"};
 
 typedef struct got {
   buf text, reasoning;
@@ -269,5 +271,5 @@ TEST(outparse_template_roundtrip) {
   }
   json_decref(want_args[0]);
   json_decref(want_args[1]);
-  EXPECT_INT_GE(n_checked, 3 * 66);
+  EXPECT_INT_GE(n_checked, 3 * 72);
 }
