@@ -101,6 +101,9 @@ int outparse_feed(outparse *p, const char *text, size_t len);
  * a tool call cut inside its JSON gives ERR_PARSE. */
 int outparse_finish(outparse *p);
 void outparse_free(outparse *p);
+/* True between a tool call's opening marker and its end (for a sampler that
+ * constrains argument JSON only inside calls). */
+bool outparse_in_tool_call(const outparse *p);
 /* Bytes the parser holds right now (input not yet emitted, headers, names,
  * arguments waiting for a name): for tests and metrics. */
 size_t outparse_held(const outparse *p);

@@ -453,6 +453,8 @@ int outparse_finish(outparse *p) {
   return 0;
 }
 
+bool outparse_in_tool_call(const outparse *p) { return p->call_active; }
+
 size_t outparse_held(const outparse *p) {
   return p->in.len - p->pos + p->tmp.len + p->pending.len + p->co_name.len;
 }

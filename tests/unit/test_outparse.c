@@ -554,6 +554,7 @@ TEST(outparse_holdback_minimal) {
   EXPECT_INT_EQ(outparse_feed(p, " fine <tool", 11), 0);
   EXPECT_STR_EQ(r.out.data, "|T:<this is fine ");
   EXPECT_INT_EQ((int)outparse_held(p), 5);
+  EXPECT_FALSE(outparse_in_tool_call(p));
   EXPECT_INT_EQ(outparse_feed(p, "s>", 2), 0);
   EXPECT_STR_EQ(r.out.data, "|T:<this is fine <tools>");
   EXPECT_INT_EQ(outparse_feed(p, "\xc3", 1), 0); /* half a character is held */
@@ -563,6 +564,7 @@ TEST(outparse_holdback_minimal) {
   const char *call = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"x";
   EXPECT_INT_EQ(outparse_feed(p, call, strlen(call)), 0);
   EXPECT_STR_EQ(r.out.data, "|T:<this is fine <tools>\xc3\xa9|B0:f|A0:{\"a\": \"x");
+  EXPECT_TRUE(outparse_in_tool_call(p));
   EXPECT_INT_EQ(outparse_feed(p, "y", 1), 0);
   EXPECT_STR_EQ(r.out.data, "|T:<this is fine <tools>\xc3\xa9|B0:f|A0:{\"a\": \"xy");
   EXPECT_INT_EQ(outparse_finish(p), ERR_PARSE);
