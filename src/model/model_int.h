@@ -107,5 +107,8 @@ int model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;
+extern const model_arch_ops model_arch_qwen2; /* qwen.c */
+extern const model_arch_ops model_arch_qwen3; /* qwen.c */
+extern const model_arch_ops model_arch_bert;  /* bert.c */
 
 #endif

@@ -1,0 +1,389 @@
+/* test_model_qwen.c - the qwen2 and qwen3 forward passes (src/model/qwen.c)
+ * against tools/ref_qwen.py (an independent float64 numpy implementation
+ * reading the same GGUF file), on random-weight models written by
+ * src/model/testgen_arch.c: logits on F32 and F16 weights with F32 and F16
+ * caches, greedy continuations, batch vs token by token, the reference
+ * kernels, and load errors. */
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+#include "model/model.h"
+#include "model/testgen_arch.h"
+
+#define PY "/usr/bin/python3"
+#define REF "tools/ref_qwen.py"
+
+/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
+static int qpy_ready(void) {
+  if (access(REF, R_OK) != 0) {
+    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
+    return -1;
+  }
+  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
+}
+
+#define NEED_PY()                                                        \
+  do {                                                                   \
+    int r_ = qpy_ready();                                                \
+    if (r_ < 0) return;                                                  \
+    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
+  } while (0)
+
+static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
+}
+
+static float *ref_logits(const char *path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
+  char ts[4096], out[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(out, sizeof out, "%s/qwen_ref_logits.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", path, ts, out, kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return NULL;
+  size_t cnt = (size_t)n * (size_t)n_vocab;
+  float *v = malloc(cnt * sizeof *v);
+  FILE *fp = fopen(out, "rb");
+  if (!v || !fp) {
+    free(v);
+    if (fp) fclose(fp);
+    return NULL;
+  }
+  size_t got = fread(v, sizeof *v, cnt, fp);
+  int extra = fgetc(fp);
+  fclose(fp);
+  if (got != cnt || extra != EOF) {
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+static int ref_greedy(const char *path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
+  char ts[4096], file[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(file, sizeof file, "%s/qwen_ref_greedy.txt", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", path, ts, n_gen, file, kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return -1;
+  FILE *fp = fopen(file, "r");
+  if (!fp) return -1;
+  int k = 0;
+  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
+  fclose(fp);
+  return k;
+}
+
+/* sum((a-b)^2) / sum(b^2) */
+static double nmse(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
+#define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
+
+static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_arch_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+/* The prompt through a fresh context in one call (all logits). */
+static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
+                       int64_t n_batch, int64_t *n_vocab_out) {
+  model *m = NULL;
+  if (model_open(path, &m)) {
+    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
+    return NULL;
+  }
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_threads = n_threads;
+  p.n_batch = n_batch;
+  model_ctx *c = NULL;
+  float *lg = NULL;
+  int64_t V = model_get_hparams(m)->n_vocab;
+  if (model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
+  } else {
+    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
+    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
+      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
+      free(lg);
+      lg = NULL;
+    }
+  }
+  *n_vocab_out = V;
+  model_ctx_free(c);
+  model_free(m);
+  return lg;
+}
+
+static double compare(const char *path, enum model_kv_type kv, int n_threads) {
+  int64_t V = 0;
+  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
+  if (!c) return -1;
+  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
+  if (!r) {
+    free(c);
+    test_fail_at(__FILE__, __LINE__, "ref_qwen.py failed on %s", path);
+    return -1;
+  }
+  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
+  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
+         n_threads, e);
+  free(c);
+  free(r);
+  return e;
+}
+
+/* F32 weights: only f32 rounding separates C from float64 numpy (NMSE
+ * ~1e-12); the issue's bar is 1e-4, we also hold 1e-8 so that a wrong RoPE
+ * pairing (normal instead of NeoX: NMSE ~1e-1), a missing bias or q/k norm
+ * cannot hide. The F16 cache is mirrored by numpy (--kv f16). */
+TEST(model_qwen2_f32_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.rope_freq_base = 1000000.0f;
+  ASSERT_TRUE(gen(&g, "qwen2_f32", path, sizeof path));
+  double e = compare(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.tied = true;
+  g.seed = 2;
+  ASSERT_TRUE(gen(&g, "qwen2_f32_tied", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* qwen3: head_dim 32 with n_embd 64 and 4 heads (q is 128 wide), per-head
+ * q/k RMS norms before RoPE; also the head_dim = n_embd / n_head case. */
+TEST(model_qwen3_f32_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.rope_freq_base = 1000000.0f;
+  ASSERT_TRUE(gen(&g, "qwen3_f32", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN3);
+  EXPECT_INT_EQ(model_get_hparams(m)->head_dim, 32);
+  EXPECT_INT_EQ(model_get_hparams(m)->rope.style, OPS_ROPE_NEOX);
+  model_free(m);
+  double e = compare(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.head_dim = 0;
+  g.tied = false;
+  g.seed = 3;
+  ASSERT_TRUE(gen(&g, "qwen3_f32_hd16", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* F16 weights: numpy decodes the same halves; the kernels multiply them by
+ * f32 activations in f32, so again f32 rounding only. */
+TEST(model_qwen_f16_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  enum model_arch archs[2] = {MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3};
+  for (int a = 0; a < 2; a++) {
+    model_testgen_arch g = model_testgen_arch_small(archs[a]);
+    g.type = g.type_embd = TENSOR_TYPE_F16;
+    g.seed = 10 + (uint64_t)a;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
+    double e = compare(path, MODEL_KV_F16, 2);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+}
+
+/* Quantized weights with the reference kernels forced: every product is an
+ * exact double dot product on the dequantized weights, so numpy (which
+ * uses the same dequantized values) matches to f32 rounding. */
+TEST(model_qwen_reference_kernels) {
+  NEED_PY();
+  kern_force_reference(true);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  char path[512];
+  enum model_arch archs[2] = {MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3};
+  for (int a = 0; a < 2; a++) {
+    model_testgen_arch g = model_testgen_arch_small(archs[a]);
+    g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+    g.seed = 20 + (uint64_t)a;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
+    double e = compare(path, MODEL_KV_F16, 2);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+    g.type = g.type_embd = TENSOR_TYPE_F32;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
+    e = compare(path, MODEL_KV_F32, 1);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+  kern_force_reference(false);
+}
+
+/* The fast kernels on Q8_0: 8-bit activation quantization adds ~1e-4 (see
+ * test_model.c's derivation); 2e-3 is the same bar as llama's. */
+TEST(model_qwen_q8_0_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+  g.seed = 25;
+  ASSERT_TRUE(gen(&g, "qwen2_q8", path, sizeof path));
+  double e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 2e-3);
+}
+
+/* One batch, steps of 5 and token by token through the cache give the same
+ * logits (kern_matmul does not depend on how many tokens share a call). */
+static void check_batch(enum model_arch arch, const char *name) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+  g.seed = 40;
+  if (!gen(&g, name, path, sizeof path)) return;
+  int64_t V = 0;
+  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  float *one = malloc((size_t)V * sizeof *one);
+  if (!all || !b5 || !one || model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: setup failed: %s", name, err_detail());
+    goto out;
+  }
+  double worst_one = 0, worst_b5 = 0;
+  for (int i = 0; i < N_PROMPT; i++) {
+    if (model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST)) {
+      test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
+      goto out;
+    }
+    double e1 = nmse(one, all + (size_t)i * V, (size_t)V), e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    if (e1 > worst_one) worst_one = e1;
+    if (e2 > worst_b5) worst_b5 = e2;
+  }
+  printf("    %s: batch of 14 vs 1 by 1: nmse %.3g; vs steps of 5: %.3g\n", name, worst_one, worst_b5);
+  EXPECT_TRUE(worst_one < 1e-10);
+  EXPECT_TRUE(worst_b5 < 1e-10);
+out:
+  free(one);
+  free(all);
+  free(b5);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_qwen_batch_equals_token_by_token) {
+  check_batch(MODEL_ARCH_QWEN2, "qwen2_batch");
+  check_batch(MODEL_ARCH_QWEN3, "qwen3_batch");
+}
+
+/* Greedy 32 tokens, one forward per token through the cache, against
+ * numpy's loop that recomputes the whole sequence. */
+static void check_greedy(enum model_arch arch, uint32_t type, const char *name, uint64_t seed) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.type = g.type_embd = type;
+  g.seed = seed;
+  if (!gen(&g, name, path, sizeof path)) return;
+  enum { N_GEN = 32 };
+  int32_t want[N_GEN], got[N_GEN];
+  bool f16 = type != TENSOR_TYPE_F32;
+  int nw = ref_greedy(path, PROMPT, 6, N_GEN, f16, want);
+  EXPECT_INT_EQ(nw, N_GEN);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  if (model_open(path, &m)) return test_fail_at(__FILE__, __LINE__, "open: %s", err_detail());
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  p.kv_type = f16 ? MODEL_KV_F16 : MODEL_KV_F32;
+  if (model_ctx_new(m, &p, &c)) {
+    model_free(m);
+    return test_fail_at(__FILE__, __LINE__, "ctx: %s", err_detail());
+  }
+  int64_t V = model_get_hparams(m)->n_vocab;
+  float *lg = malloc((size_t)V * sizeof *lg);
+  int rc = model_forward(c, PROMPT, 6, 0, lg, MODEL_LOGITS_LAST);
+  for (int i = 0; i < N_GEN && rc == 0; i++) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < V; t++)
+      if (lg[t] > lg[best]) best = t;
+    got[i] = best;
+    rc = model_forward(c, &best, 1, 6 + i, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  int same = 0;
+  while (same < N_GEN && got[same] == want[same]) same++;
+  printf("    %s greedy: %d of %d tokens identical\n", name, same, N_GEN);
+  EXPECT_INT_EQ(same, N_GEN);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_qwen_greedy_matches_numpy) {
+  NEED_PY();
+  check_greedy(MODEL_ARCH_QWEN2, TENSOR_TYPE_F32, "qwen2_greedy_f32", 51);
+  check_greedy(MODEL_ARCH_QWEN3, TENSOR_TYPE_F32, "qwen3_greedy_f32", 52);
+  check_greedy(MODEL_ARCH_QWEN2, TENSOR_TYPE_F16, "qwen2_greedy_f16", 53);
+  check_greedy(MODEL_ARCH_QWEN3, TENSOR_TYPE_F16, "qwen3_greedy_f16", 54);
+}
+
+static int open_bad(enum model_arch arch, const char *bad, const char *name) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.bad_tensor = bad;
+  if (!gen(&g, name, path, sizeof path)) return 1;
+  model *m = NULL;
+  int rc = model_open(path, &m);
+  model_free(m);
+  return rc;
+}
+
+TEST(model_qwen_load_errors) {
+  /* one extra element / row: the loader names the tensor and both shapes */
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN2, "blk.1.attn_k.bias", "qwen2_bad_bias"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.attn_k.bias' has shape [33], expected [32]");
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN3, "blk.0.attn_q_norm.weight", "qwen3_bad_qnorm"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_q_norm.weight' has shape [33], expected [32]");
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN3, "blk.0.attn_output.weight", "qwen3_bad_wo"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_output.weight' has shape [128, 65], expected [128, 64]");
+  /* a qwen3 file lacks the q/k biases qwen2 requires: relabel one as qwen2 */
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.head_dim = 0;
+  g.arch = MODEL_ARCH_QWEN2;
+  ASSERT_TRUE(gen(&g, "qwen2_ok", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN2);
+  EXPECT_STR_EQ(model_arch_name(model_arch_of(m)), "qwen2");
+  /* decoders have no embeddings */
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
+  float out[64];
+  EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "'qwen2'");
+  EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_NONE);
+  model_ctx_free(c);
+  model_free(m);
+}
