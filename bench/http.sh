@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
+MEMDUR=${MEMDUR:-60}
 DUR=${2:-10}
 BIN=${PARLEY_BIN:-./build/parley}
 KEY=bench-key
@@ -64,11 +65,11 @@ for route in health echo; do
   done
 done
 
-echo "memory across a 60 s run at 64 connections (RSS, KiB):"
+echo "memory across a ${MEMDUR} s run at 64 connections (RSS, KiB):"
 rss() { awk '/VmRSS/ {print $2}' /proc/$pid/status; }
 echo "  before: $(rss)"
-wrk -t2 -c64 -d60s "$url/health" >/dev/null 2>&1 &
+wrk -t2 -c64 -d${MEMDUR}s "$url/health" >/dev/null 2>&1 &
 wpid=$!
-for i in $(seq 12); do sleep 5; printf "  %2ds: %s\n" $((i * 5)) "$(rss)"; done
+for i in $(seq $((MEMDUR / 5))); do sleep 5; printf "  %2ds: %s\n" $((i * 5)) "$(rss)"; done
 wait $wpid
 echo "  after: $(rss)"

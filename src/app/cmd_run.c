@@ -1,18 +1,19 @@
 /*
  * cmd_run.c - `parley run MODEL.gguf`: a raw completion on the terminal.
  *
- *   parley run MODEL.gguf --tokens 1,450,4996 [-n N] [--temp T] [--seed S]
- *              [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
- *              [-c CTX] [-t THREADS] [--ignore-eos] [--reference] [--ids]
+ *   parley run MODEL.gguf -p TEXT | --tokens 1,450,4996 [-n N] [--temp T]
+ *              [--seed S] [--top-k K] [--top-p P] [--min-p P]
+ *              [--repeat-penalty R] [-c CTX] [-t THREADS] [--ignore-eos]
+ *              [--reference] [--ids]
  *
- * The prompt is given as token ids until the tokenizer module lands (then
- * -p "text" will be encoded with the file's vocabulary); -p alone is refused
- * with a message saying so. The prompt runs as one batch, then N tokens are
- * generated one at a time and printed as they come: as text pieces when the
- * file has a vocabulary (tokenizer.ggml.tokens; SentencePiece's U+2581
- * shown as a space, <0xNN> byte tokens as the byte), otherwise as ids.
- * Generation stops at tokenizer.ggml.eos_token_id unless --ignore-eos.
- * Timings go to stderr at the end.
+ * -p TEXT is encoded with the file's tokenizer (tok/, with BOS as the
+ * vocabulary asks); --tokens gives the ids directly (also for files without
+ * a vocabulary, such as the random test models). The prompt runs as one
+ * batch, then N tokens are sampled one at a time and printed as they come,
+ * through the streaming detokenizer (whole UTF-8 characters only), or as
+ * ids with --ids or when the file has no tokenizer. Generation stops at an
+ * end-of-generation token (tok_is_eog) unless --ignore-eos. No chat
+ * template: a raw completion. Timings go to stderr at the end.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,12 +28,13 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "sample/sample.h"
+#include "tok/tok.h"
 
 static void run_usage(FILE *out) {
   fprintf(out,
-          "usage: parley run MODEL.gguf --tokens ID,ID,... [options]\n"
+          "usage: parley run MODEL.gguf (-p TEXT | --tokens ID,ID,...) [options]\n"
+          "  -p TEXT              prompt text, encoded with the model's tokenizer\n"
           "  --tokens LIST        prompt as comma-separated token ids\n"
-          "  -p TEXT              prompt text (needs the tokenizer: not available yet)\n"
           "  -n N                 tokens to generate (default 64)\n"
           "  --temp T             temperature, 0 = greedy (default 0.8)\n"
           "  --seed S             random seed (default 0)\n"
@@ -91,28 +93,15 @@ static int parse_tokens(const char *s, int32_t **out, int64_t *n) {
   return 0;
 }
 
-/* Prints a vocabulary piece for display: U+2581 -> ' ', <0xNN> -> byte. */
-static void print_piece(const gguf_value *vocab, int32_t id, bool ids) {
-  if (ids || !vocab || (uint64_t)id >= vocab->v.arr.n) {
-    printf("%s%d", ids ? " " : "[", id);
-    if (!ids) printf("]");
+/* Prints a token: through the detokenizer stream when there is one,
+ * otherwise as " id". */
+static void print_token(tok_stream *ts, buf *out, int32_t id, bool ids) {
+  if (ids || !ts) {
+    printf(" %d", id);
     return;
   }
-  const gguf_str *s = &vocab->v.arr.strs[id];
-  unsigned byte = 0;
-  if (s->len == 6 && sscanf(s->data, "<0x%2X>", &byte) == 1) {
-    putchar((int)byte);
-    return;
-  }
-  for (uint64_t i = 0; i < s->len; i++) {
-    if (i + 2 < s->len && (unsigned char)s->data[i] == 0xE2 && (unsigned char)s->data[i + 1] == 0x96 &&
-        (unsigned char)s->data[i + 2] == 0x81) {
-      putchar(' ');
-      i += 2;
-    } else {
-      putchar(s->data[i]);
-    }
-  }
+  buf_reset(out);
+  if (tok_stream_feed(ts, id, out) == 0 && out->len) fwrite(out->data, 1, out->len, stdout);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -184,14 +173,13 @@ int cmd_run(int argc, char **argv) {
     run_usage(stderr);
     return 2;
   }
-  if (!tokens_arg) {
-    fprintf(stderr, "parley run: %s; pass the prompt as token ids with --tokens 1,2,3\n",
-            prompt ? "-p needs the tokenizer, which is not built in yet" : "no prompt given");
+  if (!tokens_arg && !prompt) {
+    fprintf(stderr, "parley run: no prompt: give -p TEXT or --tokens 1,2,3\n");
     return 2;
   }
   int32_t *prompt_ids = NULL;
   int64_t n_prompt = 0;
-  if (parse_tokens(tokens_arg, &prompt_ids, &n_prompt)) {
+  if (tokens_arg && parse_tokens(tokens_arg, &prompt_ids, &n_prompt)) {
     fprintf(stderr, "parley run: --tokens must be comma-separated non-negative integers\n");
     return 2;
   }
@@ -202,6 +190,10 @@ int cmd_run(int argc, char **argv) {
   model_ctx *ctx = NULL;
   sampler *smp = NULL;
   float *logits = NULL;
+  tok *tk = NULL;
+  tok_ids enc = TOK_IDS_INIT;
+  buf piece = BUF_INIT;
+  tok_stream stream, *ts = NULL;
   uint64_t t0 = time_mono_ns();
   if (model_open(path, &m)) {
     fprintf(stderr, "parley run: cannot load %s: %s\n", path, err_detail());
@@ -217,17 +209,41 @@ int cmd_run(int argc, char **argv) {
   }
   logits = malloc((size_t)hp->n_vocab * sizeof *logits);
   if (!logits) goto done;
-  const gguf_value *vocab = NULL;
-  if (gguf_get_arr(model_gguf(m), "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &vocab)) vocab = NULL;
-  uint32_t eos = UINT32_MAX;
-  if (gguf_get_u32(model_gguf(m), "tokenizer.ggml.eos_token_id", &eos)) eos = UINT32_MAX;
+  if (tok_load(model_gguf(m), &tk)) {
+    if (prompt) {
+      fprintf(stderr, "parley run: -p needs the model's tokenizer: %s\n", err_detail());
+      goto done;
+    }
+    tk = NULL; /* ids only */
+  }
+  if (prompt) {
+    if (tok_encode(tk, prompt, strlen(prompt), TOK_ENCODE_ADD_SPECIAL, &enc) || enc.n == 0) {
+      fprintf(stderr, "parley run: cannot encode the prompt%s\n", enc.n ? "" : " (no tokens)");
+      goto done;
+    }
+    free(prompt_ids);
+    prompt_ids = enc.ids;
+    n_prompt = (int64_t)enc.n;
+    enc.ids = NULL;
+    enc.n = enc.cap = 0;
+  }
+  if (tk) {
+    tok_stream_init(&stream, tk, 0);
+    ts = &stream;
+  }
   uint64_t t1 = time_mono_ns();
 
-  for (int64_t i = 0; i < n_prompt; i++) {
-    sample_accept(smp, prompt_ids[i]);
-    print_piece(vocab, prompt_ids[i], ids);
+  if (prompt && !ids) {
+    fputs(prompt, stdout);
+    for (int64_t i = 0; i < n_prompt; i++) sample_accept(smp, prompt_ids[i]);
+  } else {
+    for (int64_t i = 0; i < n_prompt; i++) {
+      sample_accept(smp, prompt_ids[i]);
+      print_token(ts, &piece, prompt_ids[i], ids);
+    }
   }
   fflush(stdout);
+  /* the prompt's pieces are out; generated text continues the stream */
   if (model_forward(ctx, prompt_ids, n_prompt, 0, logits, MODEL_LOGITS_LAST)) {
     fprintf(stderr, "\nparley run: %s\n", err_detail());
     goto done;
@@ -240,8 +256,8 @@ int cmd_run(int argc, char **argv) {
       fprintf(stderr, "\nparley run: %s\n", err_detail());
       goto done;
     }
-    if (!ignore_eos && (uint32_t)r.token == eos) break;
-    print_piece(vocab, r.token, ids);
+    if (!ignore_eos && tk && tok_is_eog(tk, r.token)) break;
+    print_token(ts, &piece, r.token, ids);
     fflush(stdout);
     sample_accept(smp, r.token);
     if (n_done + 1 == n_gen) {
@@ -260,7 +276,12 @@ int cmd_run(int argc, char **argv) {
     }
   }
   uint64_t t3 = time_mono_ns();
+  if (ts && !ids) {
+    buf_reset(&piece);
+    if (tok_stream_flush(ts, &piece) == 0 && piece.len) fwrite(piece.data, 1, piece.len, stdout);
+  }
   printf("\n");
+  fflush(stdout);
   double pp_s = (double)(t2 - t1) / 1e9, tg_s = (double)(t3 - t2) / 1e9;
   fprintf(stderr, "load %.2f s | prompt %lld tokens %.2f s (%.1f t/s) | generated %lld tokens %.2f s (%.1f t/s) | %s\n",
           (double)(t1 - t0) / 1e9, (long long)n_prompt, pp_s, pp_s > 0 ? (double)n_prompt / pp_s : 0.0,
@@ -269,6 +290,9 @@ int cmd_run(int argc, char **argv) {
 done:
   free(logits);
   free(prompt_ids);
+  tok_ids_free(&enc);
+  buf_free(&piece);
+  tok_free(tk);
   sample_free(smp);
   model_ctx_free(ctx);
   model_free(m);

@@ -8,13 +8,17 @@
 #ifndef PARLEY_APP_COMMANDS_H
 #define PARLEY_APP_COMMANDS_H
 
-/* `parley run MODEL.gguf --tokens 1,2,3 [-n N] [--temp T] [--seed S] [-t N]`
+/* parley tokenize MODEL.gguf TEXT [--json] [--no-special] [--no-bos]
+ * (cmd_tokenize.c): token ids and pieces of TEXT under MODEL's tokenizer. */
+int cmd_tokenize(int argc, char **argv);
+
+/* parley run MODEL.gguf -p TEXT | --tokens 1,2,3 [-n N] [--temp T] [--seed S] [-t N]
  * (cmd_run.c): a raw completion streamed to the terminal. */
 int cmd_run(int argc, char **argv);
-/* `parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]`
+/* parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]
  * (cmd_bench.c): prompt-processing and generation tokens/s. */
 int cmd_bench(int argc, char **argv);
-/* `parley gen-model OUT.gguf [--shape small|tinyllama] [--type T] [--seed S]`
+/* parley gen-model OUT.gguf [--shape small|tinyllama] [--type T] [--seed S]
  * (cmd_bench.c): a random-weight llama model for benchmarks and tests. */
 int cmd_gen_model(int argc, char **argv);
 

@@ -17,6 +17,7 @@
 
 #include "api/admin/admin.h"
 #include "api/api.h"
+#include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -25,16 +26,26 @@
 #include "http/http.h"
 #include "store/store.h"
 
+static int cmd_serve(int argc, char **argv);
+
+/* The subcommands: name, entry point, one line of help. */
+static const struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *help;
+} COMMANDS[] = {
+    {"serve", cmd_serve, "start the server"},
+    {"tokenize", cmd_tokenize, "print the token ids and pieces of a text: tokenize MODEL.gguf TEXT [--json]"},
+};
+
 static void usage(FILE *out) {
   fprintf(out,
           "parley %s - local language and speech models behind the OpenAI, Anthropic,\n"
           "Ollama, LM Studio and Deepgram APIs\n\n"
-          "usage: parley COMMAND [options]\n\n"
-          "commands:\n"
-          "  serve      start the server\n"
-          "  version    print the version\n"
-          "  help       print this help\n\n",
+          "usage: parley COMMAND [options]\n\ncommands:\n",
           PARLEY_VERSION);
+  for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++) fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+  fprintf(out, "  %-10s %s\n  %-10s %s\n\nserve ", "version", "print the version", "help", "print this help");
   config_print_help(out);
 }
 
@@ -163,7 +174,8 @@ int main(int argc, char **argv) {
     printf("parley %s\n", PARLEY_VERSION);
     return 0;
   }
-  if (strcmp(argv[1], "serve") == 0) return cmd_serve(argc - 2, argv + 2);
+  for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++)
+    if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 2, argv + 2);
   fprintf(stderr, "parley: unknown command '%s' (see parley help)\n", argv[1]);
   return 2;
 }

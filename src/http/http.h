@@ -168,7 +168,8 @@ http_stream *http_stream_open(http_req *req, int status, const char *content_typ
                               enum http_stream_kind kind);
 /* Queues bytes and wakes the connection. Blocks the producer (never a pool
  * thread) while more than 4 MiB is queued. ERR_CANCELLED once the client is
- * gone or the server is stopping. */
+ * gone or the server is stopping. (Writing from the handler itself, before
+ * it returns, is fine up to 4 MiB; more would wait on its own thread.) */
 int http_stream_write(http_stream *s, const void *data, size_t len);
 /* One SSE event: optional "event: NAME" line, then data split into "data:"
  * lines, then a blank line. */

@@ -104,6 +104,9 @@ int stream_hub_new(unsigned sse_keepalive_ms, stream_hub **out);
 void stream_hub_cancel_all(stream_hub *h);
 void stream_hub_free(stream_hub *h);
 size_t stream_hub_n_open(stream_hub *h);
+/* fn(arg) runs on the monitor thread at least once a second (the server's
+ * slowloris guard); NULL clears it. Returns after any running tick ends. */
+void stream_hub_set_tick(stream_hub *h, void (*fn)(void *arg), void *arg);
 
 /* server.c: called by stream.c to add the common headers to a response and
  * queue it; returns 0 or ERR_*. */

@@ -22,6 +22,13 @@
  *                 "\n--boundary" is accepted too) and ends the part
  *   EPILOGUE      after the closing "--boundary--": everything is ignored
  *
+ * Strictness: a "--boundary" at a line start followed by anything but "--",
+ * padding or a line end is an error, in the preamble and in data alike
+ * (RFC 2046 forbids the boundary inside the body; Go's mime/multipart treats
+ * such a line as data instead, which would cost holding the needle back one
+ * more byte). Header lines with control bytes, folded lines, and lines
+ * without ':' are errors too; unknown headers and parameters are ignored.
+ *
  * Invariants:
  *   - tail_len <= K (= nlen + 1) and the tail never contains a whole needle;
  *     in PREAMBLE it starts as a virtual "\n" so a body that begins with

@@ -20,7 +20,12 @@
  *   on_completed  MHD is done: access log, metrics, spool files removed,
  *                 the stream detached, http_req freed.
  * Every response, errors included, passes through http_req_queue_, which
- * adds x-request-id and the CORS headers.
+ * adds x-request-id and the CORS headers. An error found from the head
+ * while a small body is still coming waits until the body is drained
+ * (early_error), so the client is not reset before it reads the answer.
+ * on_connection keeps a list of sockets for the slowloris guard (guard_tick,
+ * run by the stream monitor): a socket that has not sent a whole request
+ * head within conn_timeout_s is shut down, however slowly it trickles.
  *
  * Invariants: a request is answered at most once (req->answered); errors
  * found by the layer go through cfg.on_error (or a plain JSON fallback);
@@ -37,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +72,19 @@ static const char k_allow_headers_default[] =
     "X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, "
     "X-Stainless-Timeout, X-Stainless-Helper-Method, x-request-id";
 
+/* One accepted socket (MHD socket_context): the slowloris guard shuts down
+ * sockets that have not delivered a whole request head within
+ * conn_timeout_s of the connection opening or the previous request ending.
+ * Listed from NOTIFY_STARTED to NOTIFY_CLOSED; MHD closes the fd only after
+ * NOTIFY_CLOSED, which takes guard_mu, so shutdown() under guard_mu never
+ * hits a reused descriptor. */
+typedef struct conn_ctx {
+  int fd;
+  uint64_t waiting_since_ns; /* start of the wait for a request head */
+  bool busy;                 /* a request is past its head (or upgraded) */
+  struct conn_ctx *prev, *next;
+} conn_ctx;
+
 struct http_server {
   http_config cfg;       /* defaults filled; strings below are our copies */
   char *host;
@@ -74,12 +93,15 @@ struct http_server {
   router *rt;
   struct MHD_Daemon *d;
   int listen_fd_quiesced;
-  ws_loop *ws;
+  ws_loop *ws;           /* NULL once stopping; read under ws_mu */
+  pthread_mutex_t ws_mu; /* held across ws_loop_adopt, so free waits for it */
   stream_hub *hub;
   http_metrics *metrics;
   atomic_long in_flight;
   int port;
   bool started;
+  pthread_mutex_t guard_mu;
+  conn_ctx *conns;
 };
 
 enum req_phase { PH_NEW, PH_BODY, PH_DONE };
@@ -102,7 +124,7 @@ struct http_req {
   struct MHD_Connection *conn;
   char *uri;        /* raw request target */
   char *path;       /* raw path, no query */
-  const char *method;
+  char *method;     /* our copy: MHD's lives in the connection pool */
   char id[40];
   uint64_t t_start_ns;
   enum req_phase phase;
@@ -118,7 +140,7 @@ struct http_req {
   buf body;
   int err_status;     /* a limit or parse error found while reading the body */
   int err_code;
-  char err_msg[256];
+  char err_msg[512];
   int spool_fd;
   char *spool_path;
   mp_parser *mp;
@@ -142,6 +164,7 @@ struct http_req {
   const ws_handler *ws_h;
   void *ws_ctx;
   bool upgraded;
+  conn_ctx *cc;
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -503,6 +526,30 @@ static void body_finish(http_req *req) {
 
 /* ---- request phases ------------------------------------------------------ */
 
+/* An error found from the request head. Answering at once and closing while
+ * the client is still sending its body makes the kernel reset the
+ * connection, and the client may never read the answer. So when a body is
+ * coming (and the client did not ask for 100-continue) and it is small
+ * enough to swallow, the error is kept and sent after the body was drained;
+ * otherwise (no body, 100-continue, or a huge Content-Length) at once. */
+static void early_error(http_req *req, int status, int code, const char *message, const char *param) {
+  const char *cl = http_req_header(req, "Content-Length");
+  const char *te = http_req_header(req, "Transfer-Encoding");
+  const char *expect = http_req_header(req, "Expect");
+  uint64_t clen = 0;
+  bool has_cl = cl && parse_u64(cl, &clen) == 0;
+  bool chunked = te && has_token_ci(te, "chunked");
+  bool body_coming = (has_cl && clen > 0) || chunked;
+  bool continue_asked = expect && has_token_ci(expect, "100-continue");
+  if (body_coming && !continue_asked && (chunked || clen <= req->body_limit + OVER_LIMIT_DRAIN)) {
+    set_body_error(req, status, code, "%s", message);
+    req->sink = SINK_DISCARD;
+    (void)param;
+    return;
+  }
+  emit_error(req, status, code, message, param);
+}
+
 static void answer_preflight(http_req *req) {
   decorate(req);
   struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -524,7 +571,7 @@ static bool check_auth(http_req *req) {
       .api_key = http_req_header(req, "api-key"),
   };
   const char *protos[16];
-  if (req->match.route->flags & HTTP_ROUTE_WS) {
+  if (req->match.route && (req->match.route->flags & HTTP_ROUTE_WS)) {
     in.n_ws_protocols = http_req_ws_protocols(req, protos, ARRAY_LEN(protos));
     in.ws_protocols = protos;
   }
@@ -534,12 +581,13 @@ static bool check_auth(http_req *req) {
 static enum MHD_Result begin_request(http_req *req) {
   http_server *srv = req->srv;
   char msg[512], spath[200];
+  req->body_limit = 0; /* until the route is known: drain allowance only */
   /* Query string. */
   const char *q = strchr(req->uri, '?');
   if (q) {
     int rc = url_query_parse(q + 1, strlen(q + 1), &req->query);
     if (rc) {
-      emit_error(req, rc == ERR_TOO_LARGE ? 414 : 400, rc, err_detail(), NULL);
+      early_error(req, rc == ERR_TOO_LARGE ? 414 : 400, rc, err_detail(), NULL);
       return MHD_YES;
     }
   }
@@ -549,30 +597,33 @@ static enum MHD_Result begin_request(http_req *req) {
   }
   sanitize(req->path, spath, sizeof spath);
   int rc = router_match_path(srv->rt, req->method, req->path, &req->match);
+  /* Only a matched public route skips the key: unknown paths and wrong
+   * methods answer 401 to a caller without a key, so routes stay private. */
+  bool is_public = rc == 0 && (req->match.route->flags & HTTP_ROUTE_PUBLIC);
+  if (!is_public && !check_auth(req)) {
+    early_error(req, 401, ERR_AUTH,
+               "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
+               NULL);
+    return MHD_YES;
+  }
   if (rc == ERR_NOT_FOUND) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s)", req->method, spath);
-    emit_error(req, 404, ERR_NOT_FOUND, msg, NULL);
+    early_error(req, 404, ERR_NOT_FOUND, msg, NULL);
     return MHD_YES;
   }
   if (rc == ERR_METHOD) {
     http_resp_header(req, "Allow", req->match.allow);
     snprintf(msg, sizeof msg, "Method %s not allowed for %s (allowed: %s)", req->method, spath, req->match.allow);
-    emit_error(req, 405, ERR_METHOD, msg, NULL);
+    early_error(req, 405, ERR_METHOD, msg, NULL);
     return MHD_YES;
   }
   if (rc) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s): %s", req->method, spath, err_detail());
-    emit_error(req, 400, rc, msg, NULL);
+    early_error(req, 400, rc, msg, NULL);
     return MHD_YES;
   }
   req->matched = true;
   unsigned flags = req->match.route->flags;
-  if (!(flags & HTTP_ROUTE_PUBLIC) && !check_auth(req)) {
-    emit_error(req, 401, ERR_AUTH,
-               "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
-               NULL);
-    return MHD_YES;
-  }
   /* Body sink and limit. */
   if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE)) req->body_limit = srv->cfg.max_upload;
   else req->body_limit = srv->cfg.max_json_body;
@@ -581,7 +632,7 @@ static enum MHD_Result begin_request(http_req *req) {
   if (cl && parse_u64(cl, &clen) == 0 && clen > req->body_limit) {
     snprintf(msg, sizeof msg, "request body of %llu bytes is larger than the limit of %llu bytes",
              (unsigned long long)clen, (unsigned long long)req->body_limit);
-    emit_error(req, 413, ERR_TOO_LARGE, msg, NULL);
+    early_error(req, 413, ERR_TOO_LARGE, msg, NULL);
     return MHD_YES;
   }
   if (flags & HTTP_BODY_MULTIPART) {
@@ -589,27 +640,27 @@ static enum MHD_Result begin_request(http_req *req) {
     const char *ct = http_req_header(req, "Content-Type");
     if (!ct || mp_boundary_from_content_type(ct, boundary, sizeof boundary) != 0) {
       snprintf(msg, sizeof msg, "Content-Type must be multipart/form-data with a boundary: %s", err_detail());
-      emit_error(req, 400, ERR_PARSE, msg, NULL);
+      early_error(req, 400, ERR_PARSE, msg, NULL);
       return MHD_YES;
     }
     static const mp_callbacks cbs = {mp_on_begin, mp_on_data, mp_on_end};
     rc = mp_parser_new(boundary, &cbs, req, &req->mp);
     if (rc) {
-      emit_error(req, rc == ERR_NOMEM ? 500 : 400, rc, err_detail(), NULL);
+      early_error(req, rc == ERR_NOMEM ? 500 : 400, rc, err_detail(), NULL);
       return MHD_YES;
     }
     req->sink = SINK_MULTIPART;
   } else if (flags & HTTP_BODY_FILE) {
     rc = spool_open(req, &req->spool_path, &req->spool_fd);
     if (rc) {
-      emit_error(req, 500, rc, err_detail(), NULL);
+      early_error(req, 500, rc, err_detail(), NULL);
       return MHD_YES;
     }
     req->sink = SINK_FILE;
   } else if (flags & HTTP_BODY_JSON) {
     req->sink = SINK_MEMORY;
     if (clen && buf_reserve(&req->body, (size_t)clen) != 0) {
-      emit_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
+      early_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
       return MHD_YES;
     }
   }
@@ -642,7 +693,7 @@ static bool ws_validate(http_req *req) {
 }
 
 static void run_handler(http_req *req) {
-  if (req->err_status) {
+  if (req->err_status) { /* from the body, or from the head and deferred (early_error) */
     emit_error(req, req->err_status, req->err_code, req->err_msg, NULL);
     return;
   }
@@ -667,7 +718,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   if (!req) return MHD_NO; /* allocation failed in on_uri */
   if (req->phase == PH_NEW) {
     req->conn = conn;
-    req->method = method;
+    req->method = strdup(method);
+    if (!req->method) return MHD_NO;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    req->cc = ci ? ci->socket_context : NULL;
+    if (req->cc) {
+      pthread_mutex_lock(&req->srv->guard_mu);
+      req->cc->busy = true;
+      pthread_mutex_unlock(&req->srv->guard_mu);
+    }
     req->is_head = strcmp(method, "HEAD") == 0;
     req->phase = PH_BODY;
     atomic_fetch_add(&req->srv->in_flight, 1);
@@ -745,7 +804,50 @@ static void req_free(http_req *req) {
   free(req->ws_scratch);
   free(req->uri);
   free(req->path);
+  free(req->method);
   free(req);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  http_server *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn_ctx *cc = calloc(1, sizeof *cc);
+    *socket_context = cc;
+    if (!cc) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    cc->fd = ci ? ci->connect_fd : -1;
+    cc->waiting_since_ns = time_mono_ns();
+    pthread_mutex_lock(&srv->guard_mu);
+    cc->next = srv->conns;
+    if (srv->conns) srv->conns->prev = cc;
+    srv->conns = cc;
+    pthread_mutex_unlock(&srv->guard_mu);
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_ctx *cc = *socket_context;
+    *socket_context = NULL;
+    if (!cc) return;
+    pthread_mutex_lock(&srv->guard_mu);
+    if (cc->prev) cc->prev->next = cc->next;
+    else srv->conns = cc->next;
+    if (cc->next) cc->next->prev = cc->prev;
+    pthread_mutex_unlock(&srv->guard_mu);
+    free(cc);
+  }
+}
+
+/* Runs on the stream monitor thread about once a second. */
+static void guard_tick(void *arg) {
+  http_server *srv = arg;
+  uint64_t now = time_mono_ns();
+  uint64_t limit = (uint64_t)srv->cfg.conn_timeout_s * 1000000000ull;
+  pthread_mutex_lock(&srv->guard_mu);
+  for (conn_ctx *cc = srv->conns; cc; cc = cc->next) {
+    if (cc->busy || cc->fd < 0 || now - cc->waiting_since_ns < limit) continue;
+    shutdown(cc->fd, SHUT_RDWR); /* MHD sees the error and closes it */
+    cc->fd = -1;
+  }
+  pthread_mutex_unlock(&srv->guard_mu);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -761,6 +863,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_stream_detach_(req->stream, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
   }
   if (req->counted_in_flight) atomic_fetch_sub(&srv->in_flight, 1);
+  if (req->cc && !req->upgraded) {
+    pthread_mutex_lock(&srv->guard_mu);
+    req->cc->busy = false;
+    req->cc->waiting_since_ns = time_mono_ns();
+    pthread_mutex_unlock(&srv->guard_mu);
+  }
   double secs = (double)(time_mono_ns() - req->t_start_ns) / 1e9;
   int status = req->answered ? req->status : 0;
   if (req->method) {
@@ -784,11 +892,20 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
   (void)conn, (void)con_cls;
   http_req *req = cls;
   req->upgraded = true;
+  if (req->cc) {
+    pthread_mutex_lock(&req->srv->guard_mu);
+    req->cc->busy = true; /* the ws loop owns it now */
+    pthread_mutex_unlock(&req->srv->guard_mu);
+  }
   if (req->counted_in_flight) {
     atomic_fetch_sub(&req->srv->in_flight, 1);
     req->counted_in_flight = false;
   }
-  int rc = ws_loop_adopt(req->srv->ws, sock, extra_in, extra_in_size, req->ws_h, req->ws_ctx, ws_release, urh);
+  pthread_mutex_lock(&req->srv->ws_mu);
+  int rc = req->srv->ws ? ws_loop_adopt(req->srv->ws, sock, extra_in, extra_in_size, req->ws_h, req->ws_ctx,
+                                        ws_release, urh)
+                        : err_set(ERR_CANCELLED, "server stopping");
+  pthread_mutex_unlock(&req->srv->ws_mu);
   if (rc) {
     LOG_WARN("http", "%s: WebSocket adopt failed: %s", req->id, err_detail());
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -800,7 +917,10 @@ int http_ws_accept(http_req *req, const struct ws_handler *h, void *ctx, const c
   if (!req->matched || !(req->match.route->flags & HTTP_ROUTE_WS))
     return err_set(ERR_INVALID, "http_ws_accept on route %s, which is not a WebSocket route",
                    http_req_route_name(req) ? http_req_route_name(req) : "(none)");
-  if (!req->srv->ws) return err_set(ERR_UNSUPPORTED, "WebSocket loop is not running");
+  pthread_mutex_lock(&req->srv->ws_mu);
+  bool have_ws = req->srv->ws != NULL;
+  pthread_mutex_unlock(&req->srv->ws_mu);
+  if (!have_ws) return err_set(ERR_UNSUPPORTED, "WebSocket loop is not running");
   char accept[29];
   const char *key = http_req_header(req, "Sec-WebSocket-Key");
   if (!key) return err_set(ERR_INVALID, "Sec-WebSocket-Key missing");
@@ -835,6 +955,8 @@ int http_server_new(const http_config *cfg, http_server **out) {
   if (!s) return err_set(ERR_NOMEM, "http server");
   s->cfg = *cfg;
   s->listen_fd_quiesced = -1;
+  pthread_mutex_init(&s->guard_mu, NULL);
+  pthread_mutex_init(&s->ws_mu, NULL);
   if (!s->cfg.max_json_body) s->cfg.max_json_body = DEFAULT_MAX_JSON_BODY;
   if (!s->cfg.max_upload) s->cfg.max_upload = DEFAULT_MAX_UPLOAD;
   if (!s->cfg.max_form_field) s->cfg.max_form_field = DEFAULT_MAX_FORM_FIELD;
@@ -906,6 +1028,7 @@ int http_server_start(http_server *srv) {
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
                             MHD_OPTION_END);
@@ -914,6 +1037,7 @@ int http_server_start(http_server *srv) {
     srv->ws = NULL;
     return err_set(ERR_IO, "cannot listen on %s:%d (address in use or not permitted)", srv->host, srv->cfg.port);
   }
+  stream_hub_set_tick(srv->hub, guard_tick, srv);
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = info ? info->port : srv->cfg.port;
   srv->started = true;
@@ -925,11 +1049,15 @@ int http_server_port(const http_server *srv) { return srv->port; }
 
 void http_server_free(http_server *srv) {
   if (!srv) return;
+  if (srv->hub) stream_hub_set_tick(srv->hub, NULL, NULL);
   if (srv->d) {
     MHD_socket lfd = MHD_quiesce_daemon(srv->d);
     if (srv->hub) stream_hub_cancel_all(srv->hub);
-    if (srv->ws) ws_loop_free(srv->ws);
-    srv->ws = NULL;
+    pthread_mutex_lock(&srv->ws_mu);
+    ws_loop *ws = srv->ws;
+    srv->ws = NULL; /* upgrades that complete from now on are closed */
+    pthread_mutex_unlock(&srv->ws_mu);
+    if (ws) ws_loop_free(ws);
     MHD_stop_daemon(srv->d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
     srv->d = NULL;
@@ -943,10 +1071,14 @@ void http_server_free(http_server *srv) {
   free(srv->keys);
   free(srv->host);
   free(srv->spool_dir);
+  pthread_mutex_destroy(&srv->guard_mu);
+  pthread_mutex_destroy(&srv->ws_mu);
   free(srv);
 }
 
 int http_server_metrics(http_server *srv, buf *out) {
-  return http_metrics_render(srv->metrics, out, atomic_load(&srv->in_flight), stream_hub_n_open(srv->hub),
-                             srv->ws ? ws_loop_n_open(srv->ws) : 0);
+  pthread_mutex_lock(&srv->ws_mu);
+  size_t n_ws = srv->ws ? ws_loop_n_open(srv->ws) : 0;
+  pthread_mutex_unlock(&srv->ws_mu);
+  return http_metrics_render(srv->metrics, out, atomic_load(&srv->in_flight), stream_hub_n_open(srv->hub), n_ws);
 }

@@ -76,6 +76,9 @@ struct stream_hub {
   pthread_t thread;
   bool thread_started;
   unsigned keepalive_ms;
+  pthread_mutex_t tick_mu; /* held while tick runs */
+  void (*tick)(void *arg);
+  void *tick_arg;
 };
 
 /* ---- references and cancellation --------------------------------------- */
@@ -399,6 +402,9 @@ static void *monitor_main(void *arg) {
       pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&h->mu);
+    pthread_mutex_lock(&h->tick_mu);
+    if (h->tick) h->tick(h->tick_arg);
+    pthread_mutex_unlock(&h->tick_mu);
     int pr = poll(pfd, n, timeout);
     if (pr <= 0) continue;
     if (pfd[0].revents & POLLIN) {
@@ -438,6 +444,7 @@ int stream_hub_new(unsigned sse_keepalive_ms, stream_hub **out) {
   stream_hub *h = calloc(1, sizeof *h);
   if (!h) return err_set(ERR_NOMEM, "stream hub");
   pthread_mutex_init(&h->mu, NULL);
+  pthread_mutex_init(&h->tick_mu, NULL);
   h->keepalive_ms = sse_keepalive_ms;
   h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (h->efd < 0) {
@@ -478,6 +485,13 @@ void stream_hub_cancel_all(stream_hub *h) {
   }
 }
 
+void stream_hub_set_tick(stream_hub *h, void (*fn)(void *arg), void *arg) {
+  pthread_mutex_lock(&h->tick_mu);
+  h->tick = fn;
+  h->tick_arg = arg;
+  pthread_mutex_unlock(&h->tick_mu);
+}
+
 size_t stream_hub_n_open(stream_hub *h) {
   pthread_mutex_lock(&h->mu);
   size_t n = h->n_open;
@@ -493,6 +507,7 @@ void stream_hub_free(stream_hub *h) {
   hub_wake(h);
   if (h->thread_started) pthread_join(h->thread, NULL);
   close(h->efd);
+  pthread_mutex_destroy(&h->tick_mu);
   pthread_mutex_destroy(&h->mu);
   free(h);
 }

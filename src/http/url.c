@@ -115,16 +115,23 @@ int url_query_parse(const char *qs, size_t len, url_query *q) {
   return 0;
 }
 
+/* Keys are stored without a trailing "[]"; a name asked for with it matches too. */
+static bool key_is(const char *key, const char *name) {
+  size_t nl = strlen(name);
+  if (nl >= 2 && name[nl - 2] == '[' && name[nl - 1] == ']') nl -= 2;
+  return strncmp(key, name, nl) == 0 && key[nl] == '\0';
+}
+
 const char *url_query_get(const url_query *q, const char *name) {
   for (size_t i = 0; i < q->n_kv; i++)
-    if (strcmp(q->kv[i].key, name) == 0) return q->kv[i].val;
+    if (key_is(q->kv[i].key, name)) return q->kv[i].val;
   return NULL;
 }
 
 size_t url_query_get_all(const url_query *q, const char *name, const char **out, size_t max) {
   size_t n = 0;
   for (size_t i = 0; i < q->n_kv; i++) {
-    if (strcmp(q->kv[i].key, name) != 0) continue;
+    if (!key_is(q->kv[i].key, name)) continue;
     if (n < max && out) out[n] = q->kv[i].val;
     n++;
   }

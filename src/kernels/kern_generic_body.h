@@ -279,6 +279,78 @@ GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t
   }
 }
 
+/* Q2_K and Q3_K: element 128h + 32s + l, 16-element sub-blocks k =
+ * (128h + 32s + l) / 16 (tensor_type.h); the lane sums follow
+ * kern_x86_body.h (Q3_K's q - 4 through the block sums). */
+GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
+                                 float *y, size_t ys) {
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const block_q2_K *b = (const block_q2_K *)w + ib;
+      int32_t isum[GL] = {0};
+      for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++) {
+          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
+          for (int l = 0; l < GL; l++) {
+            int32_t sum = 0;
+            for (int k = 0; k < 4; k++) {
+              int e = 4 * l + k;
+              sum += ((b->qs[32 * h + e] >> 2 * s) & 3) * xq[e];
+            }
+            isum[l] += sum * (b->scales[8 * h + 2 * s + (l >= 4)] & 15);
+          }
+        }
+      float dd = gen_f16(&b->d) * xb[ib].d, dm = gen_f16(&b->dmin) * xb[ib].d;
+      for (int l = 0; l < GL; l++) {
+        int32_t msum = xb[ib].bsums[2 * l] * (b->scales[2 * l] >> 4) +
+                       xb[ib].bsums[2 * l + 1] * (b->scales[2 * l + 1] >> 4);
+        acc[l] = fmaf(dd, (float)isum[l], acc[l]);
+        acc[l] = fmaf(-dm, (float)msum, acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
+}
+
+GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
+                                 float *y, size_t ys) {
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const block_q3_K *b = (const block_q3_K *)w + ib;
+      int sc[16];
+      for (int k = 0; k < 16; k++) {
+        int low = k < 8 ? b->scales[k] & 15 : b->scales[k - 8] >> 4;
+        int high = (b->scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+        sc[k] = (low | high << 4) - 32;
+      }
+      int32_t isum[GL] = {0};
+      for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++) {
+          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
+          for (int l = 0; l < GL; l++) {
+            int32_t sum = 0;
+            for (int k = 0; k < 4; k++) {
+              int e = 4 * l + k;
+              int q = ((b->qs[32 * h + e] >> 2 * s) & 3) | ((b->hmask[e] >> (4 * h + s)) & 1) << 2;
+              sum += q * xq[e];
+            }
+            isum[l] += sum * sc[8 * h + 2 * s + (l >= 4)];
+          }
+        }
+      float dd = gen_f16(&b->d) * xb[ib].d;
+      for (int l = 0; l < GL; l++) {
+        int32_t off = (xb[ib].bsums[2 * l] * sc[2 * l] + xb[ib].bsums[2 * l + 1] * sc[2 * l + 1]) * 4;
+        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
+}
+
 static void gen_fill_ops(struct kern_ops *ops) {
   ops->quant_q8 = kern_quant_q8_c;
   ops->quant_q8_K = kern_quant_q8_K_c;
@@ -293,6 +365,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q4_K] = gen_tile_q4_K;
   ops->tile[TENSOR_TYPE_Q5_K] = gen_tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = gen_tile_q6_K;
+  ops->tile[TENSOR_TYPE_Q2_K] = gen_tile_q2_K;
+  ops->tile[TENSOR_TYPE_Q3_K] = gen_tile_q3_K;
   ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
@@ -304,6 +378,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
 }
 
 #endif

@@ -29,6 +29,7 @@
 #ifndef PARLEY_KERNELS_KERN_X86_BODY_H
 #define PARLEY_KERNELS_KERN_X86_BODY_H
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -98,8 +99,18 @@ TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
   for (int64_t i = 0; i < n / 32; i++, x += 32) {
     __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
     __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m256 a0 = _mm256_andnot_ps(sign, v0), a1 = _mm256_andnot_ps(sign, v1);
+    __m256 a2 = _mm256_andnot_ps(sign, v2), a3 = _mm256_andnot_ps(sign, v3);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    /* max_ps may drop a NaN, so finiteness is checked on every element */
+    const __m256 big = _mm256_set1_ps(FLT_MAX);
+    __m256 fin = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(a0, big, _CMP_LE_OQ), _mm256_cmp_ps(a1, big, _CMP_LE_OQ)),
+                               _mm256_and_ps(_mm256_cmp_ps(a2, big, _CMP_LE_OQ), _mm256_cmp_ps(a3, big, _CMP_LE_OQ)));
+    if (_mm256_movemask_ps(fin) != 0xff) { /* NaN or Inf: dot products become NaN */
+      memset(b[i].qs, 0, sizeof b[i].qs);
+      b[i].d = b[i].s = NAN;
+      continue;
+    }
     float amax = hmax_ps(m);
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -120,7 +131,17 @@ TGT static void quant_q8_K_x86(const float *x, void *dst, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
     __m256 m = _mm256_setzero_ps();
-    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m256 fin = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int j = 0; j < QK_K; j += 8) {
+      __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+      fin = _mm256_and_ps(fin, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ));
+      m = _mm256_max_ps(m, a);
+    }
+    if (_mm256_movemask_ps(fin) != 0xff) {
+      memset(&b[i], 0, sizeof b[i]);
+      b[i].d = NAN;
+      continue;
+    }
     float amax = hmax_ps(m);
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -473,6 +494,109 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
 }
 DEFINE_TILE(tile_q6_K, body_q6_K)
 
+/* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
+ * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
+TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3);
+  const __m128i lo4 = _mm_set1_epi8(0x0f);
+  __m256 acc[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const block_q2_K *b = (const block_q2_K *)w + ib;
+    float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
+    __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
+    __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, lo4));
+    __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), lo4));
+    int16_t sc[16];
+    _mm256_storeu_si256((__m256i *)sc, sc16);
+    __m256i isum[NT_MAX];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m256i qv = loadu256(b->qs + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; s++) {
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
+        int k = 8 * h + 2 * s;
+        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mn16);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+DEFINE_TILE(tile_q2_K, body_q2_K)
+
+/* Q3_K: element 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 =
+ * (qs[32h + l] >> 2s) & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k -
+ * 32) * (q - 4); the -4 goes through the block sums, as Q6_K's -32. */
+TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const block_q3_K *b = (const block_q3_K *)w + ib;
+    float d = f16_load(&b->d);
+    int16_t sc[16];
+    for (int k = 0; k < 16; k++) {
+      int low = k < 8 ? b->scales[k] & 15 : b->scales[k - 8] >> 4;
+      int high = (b->scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+      sc[k] = (int16_t)((low | high << 4) - 32);
+    }
+    __m256i sc16 = _mm256_loadu_si256((const __m256i *)sc);
+    __m256i hm = loadu256(b->hmask);
+    __m256i isum[NT_MAX];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m256i qv = loadu256(b->qs + 32 * h);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; s++) {
+        __m256i low = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
+        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one);
+        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
+        int k = 8 * h + 2 * s;
+        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 2);
+      __m256i tot = _mm256_sub_epi32(isum[t], off);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+DEFINE_TILE(tile_q3_K, body_q3_K)
+
 /* ---- the table both variants fill ------------------------------------- */
 
 static void x86_fill_ops(struct kern_ops *ops) {
@@ -489,6 +613,8 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_K;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
+  ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
+  ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
   ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
@@ -500,6 +626,8 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
 }
 
 #endif

@@ -19,6 +19,7 @@
  */
 #include "kernels/kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,6 +35,19 @@
 static struct kern_ops g_ops;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static atomic_bool g_force_ref;
+static pthread_key_t g_scratch_key; /* per-thread scratch for calls without a pool */
+static bool g_scratch_key_ok;
+
+struct kern_tls_scratch {
+  void *p;
+  size_t cap;
+};
+
+static void kern_tls_scratch_free(void *arg) {
+  struct kern_tls_scratch *s = arg;
+  free(s->p);
+  free(s);
+}
 
 static void kern_init(void) {
   memset(&g_ops, 0, sizeof g_ops);
@@ -42,6 +56,7 @@ static void kern_init(void) {
   memset(&o, 0, sizeof o);
   if (kern_ops_avx512(&o) || kern_ops_avx2(&o) || kern_ops_neon(&o) || kern_ops_scalar(&o))
     g_ops = o;
+  g_scratch_key_ok = pthread_key_create(&g_scratch_key, kern_tls_scratch_free) == 0;
   const char *env = getenv("PARLEY_KERNELS");
   if (env && strcmp(env, "reference") == 0) atomic_store(&g_force_ref, true);
 }
@@ -66,13 +81,48 @@ bool kern_has_fast(int type) {
   return type >= 0 && type < TENSOR_TYPE_COUNT && o->tile[type] && !atomic_load(&g_force_ref);
 }
 
+/* The calling thread's scratch of at least `bytes` (kept until the thread
+ * exits), for kern_matmul without a pool: callers run it inside their own
+ * tpool workers (attention per head), where a malloc per call would add up. */
+static void *kern_tls_scratch(size_t bytes) {
+  if (!g_scratch_key_ok) return NULL;
+  struct kern_tls_scratch *s = pthread_getspecific(g_scratch_key);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    if (pthread_setspecific(g_scratch_key, s) != 0) {
+      free(s);
+      return NULL;
+    }
+  }
+  if (s->cap < bytes) {
+    size_t cap = bytes < 4096 ? 4096 : bytes + bytes / 4;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, cap) != 0) return NULL;
+    free(s->p);
+    s->p = p;
+    s->cap = cap;
+  }
+  return s->p;
+}
+
 /* ---- portable activation quantizers ------------------------------------ */
 
 void kern_quant_q8_c(const float *x, void *dst, int64_t n) {
   kern_block_q8 *b = dst;
   for (int64_t i = 0; i < n / 32; i++, x += 32) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    bool bad = false;
+    for (int j = 0; j < 32; j++) {
+      float a = fabsf(x[j]);
+      bad |= !(a <= FLT_MAX);
+      amax = fmaxf(amax, a);
+    }
+    if (bad) { /* NaN or Inf: make every dot product with this block NaN */
+      memset(b[i].qs, 0, sizeof b[i].qs);
+      b[i].d = b[i].s = NAN;
+      continue;
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     int sum = 0;
@@ -90,7 +140,17 @@ void kern_quant_q8_K_c(const float *x, void *dst, int64_t n) {
   block_q8_K *b = dst;
   for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
     float amax = 0.0f;
-    for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+    bool bad = false;
+    for (int j = 0; j < QK_K; j++) {
+      float a = fabsf(x[j]);
+      bad |= !(a <= FLT_MAX);
+      amax = fmaxf(amax, a);
+    }
+    if (bad) {
+      memset(&b[i], 0, sizeof b[i]);
+      b[i].d = NAN;
+      continue;
+    }
     float d = amax / 127.0f;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < QK_K; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
@@ -219,7 +279,6 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
   j.n_tokens = n_tokens;
   j.x = x;
   j.y = y;
-  void *heap = NULL;
   if (!atomic_load(&g_force_ref) && ops->tile[type]) {
     j.tile = ops->tile[type];
     switch ((enum kern_act)ops->act[type]) {
@@ -241,7 +300,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
       if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
         return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow",
                        (long long)n_tokens, (long long)n_cols);
-      j.xq = tp ? tpool_scratch(tp, 0, bytes) : (heap = malloc(bytes ? bytes : 1));
+      j.xq = tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
       if (!j.xq)
         return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
       j.xa = j.xq;
@@ -253,6 +312,5 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
   }
   mm_plan(&j, tpool_n_threads(tp));
   tpool_run(tp, mm_worker, &j);
-  free(heap);
   return 0;
 }

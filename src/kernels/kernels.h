@@ -36,9 +36,12 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
  * float32 (must not overlap x or W).
  *
  * Splits rows (and tokens when there are few rows) across the pool; tp may
- * be NULL (single thread; then a scratch buffer is allocated per call, the
- * pool keeps its scratch between calls). Results do not depend on the
- * number of threads, nor on how many other tokens are in the call.
+ * be NULL (runs on the calling thread). Scratch for the quantized
+ * activations is kept in the pool, or for tp NULL per calling thread (freed
+ * when the thread exits), so steady-state calls do not allocate. Calls with
+ * tp NULL may run concurrently from several threads (e.g. inside another
+ * tpool_run); a pool serves one caller at a time. Results do not depend on
+ * the number of threads, nor on how many other tokens are in the call.
  *
  * Errors: ERR_UNSUPPORTED naming the type for types without a kernel,
  * ERR_RANGE when n_cols is not a multiple of the block size or a count is

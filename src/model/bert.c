@@ -315,9 +315,8 @@ static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
   return 0;
 }
 
-static int bert_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                        enum model_logits mode) {
-  (void)c, (void)tokens, (void)n, (void)pos, (void)logits, (void)mode;
+static int bert_forward(model_ctx *c, const model_step *st, float *logits) {
+  (void)c, (void)st, (void)logits;
   return err_set(ERR_UNSUPPORTED,
                  "architecture 'bert' is an encoder: it computes embeddings (model_embed), not logits");
 }

@@ -163,8 +163,8 @@ static void swiglu_worker(void *ctx, int ith, int nth) {
   if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
 }
 
-static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                         enum model_logits mode) {
+static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
+  const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
   const llama_weights *w = c->m->arch_data;
   llama_bufs *b = c->arch_data;
@@ -174,10 +174,10 @@ static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t
   int rc;
 
   for (int64_t t = 0; t < n; t++) {
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[t] * w->tok_embd.row_bytes;
+    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
     if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
       return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
-    ops_rope_cache(&hp->rope, pos + t, c->rope_cs + t * n_rot);
+    ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
@@ -190,8 +190,8 @@ static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
     }
-    model_kv_store(c, l, b->k, b->v, n, pos);
-    if ((rc = model_attention(c, l, b->q, b->att, n, pos, scale))) return rc;
+    model_kv_store(c, l, st, b->k, b->v);
+    if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
     if ((rc = matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 
@@ -206,10 +206,9 @@ static int llama_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t
     ops_add(b->x, b->xn, n * E);
   }
 
-  if (mode == MODEL_LOGITS_NONE) return 0;
-  int64_t first = mode == MODEL_LOGITS_LAST ? n - 1 : 0;
-  for (int64_t t = first; t < n; t++) ops_rmsnorm(b->xn + (t - first) * E, b->x + t * E, w->output_norm, E, eps);
-  return matmul(c, &w->output, b->xn, n - first, logits);
+  if (st->n_out == 0) return 0;
+  for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
+  return matmul(c, &w->output, b->xn, st->n_out, logits);
 }
 
 const model_arch_ops model_arch_llama = {

@@ -4,17 +4,21 @@
  * binding with shape checks), contexts (KV cache, compute buffers, thread
  * pool) and the attention every decoder shares.
  *
- * Start reading at model_load() and model_forward(); an architecture file
- * (llama.c) provides load/ctx_init/forward through model_arch_ops.
+ * Start reading at model_load() and model_decode() (model_forward() is its
+ * one-sequence form); an architecture file (llama.c) provides
+ * load/ctx_init/forward through model_arch_ops.
  *
  * Invariants:
  *   - weights are never copied: model_tensor.data points into the gguf
  *     mapping; only 1-D vectors that are not F32 are dequantized into small
  *     buffers the model owns (m->owned);
  *   - every buffer a context computes with is allocated in model_ctx_new();
- *     model_forward() allocates nothing (the kernels' pool keeps its own
+ *     a forward pass allocates nothing (the kernels' pool keeps its own
  *     scratch);
- *   - c->n_past <= c->n_ctx, and cache positions >= n_past are garbage.
+ *   - c->n_past[s] <= c->n_ctx for every sequence s, and cache positions
+ *     >= n_past[s] hold stale (finite) values or zeros;
+ *   - a failed model_decode leaves n_past[s] at the batch's first position
+ *     of s, so nothing half-written is ever visible.
  */
 #include "model/model_int.h"
 
@@ -324,16 +328,18 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   model_ctx_params d = model_ctx_default_params();
   if (!p) p = &d;
   const model_hparams *hp = &m->hp;
-  if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0)
-    return err_set(ERR_RANGE, "model context: negative n_ctx, n_batch or n_threads");
+  if (p->n_ctx < 0 || p->n_batch < 0 || p->n_threads < 0 || p->n_seq < 0)
+    return err_set(ERR_RANGE, "model context: negative n_ctx, n_batch, n_seq or n_threads");
+  if (p->n_seq > 65536) return err_set(ERR_RANGE, "model context: %d sequences, at most 65536", p->n_seq);
   if (p->kv_type != MODEL_KV_F16 && p->kv_type != MODEL_KV_F32)
     return err_set(ERR_RANGE, "model context: unknown KV cache type %d", (int)p->kv_type);
   model_ctx *c = calloc(1, sizeof *c);
   if (!c) return err_set(ERR_NOMEM, "model context: out of memory");
   c->m = m;
   c->n_ctx = p->n_ctx == 0 || p->n_ctx > hp->n_ctx_train ? hp->n_ctx_train : p->n_ctx;
+  c->n_seq = p->n_seq ? p->n_seq : 1;
   c->n_batch = p->n_batch ? p->n_batch : 512;
-  if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
+  if (c->n_batch > c->n_ctx * c->n_seq) c->n_batch = c->n_ctx * c->n_seq;
   c->kv_type = p->kv_type;
   c->kv_elem = p->kv_type == MODEL_KV_F16 ? 2 : 4;
   int rc = 0;
@@ -350,24 +356,36 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   /* positions rounded up to whole attention tiles (the v layout) */
   c->n_ctx_pad = (c->n_ctx + ATT_TILE_POS - 1) / ATT_TILE_POS * ATT_TILE_POS;
   if (!size_mul((size_t)hp->n_head_kv * (size_t)hp->head_dim, (size_t)c->n_ctx_pad, &per_layer) ||
-      !size_mul(per_layer, c->kv_elem, &per_layer) || !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total)) {
-    rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %lld positions overflows", (long long)c->n_ctx);
+      !size_mul(per_layer, c->kv_elem, &per_layer) || !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total) ||
+      !size_mul(kv_total, (size_t)c->n_seq, &kv_total)) {
+    rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %d x %lld positions overflows", c->n_seq,
+                 (long long)c->n_ctx);
     goto fail;
   }
   c->kv_layer_bytes = per_layer;
   /* zeroed: attention multiplies not-yet-written positions of a tile by 0,
    * which must not meet a NaN */
   c->kv = calloc(1, kv_total ? kv_total : 1);
-  c->rope_cs = malloc((size_t)c->n_batch * (size_t)hp->rope.n_rot * sizeof(float));
+  size_t nb = (size_t)c->n_batch, ns = (size_t)c->n_seq;
+  c->rope_cs = malloc(nb * (size_t)hp->rope.n_rot * sizeof(float));
   c->att_scratch_floats = att_scratch_floats(hp);
   c->att_scratch = malloc((size_t)c->n_threads * c->att_scratch_floats * sizeof(float));
-  if (!c->kv || !c->rope_cs || !c->att_scratch) {
-    rc = err_set(ERR_NOMEM, "model context: cannot allocate a KV cache of %zu bytes for %lld positions", kv_total,
-                 (long long)c->n_ctx);
+  c->n_past = calloc(ns, sizeof *c->n_past);
+  c->seq_next = malloc(ns * sizeof *c->seq_next);
+  c->seq_last = malloc(ns * sizeof *c->seq_last);
+  c->step_seq = malloc(nb * sizeof *c->step_seq);
+  c->step_pos = malloc(nb * sizeof *c->step_pos);
+  c->step_out = malloc(nb * sizeof *c->step_out);
+  c->runs = malloc(nb * sizeof *c->runs);
+  if (!c->kv || !c->rope_cs || !c->att_scratch || !c->n_past || !c->seq_next || !c->seq_last || !c->step_seq ||
+      !c->step_pos || !c->step_out || !c->runs) {
+    rc = err_set(ERR_NOMEM, "model context: cannot allocate a KV cache of %zu bytes for %d x %lld positions", kv_total,
+                 c->n_seq, (long long)c->n_ctx);
     goto fail;
   }
-  c->buf_bytes = (size_t)c->n_batch * (size_t)hp->rope.n_rot * sizeof(float) +
-                 (size_t)c->n_threads * c->att_scratch_floats * sizeof(float);
+  c->buf_bytes = nb * (size_t)hp->rope.n_rot * sizeof(float) +
+                 (size_t)c->n_threads * c->att_scratch_floats * sizeof(float) +
+                 nb * (sizeof(int32_t) + 2 * sizeof(int64_t) + sizeof(model_att_run));
   if ((rc = m->ops->ctx_init(c))) goto fail;
   *out = c;
   return 0;
@@ -383,27 +401,116 @@ void model_ctx_free(model_ctx *c) {
   free(c->kv);
   free(c->rope_cs);
   free(c->att_scratch);
+  free(c->n_past);
+  free(c->seq_next);
+  free(c->seq_last);
+  free(c->step_seq);
+  free(c->step_pos);
+  free(c->step_out);
+  free(c->runs);
   free(c);
 }
 
 int64_t model_ctx_n_ctx(const model_ctx *c) { return c->n_ctx; }
-int64_t model_ctx_n_past(const model_ctx *c) { return c->n_past; }
-size_t model_ctx_kv_bytes(const model_ctx *c) { return c->kv_layer_bytes * 2 * (size_t)c->m->hp.n_layer; }
+int32_t model_ctx_n_seq(const model_ctx *c) { return c->n_seq; }
+int64_t model_ctx_seq_n_past(const model_ctx *c, int32_t seq) {
+  return seq >= 0 && seq < c->n_seq ? c->n_past[seq] : 0;
+}
+int64_t model_ctx_n_past(const model_ctx *c) { return c->n_past[0]; }
+size_t model_ctx_kv_bytes(const model_ctx *c) {
+  return c->kv_layer_bytes * 2 * (size_t)c->m->hp.n_layer * (size_t)c->n_seq;
+}
 size_t model_ctx_buf_bytes(const model_ctx *c) { return c->buf_bytes; }
 thread_pool *model_ctx_pool(model_ctx *c) { return c->tp; }
 
-void model_ctx_truncate(model_ctx *c, int64_t n) {
-  if (n >= 0 && n < c->n_past) c->n_past = n;
+void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n) {
+  if (seq >= 0 && seq < c->n_seq && n >= 0 && n < c->n_past[seq]) c->n_past[seq] = n;
+}
+void model_ctx_truncate(model_ctx *c, int64_t n) { model_ctx_seq_truncate(c, 0, n); }
+
+/* Position of token i: given, or where its sequence continues (seq_next
+ * holds -1 before the sequence's first token in the batch). */
+static inline int64_t batch_pos(const model_ctx *c, const model_batch *b, int64_t i, int32_t s) {
+  if (b->pos) return b->pos[i];
+  return c->seq_next[s] >= 0 ? c->seq_next[s] : c->n_past[s];
+}
+
+int model_decode(model_ctx *c, const model_batch *b, float *logits) {
+  const model_hparams *hp = &c->m->hp;
+  if (b->n <= 0) return err_set(ERR_RANGE, "model_decode: %lld tokens", (long long)b->n);
+  if (b->logits != MODEL_LOGITS_LAST && b->logits != MODEL_LOGITS_ALL && b->logits != MODEL_LOGITS_NONE)
+    return err_set(ERR_RANGE, "model_decode: unknown logits mode %d", (int)b->logits);
+  /* validate everything before touching the cache */
+  for (int32_t s = 0; s < c->n_seq; s++) c->seq_next[s] = c->seq_last[s] = -1;
+  int64_t n_want = 0;
+  for (int64_t i = 0; i < b->n; i++) {
+    int32_t s = b->seq ? b->seq[i] : 0;
+    if (s < 0 || s >= c->n_seq)
+      return err_set(ERR_RANGE, "token %lld: sequence %d is not in 0..%d", (long long)i, s, c->n_seq - 1);
+    if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)
+      return err_set(ERR_RANGE, "token %d at index %lld is outside the vocabulary of %lld", b->tokens[i],
+                     (long long)i, (long long)hp->n_vocab);
+    int64_t p = batch_pos(c, b, i, s);
+    if (c->seq_next[s] < 0 && (p < 0 || p > c->n_past[s]))
+      return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, but the sequence holds %lld positions",
+                     (long long)i, s, (long long)p, (long long)c->n_past[s]);
+    if (c->seq_next[s] >= 0 && p != c->seq_next[s])
+      return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, expected %lld (consecutive)", (long long)i,
+                     s, (long long)p, (long long)c->seq_next[s]);
+    if (p >= c->n_ctx)
+      return err_set(ERR_CONTEXT, "sequence %d needs position %lld, but the context holds %lld positions", s,
+                     (long long)p, (long long)c->n_ctx);
+    c->seq_next[s] = p + 1;
+    c->seq_last[s] = i;
+    if (b->want ? b->want[i] : b->logits == MODEL_LOGITS_ALL) n_want++;
+  }
+  if (!b->want && b->logits == MODEL_LOGITS_LAST)
+    for (int32_t s = 0; s < c->n_seq; s++) n_want += c->seq_last[s] >= 0;
+  if (n_want && !logits) return err_set(ERR_INVALID, "model_decode: logits is NULL");
+
+  /* rewind each sequence to its first position in the batch */
+  for (int32_t s = 0; s < c->n_seq; s++) c->seq_next[s] = -1;
+  for (int64_t i = 0; i < b->n; i++) {
+    int32_t s = b->seq ? b->seq[i] : 0;
+    if (c->seq_next[s] < 0) {
+      c->n_past[s] = batch_pos(c, b, i, s);
+      c->seq_next[s] = c->n_past[s];
+    }
+  }
+  for (int32_t s = 0; s < c->n_seq; s++) c->seq_next[s] = -1;
+  float *out = logits;
+  for (int64_t done = 0; done < b->n;) {
+    int64_t step = b->n - done < c->n_batch ? b->n - done : c->n_batch;
+    model_step st = {.n = step, .tokens = b->tokens + done, .seq = c->step_seq, .pos = c->step_pos,
+                     .out = c->step_out};
+    for (int64_t t = 0; t < step; t++) {
+      int64_t i = done + t;
+      int32_t s = b->seq ? b->seq[i] : 0;
+      c->step_seq[t] = s;
+      c->step_pos[t] = batch_pos(c, b, i, s);
+      c->seq_next[s] = c->step_pos[t] + 1;
+      bool w = b->want ? b->want[i]
+               : b->logits == MODEL_LOGITS_ALL ? true
+               : b->logits == MODEL_LOGITS_LAST ? c->seq_last[s] == i
+                                                : false;
+      if (w) c->step_out[st.n_out++] = t;
+    }
+    int rc = c->m->ops->forward(c, &st, out);
+    if (rc) return rc; /* n_past still holds the positions before the batch */
+    for (int64_t t = 0; t < step; t++) c->n_past[c->step_seq[t]] = c->step_pos[t] + 1;
+    if (st.n_out) out += st.n_out * hp->n_vocab;
+    done += step;
+  }
+  return 0;
 }
 
 int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                   enum model_logits mode) {
   const model_hparams *hp = &c->m->hp;
   if (n <= 0) return err_set(ERR_RANGE, "model_forward: %lld tokens", (long long)n);
-  if (pos < 0 || pos > c->n_past)
+  if (pos < 0 || pos > c->n_past[0])
     return err_set(ERR_RANGE, "model_forward: position %lld is past the %lld cached tokens", (long long)pos,
-                   (long long)c->n_past);
-  if (mode != MODEL_LOGITS_NONE && !logits) return err_set(ERR_INVALID, "model_forward: logits is NULL");
+                   (long long)c->n_past[0]);
   if (n > c->n_ctx - pos)
     return err_set(ERR_CONTEXT, "%lld tokens at position %lld need %lld positions, but the context holds %lld",
                    (long long)n, (long long)pos, (long long)(pos + n), (long long)c->n_ctx);
@@ -411,26 +518,17 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
     if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
       return err_set(ERR_RANGE, "token %d at index %lld is outside the vocabulary of %lld", tokens[i], (long long)i,
                      (long long)hp->n_vocab);
-  c->n_past = pos;
-  for (int64_t done = 0; done < n;) {
-    int64_t step = n - done < c->n_batch ? n - done : c->n_batch;
-    bool last = done + step == n;
-    enum model_logits sm = mode;
-    float *lg = logits;
-    if (mode == MODEL_LOGITS_LAST && !last) sm = MODEL_LOGITS_NONE;
-    if (mode == MODEL_LOGITS_ALL) lg = logits + done * hp->n_vocab;
-    int rc = c->m->ops->forward(c, tokens + done, step, pos + done, lg, sm);
-    if (rc) return rc;
-    done += step;
-    c->n_past = pos + done;
-  }
-  return 0;
+  if (mode != MODEL_LOGITS_NONE && !logits) return err_set(ERR_INVALID, "model_forward: logits is NULL");
+  /* everything model_decode checks holds now; rewind, then continue at pos */
+  c->n_past[0] = pos;
+  model_batch b = {.n = n, .tokens = tokens, .logits = mode};
+  return model_decode(c, &b, logits);
 }
 
 /* ---- KV cache ------------------------------------------------------------- */
 
-static inline uint8_t *kv_block(model_ctx *c, int64_t l, int which) {
-  return c->kv + ((size_t)l * 2 + (size_t)which) * c->kv_layer_bytes;
+static inline uint8_t *kv_block(model_ctx *c, int32_t seq, int64_t l, int which) {
+  return c->kv + (((size_t)seq * (size_t)c->m->hp.n_layer + (size_t)l) * 2 + (size_t)which) * c->kv_layer_bytes;
 }
 
 /* Element offset of (kv head g, position p, dim d) in a k block (rows of
@@ -453,39 +551,68 @@ static inline uint16_t to_f16_sat(float x) {
   return f32_to_fp16(x);
 }
 
-void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int64_t n, int64_t pos) {
+void model_kv_store(model_ctx *c, int64_t l, const model_step *st, const float *k, const float *v) {
   const model_hparams *hp = &c->m->hp;
   int64_t hd = hp->head_dim, nkv = hp->n_head_kv;
-  uint8_t *kb = kv_block(c, l, 0), *vb = kv_block(c, l, 1);
-  for (int64_t t = 0; t < n; t++)
+  for (int64_t t = 0; t < st->n; t++) {
+    uint8_t *kb = kv_block(c, st->seq[t], l, 0), *vb = kv_block(c, st->seq[t], l, 1);
+    int64_t p = st->pos[t];
     for (int64_t g = 0; g < nkv; g++) {
       const float *ks = k + t * nkv * hd + g * hd, *vs = v + t * nkv * hd + g * hd;
-      size_t ki = k_index(c, g, pos + t, 0);
+      size_t ki = k_index(c, g, p, 0);
       if (c->kv_type == MODEL_KV_F32) {
         memcpy((float *)kb + ki, ks, (size_t)hd * sizeof(float));
-        for (int64_t d = 0; d < hd; d++) ((float *)vb)[v_index(c, g, pos + t, d)] = vs[d];
+        for (int64_t d = 0; d < hd; d++) ((float *)vb)[v_index(c, g, p, d)] = vs[d];
       } else {
         for (int64_t d = 0; d < hd; d++) ((uint16_t *)kb)[ki + (size_t)d] = to_f16_sat(ks[d]);
-        for (int64_t d = 0; d < hd; d++) ((uint16_t *)vb)[v_index(c, g, pos + t, d)] = to_f16_sat(vs[d]);
+        for (int64_t d = 0; d < hd; d++) ((uint16_t *)vb)[v_index(c, g, p, d)] = to_f16_sat(vs[d]);
       }
     }
+  }
+}
+
+int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
+  if (dst < 0 || dst >= c->n_seq || src < 0 || src >= c->n_seq || dst == src)
+    return err_set(ERR_RANGE, "model_ctx_seq_copy: sequences %d -> %d (context has %d)", src, dst, c->n_seq);
+  if (n < 0 || n > c->n_past[src])
+    return err_set(ERR_RANGE, "model_ctx_seq_copy: %lld positions, sequence %d holds %lld", (long long)n, src,
+                   (long long)c->n_past[src]);
+  const model_hparams *hp = &c->m->hp;
+  size_t row = (size_t)hp->head_dim * c->kv_elem;
+  int64_t full = n / ATT_TILE_POS * ATT_TILE_POS; /* whole value tiles */
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    uint8_t *kd = kv_block(c, dst, l, 0), *vd = kv_block(c, dst, l, 1);
+    const uint8_t *ks = kv_block(c, src, l, 0), *vs = kv_block(c, src, l, 1);
+    for (int64_t g = 0; g < hp->n_head_kv; g++) {
+      size_t k0 = k_index(c, g, 0, 0) * c->kv_elem, v0 = v_index(c, g, 0, 0) * c->kv_elem;
+      memcpy(kd + k0, ks + k0, (size_t)n * row);
+      memcpy(vd + v0, vs + v0, (size_t)full * row);
+      for (int64_t p = full; p < n; p++)
+        for (int64_t d = 0; d < hp->head_dim; d++) {
+          size_t vi = v_index(c, g, p, d) * c->kv_elem;
+          memcpy(vd + vi, vs + vi, c->kv_elem);
+        }
+    }
+  }
+  c->n_past[dst] = n;
+  return 0;
 }
 
 /* ---- attention ------------------------------------------------------------ */
 
 struct att_job {
   model_ctx *c;
-  int64_t l, n, pos;
+  int64_t l;
   const float *q;
   float *out;
   float scale;
-  int64_t n_tok_tiles, n_tasks;
+  int64_t n_runs, n_tasks;
   atomic_long next;
   atomic_int err;
 };
 
-/* One task: kv head g, query tokens t0..t1-1 with their n_rep heads each
- * (n_q rows). Per tile of ATT_TILE_POS positions:
+/* One task: kv head g, a run of query tokens t0..t1-1 of one sequence at
+ * consecutive positions, with their n_rep heads each (n_q rows). Per tile of ATT_TILE_POS positions:
  *   S[n_q][np]  = (scale * Q) K_tile^T       kern_matmul on the cache type
  *   P[n_q][TP]  = exp(S - running max), 0 where masked or past the tile
  *   acc         = acc * exp(old max - new max) + P V_tile
@@ -497,9 +624,9 @@ static int att_task(struct att_job *j, float *scr, int64_t task) {
   const int64_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv, TP = ATT_TILE_POS;
   const int64_t q_stride = hp->n_head * hd, qmax = ATT_TILE_TOK * n_rep;
   const int kv_type = c->kv_type == MODEL_KV_F16 ? TENSOR_TYPE_F16 : TENSOR_TYPE_F32;
-  int64_t g = task / j->n_tok_tiles;
-  int64_t t0 = (task % j->n_tok_tiles) * ATT_TILE_TOK;
-  int64_t t1 = t0 + ATT_TILE_TOK < j->n ? t0 + ATT_TILE_TOK : j->n;
+  int64_t g = task / j->n_runs;
+  const model_att_run *run = &c->runs[task % j->n_runs];
+  const int64_t t0 = run->t0, t1 = run->t1, pos0 = run->pos0;
   int64_t n_q = (t1 - t0) * n_rep;
 
   float *qg = scr, *S = qg + qmax * hd, *P = S + qmax * TP, *tmp = P + qmax * TP, *acc = tmp + qmax * hd;
@@ -515,16 +642,16 @@ static int att_task(struct att_job *j, float *scr, int64_t task) {
     mx[i] = -INFINITY;
     sum[i] = 0.0f;
   }
-  const uint8_t *kb = kv_block(c, j->l, 0) + k_index(c, g, 0, 0) * c->kv_elem;
-  const uint8_t *vb = kv_block(c, j->l, 1) + v_index(c, g, 0, 0) * c->kv_elem;
-  int64_t p_end = j->pos + t1; /* positions 0..p_end-1 are visible to some token of the task */
+  const uint8_t *kb = kv_block(c, run->seq, j->l, 0) + k_index(c, g, 0, 0) * c->kv_elem;
+  const uint8_t *vb = kv_block(c, run->seq, j->l, 1) + v_index(c, g, 0, 0) * c->kv_elem;
+  int64_t p_end = pos0 + (t1 - t0); /* positions 0..p_end-1 are visible to some token of the task */
   int rc;
   for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
     int64_t p1 = p0 + TP < p_end ? p0 + TP : p_end, np = p1 - p0;
     if ((rc = kern_matmul(NULL, kv_type, kb + (size_t)(p0 * hd) * c->kv_elem, np, hd, qg, n_q, S))) return rc;
     for (int64_t qi = 0; qi < n_q; qi++) {
       int64_t t = t0 + qi / n_rep;
-      int64_t lim = j->pos + t + 1 - p0; /* causal: visible columns of this row */
+      int64_t lim = pos0 + (t - t0) + 1 - p0; /* causal: visible columns of this row */
       if (lim > np) lim = np;
       const float *srow = S + qi * np;
       float *prow = P + qi * TP;
@@ -576,15 +703,26 @@ static void att_worker(void *ctx, int ith, int nth) {
   }
 }
 
-int model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos, float scale) {
-  struct att_job j = {.c = c, .l = l, .n = n, .pos = pos, .q = q, .out = out, .scale = scale};
-  j.n_tok_tiles = (n + ATT_TILE_TOK - 1) / ATT_TILE_TOK;
-  j.n_tasks = j.n_tok_tiles * c->m->hp.n_head_kv;
+int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale) {
+  struct att_job j = {.c = c, .l = l, .q = q, .out = out, .scale = scale};
+  /* runs of consecutive tokens of one sequence, cut at ATT_TILE_TOK */
+  double work = 0.0;
+  j.n_runs = 0;
+  for (int64_t t = 0; t < s->n; t++) {
+    model_att_run *r = j.n_runs ? &c->runs[j.n_runs - 1] : NULL;
+    if (r && r->seq == s->seq[t] && r->pos0 + (t - r->t0) == s->pos[t] && t - r->t0 < ATT_TILE_TOK) {
+      r->t1 = t + 1;
+    } else {
+      c->runs[j.n_runs++] = (model_att_run){.t0 = t, .t1 = t + 1, .seq = s->seq[t], .pos0 = s->pos[t]};
+    }
+    work += (double)(s->pos[t] + 1);
+  }
+  j.n_tasks = j.n_runs * c->m->hp.n_head_kv;
   atomic_init(&j.next, 0);
   atomic_init(&j.err, 0);
   /* Small jobs (a short context while generating) cost less than waking
    * the pool: run them on the calling thread. */
-  double work = (double)n * (double)(pos + n) * (double)c->m->hp.n_head * (double)c->m->hp.head_dim;
+  work *= (double)c->m->hp.n_head * (double)c->m->hp.head_dim;
   if (work < 32768.0 || j.n_tasks == 1)
     att_worker(&j, 0, 1);
   else

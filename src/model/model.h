@@ -7,9 +7,11 @@
  *   model       the opened file: hyper-parameters and weight tensors that
  *               borrow from the read-only mapping (never copied). Immutable
  *               after model_open(), so several contexts may share it.
- *   model_ctx   one sequence's state: the KV cache (F16 by default) and the
- *               compute buffers, all allocated once in model_ctx_new(). A
- *               context belongs to one thread at a time.
+ *   model_ctx   the state of n_seq sequences (slots): a KV cache per
+ *               sequence (F16 by default) and the compute buffers, all
+ *               allocated once in model_ctx_new(). A forward pass may mix
+ *               tokens of several sequences (model_decode). A context
+ *               belongs to one thread at a time.
  *   arch ops    a table of function pointers per architecture (llama; qwen2,
  *               qwen3 and bert are planned) chosen by general.architecture.
  *
@@ -90,45 +92,87 @@ enum model_kv_type {
 };
 
 typedef struct model_ctx_params {
-  int64_t n_ctx;        /* requested context in tokens; 0 or more than the
-                           trained context = the trained context */
-  int64_t n_batch;      /* most tokens per internal step of model_forward
+  int64_t n_ctx;        /* requested context in tokens, per sequence; 0 or
+                           more than the trained context = the trained one */
+  int64_t n_batch;      /* most tokens per internal step of a forward pass
                            (compute buffers are sized for it); 0 = 512 */
+  int32_t n_seq;        /* independent sequences (slots) whose tokens can
+                           share one forward pass, each with its own n_ctx
+                           positions of cache; 0 = 1 */
   enum model_kv_type kv_type;
   thread_pool *tp;      /* borrowed; NULL = the context creates its own */
   int n_threads;        /* threads of the context's own pool (tp NULL);
                            0 = 1 */
 } model_ctx_params;
 
-/* Zeroed params: trained context, batch 512, F16 cache, one thread. */
+/* Zeroed params: trained context, batch 512, one sequence, F16 cache, one
+ * thread. */
 model_ctx_params model_ctx_default_params(void);
 
 int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out);
 void model_ctx_free(model_ctx *c);
+/* Positions per sequence. */
 int64_t model_ctx_n_ctx(const model_ctx *c);
-/* Tokens held in the KV cache (positions 0..n_past-1). */
+int32_t model_ctx_n_seq(const model_ctx *c);
+/* Tokens held in sequence seq's cache (positions 0..n_past-1); 0 for a seq
+ * out of range. model_ctx_n_past is sequence 0's. */
+int64_t model_ctx_seq_n_past(const model_ctx *c, int32_t seq);
 int64_t model_ctx_n_past(const model_ctx *c);
-/* Forgets cache positions >= n (n <= n_past): rewinds for regeneration or a
- * new prompt that shares a prefix. */
+/* Forgets positions >= n of a sequence (n <= n_past): rewinds for
+ * regeneration, a new prompt sharing a prefix (n > 0) or a new request
+ * (n = 0). model_ctx_truncate is sequence 0's. */
+void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n);
 void model_ctx_truncate(model_ctx *c, int64_t n);
-/* Bytes of the KV cache / of the compute buffers. */
+/* Copies the first n cached positions of sequence src into dst (dst's
+ * n_past becomes n): a shared prompt prefix (a system prompt) is computed
+ * once. ERR_RANGE for sequences out of range, src == dst, or n > src's
+ * n_past. */
+int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n);
+/* Bytes of the KV cache (all sequences) / of the compute buffers. */
 size_t model_ctx_kv_bytes(const model_ctx *c);
 size_t model_ctx_buf_bytes(const model_ctx *c);
 /* The pool the context computes with (its own or the borrowed one). */
 thread_pool *model_ctx_pool(model_ctx *c);
 
 enum model_logits {
-  MODEL_LOGITS_LAST = 0, /* logits[n_vocab] of the last token only */
-  MODEL_LOGITS_ALL = 1,  /* logits[n][n_vocab], one row per token */
+  MODEL_LOGITS_LAST = 0, /* the last token (of each sequence) only */
+  MODEL_LOGITS_ALL = 1,  /* one row per token */
   MODEL_LOGITS_NONE = 2  /* fill the cache only (logits may be NULL) */
 };
 
-/* Runs tokens[0..n-1] at positions pos..pos+n-1 through the model (in steps
- * of at most n_batch tokens, each a matrix-matrix product over the whole
- * step), appends their keys and values to the cache, and writes logits.
- * pos must be <= n_past (a smaller pos first truncates the cache to pos);
- * pos + n > n_ctx is ERR_CONTEXT. On error the cache keeps what it held
- * before the call. */
+/* A batch for model_decode: token i belongs to sequence seq[i] at position
+ * pos[i]. The tokens of one sequence must appear in batch order with
+ * consecutive positions (they may interleave with other sequences'), the
+ * first at most that sequence's n_past (a smaller one rewinds it first).
+ * This is what continuous batching feeds: one prompt chunk of a new request
+ * next to the single next tokens of the running ones, all sharing each
+ * weight matrix read. */
+typedef struct model_batch {
+  int64_t n;
+  const int32_t *tokens;  /* [n] */
+  const int32_t *seq;     /* [n] 0..n_seq-1; NULL = every token in sequence 0 */
+  const int64_t *pos;     /* [n]; NULL = each sequence continues at its n_past */
+  const bool *want;       /* [n] which tokens' logits to write; NULL = as
+                             `logits` says */
+  enum model_logits logits; /* without want: LAST (0, the default) = the
+                               last token of each sequence in the batch,
+                               ALL = every token, NONE = none */
+} model_batch;
+
+/* Runs the batch (in steps of at most n_batch tokens, each step's matrix
+ * products over all its tokens at once), appends keys and values to each
+ * sequence's cache, and writes one row of n_vocab logits per wanted token,
+ * in batch order. Errors, checked before anything runs: ERR_RANGE (token
+ * outside the vocabulary, sequence out of range, positions not consecutive
+ * or past n_past), ERR_CONTEXT (a position >= n_ctx; the message says both
+ * numbers). On a later failure (out of memory in a kernel) the sequences in
+ * the batch keep only positions before the batch. */
+int model_decode(model_ctx *c, const model_batch *b, float *logits);
+
+/* One sequence's convenience form of model_decode: tokens[0..n-1] of
+ * sequence 0 at positions pos..pos+n-1 (pos <= n_past; a smaller pos
+ * rewinds). pos + n > n_ctx is ERR_CONTEXT ("14 tokens at position 10 need
+ * 24 positions, but the context holds 20"). */
 int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                   enum model_logits mode);
 
@@ -157,16 +201,27 @@ int model_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd,
 /* ---- architecture interface ---------------------------------------------
  * One row per architecture (model.c holds the table; llama.c implements the
  * llama row). `load` reads the hyper-parameters and binds the tensors into
- * arch data it allocates (m->arch); `ctx_init` allocates per-context buffers
- * into c->arch; `forward` runs one step of at most n_batch tokens. */
+ * arch data it allocates (m->arch_data); `ctx_init` allocates per-context
+ * buffers into c->arch_data; `forward` runs one step. */
+
+/* One step of at most n_batch tokens, positions already checked. */
+typedef struct model_step {
+  int64_t n;
+  const int32_t *tokens;  /* [n] */
+  const int32_t *seq;     /* [n] */
+  const int64_t *pos;     /* [n] */
+  const int64_t *out;     /* [n_out] increasing indices of the tokens whose
+                             logits are written, row by row */
+  int64_t n_out;
+} model_step;
+
 typedef struct model_arch_ops {
   const char *name; /* general.architecture value */
   int (*load)(model *m);
   void (*unload)(model *m);
   int (*ctx_init)(model_ctx *c);
   void (*ctx_free)(model_ctx *c);
-  int (*forward)(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
-                 enum model_logits mode);
+  int (*forward)(model_ctx *c, const model_step *s, float *logits);
   /* Encoders only (NULL for decoders): model_embed after argument checks. */
   int (*embed)(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
   enum model_pooling (*pooling)(const model *m);

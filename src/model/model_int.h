@@ -38,23 +38,39 @@ struct model {
   void *arch_data;         /* the architecture's tensors (llama.c) */
 };
 
+/* A run of consecutive tokens of one sequence inside a step, at most
+ * ATT_TILE_TOK long: the unit of attention work (times kv heads). */
+typedef struct model_att_run {
+  int64_t t0, t1;  /* token indices in the step */
+  int32_t seq;
+  int64_t pos0;    /* position of token t0; token t is at pos0 + t - t0 */
+} model_att_run;
+
 struct model_ctx {
   model *m;
-  int64_t n_ctx;           /* positions the cache holds */
+  int64_t n_ctx;           /* positions per sequence */
   int64_t n_ctx_pad;       /* n_ctx rounded up to ATT_TILE_POS */
   int64_t n_batch;         /* most tokens per forward step */
-  int64_t n_past;          /* positions filled */
+  int32_t n_seq;
+  int64_t *n_past;         /* [n_seq] positions filled per sequence */
+  int64_t *seq_next;       /* [n_seq] scratch of model_decode */
+  int64_t *seq_last;       /* [n_seq] scratch of model_decode */
+  int32_t *step_seq;       /* [n_batch] */
+  int64_t *step_pos;       /* [n_batch] */
+  int64_t *step_out;       /* [n_batch] */
+  model_att_run *runs;     /* [n_batch] */
   enum model_kv_type kv_type;
   size_t kv_elem;          /* 2 (F16) or 4 (F32) */
   thread_pool *tp;
   bool own_tp;
   int n_threads;
-  /* KV cache, one block per layer and kind, elements of kv_type:
-   *   k[l] : [n_head_kv][n_ctx_pad][head_dim]: one kv head's keys for
-   *          positions 0..p are contiguous rows
-   *   v[l] : [n_head_kv][n_ctx_pad / ATT_TILE_POS][head_dim][ATT_TILE_POS]:
-   *          each tile of positions transposed, so that P V is a matmul */
-  uint8_t *kv;             /* n_layer * 2 blocks */
+  /* KV cache, one block per sequence, layer and kind, elements of kv_type:
+   *   k : [n_head_kv][n_ctx_pad][head_dim]: one kv head's keys for
+   *       positions 0..p are contiguous rows
+   *   v : [n_head_kv][n_ctx_pad / ATT_TILE_POS][head_dim][ATT_TILE_POS]:
+   *       each tile of positions transposed, so that P V is a matmul
+   * block (s, l, kind) starts at kv + ((s * n_layer + l) * 2 + kind) * kv_layer_bytes */
+  uint8_t *kv;
   size_t kv_layer_bytes;   /* bytes of one k (or v) block */
   float *rope_cs;          /* [n_batch][n_rot] cos/sin of the step's positions */
   float *att_scratch;      /* per thread: see model_attention() */
@@ -90,20 +106,19 @@ int model_load_common_hparams(model *m, enum ops_rope_style style);
 
 /* ---- KV cache and attention (model.c) ------------------------------------ */
 
-/* Stores k[n][n_head_kv*head_dim] and v (same shape) into layer l of the
- * cache at positions pos..pos+n-1. */
-void model_kv_store(model_ctx *c, int64_t l, const float *k, const float *v, int64_t n, int64_t pos);
-/* Causal multi-head attention with grouped query heads for n tokens at
- * positions pos..pos+n-1, reading layer l's cache (positions 0..pos+n-1,
- * the step's own keys already stored):
- *   out[t][h] = sum_p softmax_p(scale * q[t][h] . K[g][p]) V[g][p],
- *   p <= pos + t, g = h / (n_head / n_head_kv).
- * q and out are [n][n_head*head_dim]. Threads split (kv head, token tile)
- * tasks; keys and values are read in tiles with an online softmax, so the
- * scratch does not grow with the context. Both products go through
- * kern_matmul (fast F16 kernels). Returns kern_matmul's error, if any. */
-int model_attention(model_ctx *c, int64_t l, const float *q, float *out, int64_t n, int64_t pos,
-                    float scale);
+/* Stores k[n][n_head_kv*head_dim] and v (same shape) of the step's tokens
+ * into layer l of their sequences' caches at their positions. */
+void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k, const float *v);
+/* Causal multi-head attention with grouped query heads for the step's
+ * tokens, reading layer l's cache (the step's own keys already stored):
+ *   out[t][h] = sum_p softmax_p(scale * q[t][h] . K[seq t][g][p]) V[seq t][g][p],
+ *   p <= pos[t], g = h / (n_head / n_head_kv).
+ * q and out are [n][n_head*head_dim]. Threads split (kv head, run of up to
+ * ATT_TILE_TOK consecutive tokens of one sequence) tasks; keys and values
+ * are read in tiles with an online softmax, so the scratch does not grow
+ * with the context. Both products go through kern_matmul (fast F16
+ * kernels). Returns kern_matmul's error, if any. */
+int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale);
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;

@@ -31,12 +31,16 @@
 #      (it runs that one input and prints the sanitizer report).
 #   2. Optionally shrink it: ./build-fuzz/fuzz_<name> -minimize_crash=1
 #      -runs=10000 build-fuzz/crashes/<name>/crash-...
-#   3. Turn it into a unit test in tests/unit/test_<module>.c: paste the bytes
-#      (xxd -i crash-... gives a C array) into a TEST that feeds them the way
-#      the harness does and expects the clean error (or result) you decided is
-#      right; see multipart_fuzz_* tests in tests/unit/test_multipart.c. Fix
-#      the bug, check the test fails before and passes after, and copy the
-#      input into tests/fuzz/seeds/<name>/ so the fuzzer keeps covering it.
+#   3. Turn it into unit tests in tests/unit/test_<module>.c:
+#      a. copy the input into tests/fuzz/seeds/<name>/ (named for the bug, e.g.
+#         cr-before-split-delimiter): the fuzzer keeps covering it, and a
+#         replay test feeds every seed the way the harness does (see
+#         multipart_fuzz_seeds_replay in tests/unit/test_multipart.c; write
+#         one like it for a new harness);
+#      b. add a TEST with the bytes inline (xxd -i crash-... gives a C array)
+#         that expects the clean error or the exact result you decided is
+#         right, written by hand, not copied from the parser's output.
+#      Fix the bug; check both tests fail before the fix and pass after.
 set -u
 cd "$(dirname "$0")/../.."
 

@@ -137,6 +137,10 @@ TEST(http_url_decode_and_query) {
   EXPECT_STR_EQ(vals[0], "a");
   EXPECT_STR_EQ(vals[1], "b,c");
   EXPECT_INT_EQ(url_query_get_all(&q, "include", vals, 1), 1);
+  EXPECT_INT_EQ(url_query_get_all(&q, "include[]", vals, 4), 2);
+  EXPECT_STR_EQ(url_query_get(&q, "include[]"), "a");
+  EXPECT_TRUE(url_query_get(&q, "inc") == NULL);
+  EXPECT_TRUE(url_query_get(&q, "includ") == NULL);
   EXPECT_STR_EQ(url_query_get(&q, "limit"), "10");
   EXPECT_STR_EQ(url_query_get(&q, "flag"), "");
   EXPECT_STR_EQ(url_query_get(&q, "x"), "");

@@ -86,7 +86,7 @@ static int kt_case_init(struct kt_case *c, int type, int act_block, int64_t n_ro
   }
   for (int64_t i = 0; i < n_tokens * n_cols; i++) {
     float v = kt_rand();
-    if (i % 37 == 5) v *= 20.0f; /* outliers */
+    if (i % 997 == 5) v *= 20.0f; /* rare outliers: most blocks keep a tight bound */
     c->x[i] = v;
   }
   free(tmp);
@@ -215,7 +215,7 @@ TEST(kernels_reference_is_ref_vec_dot) {
 }
 
 /* Bit-identical results for 1, 2 and 3 threads, and for a token computed
- * alone or inside a batch. */
+ * alone or inside a batch (and right, for a batch past one token block). */
 TEST(kernels_matmul_deterministic) {
   thread_pool *tps[3] = {NULL, NULL, NULL};
   for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
@@ -223,7 +223,8 @@ TEST(kernels_matmul_deterministic) {
     struct kt_case c;
     int bs = kt_block(kt_types[ti].type);
     int64_t n_cols = bs == 1 ? 200 : 3 * bs;
-    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 129, n_cols, 11), 0);
+    /* 37 tokens: more than one 16-token block, a partial tile at the end */
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, kt_types[ti].act_block, 129, n_cols, 37), 0);
     size_t ny = (size_t)(c.n_rows * c.n_tokens);
     float *y[3], *y1 = malloc(sizeof(float) * (size_t)c.n_rows);
     for (int i = 0; i < 3; i++) {
@@ -231,6 +232,7 @@ TEST(kernels_matmul_deterministic) {
       ASSERT_INT_EQ(kern_matmul(tps[i], c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y[i]),
                     0);
     }
+    EXPECT_INT_EQ(kt_check(&c, y[0], "1 thread"), 0);
     EXPECT_MEM_EQ(y[0], y[1], ny * sizeof(float));
     EXPECT_MEM_EQ(y[0], y[2], ny * sizeof(float));
     for (int64_t t = 0; t < c.n_tokens; t += 5) {
@@ -344,8 +346,11 @@ TEST(kernels_activation_quantizers) {
   block_q8_K ka[2], kb[2];
   struct kern_ops ops;
   memset(&ops, 0, sizeof ops);
+  x[200] = NAN;  /* block 6 of 32 (bit-identical NaN handling), block 0 of 256 */
+  x[250] = INFINITY; /* block 7 of 32, block 0 of 256 */
   kern_quant_q8_c(x, a, 512);
   kern_quant_q8_K_c(x, ka, 512);
+  EXPECT_TRUE(isnan(a[6].d) && isnan(a[7].d) && !isnan(a[8].d) && isnan(ka[0].d) && !isnan(ka[1].d));
   EXPECT_TRUE(a[2].d == 0.0f && a[2].qs[5] == 0 && a[2].s == 0.0f);
   if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
     ops.quant_q8(x, b, 512);
@@ -418,4 +423,69 @@ TEST(kernels_isa_variants_agree) {
       kt_case_free(&c);
     }
   }
+}
+
+/* kern_matmul(NULL, ...) from inside pool workers, all at once (the way
+ * attention uses it): each worker's result equals the plain call's. */
+struct kt_nested {
+  const struct kt_case *c;
+  float *y[4];
+  int rc[4];
+};
+
+static void kt_nested_worker(void *arg, int ith, int nth) {
+  (void)nth;
+  struct kt_nested *k = arg;
+  const struct kt_case *c = k->c;
+  for (int rep = 0; rep < 20; rep++)
+    k->rc[ith] |= kern_matmul(NULL, c->type, c->W, c->n_rows, c->n_cols, c->x, c->n_tokens, k->y[ith]);
+}
+
+TEST(kernels_matmul_nested_in_pool) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16};
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(4, &tp), 0);
+  for (int ti = 0; ti < 3; ti++) {
+    struct kt_case c;
+    int bs = kt_block(types[ti]);
+    ASSERT_INT_EQ(kt_case_init(&c, types[ti], 0, 33, bs == 1 ? 96 : 2 * bs, 6), 0);
+    size_t ny = (size_t)(c.n_rows * c.n_tokens);
+    float *want = malloc(ny * sizeof(float));
+    ASSERT_INT_EQ(kern_matmul(NULL, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, want), 0);
+    struct kt_nested k = {.c = &c};
+    for (int i = 0; i < 4; i++) k.y[i] = malloc(ny * sizeof(float));
+    tpool_run(tp, kt_nested_worker, &k);
+    for (int i = 0; i < 4; i++) {
+      EXPECT_INT_EQ(k.rc[i], 0);
+      EXPECT_MEM_EQ(k.y[i], want, ny * sizeof(float));
+      free(k.y[i]);
+    }
+    free(want);
+    kt_case_free(&c);
+  }
+  tpool_free(tp);
+}
+
+/* A NaN or Inf in a token's activations makes that token's outputs NaN or
+ * Inf on every path (as the reference would), never silently finite; the
+ * other tokens are unaffected. */
+TEST(kernels_matmul_nonfinite_activations) {
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ti = 0; ti < KT_N_TYPES; ti++) {
+    struct kt_case c;
+    int bs = kt_block(kt_types[ti].type);
+    ASSERT_INT_EQ(kt_case_init(&c, kt_types[ti].type, 0, 5, bs == 1 ? 64 : 2 * bs, 3), 0);
+    c.x[1 * c.n_cols + 3] = NAN;
+    c.x[2 * c.n_cols + c.n_cols - 1] = INFINITY;
+    float y[15];
+    ASSERT_INT_EQ(kern_matmul(tp, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
+    for (int r = 0; r < 5; r++) {
+      TEST_CHECK_(isfinite(y[r]), 0, "%s token 0 row %d: %g", tensor_type_name((uint32_t)c.type), r, y[r]);
+      TEST_CHECK_(!isfinite(y[5 + r]), 0, "%s NaN token row %d: %g", tensor_type_name((uint32_t)c.type), r, y[5 + r]);
+      TEST_CHECK_(!isfinite(y[10 + r]), 0, "%s Inf token row %d: %g", tensor_type_name((uint32_t)c.type), r, y[10 + r]);
+    }
+    kt_case_free(&c);
+  }
+  tpool_free(tp);
 }

@@ -358,9 +358,179 @@ TEST(model_llama_long_prompt_matches_numpy) {
   EXPECT_TRUE(e < 1e-8);
   EXPECT_TRUE(e_last < 1e-8);
   EXPECT_TRUE(e37 < 1e-10);
+  /* prefix copy across a whole value tile and a partial one: sequence 1
+   * takes 200 of sequence 0's positions and computes the last 100 */
+  model *m = NULL;
+  model_ctx *ctx = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 2;
+  p.n_threads = 2;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &ctx), 0);
+  model_batch b0 = {.n = N, .tokens = toks, .logits = MODEL_LOGITS_NONE};
+  ASSERT_INT_EQ(model_decode(ctx, &b0, NULL), 0);
+  ASSERT_INT_EQ(model_ctx_seq_copy(ctx, 1, 0, 200), 0);
+  int32_t s1[N - 200];
+  for (int i = 0; i < N - 200; i++) s1[i] = 1;
+  model_batch b1 = {.n = N - 200, .tokens = toks + 200, .seq = s1, .logits = MODEL_LOGITS_ALL};
+  float *tail = malloc((size_t)(N - 200) * (size_t)V * sizeof *tail);
+  ASSERT_INT_EQ(model_decode(ctx, &b1, tail), 0);
+  double e_copy = nmse(tail, r + (size_t)200 * V, (size_t)(N - 200) * V);
+  printf("    copied 200-position prefix, 100 more tokens: nmse %.3g\n", e_copy);
+  EXPECT_TRUE(e_copy < 1e-8);
+  free(tail);
+  model_ctx_free(ctx);
+  model_free(m);
   free(c);
   free(c37);
   free(r);
+}
+
+/* Several sequences in one context, their tokens interleaved in one batch
+ * (continuous batching), each compared with numpy run on that sequence
+ * alone; continuation with positions taken from each sequence's n_past;
+ * a rewind of one sequence; and the batch errors. */
+TEST(model_llama_sequences_match_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.seed = 40;
+  ASSERT_TRUE(gen_model(&g, "seqs", path, sizeof path));
+  static const int32_t A[12] = {5, 9, 200, 14, 77, 3, 3, 150, 299, 1, 42, 8};
+  static const int32_t B[8] = {100, 101, 102, 7, 8, 9, 250, 11};
+  static const int32_t B2[6] = {100, 101, 102, 60, 61, 62}; /* B rewound to 3 */
+  static const int32_t C[6] = {33, 34, 0, 1, 2, 290};
+  model *m = NULL;
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 3;
+  p.n_ctx = 64;
+  p.n_batch = 6; /* forces steps that cut through the interleaving */
+  p.n_threads = 2;
+  p.kv_type = MODEL_KV_F32;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
+  EXPECT_INT_EQ(model_ctx_n_seq(c), 3);
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  float *ra = ref_logits(path, A, 12, V, false), *rb = ref_logits(path, B, 8, V, false);
+  float *rb2 = ref_logits(path, B2, 6, V, false), *rc = ref_logits(path, C, 6, V, false);
+  ASSERT_TRUE(ra && rb && rb2 && rc);
+  float *lg = malloc((size_t)20 * (size_t)V * sizeof *lg);
+  double worst = 0;
+#define CHECK_ROW(row, ref, k)                                              \
+  do {                                                                      \
+    double e_ = nmse(lg + (size_t)(row) * V, (ref) + (size_t)(k) * V, (size_t)V); \
+    if (e_ > worst) worst = e_;                                             \
+  } while (0)
+
+  /* batch 1: A[0..5), B[0..8), C[0..2) interleaved, all logits */
+  int32_t toks[16], seq[16];
+  int64_t pos[16];
+  int n = 0, ia = 0, ib = 0, ic = 0;
+  while (ia < 5 || ib < 8 || ic < 2) {
+    if (ia < 5) toks[n] = A[ia], seq[n] = 0, pos[n] = ia, ia++, n++;
+    if (ib < 8) toks[n] = B[ib], seq[n] = 1, pos[n] = ib, ib++, n++;
+    if (ic < 2) toks[n] = C[ic], seq[n] = 2, pos[n] = ic, ic++, n++;
+  }
+  model_batch b = {.n = n, .tokens = toks, .seq = seq, .pos = pos, .logits = MODEL_LOGITS_ALL};
+  ASSERT_INT_EQ(model_decode(c, &b, lg), 0);
+  for (int i = 0; i < n; i++) CHECK_ROW(i, seq[i] == 0 ? ra : seq[i] == 1 ? rb : rc, pos[i]);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 0), 5);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 8);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 2), 2);
+
+  /* batch 2: A[5..12) and C[2..6) continue at n_past; last logits of each */
+  n = 0;
+  for (int i = 5; i < 12; i++) toks[n] = A[i], seq[n++] = 0;
+  for (int i = 2; i < 6; i++) toks[n] = C[i], seq[n++] = 2;
+  model_batch b2 = {.n = n, .tokens = toks, .seq = seq};
+  ASSERT_INT_EQ(model_decode(c, &b2, lg), 0);
+  CHECK_ROW(0, ra, 11);
+  CHECK_ROW(1, rc, 5);
+
+  /* batch 3: B rewinds to position 3 with other tokens (wanted: all) */
+  n = 0;
+  for (int i = 3; i < 6; i++) toks[n] = B2[i], seq[n] = 1, pos[n] = i, n++;
+  model_batch b3 = {.n = n, .tokens = toks, .seq = seq, .pos = pos, .logits = MODEL_LOGITS_ALL};
+  ASSERT_INT_EQ(model_decode(c, &b3, lg), 0);
+  for (int i = 0; i < 3; i++) CHECK_ROW(i, rb2, 3 + i);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 6);
+  printf("    3 sequences interleaved: worst row nmse %.3g\n", worst);
+  EXPECT_TRUE(worst < 1e-8);
+#undef CHECK_ROW
+
+  /* prefix sharing: sequence 2 takes A's first 9 positions (a full tile
+   * is not reached: partial value tile copy) and continues with A[9..12) */
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 2, 0, 9), 0);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 2), 9);
+  n = 0;
+  for (int i = 9; i < 12; i++) toks[n] = A[i], seq[n++] = 2;
+  model_batch b4 = {.n = n, .tokens = toks, .seq = seq, .logits = MODEL_LOGITS_ALL};
+  ASSERT_INT_EQ(model_decode(c, &b4, lg), 0);
+  double e_copy = 0;
+  for (int i = 0; i < 3; i++) {
+    double e = nmse(lg + (size_t)i * V, ra + (size_t)(9 + i) * V, (size_t)V);
+    if (e > e_copy) e_copy = e;
+  }
+  printf("    sequence copied from a prefix: nmse %.3g\n", e_copy);
+  EXPECT_TRUE(e_copy < 1e-8);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 1, 1, 2), ERR_RANGE);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 1, 0, 13), ERR_RANGE);
+  EXPECT_INT_EQ(model_ctx_seq_copy(c, 3, 0, 1), ERR_RANGE);
+  /* put sequence 2 back where the checks below expect it (6 positions) */
+  model_ctx_seq_truncate(c, 2, 6);
+
+  /* errors, each leaving the cache as it was */
+  int32_t t2[2] = {1, 2}, s2[2] = {0, 0}, s_bad[2] = {0, 3};
+  int64_t p_gap[2] = {12, 14}, p_far[2] = {13, 14}, p_end[2] = {63, 64};
+  model_batch e1 = {.n = 2, .tokens = t2, .seq = s2, .pos = p_gap};
+  EXPECT_INT_EQ(model_decode(c, &e1, lg), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "position 14");
+  model_batch e2 = {.n = 2, .tokens = t2, .seq = s2, .pos = p_far};
+  EXPECT_INT_EQ(model_decode(c, &e2, lg), ERR_RANGE);
+  model_batch e3 = {.n = 2, .tokens = t2, .seq = s_bad};
+  EXPECT_INT_EQ(model_decode(c, &e3, lg), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "sequence 3");
+  model_ctx_seq_truncate(c, 0, 63 > model_ctx_seq_n_past(c, 0) ? model_ctx_seq_n_past(c, 0) : 63);
+  model_batch e4 = {.n = 2, .tokens = t2, .seq = s2, .pos = p_end};
+  EXPECT_INT_EQ(model_decode(c, &e4, lg), ERR_RANGE); /* 63 > n_past 12 */
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 0), 12);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 6);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 2), 6);
+  free(lg);
+  free(ra);
+  free(rb);
+  free(rb2);
+  free(rc);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+/* A sequence running into the end of its context. */
+TEST(model_llama_sequence_context_end) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  ASSERT_TRUE(gen_model(&g, "seqend", path, sizeof path));
+  model *m = NULL;
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 2;
+  p.n_ctx = 8;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
+  EXPECT_INT_EQ(model_ctx_kv_bytes(c), 2 * 2 * 2 * 2 * 128 * 16 * 2); /* 8 rounds up to a tile of 128 */
+  int32_t t[9] = {0}, s[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  float *lg = malloc(300 * sizeof *lg);
+  model_batch b = {.n = 9, .tokens = t, .seq = s};
+  EXPECT_INT_EQ(model_decode(c, &b, lg), ERR_CONTEXT);
+  EXPECT_STR_CONTAINS(err_detail(), "sequence 1 needs position 8, but the context holds 8");
+  b.n = 8;
+  EXPECT_INT_EQ(model_decode(c, &b, lg), 0);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 8);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 0), 0);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
 }
 
 /* Greedy continuation of 32 tokens, one token per forward through the cache,
@@ -496,6 +666,41 @@ TEST(model_llama_context_limits) {
   free(lg);
   model_ctx_free(c);
   model_free(m);
+}
+
+/* Two contexts sharing one model and one borrowed pool (the engine's
+ * setup) compute the same logits as a context with its own pool. */
+TEST(model_llama_shared_pool) {
+  char path[512];
+  model_testgen g = model_testgen_small();
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
+  ASSERT_TRUE(gen_model(&g, "pool", path, sizeof path));
+  int64_t V = 0;
+  float *own = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 0, &V);
+  ASSERT_TRUE(own != NULL);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params p = model_ctx_default_params();
+  p.tp = tp;
+  model_ctx *c1 = NULL, *c2 = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c1), 0);
+  ASSERT_INT_EQ(model_ctx_new(m, &p, &c2), 0);
+  EXPECT_TRUE(model_ctx_pool(c1) == tp);
+  float *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)V * sizeof *l2);
+  ASSERT_INT_EQ(model_forward(c1, PROMPT, N_PROMPT, 0, l1, MODEL_LOGITS_LAST), 0);
+  ASSERT_INT_EQ(model_forward(c2, PROMPT, 5, 0, NULL, MODEL_LOGITS_NONE), 0);
+  ASSERT_INT_EQ(model_forward(c2, PROMPT + 5, N_PROMPT - 5, 5, l2, MODEL_LOGITS_LAST), 0);
+  EXPECT_MEM_EQ(l1, own + (size_t)(N_PROMPT - 1) * V, (size_t)V * sizeof *l1);
+  EXPECT_MEM_EQ(l2, l1, (size_t)V * sizeof *l1);
+  free(l1);
+  free(l2);
+  free(own);
+  model_ctx_free(c1);
+  model_ctx_free(c2);
+  model_free(m);
+  tpool_free(tp); /* after the contexts: they only borrowed it */
 }
 
 /* Loads a file whose bytes were patched; returns the error code. */
@@ -651,12 +856,15 @@ TEST(model_cli_run_bench_gen) {
   int rc_run = cmd_run(10, run);
   char *bench[] = {path, "-p", "16", "-n", "4", "-r", "2", "--json"};
   int rc_bench = cmd_bench(8, bench);
-  char *bad[] = {path, "-p", "hello"}; /* text prompts need the tokenizer */
+  char *bad[] = {path, "-p", "hello"}; /* text prompts need a tokenizer; ours has none */
   int rc_bad = cmd_run(3, bad);
+  char *none[] = {path, "-n", "3"}; /* no prompt: usage error */
+  int rc_none = cmd_run(3, none);
   fflush(stdout);
   EXPECT_INT_EQ(rc_run, 0);
   EXPECT_INT_EQ(rc_bench, 0);
-  EXPECT_INT_EQ(rc_bad, 2);
+  EXPECT_INT_EQ(rc_bad, 1);
+  EXPECT_INT_EQ(rc_none, 2);
   FILE *fp = fopen(out, "r");
   ASSERT_TRUE(fp != NULL);
   static char text[8192];
@@ -677,4 +885,32 @@ TEST(model_cli_run_bench_gen) {
   EXPECT_STR_CONTAINS(text, "\"test\": \"pp16\"");
   EXPECT_STR_CONTAINS(text, "\"test\": \"tg4\"");
   EXPECT_STR_CONTAINS(text, "\"tps_median\"");
+}
+
+/* `parley run -p TEXT` on the real converter output: the prompt goes
+ * through the file's SentencePiece tokenizer, greedy pieces stream out. */
+TEST(model_cli_run_text_prompt) {
+  char path[1024], out[600];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf not present");
+  snprintf(out, sizeof out, "%s/stdout.txt", test_tmpdir());
+  fflush(stdout);
+  ASSERT_TRUE(freopen(out, "w", stdout) != NULL);
+  char *run[] = {path, "-p", "Hello world", "-n", "6", "--temp", "0", "-t", "1"};
+  int rc = cmd_run(9, run);
+  char *ids[] = {path, "-p", "Hello world", "-n", "6", "--temp", "0", "--ids"};
+  int rc_ids = cmd_run(8, ids);
+  fflush(stdout);
+  EXPECT_INT_EQ(rc, 0);
+  EXPECT_INT_EQ(rc_ids, 0);
+  FILE *fp = fopen(out, "r");
+  ASSERT_TRUE(fp != NULL);
+  static char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  text[n] = 0;
+  fclose(fp);
+  EXPECT_TRUE(strncmp(text, "Hello world", 11) == 0);
+  /* --ids: BOS (1) and the SentencePiece ids of "Hello world" (15043 3186 in
+   * the Llama 2 vocabulary), then 6 generated ids */
+  EXPECT_STR_CONTAINS(text, " 1 15043 3186 ");
 }

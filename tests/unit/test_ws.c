@@ -971,3 +971,26 @@ TEST(ws_peer_close_without_code_reports_1005) {
   ws_loop_free(loop);
   ts_free(&ts);
 }
+
+TEST(ws_loop_free_bounded_with_peer_that_never_reads) {
+  ws_config cfg = {.max_send_queue = 4u << 20};
+  ws_loop *loop;
+  ASSERT_INT_EQ(ws_loop_new(&cfg, &loop), 0);
+  tstate ts;
+  ts_init(&ts);
+  ts.keep = true;
+  int fd = open_client(loop, &ts, NULL, 0);
+  ASSERT_TRUE(fd >= 0);
+  ASSERT_INT_EQ(ts_wait(&ts, &ts.n_open, 1, 2000), 1);
+  static uint8_t chunk[64 * 1024];
+  for (int i = 0; i < 16; i++) ASSERT_INT_EQ(ws_send_binary(ts.conn, chunk, sizeof chunk), 0);
+  usleep(50 * 1000); /* the socket buffer fills; the rest waits in the queue */
+  double t0 = now_ms();
+  ws_loop_free(loop);
+  double dt = now_ms() - t0;
+  EXPECT_TRUE(dt < 3500);
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 1);
+  EXPECT_INT_EQ(ts.close_code, 1001);
+  close(fd);
+  ts_free(&ts);
+}
