@@ -92,6 +92,11 @@ static int bert_load(model *m) {
     return err_set(ERR_UNSUPPORTED, "key 'bert.pooling_type' is %lld: only 0 (none), 1 (mean) and 2 (cls) are supported",
                    (long long)pooling);
   w->pooling = (enum model_pooling)pooling;
+  bool causal = false;
+  rc = gguf_get_bool(m->f, "bert.attention.causal", &causal);
+  if (rc && rc != ERR_NOT_FOUND) return rc;
+  if (rc == 0 && causal)
+    return err_set(ERR_UNSUPPORTED, "key 'bert.attention.causal' is true: only bidirectional bert is supported");
 
   const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
   if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;

@@ -308,3 +308,16 @@ TEST(model_bert_errors) {
   EXPECT_INT_EQ(open_bad(&g, "bert_pool3"), ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "bert.pooling_type");
 }
+
+/* A real converter's metadata (llama.cpp's bge-small vocab file: the bert
+ * keys of a 12-layer, 384-wide model, no tensors): every hyper-parameter is
+ * accepted, and loading stops at the first missing tensor, named. */
+TEST(model_bert_shared_bge_metadata) {
+  char path[1024];
+  if (!test_shared_path("vocab/ggml-vocab-bert-bge.gguf", path, sizeof path))
+    TEST_SKIP("../shared/vocab/ggml-vocab-bert-bge.gguf not present");
+  model *m = NULL;
+  EXPECT_INT_EQ(model_open(path, &m), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'token_embd.weight' is missing");
+  EXPECT_TRUE(m == NULL);
+}
