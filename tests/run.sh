@@ -37,10 +37,11 @@ if [ "${CI:-}" = "true" ] || [ "${SAN_TOO:-0}" = "1" ]; then
   fi
 fi
 
-if [ -f tests/api/package.json ] && ls tests/api/*.test.mjs tests/api/*/*.test.mjs >/dev/null 2>&1; then
+api_tests=$(cd tests/api && find . -name '*.test.mjs' -not -path './node_modules/*' | sort)
+if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
   echo "== API tests (Node test runner, official SDKs)"
   (cd tests/api && PARLEY_BIN="$PWD/../../build/parley" node --test --test-concurrency=1 \
-     --test-reporter=tap $(find . -name '*.test.mjs' -not -path './node_modules/*' | sort)) >"$log" 2>&1
+     --test-reporter=tap $api_tests) >"$log" 2>&1
   rc=$?
   grep -E '^# (tests|pass|fail|skipped)|^not ok|^# Subtest' "$log" | grep -vE '^# Subtest' | head -n 200
   grep -B2 -A30 '^not ok' "$log" | head -n 300

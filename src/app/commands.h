@@ -12,6 +12,11 @@
  * (cmd_tokenize.c): token ids and pieces of TEXT under MODEL's tokenizer. */
 int cmd_tokenize(int argc, char **argv);
 
+/* parley chat-template (--model MODEL.gguf | --template FILE.jinja)
+ *   --request FILE.json [--chat-template FILE] [--bos TOKEN] [--eos TOKEN]
+ * prints the prompt text a chat request renders to (cmd_chat_template.c). */
+int cmd_chat_template(int argc, char **argv);
+
 /* parley run MODEL.gguf -p TEXT | --tokens 1,2,3 [-n N] [--temp T] [--seed S] [-t N]
  * (cmd_run.c): a raw completion streamed to the terminal. */
 int cmd_run(int argc, char **argv);

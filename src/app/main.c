@@ -36,6 +36,8 @@ static const struct command {
 } COMMANDS[] = {
     {"serve", cmd_serve, "start the server"},
     {"tokenize", cmd_tokenize, "print the token ids and pieces of a text: tokenize MODEL.gguf TEXT [--json]"},
+    {"chat-template", cmd_chat_template,
+     "print the prompt a chat request renders to: (--model M | --template F) --request R.json"},
 };
 
 static void usage(FILE *out) {
@@ -44,8 +46,8 @@ static void usage(FILE *out) {
           "Ollama, LM Studio and Deepgram APIs\n\n"
           "usage: parley COMMAND [options]\n\ncommands:\n",
           PARLEY_VERSION);
-  for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++) fprintf(out, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-  fprintf(out, "  %-10s %s\n  %-10s %s\n\nserve ", "version", "print the version", "help", "print this help");
+  for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++) fprintf(out, "  %-13s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+  fprintf(out, "  %-13s %s\n  %-13s %s\n\nserve ", "version", "print the version", "help", "print this help");
   config_print_help(out);
 }
 

@@ -178,22 +178,25 @@ static void ws_echo_message(ws_conn *c, enum ws_opcode op, const uint8_t *data, 
 
 static const ws_handler WS_ECHO = {NULL, ws_echo_message, NULL};
 
+/* Whether offered[i] is a credential rather than a protocol name: the
+ * OpenAI browser form, or the entry after Deepgram's "token"/"bearer". */
+static bool ws_protocol_is_secret(const char *const *offered, size_t i) {
+  if (str_starts_with(offered[i], "openai-insecure-api-key.")) return true;
+  return i > 0 && (strcmp(offered[i - 1], "token") == 0 || strcmp(offered[i - 1], "bearer") == 0);
+}
+
 static void ws_echo(http_req *req, void *ctx) {
   (void)ctx;
-  /* Echo one offered subprotocol that is not a credential: "token"/"bearer"
-   * (Deepgram's pair, whose second entry is the key) are echoed as browsers
-   * require; the key itself and openai-insecure-api-key.* never are. */
+  /* Browsers abort a handshake whose answer names no offered subprotocol:
+   * echo Deepgram's "token"/"bearer" marker when present, else the first
+   * offered name that is not a credential. */
   const char *offered[16];
   size_t n = http_req_ws_protocols(req, offered, 16);
   const char *chosen = NULL;
-  for (size_t i = 0; i < n && !chosen; i++) {
+  for (size_t i = 0; i < n && !chosen; i++)
     if (strcmp(offered[i], "token") == 0 || strcmp(offered[i], "bearer") == 0) chosen = offered[i];
-  }
-  for (size_t i = 0; i < n && !chosen; i++) {
-    if (!str_starts_with(offered[i], "openai-insecure-api-key.") && (i == 0 || (strcmp(offered[i - 1], "token") &&
-                                                                                strcmp(offered[i - 1], "bearer"))))
-      chosen = offered[i];
-  }
+  for (size_t i = 0; i < n && !chosen; i++)
+    if (!ws_protocol_is_secret(offered, i)) chosen = offered[i];
   if (http_ws_accept(req, &WS_ECHO, NULL, chosen)) api_error(req, 500, ERR_INTERNAL, "WebSocket upgrade failed", NULL);
 }
 
