@@ -6,7 +6,7 @@ It reads the GGUF file itself (ref_llama.Gguf: gguf_ref's byte reader and
 quant_ref's decoders) and computes in float64 with the full attention
 matrix; src/model/bert.c shares only the model's definition.
 
-  ref_bert.py embed MODEL.gguf 1,2,3 OUT.f32 [--pooling none|mean|cls] [--normalize]
+  ref_bert.py embed MODEL.gguf 1,2,3 OUT.f32 [--pooling none|mean|cls|last] [--normalize]
       the pooled vector [n_embd] (every token's, [n][n_embd], for none) as
       raw little-endian f32; the pooling defaults to bert.pooling_type
       (mean when absent)
@@ -19,7 +19,7 @@ The definition (ggml/llama.cpp conventions for GGUF bert files):
   LN(v; w, b) = (v - mean(v)) / sqrt(var(v) + eps) * w + b
   gelu(u) = u/2 (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))
   attention: no mask, scores / sqrt(head_dim), head h reads kv head h // (H / Hkv)
-  pooling: mean over tokens, or the first token (cls); normalize: v / |v|_2
+  pooling: mean over tokens, the first token (cls) or the last; normalize: v / |v|_2
 """
 import os
 import sys
@@ -84,7 +84,7 @@ def main(argv):
     normalize = "--normalize" in argv
     pooling = None
     if "--pooling" in argv:
-        pooling = {"none": 0, "mean": 1, "cls": 2}[argv[argv.index("--pooling") + 1]]
+        pooling = {"none": 0, "mean": 1, "cls": 2, "last": 3}[argv[argv.index("--pooling") + 1]]
     if argv[1] != "embed":
         sys.exit("usage: ref_bert.py embed MODEL TOKENS OUT [--pooling P] [--normalize]")
     m = Bert(argv[2])
@@ -94,6 +94,8 @@ def main(argv):
         x = x.mean(axis=0, keepdims=True)
     elif pooling == 2:
         x = x[:1]
+    elif pooling == 3:
+        x = x[-1:]
     if normalize:
         x = x / np.linalg.norm(x, axis=-1, keepdims=True)
     x.astype("<f4").tofile(argv[4])

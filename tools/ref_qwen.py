@@ -13,6 +13,10 @@ rotates with cached cos/sin, so the two share only the model's definition.
       logits of every token, raw little-endian f32 [n_tokens][n_vocab]
   ref_qwen.py greedy MODEL.gguf 1,2,3 N OUT.txt [--kv f16]
       the N greedily chosen tokens after the prompt, comma-separated
+  ref_qwen.py embed MODEL.gguf 1,2,3 OUT.f32 [--pooling none|mean|cls|last] [--normalize] [--kv f16]
+      the pooled output-normed hidden state n(x) (the embedding of
+      Qwen3-Embedding files), raw f32 [n_embd] ([n][n_embd] for none);
+      pooling defaults to ARCH.pooling_type, last when absent
 
 --kv f16 rounds keys and values to float16 as they enter the cache (the C
 runtime's default F16 cache).
@@ -65,6 +69,7 @@ class Qwen:
                 scale = 1.0 / f
         self.freq_scale = scale
         self.kv_f16 = kv_f16
+        self.pooling = key("pooling_type", 3)
         self.embd = g.tensor("token_embd.weight")
         self.out = g.tensor("output.weight") if g.has("output.weight") else self.embd
         self.out_norm = g.tensor("output_norm.weight")
@@ -93,6 +98,10 @@ class Qwen:
         return x
 
     def forward(self, tokens):
+        return self.hidden(tokens) @ self.out.T
+
+    def hidden(self, tokens):
+        """The output-normed hidden states [n_tokens][n_embd]."""
         n = len(tokens)
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
         x = self.embd[np.array(tokens)]
@@ -129,16 +138,33 @@ class Qwen:
             h = self.norm(x, L["ffn_norm.weight"])
             gt = h @ L["ffn_gate.weight"].T
             x = x + ((gt / (1.0 + np.exp(-gt))) * (h @ L["ffn_up.weight"].T)) @ L["ffn_down.weight"].T
-        return self.norm(x, self.out_norm) @ self.out.T
+        return self.norm(x, self.out_norm)
 
 
 def main(argv):
     kv_f16 = "--kv" in argv and argv[argv.index("--kv") + 1] == "f16"
-    args = [a for i, a in enumerate(argv) if a != "--kv" and (i == 0 or argv[i - 1] != "--kv")]
+    normalize = "--normalize" in argv
+    pooling = None
+    if "--pooling" in argv:
+        pooling = {"none": 0, "mean": 1, "cls": 2, "last": 3}[argv[argv.index("--pooling") + 1]]
+    args = [a for i, a in enumerate(argv)
+            if a not in ("--kv", "--pooling", "--normalize") and (i == 0 or argv[i - 1] not in ("--kv", "--pooling"))]
     cmd, path, toks = args[1], args[2], [int(t) for t in args[3].split(",")]
     m = Qwen(path, kv_f16)
     if cmd == "logits":
         m.forward(toks).astype("<f4").tofile(args[4])
+    elif cmd == "embed":
+        x = m.hidden(toks)
+        pooling = m.pooling if pooling is None else pooling
+        if pooling == 1:
+            x = x.mean(axis=0, keepdims=True)
+        elif pooling == 2:
+            x = x[:1]
+        elif pooling == 3:
+            x = x[-1:]
+        if normalize:
+            x = x / np.linalg.norm(x, axis=-1, keepdims=True)
+        x.astype("<f4").tofile(args[4])
     elif cmd == "greedy":
         n = int(args[4])
         seq = list(toks)

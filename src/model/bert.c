@@ -14,7 +14,8 @@
  *   LN(v; w, b) = (v - mean) / sqrt(var + eps) * w + b,
  *   eps = ARCH.attention.layer_norm_epsilon, gelu the tanh form (ggml's).
  * Pooling (ARCH.pooling_type, mean when absent): 0 none (every token's x),
- * 1 mean over the tokens, 2 cls (x[0]). model_embed (embed.c) normalizes.
+ * 1 mean over the tokens, 2 cls (x[0]), 3 last (x[n-1]). model_embed
+ * (embed.c) normalizes.
  *
  * Start reading at bert_embed(). Attention runs one task per head on the
  * pool; a task gathers its head's q, k and v into contiguous scratch and
@@ -88,8 +89,9 @@ static int bert_load(model *m) {
 
   int64_t pooling = 0, def_pool = MODEL_POOLING_MEAN;
   if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
-  if (pooling > MODEL_POOLING_CLS)
-    return err_set(ERR_UNSUPPORTED, "key 'bert.pooling_type' is %lld: only 0 (none), 1 (mean) and 2 (cls) are supported",
+  if (pooling > MODEL_POOLING_LAST)
+    return err_set(ERR_UNSUPPORTED,
+                   "key 'bert.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
                    (long long)pooling);
   w->pooling = (enum model_pooling)pooling;
   bool causal = false;
@@ -308,6 +310,9 @@ static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
     break;
   case MODEL_POOLING_CLS:
     memcpy(out, b->x, (size_t)E * sizeof(float));
+    break;
+  case MODEL_POOLING_LAST:
+    memcpy(out, b->x + (n - 1) * E, (size_t)E * sizeof(float));
     break;
   case MODEL_POOLING_MEAN:
     for (int64_t d = 0; d < E; d++) {

@@ -179,17 +179,21 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
 /* ---- embeddings (embed.c) -------------------------------------------------
  * Encoder architectures (bert) turn a whole sequence into one vector; they
  * have no logits (model_forward is ERR_UNSUPPORTED naming the
- * architecture), and decoders have no embed (model_embed is
- * ERR_UNSUPPORTED). */
+ * architecture). qwen2/qwen3 embed too (Qwen3-Embedding, gte-Qwen2: the
+ * final-normed hidden state, last-token pooling by default) through
+ * sequence 0 of the context, which afterwards holds the tokens. Other
+ * decoders (llama) have no embed: ERR_UNSUPPORTED. */
 enum model_pooling {
   MODEL_POOLING_NONE = 0, /* every token's vector: out is [n][n_embd] */
   MODEL_POOLING_MEAN = 1, /* mean over the tokens: out is [n_embd] */
-  MODEL_POOLING_CLS = 2   /* the first token's vector: out is [n_embd] */
+  MODEL_POOLING_CLS = 2,  /* the first token's vector: out is [n_embd] */
+  MODEL_POOLING_LAST = 3  /* the last token's vector: out is [n_embd] */
 };
 enum model_embed_flags {
   MODEL_EMBED_NORMALIZE = 1 /* scale each output vector to unit L2 norm */
 };
-/* The pooling the file asks for (ARCH.pooling_type); NONE for decoders. */
+/* The pooling model_embed applies (ARCH.pooling_type, or the
+ * architecture's default); NONE for architectures without embed. */
 enum model_pooling model_embed_pooling(const model *m);
 /* Encodes tokens[0..n-1] (positions 0..n-1, one sequence, no cache: each
  * call is independent) and writes the pooled vector of n_embd floats to

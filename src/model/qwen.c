@@ -20,6 +20,11 @@
  * Logits = output rms(out), output = token_embd when output.weight is
  * absent (tied, common for the small Qwen models).
  *
+ * Embeddings (qwen_embed, for Qwen3-Embedding and gte-Qwen2 files): the
+ * tokens run through sequence 0 and the pooled vector is taken from the
+ * output-normed hidden states rms(out) instead of computing logits;
+ * ARCH.pooling_type chooses mean / cls / last / none, last when absent.
+ *
  * Start reading at qwen_forward(). Matrix products are kern_matmul over all
  * tokens of the step; the KV cache and attention are model.c's. Buffers are
  * allocated once per context in qwen_ctx_init().
@@ -55,6 +60,7 @@ typedef struct qwen_weights {
   const float *output_norm;  /* [n_embd] */
   model_tensor output;       /* [n_vocab][n_embd]; tok_embd when tied */
   bool tied;
+  enum model_pooling pooling; /* for qwen_embed */
 } qwen_weights;
 
 /* Per-context activations, each [n_batch][width] f32. */
@@ -67,6 +73,8 @@ typedef struct qwen_bufs {
   float *att;  /* attention output [n_head*head_dim] */
   float *g;    /* FFN gate, then silu(gate)*up [n_ff] */
   float *u;    /* FFN up [n_ff] */
+  double *acc; /* [n_embd] mean pooling sums (qwen_embed) */
+  bool embed;  /* qwen_forward stops at rms(out) rows in xn (qwen_embed) */
 } qwen_bufs;
 
 static int qwen_load(model *m) {
@@ -88,6 +96,10 @@ static int qwen_load(model *m) {
   if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
 
   const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  int64_t pooling = 0, def_pool = MODEL_POOLING_LAST;
+  if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
+  /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
+  w->pooling = (enum model_pooling)pooling;
   if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     qwen_layer *L = &w->layers[l];
@@ -145,6 +157,8 @@ static int qwen_ctx_init(model_ctx *c) {
       return err_set(ERR_NOMEM, "%s context: cannot allocate buffers for a batch of %zu", c->m->ops->name, B);
     c->buf_bytes += B * widths[i] * sizeof(float);
   }
+  b->acc = malloc(E * sizeof *b->acc);
+  if (!b->acc) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
   return 0;
 }
 
@@ -158,6 +172,7 @@ static void qwen_ctx_free(model_ctx *c) {
   free(b->att);
   free(b->g);
   free(b->u);
+  free(b->acc);
   free(b);
   c->arch_data = NULL;
 }
@@ -244,7 +259,62 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
+  if (b->embed) return 0; /* qwen_embed reads the rows from xn */
   return qwen_matmul(c, &w->output, b->xn, st->n_out, logits);
+}
+
+/* Tokens 0..n-1 through sequence 0 (rewound to 0 first) in steps of
+ * n_batch; each step leaves rms(out) of the rows the pooling needs in xn. */
+static int qwen_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out, unsigned flags) {
+  (void)flags; /* normalization is model_embed's */
+  const qwen_weights *w = c->m->arch_data;
+  qwen_bufs *b = c->arch_data;
+  const int64_t E = c->m->hp.n_embd;
+  const enum model_pooling pool = w->pooling;
+  if ((unsigned)pool > MODEL_POOLING_LAST)
+    return err_set(ERR_UNSUPPORTED, "key '%s.pooling_type' is %d: only 0 (none), 1 (mean), 2 (cls) and 3 (last) embed",
+                   c->m->ops->name, (int)pool);
+  model_ctx_seq_truncate(c, 0, 0);
+  for (int64_t d = 0; d < E; d++) b->acc[d] = 0;
+  b->embed = true;
+  int rc = 0;
+  for (int64_t done = 0; done < n && rc == 0;) {
+    int64_t step = n - done < c->n_batch ? n - done : c->n_batch;
+    model_step st = {.n = step, .tokens = tokens + done, .seq = c->step_seq, .pos = c->step_pos, .out = c->step_out};
+    for (int64_t t = 0; t < step; t++) {
+      c->step_seq[t] = 0;
+      c->step_pos[t] = done + t;
+    }
+    if (pool == MODEL_POOLING_NONE || pool == MODEL_POOLING_MEAN)
+      for (int64_t t = 0; t < step; t++) c->step_out[st.n_out++] = t;
+    else if (pool == MODEL_POOLING_CLS && done == 0)
+      c->step_out[st.n_out++] = 0;
+    else if (pool == MODEL_POOLING_LAST && done + step == n)
+      c->step_out[st.n_out++] = step - 1;
+    if ((rc = qwen_forward(c, &st, NULL))) break;
+    c->n_past[0] = done + step;
+    if (pool == MODEL_POOLING_NONE)
+      memcpy(out + done * E, b->xn, (size_t)(step * E) * sizeof(float));
+    else if (pool == MODEL_POOLING_MEAN)
+      for (int64_t t = 0; t < step; t++)
+        for (int64_t d = 0; d < E; d++) b->acc[d] += b->xn[t * E + d];
+    else if (st.n_out)
+      memcpy(out, b->xn, (size_t)E * sizeof(float));
+    done += step;
+  }
+  b->embed = false;
+  if (rc) {
+    model_ctx_seq_truncate(c, 0, 0);
+    return rc;
+  }
+  if (pool == MODEL_POOLING_MEAN)
+    for (int64_t d = 0; d < E; d++) out[d] = (float)(b->acc[d] / (double)n);
+  return 0;
+}
+
+static enum model_pooling qwen_pooling(const model *m) {
+  const qwen_weights *w = m->arch_data;
+  return w->pooling;
 }
 
 const model_arch_ops model_arch_qwen2 = {
@@ -254,6 +324,8 @@ const model_arch_ops model_arch_qwen2 = {
     .ctx_init = qwen_ctx_init,
     .ctx_free = qwen_ctx_free,
     .forward = qwen_forward,
+    .embed = qwen_embed,
+    .pooling = qwen_pooling,
 };
 
 const model_arch_ops model_arch_qwen3 = {
@@ -263,4 +335,6 @@ const model_arch_ops model_arch_qwen3 = {
     .ctx_init = qwen_ctx_init,
     .ctx_free = qwen_ctx_free,
     .forward = qwen_forward,
+    .embed = qwen_embed,
+    .pooling = qwen_pooling,
 };

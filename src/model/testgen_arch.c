@@ -143,11 +143,11 @@ int model_testgen_arch_write(const model_testgen_arch *g, const char *path) {
   if (bert) {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_epsilon"), eps));
     CK(gguf_writer_add_bool(s.w, KEY("attention.causal"), false));
-    if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
   } else {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_rms_epsilon"), eps));
     if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
   }
+  if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
 #undef KEY
 
   const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);

@@ -27,7 +27,7 @@ typedef struct model_testgen_arch {
   bool tied;              /* decoders: no output.weight */
   float rope_freq_base;   /* 0 = leave the key out */
   float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */
-  int pooling_type;       /* bert: written as bert.pooling_type; -1 = absent */
+  int pooling_type;       /* written as ARCH.pooling_type; -1 = absent */
   const char *bad_tensor; /* tests: this tensor gets one extra row (or
                              element), a wrong shape the loader must name */
   uint64_t seed;

@@ -303,9 +303,9 @@ TEST(model_bert_errors) {
   EXPECT_INT_EQ(open_bad(&g, "bert_bad_up"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.ffn_up.weight' has shape [64, 129], expected [64, 128]");
   g.bad_tensor = NULL;
-  /* pooling types beyond cls (last, rank) are refused */
-  g.pooling_type = 3;
-  EXPECT_INT_EQ(open_bad(&g, "bert_pool3"), ERR_UNSUPPORTED);
+  /* pooling types beyond last (rank) are refused */
+  g.pooling_type = 4;
+  EXPECT_INT_EQ(open_bad(&g, "bert_pool4"), ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "bert.pooling_type");
 }
 

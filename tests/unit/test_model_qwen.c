@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
 #include "model/model.h"
+#include "model/testgen.h"
 #include "model/testgen_arch.h"
 
 #define PY "/usr/bin/python3"
@@ -377,13 +378,30 @@ TEST(model_qwen_load_errors) {
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN2);
   EXPECT_STR_EQ(model_arch_name(model_arch_of(m)), "qwen2");
-  /* decoders have no embeddings */
+  /* no pooling_type key: last-token pooling */
+  EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_LAST);
+  model_free(m);
+  /* llama has no embed */
+  model_testgen lg = model_testgen_small();
+  snprintf(path, sizeof path, "%s/qwen_test_llama.gguf", test_tmpdir());
+  ASSERT_INT_EQ(model_testgen_write(&lg, path), 0);
+  ASSERT_INT_EQ(model_open(path, &m), 0);
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
   float out[64];
   EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
-  EXPECT_STR_CONTAINS(err_detail(), "'qwen2'");
+  EXPECT_STR_CONTAINS(err_detail(), "'llama'");
   EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_NONE);
+  model_ctx_free(c);
+  model_free(m);
+  /* rank pooling (rerankers) loads for generation but does not embed */
+  model_testgen_arch g4 = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g4.pooling_type = 4;
+  ASSERT_TRUE(gen(&g4, "qwen3_rank", path, sizeof path));
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
+  EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "qwen3.pooling_type");
   model_ctx_free(c);
   model_free(m);
 }
@@ -444,4 +462,84 @@ TEST(model_qwen_sequences_match_numpy) {
   NEED_PY();
   check_sequences(MODEL_ARCH_QWEN2, "qwen2_seqs");
   check_sequences(MODEL_ARCH_QWEN3, "qwen3_seqs");
+}
+
+/* ---- embeddings (Qwen3-Embedding style) ----------------------------------- */
+
+/* C model_embed vs ref_qwen.py embed; pooling NULL = the file's. */
+static double compare_embed(const char *path, const char *pooling, bool normalize, enum model_kv_type kv,
+                            int64_t n_batch) {
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_batch = n_batch;
+  p.n_threads = 2;
+  if (model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: %s", path, err_detail());
+    model_free(m);
+    return -1;
+  }
+  const int64_t E = model_get_hparams(m)->n_embd;
+  size_t n_out = (size_t)E * (model_embed_pooling(m) == MODEL_POOLING_NONE ? (size_t)N_PROMPT : 1);
+  float *v = malloc(n_out * sizeof *v), *r = malloc(n_out * sizeof *r);
+  double e = -1;
+  char ts[1024], file[512], cmd[4096];
+  toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
+  snprintf(file, sizeof file, "%s/qwen_ref_embed.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
+           pooling ? pooling : "", normalize ? " --normalize" : "", kv == MODEL_KV_F16 ? " --kv f16" : "");
+  int rc = model_embed(c, PROMPT, N_PROMPT, v, normalize ? MODEL_EMBED_NORMALIZE : 0);
+  if (rc) {
+    test_fail_at(__FILE__, __LINE__, "model_embed: %s", err_detail());
+  } else if (system(cmd) != 0) {
+    test_fail_at(__FILE__, __LINE__, "ref_qwen.py embed failed on %s", path);
+  } else {
+    FILE *fp = fopen(file, "rb");
+    size_t got = fp ? fread(r, sizeof *r, n_out, fp) : 0;
+    if (fp) fclose(fp);
+    if (got == n_out) e = nmse(v, r, n_out);
+    /* the sequence now holds the prompt */
+    if (model_ctx_seq_n_past(c, 0) != N_PROMPT)
+      test_fail_at(__FILE__, __LINE__, "sequence 0 holds %lld tokens after embed, expected %d",
+                   (long long)model_ctx_seq_n_past(c, 0), N_PROMPT);
+  }
+  printf("    %s pooling=%s%s kv=%s n_batch=%lld: nmse %.3g\n", strrchr(path, '/') + 1, pooling ? pooling : "file",
+         normalize ? " normalized" : "", kv == MODEL_KV_F16 ? "f16" : "f32", (long long)n_batch, e);
+  free(v);
+  free(r);
+  model_ctx_free(c);
+  model_free(m);
+  return e;
+}
+
+TEST(model_qwen_embed_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  /* qwen3 with pooling_type 3 (what Qwen3-Embedding files declare) */
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.pooling_type = MODEL_POOLING_LAST;
+  g.seed = 70;
+  ASSERT_TRUE(gen(&g, "qwen3_embed", path, sizeof path));
+  double e = compare_embed(path, "last", true, MODEL_KV_F32, 0);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare_embed(path, "last", false, MODEL_KV_F16, 5); /* three steps */
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  /* mean, cls and none over steps of 5 tokens */
+  const int pools[3] = {MODEL_POOLING_MEAN, MODEL_POOLING_CLS, MODEL_POOLING_NONE};
+  const char *names[3] = {"mean", "cls", "none"};
+  for (int i = 0; i < 3; i++) {
+    g.pooling_type = pools[i];
+    char nm[64];
+    snprintf(nm, sizeof nm, "qwen3_embed_%s", names[i]);
+    ASSERT_TRUE(gen(&g, nm, path, sizeof path));
+    e = compare_embed(path, names[i], i != 2, MODEL_KV_F32, 5);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+  /* qwen2 without the key: last */
+  model_testgen_arch g2 = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g2.seed = 71;
+  ASSERT_TRUE(gen(&g2, "qwen2_embed", path, sizeof path));
+  e = compare_embed(path, NULL, true, MODEL_KV_F32, 0);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
