@@ -236,12 +236,21 @@ TEST(model_qwen_reference_kernels) {
     e = compare(path, MODEL_KV_F32, 1);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
+  model_testgen_arch k = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  k.n_embd = 256;
+  k.head_dim = 64;
+  k.n_ff = 512;
+  k.type = k.type_embd = TENSOR_TYPE_Q4_K;
+  k.seed = 26;
+  ASSERT_TRUE(gen(&k, "qwen3_ref_q4k", path, sizeof path));
+  double ek = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(ek >= 0 && ek < 1e-8);
   kern_force_reference(false);
 }
 
-/* The fast kernels on Q8_0: 8-bit activation quantization adds ~1e-4 (see
- * test_model.c's derivation); 2e-3 is the same bar as llama's. */
-TEST(model_qwen_q8_0_matches_numpy) {
+/* The fast kernels on Q8_0 and Q4_K: 8-bit activation quantization adds
+ * ~1e-4 (see test_model.c's derivation); 2e-3 is the same bar as llama's. */
+TEST(model_qwen_quant_matches_numpy) {
   NEED_PY();
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
@@ -249,6 +258,17 @@ TEST(model_qwen_q8_0_matches_numpy) {
   g.seed = 25;
   ASSERT_TRUE(gen(&g, "qwen2_q8", path, sizeof path));
   double e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 2e-3);
+  /* K-quants need rows of multiples of 256: qwen3 with n_embd 256, head_dim
+   * 64 (q 256 wide), n_ff 512 in Q4_K (activations in Q8_K blocks) */
+  model_testgen_arch k = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  k.n_embd = 256;
+  k.head_dim = 64;
+  k.n_ff = 512;
+  k.type = k.type_embd = TENSOR_TYPE_Q4_K;
+  k.seed = 26;
+  ASSERT_TRUE(gen(&k, "qwen3_q4k", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
 }
 
