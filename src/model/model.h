@@ -195,8 +195,8 @@ enum model_embed_flags {
 /* The pooling model_embed applies (ARCH.pooling_type, or the
  * architecture's default); NONE for architectures without embed. */
 enum model_pooling model_embed_pooling(const model *m);
-/* Encodes tokens[0..n-1] (positions 0..n-1, one sequence, no cache: each
- * call is independent) and writes the pooled vector of n_embd floats to
+/* Encodes tokens[0..n-1] (positions 0..n-1, one sequence; each call is
+ * independent of earlier ones) and writes the pooled vector of n_embd floats to
  * out_embd (n * n_embd for MODEL_POOLING_NONE). flags: model_embed_flags.
  * ERR_CONTEXT when n exceeds the context, ERR_RANGE for a token outside the
  * vocabulary. */
@@ -226,7 +226,8 @@ typedef struct model_arch_ops {
   int (*ctx_init)(model_ctx *c);
   void (*ctx_free)(model_ctx *c);
   int (*forward)(model_ctx *c, const model_step *s, float *logits);
-  /* Encoders only (NULL for decoders): model_embed after argument checks. */
+  /* NULL for architectures without embeddings: model_embed after argument
+   * checks (embed) and the pooling it applies (pooling). */
   int (*embed)(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
   enum model_pooling (*pooling)(const model *m);
 } model_arch_ops;
