@@ -1,9 +1,10 @@
 /* test_model_qwen.c - the qwen2 and qwen3 forward passes (src/model/qwen.c)
  * against tools/ref_qwen.py (an independent float64 numpy implementation
  * reading the same GGUF file), on random-weight models written by
- * src/model/testgen_arch.c: logits on F32 and F16 weights with F32 and F16
- * caches, greedy continuations, batch vs token by token, the reference
- * kernels, and load errors. */
+ * src/model/testgen_arch.c: logits on F32, F16, Q8_0 and Q4_K weights with
+ * F32 and F16 caches, greedy continuations, batch vs token by token,
+ * interleaved sequences, the reference kernels, embeddings (model_embed
+ * with every pooling), and load errors. */
 #include "test.h"
 
 #include <stdlib.h>
