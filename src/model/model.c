@@ -37,6 +37,9 @@
  * qwen2, qwen3 and bert get their rows here when their files exist. */
 static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LLAMA] = &model_arch_llama,
+    [MODEL_ARCH_QWEN2] = &model_arch_qwen2,
+    [MODEL_ARCH_QWEN3] = &model_arch_qwen3,
+    [MODEL_ARCH_BERT] = &model_arch_bert,
 };
 
 const char *model_arch_name(enum model_arch a) {

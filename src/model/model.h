@@ -39,6 +39,9 @@
 
 enum model_arch {
   MODEL_ARCH_LLAMA = 0,
+  MODEL_ARCH_QWEN2,  /* qwen.c */
+  MODEL_ARCH_QWEN3,  /* qwen.c */
+  MODEL_ARCH_BERT,   /* bert.c: encoder only, model_embed() */
   MODEL_ARCH_COUNT
 };
 
@@ -173,6 +176,32 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits);
 int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, float *logits,
                   enum model_logits mode);
 
+/* ---- embeddings (embed.c) -------------------------------------------------
+ * Encoder architectures (bert) turn a whole sequence into one vector; they
+ * have no logits (model_forward is ERR_UNSUPPORTED naming the
+ * architecture). qwen2/qwen3 embed too (Qwen3-Embedding, gte-Qwen2: the
+ * final-normed hidden state, last-token pooling by default) through
+ * sequence 0 of the context, which afterwards holds the tokens. Other
+ * decoders (llama) have no embed: ERR_UNSUPPORTED. */
+enum model_pooling {
+  MODEL_POOLING_NONE = 0, /* every token's vector: out is [n][n_embd] */
+  MODEL_POOLING_MEAN = 1, /* mean over the tokens: out is [n_embd] */
+  MODEL_POOLING_CLS = 2,  /* the first token's vector: out is [n_embd] */
+  MODEL_POOLING_LAST = 3  /* the last token's vector: out is [n_embd] */
+};
+enum model_embed_flags {
+  MODEL_EMBED_NORMALIZE = 1 /* scale each output vector to unit L2 norm */
+};
+/* The pooling model_embed applies (ARCH.pooling_type, or the
+ * architecture's default); NONE for architectures without embed. */
+enum model_pooling model_embed_pooling(const model *m);
+/* Encodes tokens[0..n-1] (positions 0..n-1, one sequence; each call is
+ * independent of earlier ones) and writes the pooled vector of n_embd floats to
+ * out_embd (n * n_embd for MODEL_POOLING_NONE). flags: model_embed_flags.
+ * ERR_CONTEXT when n exceeds the context, ERR_RANGE for a token outside the
+ * vocabulary. */
+int model_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
+
 /* ---- architecture interface ---------------------------------------------
  * One row per architecture (model.c holds the table; llama.c implements the
  * llama row). `load` reads the hyper-parameters and binds the tensors into
@@ -197,6 +226,10 @@ typedef struct model_arch_ops {
   int (*ctx_init)(model_ctx *c);
   void (*ctx_free)(model_ctx *c);
   int (*forward)(model_ctx *c, const model_step *s, float *logits);
+  /* NULL for architectures without embeddings: model_embed after argument
+   * checks (embed) and the pooling it applies (pooling). */
+  int (*embed)(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
+  enum model_pooling (*pooling)(const model *m);
 } model_arch_ops;
 
 #endif

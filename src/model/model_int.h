@@ -122,5 +122,8 @@ int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;
+extern const model_arch_ops model_arch_qwen2; /* qwen.c */
+extern const model_arch_ops model_arch_qwen3; /* qwen.c */
+extern const model_arch_ops model_arch_bert;  /* bert.c */
 
 #endif

@@ -1,0 +1,348 @@
+/*
+ * bert.c - the bert architecture (general.architecture = "bert"): BERT-family
+ * encoders used for sentence embeddings (all-MiniLM, bge, e5 and other
+ * files converted to llama.cpp's BERT tensor names).
+ *
+ * Encoder only: every token sees every other token (no causal mask), there
+ * is no KV cache and no logits. For tokens t = 0..n-1 (positions 0..n-1):
+ *   x[t] = token_embd[tok_t] + token_types[0] + position_embd[t]
+ *   x    = LN(x; token_embd_norm)
+ *   per block (post-norm):
+ *     q = Wq x + bq, k = Wk x + bk, v = Wv x + bv
+ *     x = LN(x + Wo attention(q, k, v) + bo; attn_output_norm)
+ *     x = LN(x + Wdown gelu(Wup x + bup) + bdown; layer_output_norm)
+ *   LN(v; w, b) = (v - mean) / sqrt(var + eps) * w + b,
+ *   eps = ARCH.attention.layer_norm_epsilon, gelu the tanh form (ggml's).
+ * Pooling (ARCH.pooling_type, mean when absent): 0 none (every token's x),
+ * 1 mean over the tokens, 2 cls (x[0]), 3 last (x[n-1]). model_embed
+ * (embed.c) normalizes.
+ *
+ * Start reading at bert_embed(). Attention runs one task per head on the
+ * pool; a task gathers its head's q, k and v into contiguous scratch and
+ * computes S = Q K^T and S V with kern_matmul (F32), so the scratch per
+ * thread holds an n x n score matrix: buffers are sized for the context
+ * (bert contexts are short, 512 positions for most models).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+#include "model/model_int.h"
+
+typedef struct bert_layer {
+  model_tensor wq, wk, wv;    /* [n_head*head_dim rows][n_embd cols] (k, v: n_head_kv) */
+  const float *bq, *bk, *bv;  /* [rows] */
+  model_tensor wo;            /* [n_embd][n_head*head_dim] */
+  const float *bo;            /* [n_embd] */
+  const float *att_norm_w, *att_norm_b;  /* attn_output_norm [n_embd] */
+  model_tensor up;            /* [n_ff][n_embd] */
+  const float *bup;           /* [n_ff] */
+  model_tensor down;          /* [n_embd][n_ff] */
+  const float *bdown;         /* [n_embd] */
+  const float *out_norm_w, *out_norm_b;  /* layer_output_norm [n_embd] */
+} bert_layer;
+
+typedef struct bert_weights {
+  model_tensor tok_embd;     /* [n_vocab][n_embd] */
+  model_tensor pos_embd;     /* [n_ctx_train][n_embd] */
+  float *type0;              /* row 0 of token_types.weight, f32 [n_embd] (owned) */
+  const float *embd_norm_w, *embd_norm_b;  /* token_embd_norm [n_embd] */
+  bert_layer *layers;        /* [n_layer] */
+  enum model_pooling pooling;
+} bert_weights;
+
+/* Per-context buffers, sized for n_ctx tokens. */
+typedef struct bert_bufs {
+  float *x;    /* hidden state [n][n_embd] */
+  float *tmp;  /* [n][n_embd] */
+  float *q;    /* [n][n_head*head_dim] */
+  float *k;    /* [n][n_head_kv*head_dim] */
+  float *v;    /* [n][n_head_kv*head_dim] */
+  float *att;  /* [n][n_head*head_dim] */
+  float *u;    /* [n][n_ff] */
+  float *scr;  /* per thread: scr_floats, see bert_att_task() */
+  size_t scr_floats;
+} bert_bufs;
+
+static int bert_load(model *m) {
+  model_hparams *hp = &m->hp;
+  int rc = model_load_common_hparams(m, OPS_ROPE_NEOX); /* RoPE keys are unused */
+  if (rc) return rc;
+  const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
+  if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
+  if (te->n_dims != 2 || te->dims[1] > (uint64_t)INT32_MAX)
+    return err_set(ERR_RANGE, "tensor 'token_embd.weight' has %u dims and %llu rows, expected 2 dims and < 2^31 rows",
+                   te->n_dims, (unsigned long long)te->dims[1]);
+  hp->n_vocab = (int64_t)te->dims[1];
+
+  bert_weights *w = calloc(1, sizeof *w);
+  if (!w) return err_set(ERR_NOMEM, "bert: out of memory");
+  m->arch_data = w;
+  w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
+  if (!w->layers) return err_set(ERR_NOMEM, "bert: out of memory");
+
+  int64_t pooling = 0, def_pool = MODEL_POOLING_MEAN;
+  if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
+  if (pooling > MODEL_POOLING_LAST)
+    return err_set(ERR_UNSUPPORTED,
+                   "key 'bert.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
+                   (long long)pooling);
+  w->pooling = (enum model_pooling)pooling;
+  bool causal = false;
+  rc = gguf_get_bool(m->f, "bert.attention.causal", &causal);
+  if (rc && rc != ERR_NOT_FOUND) return rc;
+  if (rc == 0 && causal)
+    return err_set(ERR_UNSUPPORTED, "key 'bert.attention.causal' is true: only bidirectional bert is supported");
+
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->pos_embd, E, hp->n_ctx_train, 0, "position_embd.weight"))) return rc;
+  const gguf_tensor *tt = gguf_find_tensor(m->f, "token_types.weight");
+  if (!tt) return err_set(ERR_NOT_FOUND, "tensor 'token_types.weight' is missing");
+  int64_t n_types = tt->n_dims == 2 && tt->dims[1] >= 1 && tt->dims[1] <= 65536 ? (int64_t)tt->dims[1] : 1;
+  model_tensor types;
+  if ((rc = model_bind_matrix(m, &types, E, n_types, 0, "token_types.weight"))) return rc;
+  w->type0 = malloc((size_t)E * sizeof *w->type0);
+  if (!w->type0) return err_set(ERR_NOMEM, "bert: out of memory");
+  if ((rc = ref_dequantize_row(types.type, types.data, w->type0, E)))
+    return err_set(rc, "tensor 'token_types.weight': cannot dequantize type %s", tensor_type_name(types.type));
+  if ((rc = model_bind_vector(m, &w->embd_norm_w, E, 0, "token_embd_norm.weight")) ||
+      (rc = model_bind_vector(m, &w->embd_norm_b, E, 0, "token_embd_norm.bias")))
+    return rc;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    bert_layer *L = &w->layers[l];
+    int i = (int)l;
+    if ((rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
+        (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
+        (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bv, KV, 0, "blk.%d.attn_v.bias", i)) ||
+        (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bo, E, 0, "blk.%d.attn_output.bias", i)) ||
+        (rc = model_bind_vector(m, &L->att_norm_w, E, 0, "blk.%d.attn_output_norm.weight", i)) ||
+        (rc = model_bind_vector(m, &L->att_norm_b, E, 0, "blk.%d.attn_output_norm.bias", i)) ||
+        (rc = model_bind_matrix(m, &L->up, E, F, 0, "blk.%d.ffn_up.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bup, F, 0, "blk.%d.ffn_up.bias", i)) ||
+        (rc = model_bind_matrix(m, &L->down, F, E, 0, "blk.%d.ffn_down.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bdown, E, 0, "blk.%d.ffn_down.bias", i)) ||
+        (rc = model_bind_vector(m, &L->out_norm_w, E, 0, "blk.%d.layer_output_norm.weight", i)) ||
+        (rc = model_bind_vector(m, &L->out_norm_b, E, 0, "blk.%d.layer_output_norm.bias", i)))
+      return rc;
+  }
+  return 0;
+}
+
+static void bert_unload(model *m) {
+  bert_weights *w = m->arch_data;
+  if (!w) return;
+  free(w->type0);
+  free(w->layers);
+  free(w);
+  m->arch_data = NULL;
+}
+
+static int bert_ctx_init(model_ctx *c) {
+  const model_hparams *hp = &c->m->hp;
+  bert_bufs *b = calloc(1, sizeof *b);
+  if (!b) return err_set(ERR_NOMEM, "bert context: out of memory");
+  c->arch_data = b;
+  const size_t N = (size_t)c->n_ctx, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim,
+               Q = (size_t)hp->n_head * hd, KV = (size_t)hp->n_head_kv * hd, F = (size_t)hp->n_ff;
+  /* attention scratch per thread: Qh, Kh, Vt, O of n x hd and S of n x n */
+  size_t s1 = 0, s2 = 0, per = 0, all = 0;
+  if (!size_mul(N, 4 * hd, &s1) || !size_mul(N, N, &s2) || !size_add(s1, s2, &per) ||
+      !size_mul(per, (size_t)c->n_threads, &all) || !size_mul(all, sizeof(float), &all))
+    return err_set(ERR_TOO_LARGE, "bert context: attention scratch for %zu positions overflows", N);
+  b->scr_floats = per;
+  size_t widths[7] = {E, E, Q, KV, KV, Q, F};
+  float **ptrs[7] = {&b->x, &b->tmp, &b->q, &b->k, &b->v, &b->att, &b->u};
+  for (int i = 0; i < 7; i++) {
+    size_t bytes = 0;
+    if (!size_mul(N, widths[i], &bytes) || !size_mul(bytes, sizeof(float), &bytes))
+      return err_set(ERR_TOO_LARGE, "bert context: buffers for %zu positions overflow", N);
+    *ptrs[i] = malloc(bytes);
+    if (!*ptrs[i]) return err_set(ERR_NOMEM, "bert context: cannot allocate buffers for %zu positions", N);
+    c->buf_bytes += bytes;
+  }
+  b->scr = malloc(all);
+  if (!b->scr) return err_set(ERR_NOMEM, "bert context: cannot allocate %zu bytes of attention scratch", all);
+  c->buf_bytes += all;
+  return 0;
+}
+
+static void bert_ctx_free(model_ctx *c) {
+  bert_bufs *b = c->arch_data;
+  free(b->x);
+  free(b->tmp);
+  free(b->q);
+  free(b->k);
+  free(b->v);
+  free(b->att);
+  free(b->u);
+  free(b->scr);
+  free(b);
+  c->arch_data = NULL;
+}
+
+static int bert_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': %s", t->name, why);
+  }
+  return 0;
+}
+
+/* y = W x + b over n rows. */
+static int bert_linear(model_ctx *c, const model_tensor *t, const float *bias, const float *x, int64_t n, float *y) {
+  int rc = bert_matmul(c, t, x, n, y);
+  if (rc) return rc;
+  for (int64_t r = 0; r < n; r++) ops_add(y + r * t->n_rows, bias, t->n_rows);
+  return 0;
+}
+
+/* ---- attention (bidirectional) --------------------------------------------- */
+
+struct bert_att_job {
+  model_ctx *c;
+  int64_t n;
+  atomic_long next;
+  atomic_int err;
+};
+
+/* Head h: out[t][h] = sum_p softmax_p(q[t][h] . k[p][g] / sqrt(hd)) v[p][g],
+ * g = h / (n_head / n_head_kv), over all p < n. */
+static int bert_att_task(struct bert_att_job *j, float *scr, int64_t h) {
+  model_ctx *c = j->c;
+  bert_bufs *b = c->arch_data;
+  const model_hparams *hp = &c->m->hp;
+  const int64_t n = j->n, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
+  const int64_t g = h / (hp->n_head / hp->n_head_kv);
+  const float scale = 1.0f / sqrtf((float)hd);
+  float *qh = scr, *kh = qh + n * hd, *vt = kh + n * hd, *o = vt + n * hd, *s = o + n * hd;
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t d = 0; d < hd; d++) {
+      qh[t * hd + d] = b->q[t * Q + h * hd + d] * scale;
+      kh[t * hd + d] = b->k[t * KV + g * hd + d];
+      vt[d * n + t] = b->v[t * KV + g * hd + d];
+    }
+  int rc = kern_matmul(NULL, TENSOR_TYPE_F32, kh, n, hd, qh, n, s); /* s[t][p] */
+  if (rc) return rc;
+  for (int64_t t = 0; t < n; t++) ops_softmax(s + t * n, n);
+  if ((rc = kern_matmul(NULL, TENSOR_TYPE_F32, vt, hd, n, s, n, o))) return rc; /* o[t][d] */
+  for (int64_t t = 0; t < n; t++) memcpy(b->att + t * Q + h * hd, o + t * hd, (size_t)hd * sizeof(float));
+  return 0;
+}
+
+static void bert_att_worker(void *ctx, int ith, int nth) {
+  (void)nth;
+  struct bert_att_job *j = ctx;
+  bert_bufs *b = j->c->arch_data;
+  float *scr = b->scr + (size_t)ith * b->scr_floats;
+  for (;;) {
+    long h = atomic_fetch_add(&j->next, 1);
+    if (h >= j->c->m->hp.n_head) break;
+    int rc = bert_att_task(j, scr, h);
+    if (rc) atomic_store(&j->err, rc);
+  }
+}
+
+/* ---- forward ----------------------------------------------------------------- */
+
+static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out, unsigned flags) {
+  (void)flags; /* normalization is model_embed's */
+  const model_hparams *hp = &c->m->hp;
+  const bert_weights *w = c->m->arch_data;
+  bert_bufs *b = c->arch_data;
+  const int64_t E = hp->n_embd;
+  const float eps = hp->norm_eps;
+  int rc;
+
+  for (int64_t t = 0; t < n; t++) {
+    float *x = b->x + t * E, *tmp = b->tmp + t * E;
+    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[t] * w->tok_embd.row_bytes;
+    if ((rc = ref_dequantize_row(w->tok_embd.type, row, x, E)))
+      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    row = (const uint8_t *)w->pos_embd.data + (size_t)t * w->pos_embd.row_bytes;
+    if ((rc = ref_dequantize_row(w->pos_embd.type, row, tmp, E)))
+      return err_set(rc, "tensor 'position_embd.weight': cannot dequantize type %s",
+                     tensor_type_name(w->pos_embd.type));
+    ops_add(x, tmp, E);
+    ops_add(x, w->type0, E);
+    ops_layernorm(x, x, w->embd_norm_w, w->embd_norm_b, E, eps);
+  }
+
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    const bert_layer *L = &w->layers[l];
+    if ((rc = bert_linear(c, &L->wq, L->bq, b->x, n, b->q)) || (rc = bert_linear(c, &L->wk, L->bk, b->x, n, b->k)) ||
+        (rc = bert_linear(c, &L->wv, L->bv, b->x, n, b->v)))
+      return rc;
+    struct bert_att_job j = {.c = c, .n = n};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.err, 0);
+    if (n * n * hp->head_dim < 32768)
+      bert_att_worker(&j, 0, 1);
+    else
+      tpool_run(c->tp, bert_att_worker, &j);
+    if ((rc = atomic_load(&j.err))) return rc;
+    if ((rc = bert_linear(c, &L->wo, L->bo, b->att, n, b->tmp))) return rc;
+    ops_add(b->x, b->tmp, n * E);
+    for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->att_norm_w, L->att_norm_b, E, eps);
+
+    if ((rc = bert_linear(c, &L->up, L->bup, b->x, n, b->u))) return rc;
+    ops_gelu(b->u, n * hp->n_ff);
+    if ((rc = bert_linear(c, &L->down, L->bdown, b->u, n, b->tmp))) return rc;
+    ops_add(b->x, b->tmp, n * E);
+    for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->out_norm_w, L->out_norm_b, E, eps);
+  }
+
+  switch (w->pooling) {
+  case MODEL_POOLING_NONE:
+    memcpy(out, b->x, (size_t)(n * E) * sizeof(float));
+    break;
+  case MODEL_POOLING_CLS:
+    memcpy(out, b->x, (size_t)E * sizeof(float));
+    break;
+  case MODEL_POOLING_LAST:
+    memcpy(out, b->x + (n - 1) * E, (size_t)E * sizeof(float));
+    break;
+  case MODEL_POOLING_MEAN:
+    for (int64_t d = 0; d < E; d++) {
+      double s = 0;
+      for (int64_t t = 0; t < n; t++) s += b->x[t * E + d];
+      out[d] = (float)(s / (double)n);
+    }
+    break;
+  }
+  return 0;
+}
+
+static int bert_forward(model_ctx *c, const model_step *st, float *logits) {
+  (void)c, (void)st, (void)logits;
+  return err_set(ERR_UNSUPPORTED,
+                 "architecture 'bert' is an encoder: it computes embeddings (model_embed), not logits");
+}
+
+static enum model_pooling bert_pooling(const model *m) {
+  const bert_weights *w = m->arch_data;
+  return w->pooling;
+}
+
+const model_arch_ops model_arch_bert = {
+    .name = "bert",
+    .load = bert_load,
+    .unload = bert_unload,
+    .ctx_init = bert_ctx_init,
+    .ctx_free = bert_ctx_free,
+    .forward = bert_forward,
+    .embed = bert_embed,
+    .pooling = bert_pooling,
+};

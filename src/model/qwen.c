@@ -1,0 +1,340 @@
+/*
+ * qwen.c - the qwen2 and qwen3 architectures (general.architecture =
+ * "qwen2" / "qwen3"): Qwen2, Qwen2.5 and Qwen3 dense models.
+ *
+ * Both are llama-shaped decoders (RMS norms, SwiGLU FFN, grouped query
+ * attention, causal) with three differences from llama.c:
+ *   - RoPE is the NeoX style: pair i of a head is (x[i], x[i + n_rot/2])
+ *     (the converter keeps Hugging Face's q/k row order for these models);
+ *   - qwen2 adds biases to the q, k and v projections
+ *     (blk.N.attn_{q,k,v}.bias);
+ *   - qwen3 has no biases but RMS-normalizes every head of q and k with
+ *     blk.N.attn_{q,k}_norm.weight [head_dim] before RoPE, and its head_dim
+ *     (ARCH.attention.key_length) need not be n_embd / n_head, so Wq maps
+ *     n_embd to n_head*head_dim and Wo maps back.
+ * One block, for x[n][n_embd]:
+ *   q = Wq rms(x) (+bq), k = Wk rms(x) (+bk), v = Wv rms(x) (+bv)
+ *   qwen3: q_h = rms(q_h) * q_norm, k_h = rms(k_h) * k_norm per head
+ *   h   = x + Wo attention(rope(q), rope(k), v)
+ *   out = h + Wdown (silu(Wgate rms(h)) * (Wup rms(h)))
+ * Logits = output rms(out), output = token_embd when output.weight is
+ * absent (tied, common for the small Qwen models).
+ *
+ * Embeddings (qwen_embed, for Qwen3-Embedding and gte-Qwen2 files): the
+ * tokens run through sequence 0 and the pooled vector is taken from the
+ * output-normed hidden states rms(out) instead of computing logits;
+ * ARCH.pooling_type chooses mean / cls / last / none, last when absent.
+ *
+ * Start reading at qwen_forward(). Matrix products are kern_matmul over all
+ * tokens of the step; the KV cache and attention are model.c's. Buffers are
+ * allocated once per context in qwen_ctx_init().
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+#include "model/model_int.h"
+
+typedef struct qwen_layer {
+  const float *attn_norm;  /* [n_embd] */
+  model_tensor wq;         /* [n_head*head_dim rows][n_embd cols] */
+  model_tensor wk;         /* [n_head_kv*head_dim][n_embd] */
+  model_tensor wv;         /* [n_head_kv*head_dim][n_embd] */
+  const float *bq, *bk, *bv; /* qwen2: [n_head*head_dim], [kv], [kv]; qwen3 NULL */
+  const float *q_norm;     /* qwen3: [head_dim]; qwen2 NULL */
+  const float *k_norm;     /* qwen3: [head_dim]; qwen2 NULL */
+  model_tensor wo;         /* [n_embd][n_head*head_dim] */
+  const float *ffn_norm;   /* [n_embd] */
+  model_tensor gate;       /* [n_ff][n_embd] */
+  model_tensor up;         /* [n_ff][n_embd] */
+  model_tensor down;       /* [n_embd][n_ff] */
+} qwen_layer;
+
+typedef struct qwen_weights {
+  model_tensor tok_embd;     /* [n_vocab][n_embd] */
+  qwen_layer *layers;        /* [n_layer] */
+  const float *output_norm;  /* [n_embd] */
+  model_tensor output;       /* [n_vocab][n_embd]; tok_embd when tied */
+  bool tied;
+  enum model_pooling pooling; /* for qwen_embed */
+} qwen_weights;
+
+/* Per-context activations, each [n_batch][width] f32. */
+typedef struct qwen_bufs {
+  float *x;    /* residual stream [n_embd] */
+  float *xn;   /* normalized input / projection output [n_embd] */
+  float *q;    /* [n_head*head_dim] */
+  float *k;    /* [n_head_kv*head_dim] */
+  float *v;    /* [n_head_kv*head_dim] */
+  float *att;  /* attention output [n_head*head_dim] */
+  float *g;    /* FFN gate, then silu(gate)*up [n_ff] */
+  float *u;    /* FFN up [n_ff] */
+  double *acc; /* [n_embd] mean pooling sums (qwen_embed) */
+  bool embed;  /* qwen_forward stops at rms(out) rows in xn (qwen_embed) */
+} qwen_bufs;
+
+static int qwen_load(model *m) {
+  const bool is_qwen3 = m->arch == MODEL_ARCH_QWEN3;
+  model_hparams *hp = &m->hp;
+  int rc = model_load_common_hparams(m, OPS_ROPE_NEOX);
+  if (rc) return rc;
+  const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
+  if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
+  if (te->n_dims != 2 || te->dims[1] > (uint64_t)INT32_MAX)
+    return err_set(ERR_RANGE, "tensor 'token_embd.weight' has %u dims and %llu rows, expected 2 dims and < 2^31 rows",
+                   te->n_dims, (unsigned long long)te->dims[1]);
+  hp->n_vocab = (int64_t)te->dims[1];
+
+  qwen_weights *w = calloc(1, sizeof *w);
+  if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
+  m->arch_data = w;
+  w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
+  if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
+
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  int64_t pooling = 0, def_pool = MODEL_POOLING_LAST;
+  if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
+  /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
+  w->pooling = (enum model_pooling)pooling;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    qwen_layer *L = &w->layers[l];
+    int i = (int)l;
+    if ((rc = model_bind_vector(m, &L->attn_norm, E, 0, "blk.%d.attn_norm.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
+        (rc = model_bind_vector(m, &L->ffn_norm, E, 0, "blk.%d.ffn_norm.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->gate, E, F, 0, "blk.%d.ffn_gate.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->up, E, F, 0, "blk.%d.ffn_up.weight", i)) ||
+        (rc = model_bind_matrix(m, &L->down, F, E, 0, "blk.%d.ffn_down.weight", i)))
+      return rc;
+    if (is_qwen3) {
+      if ((rc = model_bind_vector(m, &L->q_norm, hd, 0, "blk.%d.attn_q_norm.weight", i)) ||
+          (rc = model_bind_vector(m, &L->k_norm, hd, 0, "blk.%d.attn_k_norm.weight", i)))
+        return rc;
+    } else {
+      if ((rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
+          (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
+          (rc = model_bind_vector(m, &L->bv, KV, 0, "blk.%d.attn_v.bias", i)))
+        return rc;
+    }
+  }
+  if ((rc = model_bind_vector(m, &w->output_norm, E, 0, "output_norm.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->output, E, hp->n_vocab, MODEL_BIND_OPTIONAL, "output.weight"))) return rc;
+  if (!w->output.data) {
+    w->output = w->tok_embd;
+    w->tied = true;
+  }
+  return 0;
+}
+
+static void qwen_unload(model *m) {
+  qwen_weights *w = m->arch_data;
+  if (!w) return;
+  free(w->layers);
+  free(w);
+  m->arch_data = NULL;
+}
+
+static int qwen_ctx_init(model_ctx *c) {
+  const model_hparams *hp = &c->m->hp;
+  qwen_bufs *b = calloc(1, sizeof *b);
+  if (!b) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
+  c->arch_data = b;
+  const size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
+               KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff;
+  size_t widths[8] = {E, E, Q, KV, KV, Q, F, F};
+  float **ptrs[8] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->att, &b->g, &b->u};
+  for (int i = 0; i < 8; i++) {
+    *ptrs[i] = malloc(B * widths[i] * sizeof(float));
+    if (!*ptrs[i])
+      return err_set(ERR_NOMEM, "%s context: cannot allocate buffers for a batch of %zu", c->m->ops->name, B);
+    c->buf_bytes += B * widths[i] * sizeof(float);
+  }
+  b->acc = malloc(E * sizeof *b->acc);
+  if (!b->acc) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
+  return 0;
+}
+
+static void qwen_ctx_free(model_ctx *c) {
+  qwen_bufs *b = c->arch_data;
+  free(b->x);
+  free(b->xn);
+  free(b->q);
+  free(b->k);
+  free(b->v);
+  free(b->att);
+  free(b->g);
+  free(b->u);
+  free(b->acc);
+  free(b);
+  c->arch_data = NULL;
+}
+
+static int qwen_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': %s", t->name, why);
+  }
+  return 0;
+}
+
+/* y[t] += b for each of n rows of width w. */
+static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
+  for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
+}
+
+/* silu(gate) * up over [n][n_ff], split across the pool for big steps. */
+struct qwen_swiglu_job {
+  float *g;
+  const float *u;
+  int64_t n;
+};
+
+static void qwen_swiglu_worker(void *ctx, int ith, int nth) {
+  struct qwen_swiglu_job *j = ctx;
+  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
+  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
+}
+
+static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
+  const int64_t n = st->n;
+  const model_hparams *hp = &c->m->hp;
+  const qwen_weights *w = c->m->arch_data;
+  qwen_bufs *b = c->arch_data;
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  const int32_t n_rot = hp->rope.n_rot;
+  const float eps = hp->norm_eps, scale = 1.0f / sqrtf((float)hd);
+  int rc;
+
+  for (int64_t t = 0; t < n; t++) {
+    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
+    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
+      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
+  }
+
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    const qwen_layer *L = &w->layers[l];
+    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
+    if ((rc = qwen_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = qwen_matmul(c, &L->wk, b->xn, n, b->k)) ||
+        (rc = qwen_matmul(c, &L->wv, b->xn, n, b->v)))
+      return rc;
+    if (L->bq) {
+      add_bias(b->q, L->bq, n, Q);
+      add_bias(b->k, L->bk, n, KV);
+      add_bias(b->v, L->bv, n, KV);
+    }
+    if (L->q_norm) {
+      for (int64_t r = 0; r < n * hp->n_head; r++) ops_rmsnorm(b->q + r * hd, b->q + r * hd, L->q_norm, hd, eps);
+      for (int64_t r = 0; r < n * hp->n_head_kv; r++) ops_rmsnorm(b->k + r * hd, b->k + r * hd, L->k_norm, hd, eps);
+    }
+    for (int64_t t = 0; t < n; t++) {
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
+    }
+    model_kv_store(c, l, st, b->k, b->v);
+    if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
+    if ((rc = qwen_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    ops_add(b->x, b->xn, n * E);
+
+    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
+    if ((rc = qwen_matmul(c, &L->gate, b->xn, n, b->g)) || (rc = qwen_matmul(c, &L->up, b->xn, n, b->u))) return rc;
+    struct qwen_swiglu_job sj = {b->g, b->u, n * F};
+    if (n * F < 16384)
+      qwen_swiglu_worker(&sj, 0, 1);
+    else
+      tpool_run(c->tp, qwen_swiglu_worker, &sj);
+    if ((rc = qwen_matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    ops_add(b->x, b->xn, n * E);
+  }
+
+  if (st->n_out == 0) return 0;
+  for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
+  if (b->embed) return 0; /* qwen_embed reads the rows from xn */
+  return qwen_matmul(c, &w->output, b->xn, st->n_out, logits);
+}
+
+/* Tokens 0..n-1 through sequence 0 (rewound to 0 first) in steps of
+ * n_batch; each step leaves rms(out) of the rows the pooling needs in xn. */
+static int qwen_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out, unsigned flags) {
+  (void)flags; /* normalization is model_embed's */
+  const qwen_weights *w = c->m->arch_data;
+  qwen_bufs *b = c->arch_data;
+  const int64_t E = c->m->hp.n_embd;
+  const enum model_pooling pool = w->pooling;
+  if ((unsigned)pool > MODEL_POOLING_LAST)
+    return err_set(ERR_UNSUPPORTED, "key '%s.pooling_type' is %d: only 0 (none), 1 (mean), 2 (cls) and 3 (last) embed",
+                   c->m->ops->name, (int)pool);
+  model_ctx_seq_truncate(c, 0, 0);
+  for (int64_t d = 0; d < E; d++) b->acc[d] = 0;
+  b->embed = true;
+  int rc = 0;
+  for (int64_t done = 0; done < n && rc == 0;) {
+    int64_t step = n - done < c->n_batch ? n - done : c->n_batch;
+    model_step st = {.n = step, .tokens = tokens + done, .seq = c->step_seq, .pos = c->step_pos, .out = c->step_out};
+    for (int64_t t = 0; t < step; t++) {
+      c->step_seq[t] = 0;
+      c->step_pos[t] = done + t;
+    }
+    if (pool == MODEL_POOLING_NONE || pool == MODEL_POOLING_MEAN)
+      for (int64_t t = 0; t < step; t++) c->step_out[st.n_out++] = t;
+    else if (pool == MODEL_POOLING_CLS && done == 0)
+      c->step_out[st.n_out++] = 0;
+    else if (pool == MODEL_POOLING_LAST && done + step == n)
+      c->step_out[st.n_out++] = step - 1;
+    if ((rc = qwen_forward(c, &st, NULL))) break;
+    c->n_past[0] = done + step;
+    if (pool == MODEL_POOLING_NONE)
+      memcpy(out + done * E, b->xn, (size_t)(step * E) * sizeof(float));
+    else if (pool == MODEL_POOLING_MEAN)
+      for (int64_t t = 0; t < step; t++)
+        for (int64_t d = 0; d < E; d++) b->acc[d] += b->xn[t * E + d];
+    else if (st.n_out)
+      memcpy(out, b->xn, (size_t)E * sizeof(float));
+    done += step;
+  }
+  b->embed = false;
+  if (rc) {
+    model_ctx_seq_truncate(c, 0, 0);
+    return rc;
+  }
+  if (pool == MODEL_POOLING_MEAN)
+    for (int64_t d = 0; d < E; d++) out[d] = (float)(b->acc[d] / (double)n);
+  return 0;
+}
+
+static enum model_pooling qwen_pooling(const model *m) {
+  const qwen_weights *w = m->arch_data;
+  return w->pooling;
+}
+
+const model_arch_ops model_arch_qwen2 = {
+    .name = "qwen2",
+    .load = qwen_load,
+    .unload = qwen_unload,
+    .ctx_init = qwen_ctx_init,
+    .ctx_free = qwen_ctx_free,
+    .forward = qwen_forward,
+    .embed = qwen_embed,
+    .pooling = qwen_pooling,
+};
+
+const model_arch_ops model_arch_qwen3 = {
+    .name = "qwen3",
+    .load = qwen_load,
+    .unload = qwen_unload,
+    .ctx_init = qwen_ctx_init,
+    .ctx_free = qwen_ctx_free,
+    .forward = qwen_forward,
+    .embed = qwen_embed,
+    .pooling = qwen_pooling,
+};

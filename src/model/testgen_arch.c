@@ -1,0 +1,218 @@
+/*
+ * testgen_arch.c - random-weight qwen2 / qwen3 / bert GGUF files (see
+ * testgen_arch.h).
+ *
+ * Tensors are generated in f32 from one xorshift64* stream seeded from
+ * g->seed, in file order (so a seed names a model), then converted to their
+ * type with the reference quantizer. The writer borrows tensor data until
+ * the file is written, so all buffers live until the end.
+ */
+#include "model/testgen_arch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "gguf/gguf.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+
+model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
+  model_testgen_arch g;
+  memset(&g, 0, sizeof g);
+  g.arch = arch;
+  g.n_embd = 64;
+  g.n_layer = 2;
+  g.n_head = 4;
+  g.n_head_kv = arch == MODEL_ARCH_BERT ? 4 : 2;
+  g.n_ff = arch == MODEL_ARCH_BERT ? 128 : 160;
+  g.n_vocab = 300;
+  g.n_ctx = 128;
+  g.head_dim = arch == MODEL_ARCH_QWEN3 ? 32 : 0;
+  g.tied = arch == MODEL_ARCH_QWEN3;
+  g.type = g.type_embd = TENSOR_TYPE_F32;
+  g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
+  g.seed = 1;
+  return g;
+}
+
+struct tga_gen {
+  gguf_writer *w;
+  uint64_t rng;
+  void **bufs;
+  size_t n_bufs, cap_bufs;
+  const char *bad;
+};
+
+static float tga_uniform(struct tga_gen *s) { /* in [-1, 1) */
+  s->rng ^= s->rng >> 12;
+  s->rng ^= s->rng << 25;
+  s->rng ^= s->rng >> 27;
+  uint64_t r = s->rng * 0x2545f4914f6cdd1dull;
+  return (float)((double)(r >> 11) * 0x1.0p-52 - 1.0);
+}
+
+static int tga_keep(struct tga_gen *s, void *p) {
+  if (s->n_bufs == s->cap_bufs) {
+    size_t cap = s->cap_bufs ? s->cap_bufs * 2 : 64;
+    void **b = realloc(s->bufs, cap * sizeof *b);
+    if (!b) return ERR_NOMEM;
+    s->bufs = b;
+    s->cap_bufs = cap;
+  }
+  s->bufs[s->n_bufs++] = p;
+  return 0;
+}
+
+/* A tensor of n_rows x n_cols (n_rows 0: 1-D of n_cols) with values
+ * center + amp * U(-1, 1), stored as `type`. */
+static int tga_tensor(struct tga_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
+                      float amp) {
+  if (s->bad && strcmp(s->bad, name) == 0) {
+    if (n_rows) n_rows++;
+    else n_cols++;
+  }
+  int64_t rows = n_rows ? n_rows : 1;
+  size_t n = 0, row_bytes = 0;
+  if (!size_mul((size_t)n_cols, (size_t)rows, &n)) return err_set(ERR_TOO_LARGE, "testgen: '%s' too large", name);
+  int rc = tensor_type_row_bytes(type, n_cols, &row_bytes);
+  if (rc)
+    return err_set(rc, "testgen: tensor '%s': rows of %lld do not fit type %s", name, (long long)n_cols,
+                   tensor_type_name(type));
+  size_t bytes = row_bytes * (size_t)rows;
+  float *f = malloc(n * sizeof *f);
+  void *q = type == TENSOR_TYPE_F32 ? (void *)f : malloc(bytes);
+  if (!f || !q) {
+    free(f);
+    if (q != f) free(q);
+    return err_set(ERR_NOMEM, "testgen: out of memory for '%s'", name);
+  }
+  for (size_t i = 0; i < n; i++) f[i] = center + amp * tga_uniform(s);
+  if (q != f) {
+    for (int64_t r = 0; r < rows; r++)
+      ref_quantize_row(type, f + (size_t)r * (size_t)n_cols, (uint8_t *)q + (size_t)r * row_bytes, n_cols);
+    free(f);
+  }
+  if (tga_keep(s, q)) {
+    free(q);
+    return err_set(ERR_NOMEM, "testgen: out of memory");
+  }
+  uint64_t dims[2] = {(uint64_t)n_cols, (uint64_t)rows};
+  return gguf_writer_add_tensor(s->w, name, type, n_rows ? 2 : 1, dims, q, bytes);
+}
+
+int model_testgen_arch_write(const model_testgen_arch *g, const char *path) {
+  const char *an = g->arch == MODEL_ARCH_QWEN2   ? "qwen2"
+                   : g->arch == MODEL_ARCH_QWEN3 ? "qwen3"
+                   : g->arch == MODEL_ARCH_BERT  ? "bert"
+                                                 : NULL;
+  if (!an) return err_set(ERR_UNSUPPORTED, "testgen: architecture %d is not qwen2, qwen3 or bert", (int)g->arch);
+  if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
+      g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
+    return err_set(ERR_RANGE, "testgen: inconsistent shape");
+  const bool bert = g->arch == MODEL_ARCH_BERT;
+  struct tga_gen s;
+  memset(&s, 0, sizeof s);
+  s.rng = g->seed * 0x9e3779b97f4a7c15ull + 0x7654321ull;
+  if (!s.rng) s.rng = 1;
+  s.bad = g->bad_tensor;
+  int rc = gguf_writer_new(&s.w);
+  if (rc) return rc;
+  const int64_t E = g->n_embd, hd = g->head_dim ? g->head_dim : E / g->n_head, Q = g->n_head * hd,
+                KV = g->n_head_kv * hd, F = g->n_ff;
+  const float eps = g->norm_eps > 0 ? g->norm_eps : bert ? 1e-12f : 1e-6f;
+  char key[128], name[96];
+#define CK(x) \
+  if ((rc = (x))) goto done
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
+  CK(gguf_writer_add_str(s.w, "general.architecture", an));
+  CK(gguf_writer_add_str(s.w, "general.name", "parley random model"));
+  CK(gguf_writer_add_u32(s.w, KEY("context_length"), (uint32_t)g->n_ctx));
+  CK(gguf_writer_add_u32(s.w, KEY("embedding_length"), (uint32_t)E));
+  CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));
+  CK(gguf_writer_add_u32(s.w, KEY("feed_forward_length"), (uint32_t)F));
+  CK(gguf_writer_add_u32(s.w, KEY("attention.head_count"), (uint32_t)g->n_head));
+  CK(gguf_writer_add_u32(s.w, KEY("attention.head_count_kv"), (uint32_t)g->n_head_kv));
+  if (g->head_dim) {
+    CK(gguf_writer_add_u32(s.w, KEY("attention.key_length"), (uint32_t)hd));
+    CK(gguf_writer_add_u32(s.w, KEY("attention.value_length"), (uint32_t)hd));
+  }
+  if (bert) {
+    CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_epsilon"), eps));
+    CK(gguf_writer_add_bool(s.w, KEY("attention.causal"), false));
+  } else {
+    CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_rms_epsilon"), eps));
+    if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
+  }
+  if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
+#undef KEY
+
+  const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);
+#define T(fmt, type, cols, rows, c, a)    \
+  snprintf(name, sizeof name, fmt, i);    \
+  CK(tga_tensor(&s, name, type, cols, rows, c, a))
+#define T0(nm, type, cols, rows, c, a) CK(tga_tensor(&s, nm, type, cols, rows, c, a))
+  if (bert) {
+    int i;
+    T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);
+    T0("token_types.weight", g->type_embd, E, 2, 0.0f, 0.5f);
+    T0("position_embd.weight", g->type_embd, E, g->n_ctx, 0.0f, 0.5f);
+    T0("token_embd_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+    T0("token_embd_norm.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+    for (i = 0; i < (int)g->n_layer; i++) {
+      T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, 2.0f * a_e); /* sharper attention than uniform */
+      T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.1f);
+      T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, 2.0f * a_e);
+      T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.1f);
+      T("blk.%d.attn_v.weight", g->type, E, KV, 0.0f, a_e);
+      T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.1f);
+      T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
+      T("blk.%d.attn_output.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+      T("blk.%d.attn_output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      T("blk.%d.attn_output_norm.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+      T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
+      T("blk.%d.ffn_up.bias", TENSOR_TYPE_F32, F, 0, 0.0f, 0.1f);
+      T("blk.%d.ffn_down.weight", g->type, F, E, 0.0f, a_f);
+      T("blk.%d.ffn_down.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+      T("blk.%d.layer_output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      T("blk.%d.layer_output_norm.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+    }
+  } else {
+    int i;
+    const float a_embd = g->tied ? 3.0f * a_e : sqrtf(3.0f);
+    T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, a_embd);
+    for (i = 0; i < (int)g->n_layer; i++) {
+      T("blk.%d.attn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
+      T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
+      T("blk.%d.attn_v.weight", g->type, E, KV, 0.0f, a_e);
+      if (g->arch == MODEL_ARCH_QWEN2) {
+        T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
+        T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
+        T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
+      } else {
+        T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
+        T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
+      }
+      T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
+      T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      T("blk.%d.ffn_gate.weight", g->type, E, F, 0.0f, a_e);
+      T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
+      T("blk.%d.ffn_down.weight", g->type, F, E, 0.0f, a_f);
+    }
+    T0("output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+    if (!g->tied) T0("output.weight", g->type, E, g->n_vocab, 0.0f, 3.0f * a_e);
+  }
+#undef T
+#undef T0
+#undef CK
+  rc = gguf_writer_write_file(s.w, path);
+done:
+  gguf_writer_free(s.w);
+  for (size_t i = 0; i < s.n_bufs; i++) free(s.bufs[i]);
+  free(s.bufs);
+  return rc;
+}

@@ -1,0 +1,45 @@
+/*
+ * testgen_arch.h - random-weight GGUF files of the qwen2, qwen3 and bert
+ * architectures, for the tests that compare src/model/qwen.c and bert.c
+ * against the numpy references (tools/ref_qwen.py, tools/ref_bert.py).
+ *
+ * Kept apart from testgen.c (the llama generator) so the two evolve
+ * independently; the weight scaling follows the same rules (matrices
+ * uniform in +-sqrt(3/n_cols), norm weights 1 +- 0.1, biases +-0.1,
+ * embeddings of order one).
+ */
+#ifndef PARLEY_MODEL_TESTGEN_ARCH_H
+#define PARLEY_MODEL_TESTGEN_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef struct model_testgen_arch {
+  enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3 or BERT */
+  int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+  int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
+                             attention.key_length / value_length */
+  uint32_t type;          /* enum tensor_type of the layer matrices */
+  uint32_t type_embd;     /* token_embd.weight (and bert's position and
+                             token type embeddings) */
+  bool tied;              /* decoders: no output.weight */
+  float rope_freq_base;   /* 0 = leave the key out */
+  float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */
+  int pooling_type;       /* written as ARCH.pooling_type; -1 = absent */
+  const char *bad_tensor; /* tests: this tensor gets one extra row (or
+                             element), a wrong shape the loader must name */
+  uint64_t seed;
+} model_testgen_arch;
+
+/* Small test shapes: n_embd 64, 2 layers, 4 heads, vocab 300, context 128,
+ * all F32. qwen2: 2 KV heads, n_ff 160, untied. qwen3: 2 KV heads,
+ * head_dim 32 (n_head*head_dim = 128 != n_embd), n_ff 160, tied. bert: 4 KV
+ * heads, n_ff 128, mean pooling. */
+model_testgen_arch model_testgen_arch_small(enum model_arch arch);
+
+/* Writes the file (path.tmp, then renamed). */
+int model_testgen_arch_write(const model_testgen_arch *g, const char *path);
+
+#endif

@@ -1,0 +1,566 @@
+/* test_model_qwen.c - the qwen2 and qwen3 forward passes (src/model/qwen.c)
+ * against tools/ref_qwen.py (an independent float64 numpy implementation
+ * reading the same GGUF file), on random-weight models written by
+ * src/model/testgen_arch.c: logits on F32, F16, Q8_0 and Q4_K weights with
+ * F32 and F16 caches, greedy continuations, batch vs token by token,
+ * interleaved sequences, the reference kernels, embeddings (model_embed
+ * with every pooling), and load errors. */
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+#include "model/model.h"
+#include "model/testgen.h"
+#include "model/testgen_arch.h"
+
+#define PY "/usr/bin/python3"
+#define REF "tools/ref_qwen.py"
+
+/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
+static int qpy_ready(void) {
+  if (access(REF, R_OK) != 0) {
+    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
+    return -1;
+  }
+  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
+}
+
+#define NEED_PY()                                                        \
+  do {                                                                   \
+    int r_ = qpy_ready();                                                \
+    if (r_ < 0) return;                                                  \
+    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
+  } while (0)
+
+static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
+}
+
+static float *ref_logits(const char *path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
+  char ts[4096], out[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(out, sizeof out, "%s/qwen_ref_logits.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", path, ts, out, kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return NULL;
+  size_t cnt = (size_t)n * (size_t)n_vocab;
+  float *v = malloc(cnt * sizeof *v);
+  FILE *fp = fopen(out, "rb");
+  if (!v || !fp) {
+    free(v);
+    if (fp) fclose(fp);
+    return NULL;
+  }
+  size_t got = fread(v, sizeof *v, cnt, fp);
+  int extra = fgetc(fp);
+  fclose(fp);
+  if (got != cnt || extra != EOF) {
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+static int ref_greedy(const char *path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
+  char ts[4096], file[512], cmd[8192];
+  toks_str(toks, n, ts, sizeof ts);
+  snprintf(file, sizeof file, "%s/qwen_ref_greedy.txt", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", path, ts, n_gen, file, kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return -1;
+  FILE *fp = fopen(file, "r");
+  if (!fp) return -1;
+  int k = 0;
+  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
+  fclose(fp);
+  return k;
+}
+
+/* sum((a-b)^2) / sum(b^2) */
+static double nmse(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
+#define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
+
+static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_arch_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+/* The prompt through a fresh context in one call (all logits). */
+static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
+                       int64_t n_batch, int64_t *n_vocab_out) {
+  model *m = NULL;
+  if (model_open(path, &m)) {
+    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
+    return NULL;
+  }
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_threads = n_threads;
+  p.n_batch = n_batch;
+  model_ctx *c = NULL;
+  float *lg = NULL;
+  int64_t V = model_get_hparams(m)->n_vocab;
+  if (model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
+  } else {
+    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
+    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
+      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
+      free(lg);
+      lg = NULL;
+    }
+  }
+  *n_vocab_out = V;
+  model_ctx_free(c);
+  model_free(m);
+  return lg;
+}
+
+static double compare(const char *path, enum model_kv_type kv, int n_threads) {
+  int64_t V = 0;
+  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
+  if (!c) return -1;
+  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
+  if (!r) {
+    free(c);
+    test_fail_at(__FILE__, __LINE__, "ref_qwen.py failed on %s", path);
+    return -1;
+  }
+  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
+  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
+         n_threads, e);
+  free(c);
+  free(r);
+  return e;
+}
+
+/* F32 weights: only f32 rounding separates C from float64 numpy (NMSE
+ * ~1e-12); the issue's bar is 1e-4, we also hold 1e-8 so that a wrong RoPE
+ * pairing (normal instead of NeoX: NMSE ~1e-1), a missing bias or q/k norm
+ * cannot hide. The F16 cache is mirrored by numpy (--kv f16). */
+TEST(model_qwen2_f32_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.rope_freq_base = 1000000.0f;
+  ASSERT_TRUE(gen(&g, "qwen2_f32", path, sizeof path));
+  double e = compare(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.tied = true;
+  g.seed = 2;
+  ASSERT_TRUE(gen(&g, "qwen2_f32_tied", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* qwen3: head_dim 32 with n_embd 64 and 4 heads (q is 128 wide), per-head
+ * q/k RMS norms before RoPE; also the head_dim = n_embd / n_head case. */
+TEST(model_qwen3_f32_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.rope_freq_base = 1000000.0f;
+  ASSERT_TRUE(gen(&g, "qwen3_f32", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN3);
+  EXPECT_INT_EQ(model_get_hparams(m)->head_dim, 32);
+  EXPECT_INT_EQ(model_get_hparams(m)->rope.style, OPS_ROPE_NEOX);
+  model_free(m);
+  double e = compare(path, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare(path, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g.head_dim = 0;
+  g.tied = false;
+  g.seed = 3;
+  ASSERT_TRUE(gen(&g, "qwen3_f32_hd16", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
+
+/* F16 weights: numpy decodes the same halves; the kernels multiply them by
+ * f32 activations in f32, so again f32 rounding only. */
+TEST(model_qwen_f16_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  enum model_arch archs[2] = {MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3};
+  for (int a = 0; a < 2; a++) {
+    model_testgen_arch g = model_testgen_arch_small(archs[a]);
+    g.type = g.type_embd = TENSOR_TYPE_F16;
+    g.seed = 10 + (uint64_t)a;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
+    double e = compare(path, MODEL_KV_F16, 2);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+}
+
+/* Quantized weights with the reference kernels forced: every product is an
+ * exact double dot product on the dequantized weights, so numpy (which
+ * uses the same dequantized values) matches to f32 rounding. */
+TEST(model_qwen_reference_kernels) {
+  NEED_PY();
+  kern_force_reference(true);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  char path[512];
+  enum model_arch archs[2] = {MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3};
+  for (int a = 0; a < 2; a++) {
+    model_testgen_arch g = model_testgen_arch_small(archs[a]);
+    g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+    g.seed = 20 + (uint64_t)a;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
+    double e = compare(path, MODEL_KV_F16, 2);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+    g.type = g.type_embd = TENSOR_TYPE_F32;
+    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
+    e = compare(path, MODEL_KV_F32, 1);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+  model_testgen_arch k = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  k.n_embd = 256;
+  k.head_dim = 64;
+  k.n_ff = 512;
+  k.type = k.type_embd = TENSOR_TYPE_Q4_K;
+  k.seed = 26;
+  ASSERT_TRUE(gen(&k, "qwen3_ref_q4k", path, sizeof path));
+  double ek = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(ek >= 0 && ek < 1e-8);
+  kern_force_reference(false);
+}
+
+/* The fast kernels on Q8_0 and Q4_K: 8-bit activation quantization adds
+ * ~1e-4 (see test_model.c's derivation); 2e-3 is the same bar as llama's. */
+TEST(model_qwen_quant_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+  g.seed = 25;
+  ASSERT_TRUE(gen(&g, "qwen2_q8", path, sizeof path));
+  double e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 2e-3);
+  /* K-quants need rows of multiples of 256: qwen3 with n_embd 256, head_dim
+   * 64 (q 256 wide), n_ff 512 in Q4_K (activations in Q8_K blocks) */
+  model_testgen_arch k = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  k.n_embd = 256;
+  k.head_dim = 64;
+  k.n_ff = 512;
+  k.type = k.type_embd = TENSOR_TYPE_Q4_K;
+  k.seed = 26;
+  ASSERT_TRUE(gen(&k, "qwen3_q4k", path, sizeof path));
+  e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 2e-3);
+}
+
+/* One batch, steps of 5 and token by token through the cache give the same
+ * logits (kern_matmul does not depend on how many tokens share a call). */
+static void check_batch(enum model_arch arch, const char *name) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+  g.seed = 40;
+  if (!gen(&g, name, path, sizeof path)) return;
+  int64_t V = 0;
+  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  float *one = malloc((size_t)V * sizeof *one);
+  if (!all || !b5 || !one || model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: setup failed: %s", name, err_detail());
+    goto out;
+  }
+  double worst_one = 0, worst_b5 = 0;
+  for (int i = 0; i < N_PROMPT; i++) {
+    if (model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST)) {
+      test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
+      goto out;
+    }
+    double e1 = nmse(one, all + (size_t)i * V, (size_t)V), e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    if (e1 > worst_one) worst_one = e1;
+    if (e2 > worst_b5) worst_b5 = e2;
+  }
+  printf("    %s: batch of 14 vs 1 by 1: nmse %.3g; vs steps of 5: %.3g\n", name, worst_one, worst_b5);
+  EXPECT_TRUE(worst_one < 1e-10);
+  EXPECT_TRUE(worst_b5 < 1e-10);
+out:
+  free(one);
+  free(all);
+  free(b5);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_qwen_batch_equals_token_by_token) {
+  check_batch(MODEL_ARCH_QWEN2, "qwen2_batch");
+  check_batch(MODEL_ARCH_QWEN3, "qwen3_batch");
+}
+
+/* Greedy 32 tokens, one forward per token through the cache, against
+ * numpy's loop that recomputes the whole sequence. */
+static void check_greedy(enum model_arch arch, uint32_t type, const char *name, uint64_t seed) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.type = g.type_embd = type;
+  g.seed = seed;
+  if (!gen(&g, name, path, sizeof path)) return;
+  enum { N_GEN = 32 };
+  int32_t want[N_GEN], got[N_GEN];
+  bool f16 = type != TENSOR_TYPE_F32;
+  int nw = ref_greedy(path, PROMPT, 6, N_GEN, f16, want);
+  EXPECT_INT_EQ(nw, N_GEN);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  if (model_open(path, &m)) return test_fail_at(__FILE__, __LINE__, "open: %s", err_detail());
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  p.kv_type = f16 ? MODEL_KV_F16 : MODEL_KV_F32;
+  if (model_ctx_new(m, &p, &c)) {
+    model_free(m);
+    return test_fail_at(__FILE__, __LINE__, "ctx: %s", err_detail());
+  }
+  int64_t V = model_get_hparams(m)->n_vocab;
+  float *lg = malloc((size_t)V * sizeof *lg);
+  int rc = model_forward(c, PROMPT, 6, 0, lg, MODEL_LOGITS_LAST);
+  for (int i = 0; i < N_GEN && rc == 0; i++) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < V; t++)
+      if (lg[t] > lg[best]) best = t;
+    got[i] = best;
+    rc = model_forward(c, &best, 1, 6 + i, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  int same = 0;
+  while (same < N_GEN && got[same] == want[same]) same++;
+  printf("    %s greedy: %d of %d tokens identical\n", name, same, N_GEN);
+  EXPECT_INT_EQ(same, N_GEN);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_qwen_greedy_matches_numpy) {
+  NEED_PY();
+  check_greedy(MODEL_ARCH_QWEN2, TENSOR_TYPE_F32, "qwen2_greedy_f32", 51);
+  check_greedy(MODEL_ARCH_QWEN3, TENSOR_TYPE_F32, "qwen3_greedy_f32", 52);
+  check_greedy(MODEL_ARCH_QWEN2, TENSOR_TYPE_F16, "qwen2_greedy_f16", 53);
+  check_greedy(MODEL_ARCH_QWEN3, TENSOR_TYPE_F16, "qwen3_greedy_f16", 54);
+}
+
+static int open_bad(enum model_arch arch, const char *bad, const char *name) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.bad_tensor = bad;
+  if (!gen(&g, name, path, sizeof path)) return 1;
+  model *m = NULL;
+  int rc = model_open(path, &m);
+  model_free(m);
+  return rc;
+}
+
+TEST(model_qwen_load_errors) {
+  /* one extra element / row: the loader names the tensor and both shapes */
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN2, "blk.1.attn_k.bias", "qwen2_bad_bias"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.attn_k.bias' has shape [33], expected [32]");
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN3, "blk.0.attn_q_norm.weight", "qwen3_bad_qnorm"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_q_norm.weight' has shape [33], expected [32]");
+  EXPECT_INT_EQ(open_bad(MODEL_ARCH_QWEN3, "blk.0.attn_output.weight", "qwen3_bad_wo"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_output.weight' has shape [128, 65], expected [128, 64]");
+  /* a qwen3 file lacks the q/k biases qwen2 requires: relabel one as qwen2 */
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.head_dim = 0;
+  g.arch = MODEL_ARCH_QWEN2;
+  ASSERT_TRUE(gen(&g, "qwen2_ok", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN2);
+  EXPECT_STR_EQ(model_arch_name(model_arch_of(m)), "qwen2");
+  /* no pooling_type key: last-token pooling */
+  EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_LAST);
+  model_free(m);
+  /* llama has no embed */
+  model_testgen lg = model_testgen_small();
+  snprintf(path, sizeof path, "%s/qwen_test_llama.gguf", test_tmpdir());
+  ASSERT_INT_EQ(model_testgen_write(&lg, path), 0);
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
+  float out[64];
+  EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "'llama'");
+  EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_NONE);
+  model_ctx_free(c);
+  model_free(m);
+  /* rank pooling (rerankers) loads for generation but does not embed */
+  model_testgen_arch g4 = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g4.pooling_type = 4;
+  ASSERT_TRUE(gen(&g4, "qwen3_rank", path, sizeof path));
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
+  EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "qwen3.pooling_type");
+  model_ctx_free(c);
+  model_free(m);
+}
+
+/* Two sequences interleaved in one model_decode (steps of 5 tokens cutting
+ * through them) against numpy on each sequence alone: the per-sequence
+ * positions reach RoPE and the caches, for both architectures. */
+static void check_sequences(enum model_arch arch, const char *name) {
+  static const int32_t A[9] = {5, 9, 200, 14, 77, 3, 3, 150, 299};
+  static const int32_t B[7] = {100, 101, 102, 7, 8, 9, 250};
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(arch);
+  g.seed = 60;
+  if (!gen(&g, name, path, sizeof path)) return;
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 2;
+  p.n_ctx = 32;
+  p.n_batch = 5;
+  p.n_threads = 2;
+  p.kv_type = MODEL_KV_F32;
+  if (model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: %s", name, err_detail());
+    model_free(m);
+    return;
+  }
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  float *ra = ref_logits(path, A, 9, V, false), *rb = ref_logits(path, B, 7, V, false);
+  float *lg = malloc((size_t)16 * (size_t)V * sizeof *lg);
+  int32_t toks[16], seq[16];
+  int64_t pos[16];
+  int n = 0;
+  for (int i = 0; i < 9; i++) {
+    toks[n] = A[i], seq[n] = 0, pos[n] = i, n++;
+    if (i < 7) toks[n] = B[i], seq[n] = 1, pos[n] = i, n++;
+  }
+  model_batch b = {.n = n, .tokens = toks, .seq = seq, .pos = pos, .logits = MODEL_LOGITS_ALL};
+  if (!ra || !rb || !lg || model_decode(c, &b, lg)) {
+    test_fail_at(__FILE__, __LINE__, "%s: decode or reference failed: %s", name, err_detail());
+  } else {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+      double e = nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
+      if (e > worst) worst = e;
+    }
+    printf("    %s: 2 interleaved sequences vs numpy: worst row nmse %.3g\n", name, worst);
+    EXPECT_TRUE(worst < 1e-8);
+  }
+  free(ra);
+  free(rb);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}
+
+TEST(model_qwen_sequences_match_numpy) {
+  NEED_PY();
+  check_sequences(MODEL_ARCH_QWEN2, "qwen2_seqs");
+  check_sequences(MODEL_ARCH_QWEN3, "qwen3_seqs");
+}
+
+/* ---- embeddings (Qwen3-Embedding style) ----------------------------------- */
+
+/* C model_embed vs ref_qwen.py embed; pooling NULL = the file's. */
+static double compare_embed(const char *path, const char *pooling, bool normalize, enum model_kv_type kv,
+                            int64_t n_batch) {
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_batch = n_batch;
+  p.n_threads = 2;
+  if (model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: %s", path, err_detail());
+    model_free(m);
+    return -1;
+  }
+  const int64_t E = model_get_hparams(m)->n_embd;
+  size_t n_out = (size_t)E * (model_embed_pooling(m) == MODEL_POOLING_NONE ? (size_t)N_PROMPT : 1);
+  float *v = malloc(n_out * sizeof *v), *r = malloc(n_out * sizeof *r);
+  double e = -1;
+  char ts[1024], file[512], cmd[4096];
+  toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
+  snprintf(file, sizeof file, "%s/qwen_ref_embed.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
+           pooling ? pooling : "", normalize ? " --normalize" : "", kv == MODEL_KV_F16 ? " --kv f16" : "");
+  int rc = model_embed(c, PROMPT, N_PROMPT, v, normalize ? MODEL_EMBED_NORMALIZE : 0);
+  if (rc) {
+    test_fail_at(__FILE__, __LINE__, "model_embed: %s", err_detail());
+  } else if (system(cmd) != 0) {
+    test_fail_at(__FILE__, __LINE__, "ref_qwen.py embed failed on %s", path);
+  } else {
+    FILE *fp = fopen(file, "rb");
+    size_t got = fp ? fread(r, sizeof *r, n_out, fp) : 0;
+    if (fp) fclose(fp);
+    if (got == n_out) e = nmse(v, r, n_out);
+    /* the sequence now holds the prompt */
+    if (model_ctx_seq_n_past(c, 0) != N_PROMPT)
+      test_fail_at(__FILE__, __LINE__, "sequence 0 holds %lld tokens after embed, expected %d",
+                   (long long)model_ctx_seq_n_past(c, 0), N_PROMPT);
+  }
+  printf("    %s pooling=%s%s kv=%s n_batch=%lld: nmse %.3g\n", strrchr(path, '/') + 1, pooling ? pooling : "file",
+         normalize ? " normalized" : "", kv == MODEL_KV_F16 ? "f16" : "f32", (long long)n_batch, e);
+  free(v);
+  free(r);
+  model_ctx_free(c);
+  model_free(m);
+  return e;
+}
+
+TEST(model_qwen_embed_matches_numpy) {
+  NEED_PY();
+  char path[512];
+  /* qwen3 with pooling_type 3 (what Qwen3-Embedding files declare) */
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  g.pooling_type = MODEL_POOLING_LAST;
+  g.seed = 70;
+  ASSERT_TRUE(gen(&g, "qwen3_embed", path, sizeof path));
+  double e = compare_embed(path, "last", true, MODEL_KV_F32, 0);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  e = compare_embed(path, "last", false, MODEL_KV_F16, 5); /* three steps */
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  /* mean, cls and none over steps of 5 tokens */
+  const int pools[3] = {MODEL_POOLING_MEAN, MODEL_POOLING_CLS, MODEL_POOLING_NONE};
+  const char *names[3] = {"mean", "cls", "none"};
+  for (int i = 0; i < 3; i++) {
+    g.pooling_type = pools[i];
+    char nm[64];
+    snprintf(nm, sizeof nm, "qwen3_embed_%s", names[i]);
+    ASSERT_TRUE(gen(&g, nm, path, sizeof path));
+    e = compare_embed(path, names[i], i != 2, MODEL_KV_F32, 5);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
+  /* qwen2 without the key: last */
+  model_testgen_arch g2 = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g2.seed = 71;
+  ASSERT_TRUE(gen(&g2, "qwen2_embed", path, sizeof path));
+  e = compare_embed(path, NULL, true, MODEL_KV_F32, 0);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+}
