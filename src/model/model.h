@@ -12,8 +12,8 @@
  *               allocated once in model_ctx_new(). A forward pass may mix
  *               tokens of several sequences (model_decode). A context
  *               belongs to one thread at a time.
- *   arch ops    a table of function pointers per architecture (llama; qwen2,
- *               qwen3 and bert are planned) chosen by general.architecture.
+ *   arch ops    a table of function pointers per architecture (llama, qwen2,
+ *               qwen3, bert) chosen by general.architecture.
  *
  * Errors (negative ERR_* codes, err_detail() names the key or tensor):
  *   ERR_UNSUPPORTED  unknown general.architecture, a tensor type without a
