@@ -98,7 +98,9 @@ bool registry_quant_from_filename(const char *filename, char *out, size_t cap) {
     for (size_t q = 0; q < ARRAY_LEN(NAME_QUANTS); q++) {
       size_t l = strlen(NAME_QUANTS[q]);
       if (l > n - i || l <= hit_len || strncasecmp(base + i, NAME_QUANTS[q], l) != 0) continue;
-      if (i + l < n && !is_sep(base[i + l])) continue;
+      /* '_' may start a label ("model_Q4_0") but not end one: "Q4_K_Mx"
+       * is no Q4_K. */
+      if (i + l < n && (!is_sep(base[i + l]) || base[i + l] == '_')) continue;
       hit = NAME_QUANTS[q];
       hit_len = l;
     }
@@ -120,7 +122,8 @@ struct registry_snapshot {
 };
 
 typedef struct reg_header {   /* facts read from one GGUF header */
-  char quant[REGISTRY_QUANT_MAX];
+  char quant_ft[REGISTRY_QUANT_MAX];  /* from general.file_type; "" when absent */
+  char quant_dom[REGISTRY_QUANT_MAX]; /* the matrices' most common tensor type */
   char arch[64];
   family_id family;
   uint32_t caps;
@@ -400,9 +403,9 @@ static int header_read(const char *path, reg_header *h) {
   }
   uint32_t ft;
   const char *q = NULL;
-  if (gguf_get_u32(f, "general.file_type", &ft) == 0) q = registry_quant_from_file_type(ft);
-  if (!q) q = dominant_type(f);
-  if (q) snprintf(h->quant, sizeof h->quant, "%s", q);
+  if (gguf_get_u32(f, "general.file_type", &ft) == 0 && (q = registry_quant_from_file_type(ft)))
+    snprintf(h->quant_ft, sizeof h->quant_ft, "%s", q);
+  if ((q = dominant_type(f))) snprintf(h->quant_dom, sizeof h->quant_dom, "%s", q);
   gguf_close(f);
   err_clear();
   return 0;
@@ -565,8 +568,11 @@ int reg_scan_add(reg_scan *s, registry_source src, const char *path, const char 
   e->caps = hd.caps;
   e->executable = hd.executable && !hd.error;
   e->context_length = hd.context_length;
-  snprintf(e->quant, sizeof e->quant, "%s", hd.quant);
-  if (!e->quant[0]) registry_quant_from_filename(base, e->quant, sizeof e->quant);
+  /* general.file_type names the recipe (Q4_K_M); the file name usually does
+   * too; the dominant tensor type (Q4_K) is the last resort. */
+  if (hd.quant_ft[0]) snprintf(e->quant, sizeof e->quant, "%s", hd.quant_ft);
+  else if (!registry_quant_from_filename(base, e->quant, sizeof e->quant))
+    snprintf(e->quant, sizeof e->quant, "%s", hd.quant_dom);
   e->error = hd.error; /* moved */
   return 0;
 }
