@@ -7,8 +7,10 @@
  *   llama3.2:1b                  1.3 GB   Q4_K_M   llama3    ollama
  *
  * Files that cannot be used are listed too, with their error below the
- * table. --json prints {"models":[{...}], "default": NAME|null} with every
- * field of an entry (docs/models.md).
+ * table, then the aliases and the default. --json prints
+ * {"models":[{...}], "aliases":{ALIAS: MODEL|null}, "default": NAME|null}
+ * with every field of an entry (docs/models.md); an alias maps to the model
+ * it resolves to now, null when none.
  *
  * Options: --json; --model PATH or --model NAME=PATH (repeatable);
  * --alias NAME=MODEL (repeatable); --default NAME; and every configuration
@@ -77,7 +79,14 @@ static json_t *entry_json(const registry_entry *e) {
                    e->error);
 }
 
-static void print_table(registry_snapshot *s) {
+/* The name an alias resolves to now, or NULL when it names no model. */
+static char *alias_resolved(registry *r, const char *alias) {
+  char name[1024];
+  if (registry_resolve(r, alias, name, sizeof name)) return NULL;
+  return strdup(name);
+}
+
+static void print_table(registry *r, registry_snapshot *s) {
   size_t w = 4;
   for (size_t i = 0; i < registry_snapshot_count(s); i++) {
     size_t l = strlen(registry_snapshot_at(s, i)->name);
@@ -101,6 +110,25 @@ static void print_table(registry_snapshot *s) {
       if (e->error) printf("%s: %s\n", e->name, e->error);
     }
   }
+  registry_alias *al = NULL;
+  size_t n_al = 0;
+  if (registry_aliases(r, &al, &n_al) == 0 && n_al) {
+    printf("\n");
+    for (size_t i = 0; i < n_al; i++) {
+      char *to = alias_resolved(r, al[i].alias);
+      printf("alias %s -> %s%s\n", al[i].alias, to ? to : al[i].target, to ? "" : " (not found)");
+      free(to);
+    }
+  }
+  registry_aliases_free(al, n_al);
+  char *def = registry_default_name(r);
+  if (def) {
+    char *to = alias_resolved(r, def);
+    printf("%sdefault: %s%s%s\n", n_al ? "" : "\n", def, to && strcmp(to, def) ? " -> " : "",
+           to ? (strcmp(to, def) ? to : "") : " (not found)");
+    free(to);
+  }
+  free(def);
 }
 
 int cmd_list(int argc, char **argv) {
@@ -181,14 +209,24 @@ int cmd_list(int argc, char **argv) {
     json_t *arr = json_array();
     for (size_t i = 0; i < registry_snapshot_count(s); i++)
       json_array_append_new(arr, entry_json(registry_snapshot_at(s, i)));
-    json_t *doc = json_pack("{s:o, s:s?}", "models", arr, "default", def);
+    json_t *aliases = json_object();
+    registry_alias *al = NULL;
+    size_t n_al = 0;
+    if (registry_aliases(r, &al, &n_al) == 0)
+      for (size_t i = 0; i < n_al; i++) {
+        char *to = alias_resolved(r, al[i].alias);
+        json_object_set_new(aliases, al[i].alias, to ? json_string(to) : json_null());
+        free(to);
+      }
+    registry_aliases_free(al, n_al);
+    json_t *doc = json_pack("{s:o, s:o, s:s?}", "models", arr, "aliases", aliases, "default", def);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     if (text) printf("%s\n", text);
     else status = 1;
     free(text);
     json_decref(doc);
   } else {
-    print_table(s);
+    print_table(r, s);
   }
   registry_snapshot_release(s);
   registry_free(r);

@@ -356,6 +356,44 @@ int registry_set_default(registry *r, const char *name) {
   return 0;
 }
 
+void registry_aliases_free(registry_alias *v, size_t n) {
+  for (size_t i = 0; v && i < n; i++) {
+    free(v[i].alias);
+    free(v[i].target);
+  }
+  free(v);
+}
+
+int registry_aliases(registry *r, registry_alias **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  int rc = 0;
+  pthread_mutex_lock(&r->lock);
+  registry_alias *v = r->n_aliases ? calloc(r->n_aliases, sizeof *v) : NULL;
+  if (r->n_aliases && !v) rc = ERR_NOMEM;
+  for (size_t i = 0; i < r->n_aliases && !rc; i++) {
+    v[i].alias = strdup(r->aliases[i].a);
+    v[i].target = strdup(r->aliases[i].b);
+    if (!v[i].alias || !v[i].target) rc = ERR_NOMEM;
+  }
+  size_t cnt = r->n_aliases;
+  pthread_mutex_unlock(&r->lock);
+  if (rc) {
+    registry_aliases_free(v, cnt);
+    return rc;
+  }
+  *out = v;
+  *n = cnt;
+  return 0;
+}
+
+char *registry_default_name(registry *r) {
+  pthread_mutex_lock(&r->lock);
+  char *d = str_dup(r->default_name);
+  pthread_mutex_unlock(&r->lock);
+  return d;
+}
+
 void registry_get_stats(registry *r, registry_stats *out) {
   pthread_mutex_lock(&r->lock);
   *out = r->stats;

@@ -116,6 +116,17 @@ int registry_add_alias_spec(registry *r, const char *spec);
 /* The model used when a request names none (NULL clears it). */
 int registry_set_default(registry *r, const char *name);
 
+/* The configured aliases, in the order added, copied: *out is an array of
+ * *n pairs (free with registry_aliases_free). */
+typedef struct registry_alias {
+  char *alias;
+  char *target;
+} registry_alias;
+int registry_aliases(registry *r, registry_alias **out, size_t *n);
+void registry_aliases_free(registry_alias *v, size_t n);
+/* The configured default (malloc'd copy), or NULL when none is set. */
+char *registry_default_name(registry *r);
+
 /* Rescans every source and swaps in the new list. Files whose (path, size,
  * mtime) did not change are not reopened. Per-file problems become entry
  * errors; this fails only for ERR_NOMEM. */

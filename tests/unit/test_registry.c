@@ -518,6 +518,14 @@ TEST(registry_lookup_rules) {
   ASSERT_INT_EQ(registry_add_alias(r, "fast", "llama3.2"), 0);
   ASSERT_INT_EQ(registry_add_alias(r, "quick", "FAST"), 0);
   ASSERT_INT_EQ(registry_add_alias_spec(r, "hub=hf.co/TheOwner/Tiny-GGUF:Q8_0"), 0);
+  registry_alias *al = NULL;
+  size_t n_al = 0;
+  ASSERT_INT_EQ(registry_aliases(r, &al, &n_al), 0);
+  ASSERT_INT_EQ(n_al, 3);
+  EXPECT_STR_EQ(al[1].alias, "quick");
+  EXPECT_STR_EQ(al[1].target, "FAST");
+  EXPECT_STR_EQ(al[2].target, "hf.co/TheOwner/Tiny-GGUF:Q8_0");
+  registry_aliases_free(al, n_al);
   static const struct {
     const char *ask, *want;
   } cases[] = {
@@ -558,7 +566,11 @@ TEST(registry_lookup_rules) {
 
   /* Default model. */
   EXPECT_INT_EQ(registry_lookup_or_default(r, NULL, &e), ERR_NOT_FOUND);
+  EXPECT_TRUE(registry_default_name(r) == NULL);
   ASSERT_INT_EQ(registry_set_default(r, "quick"), 0);
+  char *dn = registry_default_name(r);
+  EXPECT_STR_EQ(dn, "quick");
+  free(dn);
   ASSERT_INT_EQ(registry_lookup_or_default(r, NULL, &e), 0);
   EXPECT_STR_EQ(e->name, "llama3.2:latest");
   registry_entry_free(e);
@@ -831,6 +843,7 @@ TEST(registry_cmd_list) {
   json_t *arr = json_object_get(doc, "models");
   EXPECT_INT_EQ(json_array_size(arr), WORLD_N);
   EXPECT_STR_EQ(json_string_value(json_object_get(doc, "default")), "tiny");
+  EXPECT_STR_EQ(json_string_value(json_object_get(json_object_get(doc, "aliases"), "x")), "tiny");
   for (size_t i = 0; i < WORLD_N && i < json_array_size(arr); i++)
     EXPECT_STR_EQ(json_string_value(json_object_get(json_array_get(arr, i), "name")), WORLD_NAMES[i]);
   json_t *m = NULL;
@@ -849,8 +862,12 @@ TEST(registry_cmd_list) {
   free(out);
   free(err);
 
-  const char *argv2[] = {"--models-dir", models};
-  EXPECT_INT_EQ(run_list(&out, &err, 2, argv2), 0);
+  const char *argv2[] = {"--models-dir", models, "--alias=fast=llama3.2", "--alias", "gone=nothing",
+                         "--default=fast"};
+  EXPECT_INT_EQ(run_list(&out, &err, 6, argv2), 0);
+  EXPECT_STR_CONTAINS(out, "\nalias fast -> llama3.2:latest\n");
+  EXPECT_STR_CONTAINS(out, "\nalias gone -> nothing (not found)\n");
+  EXPECT_STR_CONTAINS(out, "\ndefault: fast -> llama3.2:latest\n");
   EXPECT_STR_CONTAINS(out, "NAME");
   EXPECT_STR_CONTAINS(out, "llama3.2:1b");
   EXPECT_STR_CONTAINS(out, "publisher2/Multi@Q8_0");
