@@ -885,3 +885,30 @@ TEST(registry_cmd_list) {
   free(out);
   free(err);
 }
+
+/* The real converted file in ../shared, read in place. */
+TEST(registry_shared_model) {
+  char p[1024];
+  const char *dir = test_shared_path("models", p, sizeof p);
+  if (!dir) TEST_SKIP("../shared/models is absent (set PARLEY_SHARED)");
+  char file[1100];
+  snprintf(file, sizeof file, "%s/llama-2-tiny-random.gguf", dir);
+  if (fsize(file) < 0) TEST_SKIP("../shared/models/llama-2-tiny-random.gguf is absent");
+  clear_env();
+  setenv("PARLEY_NO_EXTERNAL_MODELS", "1", 1);
+  registry *r = NULL;
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  ASSERT_INT_EQ(registry_set_models_dir(r, dir), 0);
+  ASSERT_INT_EQ(registry_refresh(r), 0);
+  registry_entry *e = NULL;
+  ASSERT_INT_EQ(registry_lookup(r, "LLAMA-2-tiny-random", &e), 0);
+  EXPECT_STR_EQ(e->name, "llama-2-tiny-random");
+  EXPECT_STR_EQ(e->path, file);
+  EXPECT_INT_EQ(e->size, fsize(file));
+  EXPECT_STR_EQ(e->arch, "llama");
+  EXPECT_TRUE(e->error == NULL);
+  EXPECT_TRUE(e->executable);
+  EXPECT_INT_GT(e->context_length, 0);
+  registry_entry_free(e);
+  registry_free(r);
+}
