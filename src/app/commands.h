@@ -27,4 +27,9 @@ int cmd_bench(int argc, char **argv);
  * (cmd_bench.c): a random-weight llama model for benchmarks and tests. */
 int cmd_gen_model(int argc, char **argv);
 
+/* parley list [--json] [--model [NAME=]PATH]... [--alias NAME=MODEL]...
+ *   [--default NAME] [config options] (cmd_list.c): the merged model list of
+ * model/registry.h (models dir, --model, Ollama, LM Studio, HF cache). */
+int cmd_list(int argc, char **argv);
+
 #endif
