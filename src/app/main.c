@@ -36,6 +36,7 @@ static const struct command {
 } COMMANDS[] = {
     {"serve", cmd_serve, "start the server"},
     {"tokenize", cmd_tokenize, "print the token ids and pieces of a text: tokenize MODEL.gguf TEXT [--json]"},
+    {"list", cmd_list, "list models from every source: list [--json] [--model [NAME=]PATH] [--alias N=MODEL]"},
     {"run", cmd_run, "raw completion: run MODEL.gguf (-p TEXT | --tokens 1,2,3) [-n N] [--temp T] [--seed S] [-t N]"},
     {"bench", cmd_bench, "tokens/s: bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]"},
     {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama] [--type T]"},
