@@ -150,6 +150,7 @@ static int cmd_serve(int argc, char **argv) {
   do {
     sigwait(&sigs, &sig);
   } while (sig == SIGUSR1);
+  uint64_t first_signal_ns = time_mono_ns();
   LOG_INFO("app", "signal %d: shutting down (a second signal exits at once)", sig);
   struct shutdown_job job = {srv, 0};
   pthread_t t;
@@ -158,7 +159,10 @@ static int cmd_serve(int argc, char **argv) {
   } else {
     while (!job.done) {
       sigwait(&sigs, &sig);
-      if (sig == SIGINT || sig == SIGTERM) {
+      /* A signal sent to the whole process group (Ctrl-C under `make run`
+       * reaches make and parley alike) can arrive twice at once: only one
+       * that comes later than half a second is a deliberate second one. */
+      if ((sig == SIGINT || sig == SIGTERM) && time_mono_ns() - first_signal_ns > 500000000ull) {
         LOG_WARN("app", "second signal: exiting now");
         _exit(130);
       }
