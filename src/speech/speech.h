@@ -129,6 +129,9 @@ typedef struct stt_config {
   int n_preload;           /* decoders created at open; 0 = 1 */
   int n_max;               /* pool size: concurrent streams; 0 = 2 */
   int wait_ms;             /* how long begin waits for a free decoder; 0 = 30000 */
+  /* Backend options as name/value pairs, NULL-terminated ({"-beam", "1e-40",
+   * NULL}); they override the backend's defaults. NULL = none. */
+  const char *const *options;
 } stt_config;
 
 typedef struct stt_backend_ops {

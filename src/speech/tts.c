@@ -10,6 +10,9 @@
  * vendor voice whose target backend is missing falls back to the default
  * voice, so an app never fails on a voice name the table knows.
  *
+ * Synthesis goes one sentence at a time (sentence_len), so the first audio
+ * comes after the first sentence is synthesized, not the whole text.
+ *
  * Start reading at tts_voice_resolve().
  */
 #include <ctype.h>
@@ -140,6 +143,30 @@ int tts_voice_resolve(const tts *t, const char *name, tts_choice *out) {
                  name);
 }
 
+/* Bytes up to and including the end of the first sentence: a run of
+ * . ! ? followed by white space, or a line break; the whole rest when none. */
+static size_t sentence_len(const char *s) {
+  size_t i = 0;
+  while (s[i]) {
+    if (s[i] == '\n') return i + 1;
+    if (s[i] == '.' || s[i] == '!' || s[i] == '?') {
+      size_t j = i;
+      while (s[j] == '.' || s[j] == '!' || s[j] == '?') j++;
+      if (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') return j + 1;
+      i = j;
+      continue;
+    }
+    i++;
+  }
+  return i;
+}
+
+static bool has_word(const char *s) {
+  for (; *s; s++)
+    if (!isspace((unsigned char)*s) && !ispunct((unsigned char)*s)) return true;
+  return false;
+}
+
 int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user) {
   if (!c || !c->voice) return err_set(ERR_INVALID, "tts: no voice chosen");
   if (!text) return err_set(ERR_INVALID, "tts: no input text");
@@ -148,10 +175,27 @@ int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, 
     return err_set(ERR_TOO_LARGE, "tts: input of %zu bytes is longer than %d", len, TTS_TEXT_MAX);
   if (!(speed >= TTS_SPEED_MIN && speed <= TTS_SPEED_MAX))
     return err_set(ERR_RANGE, "tts: speed %g is outside %.2f..%.1f", speed, TTS_SPEED_MIN, TTS_SPEED_MAX);
+  const tts_slot *slot = NULL;
   for (size_t s = 0; s < t->n_slots; s++)
-    if (strcmp(t->slots[s].ops->name, c->voice->backend) == 0)
-      return t->slots[s].ops->synth(t->slots[s].ctx, c, text, speed, fn, user);
-  return err_set(ERR_NOT_FOUND, "tts: backend %s of voice %s is not open", c->voice->backend, c->voice->name);
+    if (strcmp(t->slots[s].ops->name, c->voice->backend) == 0) slot = &t->slots[s];
+  if (!slot) return err_set(ERR_NOT_FOUND, "tts: backend %s of voice %s is not open", c->voice->backend, c->voice->name);
+  /* One sentence at a time: engines synthesize a whole utterance before
+   * their first sample, so this bounds the time to the first audio by the
+   * first sentence, not the whole text. */
+  size_t pos = 0;
+  char *piece = malloc(len + 1);
+  if (!piece) return err_set(ERR_NOMEM, "tts: %zu bytes", len);
+  int rc = 0;
+  do {
+    size_t n = sentence_len(text + pos);
+    memcpy(piece, text + pos, n);
+    piece[n] = '\0';
+    pos += n;
+    if (n == 0 || !has_word(piece)) continue;
+    rc = slot->ops->synth(slot->ctx, c, piece, speed, fn, user);
+  } while (rc == 0 && text[pos]);
+  free(piece);
+  return rc;
 }
 
 typedef struct collect {

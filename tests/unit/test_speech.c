@@ -318,6 +318,13 @@ TEST(speech_stt_pool) {
   stt_result_free(&r);
   stt_stream_free(b);
   stt_close(s);
+  const char *half[] = {"-topn", NULL};
+  stt_config badopt = {.options = half};
+  EXPECT_INT_EQ(stt_open(&s, &badopt), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "-topn");
+  const char *unknown[] = {"-no-such-option", "1", NULL};
+  stt_config badname = {.options = unknown};
+  EXPECT_INT_EQ(stt_open(&s, &badname), ERR_INVALID);
   stt_config bad = {.model_dir = "/nonexistent/model"};
   EXPECT_INT_EQ(stt_open(&s, &bad), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "/nonexistent/model");
@@ -368,5 +375,41 @@ TEST(speech_tts_every_espeak_voice_speaks) {
     n++;
   }
   EXPECT_TRUE(n > 50);
+  tts_close(t);
+}
+
+typedef struct first_chunk {
+  uint64_t t0, first_ns;
+  size_t samples;
+} first_chunk;
+
+static int note_first(void *user, const int16_t *pcm, size_t n, int rate) {
+  (void)pcm, (void)rate;
+  first_chunk *f = user;
+  if (!f->first_ns) f->first_ns = time_mono_ns() - f->t0;
+  f->samples += n;
+  return 0;
+}
+
+/* Long text streams sentence by sentence: the first audio arrives well
+ * before the whole text is synthesized. */
+TEST(speech_tts_first_audio_early) {
+  tts *t;
+  ASSERT_INT_EQ(tts_open(&t), 0);
+  const char *text =
+      "The first sentence is short. The second sentence is a good deal longer than the first one was. "
+      "A third sentence follows, with some more words in it to take time! Does a fourth one help? "
+      "Finally, the fifth sentence closes this little paragraph of text.";
+  const char *voices[] = {"slt", "espeak:en-us"};
+  for (size_t i = 0; i < 2; i++) {
+    tts_choice c;
+    ASSERT_INT_EQ(tts_voice_resolve(t, voices[i], &c), 0);
+    first_chunk f = {.t0 = time_mono_ns()};
+    ASSERT_INT_EQ(tts_synthesize(t, &c, text, 1.0, note_first, &f), 0);
+    uint64_t total = time_mono_ns() - f.t0;
+    TEST_CHECK_(f.first_ns > 0 && f.first_ns * 3 < total, 0, "%s: first audio after %.1f ms of %.1f ms", voices[i],
+                f.first_ns / 1e6, total / 1e6);
+    EXPECT_TRUE(f.samples > (size_t)c.voice->sample_rate * 5); /* > 5 s of speech */
+  }
   tts_close(t);
 }
