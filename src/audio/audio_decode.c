@@ -70,7 +70,7 @@ static int sink_setup(sink *s, int rate, enum AVSampleFormat fmt, const AVChanne
     /* Parameters changed (chained streams): drain the old converter first. */
     swr_free(&s->swr);
   }
-  AVChannelLayout in, out;
+  AVChannelLayout in = {0}, out = {0}; /* copy() frees what dst holds: start empty */
   if (src_layout->order == AV_CHANNEL_ORDER_UNSPEC || av_channel_layout_check(src_layout) == 0)
     av_channel_layout_default(&in, channels);
   else if (av_channel_layout_copy(&in, src_layout) < 0)
@@ -103,6 +103,15 @@ static int sink_convert(sink *s, const uint8_t **planes, int n) {
   uint8_t *dst[1] = {(uint8_t *)s->data.data + s->data.len};
   int got = swr_convert(s->swr, dst, room, planes, n);
   if (got < 0) return err_set(ERR_INTERNAL, "audio: swr_convert failed");
+  if (s->out_fmt == AV_SAMPLE_FMT_FLT) {
+    /* Float decoders fed damaged streams can produce any value: keep the
+     * promise of audio.h (finite, within [-1, 1]). */
+    float *x = (float *)dst[0];
+    for (size_t i = 0, k = (size_t)got * (size_t)s->out_channels; i < k; i++) {
+      if (!(x[i] >= -1.0f)) x[i] = x[i] < -1.0f ? -1.0f : 0.0f; /* NaN -> 0 */
+      else if (x[i] > 1.0f) x[i] = 1.0f;
+    }
+  }
   s->data.len += (size_t)got * frame_bytes;
   s->data.data[s->data.len] = '\0';
   s->n_frames += (size_t)got;
@@ -351,7 +360,7 @@ static int decode_raw(const uint8_t *bytes, size_t len, const audio_decode_opts 
   double max = o->max_seconds > 0 ? o->max_seconds : AUDIO_MAX_SECONDS_DEFAULT;
   if ((double)n_frames > max * o->raw_rate)
     return err_set(ERR_TOO_LARGE, "audio: raw input is longer than the limit of %.0f seconds", max);
-  AVChannelLayout layout;
+  AVChannelLayout layout = {0};
   av_channel_layout_default(&layout, o->raw_channels);
   enum { CHUNK = 4096 };
   int16_t tmp[CHUNK * 2];

@@ -209,7 +209,7 @@ static int encoder_create(audio_encoder **out, enum audio_sample_fmt fmt, int ra
     if (rc == 0) swr_out = e->enc->sample_fmt;
   }
   if (rc == 0) {
-    AVChannelLayout in, outl;
+    AVChannelLayout in = {0}, outl = {0};
     av_channel_layout_default(&in, channels);
     av_channel_layout_default(&outl, e->out_channels);
     int r = swr_alloc_set_opts2(&e->swr, &outl, swr_out, e->out_rate, &in,

@@ -220,7 +220,7 @@ int audio_resample_s16(const int16_t *in, size_t n_frames, int channels, int in_
     return err_set(ERR_TOO_LARGE, "resample: output too large");
   int16_t *dst = malloc(bytes ? bytes : 1);
   if (!dst) return err_set(ERR_NOMEM, "resample: %zu bytes", bytes);
-  AVChannelLayout layout;
+  AVChannelLayout layout = {0};
   av_channel_layout_default(&layout, channels);
   SwrContext *swr = NULL;
   int rc = swr_alloc_set_opts2(&swr, &layout, AV_SAMPLE_FMT_S16, out_rate, &layout, AV_SAMPLE_FMT_S16, in_rate, 0,
