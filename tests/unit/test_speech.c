@@ -413,3 +413,65 @@ TEST(speech_tts_first_audio_early) {
   }
   tts_close(t);
 }
+
+/* Two threads transcribe at once on a pool of two decoders, and two more
+ * threads synthesize on flite and espeak-ng at the same time. */
+#include <pthread.h>
+
+typedef struct par_job {
+  stt *s;
+  tts *t;
+  const int16_t *pcm;
+  size_t n;
+  const char *voice;
+  int rc;
+  char text[256];
+} par_job;
+
+static void *par_stt(void *arg) {
+  par_job *j = arg;
+  stt_result r;
+  j->rc = stt_transcribe(j->s, j->pcm, j->n, &r);
+  if (j->rc == 0) snprintf(j->text, sizeof j->text, "%s", r.text);
+  stt_result_free(&r);
+  return NULL;
+}
+
+static void *par_tts(void *arg) {
+  par_job *j = arg;
+  audio_pcm p;
+  for (int i = 0; i < 3 && j->rc == 0; i++) {
+    j->rc = tts_synthesize_pcm(j->t, j->voice, "several threads speak at once", 1.0, &p);
+    if (j->rc == 0 && audio_pcm_seconds(&p) < 0.5) j->rc = -100;
+    audio_pcm_free(&p);
+  }
+  return NULL;
+}
+
+TEST(speech_parallel) {
+  size_t n;
+  int16_t *pcm = load_16k(PS_DATA "/goforward.raw", true, &n);
+  if (!pcm) TEST_SKIP("pocketsphinx-testdata not installed (goforward.raw)");
+  stt *s;
+  stt_config cfg = {.n_preload = 2, .n_max = 2};
+  int rc = stt_open(&s, &cfg);
+  if (rc == ERR_NOT_FOUND) TEST_SKIP("pocketsphinx-en-us model not installed");
+  ASSERT_INT_EQ(rc, 0);
+  tts *t;
+  ASSERT_INT_EQ(tts_open(&t), 0);
+  par_job jobs[4] = {{.s = s, .pcm = pcm, .n = n}, {.s = s, .pcm = pcm, .n = n}, {.t = t, .voice = "slt"},
+                     {.t = t, .voice = "espeak:en-us"}};
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, i < 2 ? par_stt : par_tts, &jobs[i]);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  const char *key[] = {"go", "forward", "ten", "meters", NULL};
+  for (int i = 0; i < 2; i++) {
+    EXPECT_INT_EQ(jobs[i].rc, 0);
+    TEST_CHECK_(count_words(jobs[i].text, key) >= 3, 0, "thread %d: '%s'", i, jobs[i].text);
+  }
+  EXPECT_INT_EQ(jobs[2].rc, 0);
+  EXPECT_INT_EQ(jobs[3].rc, 0);
+  tts_close(t);
+  stt_close(s);
+  free(pcm);
+}

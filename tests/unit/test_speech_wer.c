@@ -163,6 +163,17 @@ static const char *const SENTENCES[] = {
     "rice is often served in round bowls",         "the quick brown fox jumps over the lazy dog",
 };
 
+typedef struct first_t {
+  uint64_t t0, first_ns;
+} first_t;
+
+static int first_cb(void *user, const int16_t *pcm, size_t n, int rate) {
+  (void)pcm, (void)n, (void)rate;
+  first_t *f = user;
+  if (!f->first_ns) f->first_ns = time_mono_ns() - f->t0;
+  return 0;
+}
+
 TEST(speech_wer_report) {
   const char *env = getenv("PARLEY_SPEECH_BENCH");
   if (!env || strcmp(env, "1") != 0) TEST_SKIP("set PARLEY_SPEECH_BENCH=1 to measure WER and RTF");
@@ -190,11 +201,13 @@ TEST(speech_wer_report) {
 
   tts *t;
   ASSERT_INT_EQ(tts_open(&t), 0);
-  const char *voices[] = {"slt", "rms", "awb", "kal16", "kal", "espeak:en-us", "espeak:en-gb", "espeak:en-us+f3"};
+  const char *voices[] = {"slt",          "rms",          "awb",             "kal16",
+                          "kal",          "espeak:en-us", "espeak:en-gb",    "espeak:en-us+f3",
+                          "espeak:en-us+klatt"};
   printf("\n| TTS voice | sentences | words | STT WER | TTS RTF, CPU (median of 3) | TTS RTF, wall |\n|---|---|---|---|---|---|\n");
   for (size_t v = 0; v < sizeof voices / sizeof voices[0]; v++) {
     size_t ns = sizeof SENTENCES / sizeof SENTENCES[0];
-    clip tc[8];
+    clip tc[8] = {0};
     double trtf[3] = {0}, tcpu[3] = {0};
     for (int run = 0; run < 3; run++) {
       double synth = 0, audio = 0, cpu = 0;
@@ -235,6 +248,22 @@ TEST(speech_wer_report) {
     }
     printf("| %s | %zu | %zu | %.1f%% | %.4f | %.4f |\n", voices[v], ns, words, 100.0 * errs / (double)words, tcpu[1],
            trtf[1]);
+  }
+  /* Time to the first audio chunk of a one-sentence input (what /speak's
+   * first byte waits for, before encoding). */
+  printf("\n| TTS voice | first audio after (ms, median of 3) |\n|---|---|\n");
+  const char *fv[] = {"slt", "rms", "awb", "kal16", "espeak:en-us"};
+  for (size_t v = 0; v < sizeof fv / sizeof fv[0]; v++) {
+    tts_choice c;
+    ASSERT_INT_EQ(tts_voice_resolve(t, fv[v], &c), 0);
+    double ms[3];
+    for (int run = 0; run < 3; run++) {
+      first_t f = {time_mono_ns(), 0};
+      ASSERT_INT_EQ(tts_synthesize(t, &c, "Hello, this is a one sentence answer from the local voice.", 1.0, first_cb, &f), 0);
+      ms[run] = (double)f.first_ns / 1e6;
+    }
+    qsort(ms, 3, sizeof ms[0], cmp_double);
+    printf("| %s | %.1f |\n", fv[v], ms[1]);
   }
   tts_close(t);
   stt_close(s);
