@@ -322,7 +322,11 @@ static int decode_container(const uint8_t *bytes, size_t len, const audio_decode
     if (r < 0) break; /* EOF or a damaged tail: decode what we have */
     if (d.pkt->stream_index == si) {
       int sr = avcodec_send_packet(d.dec, d.pkt);
-      if (sr >= 0 || sr == AVERROR(EAGAIN)) rc = decode_frames(&d, s);
+      if (sr == AVERROR(EAGAIN)) { /* output pending: take it, then resend */
+        rc = decode_frames(&d, s);
+        if (rc == 0) sr = avcodec_send_packet(d.dec, d.pkt);
+      }
+      if (rc == 0 && sr >= 0) rc = decode_frames(&d, s);
     }
     av_packet_unref(d.pkt);
   }
