@@ -13,6 +13,10 @@
 CC ?= cc
 SAN ?= 0
 PKGS := libmicrohttpd jansson sqlite3 libpcre2-8 libutf8proc libcurl
+# audio/ and speech/: FFmpeg, pocketsphinx, espeak-ng; flite has no .pc file.
+PKGS += libavformat libavcodec libavutil libswresample pocketsphinx sphinxbase espeak-ng
+FLITE_LIBS := -lflite_cmu_us_slt -lflite_cmu_us_kal16 -lflite_cmu_us_kal -lflite_cmu_us_awb \
+              -lflite_cmu_us_rms -lflite_usenglish -lflite_cmulex -lflite
 
 ifeq ($(SAN),1)
   BUILD := build-san
@@ -31,7 +35,7 @@ endif
 
 CFLAGS_ALL := -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) $(SANFLAGS) -pthread -Isrc -MMD -MP \
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
-LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay -lm -pthread $(LDLIBS)
+LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay $(FLITE_LIBS) -lm -pthread $(LDLIBS)
 
 LIB_SRC := $(filter-out src/app/main.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -1,0 +1,172 @@
+/*
+ * speech.h - text to speech and speech to text behind one interface each.
+ *
+ * A backend is a table of function pointers (tts_backend_ops,
+ * stt_backend_ops) plus the context pointer its open() returns; the front
+ * ends (tts, stt) own the backends and hold what every backend shares:
+ * the voice list and the vendor voice table for TTS, the whole-buffer
+ * helper for STT. Adding an engine is one new file with one ops table.
+ *
+ * TTS backends: flite (its CMU voices: slt, kal, kal16, awb, rms) and
+ * espeak-ng (every language it ships, "espeak:<lang>[+variant]"). Vendor
+ * names (OpenAI alloy...cedar, Deepgram aura-* / aura-2-*) map onto local
+ * voices by the table in speech_voices.c, documented in docs/speech.md.
+ * STT backend: pocketsphinx with Debian's en-us model, 16 kHz mono int16.
+ *
+ * Threads: every function may be called from any thread. Backends with
+ * global state (flite, espeak-ng) serialize synthesis with a mutex, so one
+ * synthesis runs at a time per backend; pocketsphinx decoders are pooled and
+ * a stream holds one decoder from begin to free.
+ *
+ * Ownership: tts/stt handles belong to whoever opened them and must outlive
+ * every stream and synthesis using them. Strings in results are malloc'd
+ * and freed by stt_result_free(); tts_voice pointers stay valid until
+ * tts_close().
+ */
+#ifndef PARLEY_SPEECH_SPEECH_H
+#define PARLEY_SPEECH_SPEECH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "audio/audio.h"
+
+/* Longest text one synthesis accepts (bytes); OpenAI's limit is 4096 chars. */
+#define TTS_TEXT_MAX (64 * 1024)
+#define TTS_SPEED_MIN 0.25
+#define TTS_SPEED_MAX 4.0
+
+/* ======================= text to speech ======================= */
+
+typedef struct tts_voice {
+  const char *name;        /* local name, unique: "slt", "espeak:en-us" */
+  const char *backend;     /* "flite", "espeak-ng" */
+  const char *language;    /* "en-US", "fr", ... */
+  const char *gender;      /* "female", "male" or "" */
+  int sample_rate;         /* native output rate in Hz */
+  const char *description;
+} tts_voice;
+
+/* A resolved voice request. */
+typedef struct tts_choice {
+  const tts_voice *voice;
+  char variant[32];        /* espeak-ng variant ("f3", "m7") or "" */
+  char requested[64];      /* the name the caller asked for (truncated) */
+  bool vendor;             /* requested was a vendor name mapped by the table */
+} tts_choice;
+
+/* Receives each chunk of synthesized mono int16 PCM at rate Hz as soon as
+ * the engine produces it; returns 0 to go on, nonzero to stop (then the
+ * synthesis returns ERR_CANCELLED). */
+typedef int (*tts_pcm_fn)(void *user, const int16_t *pcm, size_t n, int rate);
+
+typedef struct tts_backend_ops {
+  const char *name;
+  int (*open)(void **ctx);   /* 0 or an error: the backend is then skipped */
+  void (*close)(void *ctx);
+  size_t (*n_voices)(void *ctx);
+  const tts_voice *(*voice_at)(void *ctx, size_t i);
+  /* speed is in [TTS_SPEED_MIN, TTS_SPEED_MAX]; 1 = the voice's own pace. */
+  int (*synth)(void *ctx, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user);
+} tts_backend_ops;
+
+extern const tts_backend_ops tts_backend_flite;
+extern const tts_backend_ops tts_backend_espeak;
+
+typedef struct tts tts;
+/* Opens every backend; one that fails to start is logged and left out.
+ * ERR_UNAVAILABLE when none starts. */
+int tts_open(tts **out);
+void tts_close(tts *t);
+size_t tts_n_voices(const tts *t);
+const tts_voice *tts_voice_at(const tts *t, size_t i);
+/* The default voice's local name (flite slt when present). */
+const char *tts_default_voice(const tts *t);
+/* Local name, "flite:<name>", "espeak:<lang>[+variant]", or a vendor name;
+ * NULL or "" = the default voice. ERR_NOT_FOUND with the name otherwise. */
+int tts_voice_resolve(const tts *t, const char *name, tts_choice *out);
+/* Streams the speech of text (UTF-8) to fn. */
+int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user);
+/* Whole synthesis into one buffer: out gets mono int16 at the voice's rate. */
+int tts_synthesize_pcm(tts *t, const char *voice, const char *text, double speed, audio_pcm *out);
+
+/* The vendor voice table (speech_voices.c). */
+typedef struct tts_vendor_voice {
+  const char *vendor_name; /* "alloy", "aura-asteria-en" */
+  const char *local;       /* "slt", "espeak:en-us+f3" */
+  const char *note;        /* why this local voice */
+} tts_vendor_voice;
+size_t tts_vendor_n(void);
+const tts_vendor_voice *tts_vendor_at(size_t i);
+/* The local target of a vendor name (table first, then the aura rule:
+ * aura-*-<lang> / aura-2-*-<lang> -> "espeak:<lang>", "en" -> the default);
+ * NULL when the name is not a vendor voice. */
+const char *tts_vendor_lookup(const char *name, char *scratch, size_t cap);
+
+/* ======================= speech to text ======================= */
+
+typedef struct stt_word {
+  char *word;              /* lower case, no pronunciation marks */
+  double start, end;       /* seconds from the start of the audio */
+  double confidence;       /* posterior probability in [0, 1] */
+} stt_word;
+
+typedef struct stt_result {
+  char *text;              /* words joined by single spaces; "" when silent */
+  stt_word *words;
+  size_t n_words;
+  double confidence;       /* mean word confidence, 0 with no words */
+  double audio_seconds;    /* audio fed */
+  double decode_seconds;   /* wall time spent decoding */
+} stt_result;
+void stt_result_free(stt_result *r);
+
+typedef struct stt_config {
+  const char *model_dir;   /* acoustic model dir; NULL = /usr/share/pocketsphinx/model/en-us/en-us */
+  const char *lm;          /* language model; NULL = .../en-us.lm.bin */
+  const char *dict;        /* pronunciation dictionary; NULL = .../cmudict-en-us.dict */
+  int n_preload;           /* decoders created at open; 0 = 1 */
+  int n_max;               /* pool size: concurrent streams; 0 = 2 */
+  int wait_ms;             /* how long begin waits for a free decoder; 0 = 30000 */
+  /* Backend options as name/value pairs, NULL-terminated ({"-beam", "1e-40",
+   * NULL}); they override the backend's defaults. NULL = none. */
+  const char *const *options;
+} stt_config;
+
+typedef struct stt_backend_ops {
+  const char *name;
+  int sample_rate;         /* what feed() takes: mono int16 at this rate */
+  int (*open)(void **ctx, const stt_config *cfg);
+  void (*close)(void *ctx);
+  /* Whole buffer in one go; NULL = begin + feed + end. */
+  int (*transcribe)(void *ctx, const int16_t *pcm, size_t n, stt_result *out);
+  int (*stream_begin)(void *ctx, void **st);
+  int (*stream_feed)(void *st, const int16_t *pcm, size_t n);
+  /* Best hypothesis so far (malloc'd, may be ""). */
+  int (*stream_partial)(void *st, char **text);
+  int (*stream_end)(void *st, stt_result *out);
+  void (*stream_free)(void *st);
+} stt_backend_ops;
+
+extern const stt_backend_ops stt_backend_pocketsphinx;
+
+typedef struct stt stt;
+/* cfg NULL = defaults. ERR_NOT_FOUND naming the file when the model is missing. */
+int stt_open(stt **out, const stt_config *cfg);
+void stt_close(stt *s);
+const char *stt_name(const stt *s);
+int stt_sample_rate(const stt *s);
+/* Whole-buffer transcription of mono int16 at stt_sample_rate(). */
+int stt_transcribe(stt *s, const int16_t *pcm, size_t n, stt_result *out);
+/* Incremental: begin takes a pooled decoder (waits up to wait_ms, then
+ * ERR_OVERLOADED), feed any number of chunks, partial at any time, end once
+ * for the final result, free always. */
+typedef struct stt_stream stt_stream;
+int stt_stream_begin(stt *s, stt_stream **out);
+int stt_stream_feed(stt_stream *st, const int16_t *pcm, size_t n);
+int stt_stream_partial(stt_stream *st, char **text);
+int stt_stream_end(stt_stream *st, stt_result *out);
+void stt_stream_free(stt_stream *st);
+
+#endif
