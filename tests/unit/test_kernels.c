@@ -489,3 +489,14 @@ TEST(kernels_matmul_nonfinite_activations) {
   }
   tpool_free(tp);
 }
+
+/* PARLEY_KERNELS=reference at first use forces the reference path (each
+ * test runs in a fresh forked process, so dispatch has not run yet). */
+TEST(kernels_env_forces_reference) {
+  setenv("PARLEY_KERNELS", "reference", 1);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  EXPECT_FALSE(kern_has_fast(TENSOR_TYPE_Q4_K));
+  kern_force_reference(false);
+  unsetenv("PARLEY_KERNELS");
+  EXPECT_FALSE(strcmp(kern_isa(), "reference") == 0);
+}
