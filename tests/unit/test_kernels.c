@@ -261,6 +261,19 @@ TEST(kernels_matmul_errors) {
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_K, w, 1, 32, x, 1, y), ERR_RANGE);
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_F32, w, -1, 4, x, 1, y), ERR_RANGE);
   /* empty products are fine and touch nothing */
+  /* zero columns: y = 0, with and without a pool, fast and reference */
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ref = 0; ref < 2; ref++) {
+    kern_force_reference(ref);
+    for (int ty = 0; ty < KT_N_TYPES; ty++) {
+      y[0] = y[1] = 42.0f;
+      EXPECT_INT_EQ(kern_matmul(ref ? NULL : tp, kt_types[ty].type, w, 2, 0, x, 1, y), 0);
+      EXPECT_TRUE(y[0] == 0.0f && y[1] == 0.0f);
+    }
+  }
+  kern_force_reference(false);
+  tpool_free(tp);
   y[0] = 42.0f;
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 0, 32, x, 1, y), 0);
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 1, 32, x, 0, y), 0);
