@@ -8,7 +8,10 @@
  * call) and GB/s of weight bytes read (rows * row bytes per call; for one
  * token this is the number to compare with the read bandwidth, since decode
  * is memory-bound). The bandwidth line is a streaming sum over a 1 GiB
- * buffer, with 1 and with the pool's threads.
+ * buffer, with 1 and with the pool's threads. "CPU share" is the process
+ * CPU time over wall time x threads during the timed runs: well under 100%
+ * means other processes took the cores and the figures are low (workers
+ * spinning between runs count as busy, so it can read high with threads).
  *
  *   kernels [threads_max=2] [runs=5] [types=F16,BF16,Q8_0,Q4_0,Q4_K,Q5_K,Q6_K]
  */
@@ -25,6 +28,12 @@
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -98,8 +107,8 @@ int main(int argc, char **argv) {
   srand(1);
   for (int64_t i = 0; i < max_tok * n_cols; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
 
-  printf("\n| type | rows x cols | tokens | threads | ms | GFLOP/s | weight GB/s |\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  printf("\n| type | rows x cols | tokens | threads | ms | GFLOP/s | weight GB/s | CPU share |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   char list[256];
   snprintf(list, sizeof list, "%s", types);
   for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
@@ -129,17 +138,19 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %s\n", name, err_detail());
             break;
           }
+          double c0 = cpu_s(), w0 = now_s();
           for (int r = 0; r < runs; r++) {
             double t0 = now_s();
             kern_matmul(pools[th - 1], type, W, rows, cols, x, nt, y);
             t[r] = now_s() - t0;
           }
+          double share = (cpu_s() - c0) / ((now_s() - w0) * th);
           qsort(t, (size_t)runs, sizeof t[0], cmp_d);
           double med = t[runs / 2];
-          printf("| %s | %lldx%lld | %lld | %d | %.3f | %.1f | %.1f |\n", name, (long long)rows,
-                 (long long)cols, (long long)nt, th, med * 1e3,
+          printf("| %s | %lldx%lld | %lld | %d | %.3f | %.1f | %.1f | %.0f%% |\n", name,
+                 (long long)rows, (long long)cols, (long long)nt, th, med * 1e3,
                  2.0 * (double)rows * (double)cols * (double)nt / med / 1e9,
-                 (double)row_bytes * (double)rows / med / 1e9);
+                 (double)row_bytes * (double)rows / med / 1e9, 100.0 * share);
           fflush(stdout);
         }
     free(W);

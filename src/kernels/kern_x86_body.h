@@ -91,6 +91,19 @@ TGT_INL __m256i bits_to_bytes(const uint8_t *p) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
 }
 
+/* For 16-element sub-blocks k and k + 1 (k even) of a K-quant, the scale
+ * vector for one 32-byte group: int16 lanes 0..7 = scale k, 8..15 = scale
+ * k + 1, taken from sc16 (the 16 scales as int16) with one shuffle. half is
+ * the 128-bit half of sc16 holding k (k / 8), broadcast beforehand. */
+TGT_INL __m256i scale_pair(__m256i half, int k) {
+  int b0 = 2 * (k % 8), b1 = b0 + 2;
+  return _mm256_shuffle_epi8(half, _mm256_setr_epi8(
+      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
+      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
+      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1),
+      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1)));
+}
+
 /* ---- activation quantizers (bit-identical to kern_quant_*_c) ------------ */
 
 TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
@@ -455,8 +468,8 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     const block_q6_K *b = (const block_q6_K *)w + ib;
     float d = f16_load(&b->d);
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    int16_t sc[16];
-    _mm256_storeu_si256((__m256i *)sc, sc16);
+    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i isum[NT_MAX];
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
@@ -472,7 +485,7 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i high = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * s), lo2);
         __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
         int k = 8 * h + 2 * s;
-        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+        __m256i scv = scale_pair(sc_half[h], k);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
@@ -509,8 +522,8 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
     __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, lo4));
     __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), lo4));
-    int16_t sc[16];
-    _mm256_storeu_si256((__m256i *)sc, sc16);
+    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i isum[NT_MAX];
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
@@ -521,7 +534,7 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
       for (int s = 0; s < 4; s++) {
         __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
         int k = 8 * h + 2 * s;
-        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+        __m256i scv = scale_pair(sc_half[h], k);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
@@ -555,13 +568,20 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q3_K *b = (const block_q3_K *)w + ib;
     float d = f16_load(&b->d);
-    int16_t sc[16];
-    for (int k = 0; k < 16; k++) {
-      int low = k < 8 ? b->scales[k] & 15 : b->scales[k - 8] >> 4;
-      int high = (b->scales[8 + k % 4] >> (2 * (k / 4))) & 3;
-      sc[k] = (int16_t)((low | high << 4) - 32);
-    }
-    __m256i sc16 = _mm256_loadu_si256((const __m256i *)sc);
+    /* 16 6-bit scales, four at a time (tensor_type.h): low nibbles from
+     * bytes 0..7 (low then high halves), high 2 bits from bytes 8..11. */
+    uint32_t a0, a1, a2;
+    memcpy(&a0, b->scales, 4);
+    memcpy(&a1, b->scales + 4, 4);
+    memcpy(&a2, b->scales + 8, 4);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    __m128i sc8 = _mm_setr_epi32((int)((a0 & m4) | (a2 & m2) << 4),
+                                 (int)((a1 & m4) | ((a2 >> 2) & m2) << 4),
+                                 (int)(((a0 >> 4) & m4) | ((a2 >> 4) & m2) << 4),
+                                 (int)(((a1 >> 4) & m4) | ((a2 >> 6) & m2) << 4));
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(sc8, _mm_set1_epi8(32)));
+    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i hm = loadu256(b->hmask);
     __m256i isum[NT_MAX];
 #pragma GCC unroll 4
@@ -575,7 +595,7 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one);
         __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
         int k = 8 * h + 2 * s;
-        __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+        __m256i scv = scale_pair(sc_half[h], k);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;

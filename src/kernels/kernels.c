@@ -300,6 +300,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
       if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
         return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow",
                        (long long)n_tokens, (long long)n_cols);
+      if (bytes == 0) bytes = 1; /* n_cols 0: still a valid pointer */
       j.xq = tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
       if (!j.xq)
         return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);

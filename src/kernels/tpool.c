@@ -16,7 +16,9 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "kernels/kernels.h"
@@ -31,8 +33,28 @@
 #define TPOOL_PAUSE() ((void)0)
 #endif
 
-/* Spin iterations before sleeping (tens of microseconds). */
-#define TPOOL_SPIN 4000
+/* How long a waiting thread spins before sleeping. Measured in time, not
+ * iterations, because a pause instruction costs 3 to 140 cycles depending
+ * on the CPU. */
+#define TPOOL_SPIN_NS 100000
+
+static int64_t tpool_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins until done(arg) or TPOOL_SPIN_NS pass; returns done(arg). */
+static bool tpool_spin(bool (*done)(void *), void *arg) {
+  int64_t start = tpool_now_ns();
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (done(arg)) return true;
+      TPOOL_PAUSE();
+    }
+    if (tpool_now_ns() - start > TPOOL_SPIN_NS) return done(arg);
+  }
+}
 
 struct tpool_scratch_buf {
   void *p;
@@ -60,16 +82,29 @@ struct thread_pool {
   void *ctx;
 };
 
+struct tpool_wait_gen {
+  thread_pool *tp;
+  unsigned seen;
+};
+
+static bool tpool_gen_changed(void *arg) {
+  struct tpool_wait_gen *w = arg;
+  return atomic_load(&w->tp->gen) != w->seen || atomic_load(&w->tp->stop);
+}
+
+static bool tpool_all_done(void *arg) {
+  thread_pool *tp = arg;
+  return atomic_load(&tp->n_pending) <= 0;
+}
+
 static void *tpool_worker_main(void *arg) {
   struct tpool_worker *w = arg;
   thread_pool *tp = w->tp;
   unsigned seen = 0;
   for (;;) {
+    struct tpool_wait_gen wg = {tp, seen};
+    tpool_spin(tpool_gen_changed, &wg);
     unsigned g = atomic_load(&tp->gen);
-    for (int i = 0; g == seen && i < TPOOL_SPIN && !atomic_load(&tp->stop); i++) {
-      TPOOL_PAUSE();
-      g = atomic_load(&tp->gen);
-    }
     if (g == seen) {
       pthread_mutex_lock(&tp->mu);
       while ((g = atomic_load(&tp->gen)) == seen && !atomic_load(&tp->stop))
@@ -156,8 +191,7 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
 
   fn(ctx, 0, tp->n_threads);
 
-  for (int i = 0; i < TPOOL_SPIN && atomic_load(&tp->n_pending) > 0; i++) TPOOL_PAUSE();
-  if (atomic_load(&tp->n_pending) > 0) {
+  if (!tpool_spin(tpool_all_done, tp)) {
     pthread_mutex_lock(&tp->mu);
     while (atomic_load(&tp->n_pending) > 0) pthread_cond_wait(&tp->cv_done, &tp->mu);
     pthread_mutex_unlock(&tp->mu);

@@ -261,6 +261,19 @@ TEST(kernels_matmul_errors) {
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_K, w, 1, 32, x, 1, y), ERR_RANGE);
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_F32, w, -1, 4, x, 1, y), ERR_RANGE);
   /* empty products are fine and touch nothing */
+  /* zero columns: y = 0, with and without a pool, fast and reference */
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ref = 0; ref < 2; ref++) {
+    kern_force_reference(ref);
+    for (int ty = 0; ty < KT_N_TYPES; ty++) {
+      y[0] = y[1] = 42.0f;
+      EXPECT_INT_EQ(kern_matmul(ref ? NULL : tp, kt_types[ty].type, w, 2, 0, x, 1, y), 0);
+      EXPECT_TRUE(y[0] == 0.0f && y[1] == 0.0f);
+    }
+  }
+  kern_force_reference(false);
+  tpool_free(tp);
   y[0] = 42.0f;
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 0, 32, x, 1, y), 0);
   EXPECT_INT_EQ(kern_matmul(NULL, TENSOR_TYPE_Q4_0, w, 1, 32, x, 0, y), 0);
@@ -327,10 +340,9 @@ TEST(kernels_isa_name) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
     EXPECT_TRUE(strcmp(isa, "scalar") != 0);
-    static const int fast[] = {TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16,
-                               TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_K,
-                               TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
-    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) EXPECT_TRUE(kern_has_fast(fast[i]));
+    for (int i = 0; i < KT_N_TYPES; i++) /* every type of the tests has a fast kernel */
+      TEST_CHECK_(kern_has_fast(kt_types[i].type), 0, "no fast kernel for %s",
+                  tensor_type_name((uint32_t)kt_types[i].type));
   }
 #endif
 }
@@ -488,4 +500,64 @@ TEST(kernels_matmul_nonfinite_activations) {
     kt_case_free(&c);
   }
   tpool_free(tp);
+}
+
+/* PARLEY_KERNELS=reference at first use forces the reference path (each
+ * test runs in a fresh forked process, so dispatch has not run yet). */
+TEST(kernels_env_forces_reference) {
+  setenv("PARLEY_KERNELS", "reference", 1);
+  EXPECT_STR_EQ(kern_isa(), "reference");
+  EXPECT_FALSE(kern_has_fast(TENSOR_TYPE_Q4_K));
+  kern_force_reference(false);
+  unsetenv("PARLEY_KERNELS");
+  EXPECT_FALSE(strcmp(kern_isa(), "reference") == 0);
+}
+
+/* Every 2-D tensor of the shared tiny llama file (bytes written by another
+ * implementation), times random activations, against the double product
+ * of its reference-dequantized rows. */
+#include "gguf/gguf.h"
+
+TEST(kernels_matmul_shared_model_tensors) {
+  char path[4096];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf is absent");
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  int n_checked = 0;
+  for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+    const gguf_tensor *t = gguf_tensor_at(f, i);
+    if (t->n_dims != 2 || !tensor_type_get(t->type) || !tensor_type_get(t->type)->supported)
+      continue;
+    struct kt_case c;
+    memset(&c, 0, sizeof c);
+    c.type = (int)t->type;
+    c.act_block = 256; /* the widest activation block: a valid (looser) bound for all */
+    for (int k = 0; k < KT_N_TYPES; k++)
+      if (kt_types[k].type == c.type) c.act_block = kt_types[k].act_block;
+    c.n_cols = (int64_t)t->dims[0];
+    c.n_rows = (int64_t)t->dims[1] < 300 ? (int64_t)t->dims[1] : 300;
+    c.n_tokens = 2;
+    ASSERT_INT_EQ(tensor_type_row_bytes(t->type, c.n_cols, &c.row_bytes), 0);
+    c.wd = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_cols));
+    c.x = malloc(sizeof(float) * (size_t)(c.n_tokens * c.n_cols));
+    float *y = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_tokens));
+    ASSERT_TRUE(c.wd && c.x && y);
+    for (int64_t r = 0; r < c.n_rows; r++)
+      ASSERT_INT_EQ(ref_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * c.row_bytes,
+                                       c.wd + r * c.n_cols, c.n_cols),
+                    0);
+    for (int64_t k = 0; k < c.n_tokens * c.n_cols; k++) c.x[k] = kt_rand();
+    ASSERT_INT_EQ(kern_matmul(tp, c.type, t->data, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
+    EXPECT_INT_EQ(kt_check(&c, y, t->name), 0);
+    n_checked++;
+    free(c.wd);
+    free(c.x);
+    free(y);
+  }
+  EXPECT_INT_GT(n_checked, 0);
+  tpool_free(tp);
+  gguf_close(f);
 }
