@@ -25,6 +25,13 @@ echo "== C unit tests"
 [ "${PIPESTATUS[0]}" -eq 0 ] || bad=1
 count_c "$log"
 
+if [ "${CI:-}" = "true" ] && command -v clang >/dev/null; then
+  echo "== the whole tree builds with clang too (warnings are errors)"
+  if ! make --no-print-directory -j2 CC=clang BUILD=build-clang build-clang/parley build-clang/unit-tests >"$log.build" 2>&1; then
+    grep -E 'error|warning' "$log.build" | head -n 30; echo "clang build failed"; bad=1
+  fi
+fi
+
 if [ "${CI:-}" = "true" ] || [ "${SAN_TOO:-0}" = "1" ]; then
   echo "== C unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   if make --no-print-directory SAN=1 build-san/unit-tests build-san/parley >"$log.build" 2>&1; then

@@ -21,7 +21,7 @@
 int kern_ops_avx2(struct kern_ops *ops) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-      !__builtin_cpu_supports("f16c"))
+      !x86_has_f16c())
     return 0;
   ops->isa = "avx2";
   x86_fill_ops(ops);

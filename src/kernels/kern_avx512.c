@@ -24,7 +24,7 @@
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ||
-      !__builtin_cpu_supports("f16c") || !__builtin_cpu_supports("avx512f") ||
+      !x86_has_f16c() || !__builtin_cpu_supports("avx512f") ||
       !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") ||
       !__builtin_cpu_supports("avx512vnni"))
     return 0;

@@ -55,6 +55,15 @@ struct kern_ops {
 };
 
 /* Each fills ops and returns 1 when compiled in and usable on this CPU. */
+#if defined(__x86_64__)
+#include <cpuid.h>
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
+ * does not know the "f16c" name, so both compilers ask the CPU directly. */
+static inline int x86_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
 int kern_ops_avx2(struct kern_ops *ops);
 int kern_ops_avx512(struct kern_ops *ops);
 int kern_ops_neon(struct kern_ops *ops);

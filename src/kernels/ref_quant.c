@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "kernels/ref.h"
+#include "kernels/ref_round.h"
 
 /* ---- plain types ------------------------------------------------------- */
 
@@ -68,23 +69,6 @@ static float signed_absmax(const float *x, int n) {
   return max;
 }
 
-/* Rounds v to the nearest integer (ties to even) and clamps it to lo..hi;
- * clamping happens in float first so no out-of-range conversion occurs, and
- * NaN gives 0 clamped. */
-static inline int qround(float v, int lo, int hi) {
-  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
-  if (v < (float)lo) return lo;
-  if (v > (float)hi) return hi;
-  return (int)lrintf(v);
-}
-
-/* floor, clamped the same way (the absmax quantizers add 8.5 / 16.5). */
-static inline int qfloor(float v, int lo, int hi) {
-  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
-  if (v < (float)lo) return lo;
-  if (v > (float)hi) return hi;
-  return (int)floorf(v);
-}
 
 void ref_dequant_q4_0(const void *src, float *dst, int64_t n) {
   block_q4_0 b;

@@ -18,25 +18,9 @@
 #include <math.h>
 
 #include "kernels/ref.h"
+#include "kernels/ref_round.h"
 
 
-/* Rounds v to the nearest integer (ties to even) and clamps it to lo..hi;
- * clamping happens in float first so no out-of-range conversion occurs, and
- * NaN gives 0 clamped. */
-static inline int qround(float v, int lo, int hi) {
-  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
-  if (v < (float)lo) return lo;
-  if (v > (float)hi) return hi;
-  return (int)lrintf(v);
-}
-
-/* floor, clamped the same way (the absmax quantizers add 8.5 / 16.5). */
-static inline int qfloor(float v, int lo, int hi) {
-  if (v != v) return lo > 0 ? lo : hi < 0 ? hi : 0;
-  if (v < (float)lo) return lo;
-  if (v > (float)hi) return hi;
-  return (int)floorf(v);
-}
 
 /* Best scale for x = scale*q - min (q in 0..nmax), min = max(0, -min(x)).
  * Returns the scale, writes the min. */

@@ -21,10 +21,12 @@
 #include "tmpl/tmpl.h"
 
 /* ---- heap ---- */
+/* A block header; the payload follows it at (hp_block *)b + 1. The aligned
+ * member makes sizeof(hp_block) a multiple of max_align_t's alignment, so the
+ * payload is aligned for any type. */
 typedef struct hp_block {
   struct hp_block *prev, *next;
-  size_t size;
-  max_align_t align_[]; /* payload follows */
+  _Alignas(max_align_t) size_t size;
 } hp_block;
 
 struct tmpl_heap {

@@ -24,6 +24,10 @@
 #include "kernels/tensor_type.h"
 #include "test.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 static uint64_t kt_rng = 88172645463325252ull;
 static float kt_rand(void) { /* uniform in [-1, 1) */
   kt_rng ^= kt_rng << 13;
@@ -337,8 +341,9 @@ TEST(kernels_isa_name) {
               strcmp(isa, "neon") == 0 || strcmp(isa, "scalar") == 0);
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
+  unsigned a, b, c, d; /* F16C: CPUID leaf 1, ECX bit 29 (clang 14 lacks the builtin's name) */
+  bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
     EXPECT_TRUE(strcmp(isa, "scalar") != 0);
     for (int i = 0; i < KT_N_TYPES; i++) /* every type of the tests has a fast kernel */
       TEST_CHECK_(kern_has_fast(kt_types[i].type), 0, "no fast kernel for %s",

@@ -226,9 +226,9 @@ TEST(tok_spm_specials_and_decode) {
 /* ---- a synthetic byte-level BPE vocabulary -------------------------------
  * 0 a, 1 b, 2 c, 3 Ġ (space), 4 ab, 5 Ġa, 6 Ġab, 7 <|eot|> (control), 8 Ċ (\n)
  * merges by rank: 0 "a b", 1 "Ġ a", 2 "Ġa b". */
-static const char *const bpe_tokens[] = {"a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0" "a", "\xc4\xa0" "ab", "<|eot|>", "\xc4\x8a"};
+static const char *const bpe_tokens[] = {"a", "b", "c", "\xc4\xa0", "ab", ("\xc4\xa0" "a"), ("\xc4\xa0" "ab"), "<|eot|>", "\xc4\x8a"};
 static const int32_t bpe_types[] = {1, 1, 1, 1, 1, 1, 1, 3, 1};
-static const char *const bpe_merges[] = {"a b", "\xc4\xa0 a", "\xc4\xa0" "a b"};
+static const char *const bpe_merges[] = {"a b", "\xc4\xa0 a", ("\xc4\xa0" "a b")};
 
 TEST(tok_bpe_merges_by_rank) {
   vocab_spec v = {.model = "gpt2", .pre = "gpt-2", .tokens = bpe_tokens, .n = 9, .types = bpe_types,
