@@ -331,7 +331,7 @@ static void slot_finish(engine *e, slot *s, enum engine_finish why, int32_t stop
   engine_req *h = s->req;
   if (why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH) {
     if (stop_index < 0) {
-      if (tok_stream_flush(&s->ts, &s->text) == 0) {
+      if (!e->t || tok_stream_flush(&s->ts, &s->text) == 0) {
         int32_t which = -1;
         int64_t at = stop_find(h, &s->text, &which);
         if (at >= 0) {
@@ -348,9 +348,11 @@ static void slot_finish(engine *e, slot *s, enum engine_finish why, int32_t stop
     }
   }
   /* discard anything the detokenizer still holds */
-  buf scratch = BUF_INIT;
-  tok_stream_flush(&s->ts, &scratch);
-  buf_free(&scratch);
+  if (e->t) {
+    buf scratch = BUF_INIT;
+    tok_stream_flush(&s->ts, &scratch);
+    buf_free(&scratch);
+  }
   buf_reset(&s->text);
   s->n_p = 0;
 
@@ -438,7 +440,7 @@ static void slot_admit(engine *e, engine_req *h) {
   best->admitted = ++e->clock;
   best->last_used = best->admitted;
   buf_reset(&best->text);
-  tok_stream_init(&best->ts, e->t, h->decode_flags);
+  if (e->t) tok_stream_init(&best->ts, e->t, h->decode_flags);
   /* the penalty window sees the end of the prompt, as llama.cpp's server */
   int64_t w = h->penalty_last_n < h->n_prompt ? h->penalty_last_n : h->n_prompt;
   for (int64_t i = h->n_prompt - w; i < h->n_prompt; i++) sample_accept(h->smp, h->prompt[i]);
@@ -448,7 +450,7 @@ static void slot_admit(engine *e, engine_req *h) {
 /* ---- one token ------------------------------------------------------------- */
 
 static bool is_stop_token(const engine *e, const engine_req *h, int32_t id) {
-  if (!h->ignore_eog && tok_is_eog(e->t, id)) return true;
+  if (!h->ignore_eog && e->t && tok_is_eog(e->t, id)) return true;
   for (size_t i = 0; i < h->n_stop_tokens; i++)
     if (h->stop_tokens[i] == id) return true;
   return false;
@@ -488,7 +490,7 @@ static void slot_take_token(engine *e, slot *s, const float *row) {
     slot_finish(e, s, ENGINE_FINISH_STOP, -1, 0, NULL);
     return;
   }
-  if (pending_push(s, &r, h->logprobs) || tok_stream_feed(&s->ts, r.token, &s->text)) {
+  if (pending_push(s, &r, h->logprobs) || (e->t && tok_stream_feed(&s->ts, r.token, &s->text))) {
     slot_finish(e, s, ENGINE_FINISH_ERROR, -1, ERR_NOMEM, "no memory for generated text");
     return;
   }
@@ -699,8 +701,10 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   if (n_batch < n_slots)
     return err_set(ERR_RANGE, "n_batch %lld is smaller than n_slots %d (every slot needs a place in a step)",
                    (long long)n_batch, n_slots);
-  int32_t n_vocab = tok_n_vocab(t);
   const model_hparams *hp = model_get_hparams(m);
+  if (hp->n_vocab <= 0 || hp->n_vocab > INT32_MAX)
+    return err_set(ERR_RANGE, "the model's vocabulary of %lld tokens is out of range", (long long)hp->n_vocab);
+  int32_t n_vocab = t ? tok_n_vocab(t) : (int32_t)hp->n_vocab;
   if (n_vocab != hp->n_vocab)
     return err_set(ERR_RANGE, "the tokenizer has %d tokens but the model's vocabulary has %lld", n_vocab,
                    (long long)hp->n_vocab);
@@ -784,6 +788,7 @@ static int req_fill(engine *e, const engine_request *r, engine_req *h) {
                      e->n_vocab);
   for (size_t i = 0; i < r->n_stop; i++)
     if (!r->stop[i] || !r->stop[i][0]) return err_set(ERR_INVALID, "stop string %zu is empty", i);
+  if (r->n_stop && !e->t) return err_set(ERR_INVALID, "stop strings need a tokenizer; this engine has none");
   int rc = sample_new(&r->sample, e->n_vocab, &h->smp);
   if (rc) return rc;
   h->prompt = malloc(r->n_prompt * sizeof(int32_t));

@@ -64,6 +64,8 @@ typedef struct engine_params {
 engine_params engine_default_params(void);
 
 /* Creates the context and starts the engine thread. m and t are borrowed.
+ * t may be NULL (benchmarks, raw token streams): deltas then carry tokens
+ * and no text, EOG tokens are not recognised, stop strings are refused.
  * ERR_RANGE for a bad parameter (named), ERR_NOMEM, or whatever
  * model_ctx_new reports. *out is NULL on failure. */
 int engine_new(model *m, const tok *t, const engine_params *p, engine **out);

@@ -831,3 +831,44 @@ TEST(engine_channel_timeout_and_early_free) {
   engine_free(e);
   fx_close(&f);
 }
+
+/* Without a tokenizer: tokens only (no text), the same greedy tokens; stop
+ * strings refused. Bad engine parameters are named. */
+TEST(engine_without_tokenizer_and_bad_params) {
+  fx f;
+  if (!fx_open(&f)) return;
+  int32_t p[6];
+  make_prompt(p, 6, 1100);
+  ref_out ref;
+  ASSERT_TRUE(ref_greedy(&f, p, 6, 8, &ref));
+  engine_params ep = engine_default_params();
+  ep.n_slots = 2;
+  ep.n_ctx = 64;
+  ep.kv_type = MODEL_KV_F32;
+  engine *e = NULL;
+  ASSERT_INT_EQ(engine_new(f.m, NULL, &ep, &e), 0);
+  EXPECT_INT_EQ(engine_n_ctx(e), 64);
+  EXPECT_INT_EQ(engine_n_slots(e), 2);
+  result r;
+  run_one(e, p, 6, 8, &r);
+  EXPECT_TRUE(tokens_equal(&r, &ref, 8));
+  EXPECT_INT_EQ(r.text.len, 0);
+  result_free(&r);
+  const char *stops[1] = {"x"};
+  engine_request q = greedy_req(p, 6, 8);
+  q.stop = stops;
+  q.n_stop = 1;
+  engine_req *h = NULL;
+  EXPECT_INT_EQ(engine_submit(e, &q, &h), ERR_INVALID);
+  engine_free(e);
+
+  ep.n_batch = 1;
+  EXPECT_INT_EQ(engine_new(f.m, f.t, &ep, &e), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "n_batch");
+  EXPECT_TRUE(e == NULL);
+  ep = engine_default_params();
+  ep.n_slots = -1;
+  EXPECT_INT_EQ(engine_new(f.m, f.t, &ep, &e), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "n_slots");
+  fx_close(&f);
+}
