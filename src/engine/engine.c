@@ -283,9 +283,11 @@ static int slot_emit(slot *s, size_t n_emit) {
   n->ev.logprobs = lp;
   n->ev.n_tokens = s->n_p;
   s->n_p = 0;
-  memmove(s->text.data, s->text.data + n_emit, s->text.len - n_emit);
-  s->text.len -= n_emit;
-  s->text.data[s->text.len] = '\0';
+  if (n_emit) {
+    memmove(s->text.data, s->text.data + n_emit, s->text.len - n_emit);
+    s->text.len -= n_emit;
+    s->text.data[s->text.len] = '\0';
+  }
   chan_push(h, n, n);
   return 0;
 }
