@@ -503,8 +503,12 @@ static void slot_take_token(engine *e, slot *s, const float *row) {
     slot_finish(e, s, ENGINE_FINISH_STOP, which, 0, NULL);
     return;
   }
+  /* text that cannot start a stop string goes out now; a token without text
+   * of its own (no tokenizer, a control token) goes out at once unless text
+   * or an unfinished character is held before it */
   size_t safe = stop_safe_len(h, &s->text);
-  if (safe && slot_emit(s, safe)) {
+  bool flush_tokens = s->text.len == 0 && (!e->t || s->ts.n_held == 0);
+  if ((safe || flush_tokens) && slot_emit(s, safe)) {
     slot_finish(e, s, ENGINE_FINISH_ERROR, -1, ERR_NOMEM, "no memory for a text delta");
     return;
   }

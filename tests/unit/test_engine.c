@@ -284,6 +284,7 @@ TEST(engine_single_matches_direct_greedy) {
   EXPECT_TRUE(r.order_ok);
   EXPECT_TRUE(tokens_equal(&r, &ref, 24));
   EXPECT_INT_EQ(r.finish, ENGINE_FINISH_LENGTH);
+  EXPECT_INT_GE(r.n_deltas, 6); /* streamed, not all at the end */
   EXPECT_INT_EQ(r.n_prompt, 7);
   EXPECT_INT_EQ(r.n_cached, 0);
   EXPECT_INT_EQ(r.n_completion, 24);
@@ -853,6 +854,7 @@ TEST(engine_without_tokenizer_and_bad_params) {
   run_one(e, p, 6, 8, &r);
   EXPECT_TRUE(tokens_equal(&r, &ref, 8));
   EXPECT_INT_EQ(r.text.len, 0);
+  EXPECT_INT_EQ(r.n_deltas, 8); /* one token per delta, streamed */
   result_free(&r);
   const char *stops[1] = {"x"};
   engine_request q = greedy_req(p, 6, 8);
