@@ -874,3 +874,61 @@ TEST(engine_without_tokenizer_and_bad_params) {
   EXPECT_STR_CONTAINS(err_detail(), "n_slots");
   fx_close(&f);
 }
+
+/* Chunked prefill: a 100-token prompt submitted with three short ones
+ * (n_batch 8) is prefilled in chunks of at most 5 tokens next to the three
+ * decoding streams, so each of them has produced one token per step, about
+ * 19 tokens, before the long prompt's first token (the notify callbacks run
+ * on the engine thread in event order and log who got an event). */
+static int g_order[1024];
+static atomic_int g_n_order;
+
+static void log_notify(void *arg) {
+  int n = atomic_fetch_add(&g_n_order, 1);
+  if (n < (int)ARRAY_LEN(g_order)) g_order[n] = *(const int *)arg;
+}
+
+TEST(engine_long_prompt_interleaves_with_decoding) {
+  fx f;
+  if (!fx_open(&f)) return;
+  engine_params ep = engine_default_params();
+  ep.n_slots = 4;
+  ep.n_ctx = 256;
+  ep.n_batch = 8;
+  ep.kv_type = MODEL_KV_F32;
+  engine *e = NULL;
+  ASSERT_INT_EQ(engine_new(f.m, NULL, &ep, &e), 0); /* no tokenizer: one delta per token */
+  int32_t p[4][100];
+  static const int ids[4] = {0, 1, 2, 3};
+  engine_req *h[4];
+  atomic_store(&g_n_order, 0);
+  engine_pause(e, true);
+  for (int i = 0; i < 4; i++) {
+    int n = i < 3 ? 2 : 100;
+    make_prompt(p[i], n, 1200 + (uint64_t)i);
+    engine_request q = greedy_req(p[i], (size_t)n, i < 3 ? 40 : 1);
+    q.notify = log_notify;
+    q.notify_ctx = (void *)&ids[i];
+    ASSERT_INT_EQ(engine_submit(e, &q, &h[i]), 0);
+  }
+  engine_pause(e, false);
+  result r[4];
+  for (int i = 0; i < 4; i++) collect(h[i], &r[i], NULL);
+  int before[3] = {0, 0, 0};
+  int n = atomic_load(&g_n_order);
+  for (int k = 0; k < n && k < (int)ARRAY_LEN(g_order) && g_order[k] != 3; k++) before[g_order[k]]++;
+  /* step 1 prefills 2+2+2 and 2 of the long prompt; then 5 per step:
+   * 98 / 5 -> 20 more steps, the first decoded tokens come from step 1 */
+  for (int i = 0; i < 3; i++) {
+    EXPECT_INT_GE(before[i], 19);
+    EXPECT_INT_LE(before[i], 21);
+    EXPECT_INT_EQ(r[i].n_completion, 40);
+  }
+  EXPECT_INT_EQ(r[3].n_completion, 1);
+  for (int i = 0; i < 4; i++) {
+    result_free(&r[i]);
+    engine_req_free(h[i]);
+  }
+  engine_free(e);
+  fx_close(&f);
+}
