@@ -616,9 +616,9 @@ static void *engine_thread(void *arg) {
   engine *e = arg;
   for (;;) {
     engine_req *drop = NULL, *admit = NULL, **admit_tail = &admit;
-    uint64_t now = time_mono_ns();
     pthread_mutex_lock(&e->mu);
     while (!e->stopping && (e->paused || (e->n_active == 0 && !e->q_head))) pthread_cond_wait(&e->cv, &e->mu);
+    uint64_t now = time_mono_ns();
     bool stop = e->stopping;
     /* queued requests that were cancelled or timed out (all of them when
      * stopping) leave the queue; then free slots take the oldest */

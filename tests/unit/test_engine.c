@@ -932,3 +932,74 @@ TEST(engine_long_prompt_interleaves_with_decoding) {
   engine_free(e);
   fx_close(&f);
 }
+
+/* The shared tiny Llama-2 file with its real SentencePiece vocabulary:
+ * a text prompt's greedy continuation (stopping at EOG) through the engine
+ * equals the direct loop, and its streamed text equals tok_decode. */
+TEST(engine_shared_tiny_llama_real_vocab) {
+  char path[512];
+  if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
+    TEST_SKIP("../shared/models/llama-2-tiny-random.gguf not found");
+  fx f;
+  memset(&f, 0, sizeof f);
+  ASSERT_INT_EQ(model_open(path, &f.m), 0);
+  ASSERT_INT_EQ(tok_load(model_gguf(f.m), &f.t), 0);
+  tok_ids ids = TOK_IDS_INIT;
+  const char *text = "Hello world, this is a test";
+  ASSERT_INT_EQ(tok_encode(f.t, text, strlen(text), TOK_ENCODE_ADD_SPECIAL, &ids), 0);
+  int64_t V = model_get_hparams(f.m)->n_vocab;
+  /* reference: greedy until EOG or 16 tokens */
+  model_ctx_params cp = model_ctx_default_params();
+  cp.n_ctx = 128;
+  cp.kv_type = MODEL_KV_F32;
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_ctx_new(f.m, &cp, &c), 0);
+  float *lg = malloc((size_t)V * sizeof(float));
+  int32_t want[16];
+  int n_want = 0;
+  bool eog = false;
+  int rc = model_forward(c, ids.ids, (int64_t)ids.n, 0, lg, MODEL_LOGITS_LAST);
+  for (int64_t pos = (int64_t)ids.n; rc == 0 && n_want < 16; pos++) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < V; i++)
+      if (lg[i] > lg[best]) best = i;
+    if (tok_is_eog(f.t, best)) {
+      eog = true;
+      break;
+    }
+    want[n_want++] = best;
+    if (n_want < 16) rc = model_forward(c, &best, 1, pos, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  free(lg);
+  model_ctx_free(c);
+
+  engine_params ep = engine_default_params();
+  ep.n_slots = 2;
+  ep.n_ctx = 128;
+  ep.kv_type = MODEL_KV_F32;
+  engine *e = NULL;
+  ASSERT_INT_EQ(engine_new(f.m, f.t, &ep, &e), 0);
+  engine_request q = engine_request_default();
+  q.prompt = ids.ids;
+  q.n_prompt = ids.n;
+  q.sample.temperature = 0;
+  q.max_tokens = 16;
+  engine_req *h = NULL;
+  ASSERT_INT_EQ(engine_submit(e, &q, &h), 0);
+  result r;
+  collect(h, &r, NULL);
+  EXPECT_INT_EQ(r.finish, eog ? ENGINE_FINISH_STOP : ENGINE_FINISH_LENGTH);
+  EXPECT_INT_EQ(r.n, n_want);
+  EXPECT_TRUE(r.n == (size_t)n_want && memcmp(r.tokens, want, (size_t)n_want * sizeof(int32_t)) == 0);
+  buf wt = BUF_INIT;
+  EXPECT_INT_EQ(tok_decode(f.t, want, (size_t)n_want, 0, &wt), 0);
+  EXPECT_TRUE(r.text.len == wt.len && (wt.len == 0 || memcmp(r.text.data, wt.data, wt.len) == 0));
+  buf_free(&wt);
+  result_free(&r);
+  engine_req_free(h);
+  engine_free(e);
+  tok_ids_free(&ids);
+  tok_free(f.t);
+  model_free(f.m);
+}
