@@ -973,6 +973,7 @@ TEST(engine_shared_tiny_llama_real_vocab) {
   EXPECT_INT_EQ(rc, 0);
   free(lg);
   model_ctx_free(c);
+  EXPECT_INT_GE(n_want, 4); /* a meaningful comparison, not an instant EOG */
 
   engine_params ep = engine_default_params();
   ep.n_slots = 2;
