@@ -50,8 +50,9 @@ struct engine_req {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   ev_node *head, *tail;
-  ev_node *pre_usage, *pre_finish; /* allocated at submit */
-  bool finish_popped;
+  ev_node *pre_usage;   /* allocated at submit */
+  ev_node **pre_finish; /* [n_choices], allocated at submit */
+  int32_t n_finish_popped;
   engine_notify_fn notify;
   void *notify_ctx;
 
@@ -72,8 +73,13 @@ struct engine_req {
   int32_t penalty_last_n;
   uint64_t deadline_ns;  /* 0 = none */
   int64_t timeout_ms;
-  sampler *smp;
+  int32_t n_choices;
+  sampler **smp;         /* [n_choices]: choice i seeded with seed + i */
   engine_req *qnext;     /* queue link, under e->mu */
+  /* engine thread only */
+  int32_t n_live;        /* choices not finished yet */
+  int64_t n_completion;  /* sampled tokens of finished choices */
+  int64_t n_cached;
 };
 
 static void req_destroy(engine_req *h) {
@@ -83,13 +89,15 @@ static void req_destroy(engine_req *h) {
     free(n);
   }
   free(h->pre_usage);
+  for (int32_t i = 0; h->pre_finish && i < h->n_choices; i++) free(h->pre_finish[i]);
   free(h->pre_finish);
   free(h->prompt);
   free(h->stop_tokens);
   for (size_t i = 0; i < h->n_stop; i++) free(h->stop[i]);
   free(h->stop);
   free(h->stop_len);
-  sample_free(h->smp);
+  for (int32_t i = 0; h->smp && i < h->n_choices; i++) sample_free(h->smp[i]);
+  free(h->smp);
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
   free(h);
@@ -124,7 +132,7 @@ int engine_req_next(engine_req *h, int64_t timeout_ms, engine_event *out) {
   }
   pthread_mutex_lock(&h->mu);
   while (!h->head) {
-    if (h->finish_popped) {
+    if (h->n_finish_popped >= h->n_choices) {
       pthread_mutex_unlock(&h->mu);
       return ERR_NOT_FOUND;
     }
@@ -142,7 +150,7 @@ int engine_req_next(engine_req *h, int64_t timeout_ms, engine_event *out) {
   ev_node *n = h->head;
   h->head = n->next;
   if (!h->head) h->tail = NULL;
-  if (n->ev.type == ENGINE_EVENT_FINISH) h->finish_popped = true;
+  if (n->ev.type == ENGINE_EVENT_FINISH) h->n_finish_popped++;
   pthread_mutex_unlock(&h->mu);
   *out = n->ev;
   free(n);
@@ -190,6 +198,9 @@ typedef struct slot {
   bool decoding;
   int32_t next_token;
   int64_t n_gen;         /* sampled tokens */
+  int32_t choice;        /* index of the request's choice this slot runs */
+  bool waiting;          /* choice > 0 waiting for choice 0's prompt (its
+                            cache is copied from there, see step_run) */
   uint64_t admitted;     /* admission order (prefill goes oldest first) */
   uint64_t last_used;    /* for choosing among equally good free slots */
   tok_stream ts;
@@ -277,6 +288,7 @@ static int slot_emit(slot *s, size_t n_emit) {
   txt[n_emit] = '\0';
   if (s->n_p) memcpy(toks, s->p_tok, s->n_p * sizeof(*toks));
   if (lp) memcpy(lp, s->p_lp, s->n_p * sizeof(*lp));
+  n->ev.index = s->choice;
   n->ev.text = txt;
   n->ev.n_text = n_emit;
   n->ev.tokens = toks;
@@ -325,6 +337,35 @@ static size_t stop_safe_len(const engine_req *h, const buf *text) {
   return text->len - hold;
 }
 
+/* Pushes a choice's FINISH, preceded by the request's USAGE when it is the
+ * last choice to finish. Uses the nodes allocated at submit. */
+static void req_push_finish(engine_req *h, int32_t choice, enum engine_finish why, int32_t stop_index, int code,
+                            const char *msg, bool last) {
+  ev_node *f = h->pre_finish[choice], *first = f;
+  h->pre_finish[choice] = NULL;
+  f->ev.type = ENGINE_EVENT_FINISH;
+  f->ev.index = choice;
+  f->ev.finish = why;
+  f->ev.stop_index = stop_index;
+  if (why == ENGINE_FINISH_ERROR) {
+    f->ev.err_code = code;
+    f->ev.err_msg = str_dup(msg ? msg : err_message(code)); /* NULL on no memory */
+  }
+  f->next = NULL;
+  if (last) {
+    ev_node *u = h->pre_usage;
+    h->pre_usage = NULL;
+    u->ev.type = ENGINE_EVENT_USAGE;
+    u->ev.stop_index = -1;
+    u->ev.n_prompt = h->n_prompt;
+    u->ev.n_cached = h->n_cached;
+    u->ev.n_completion = h->n_completion;
+    u->next = f;
+    first = u;
+  }
+  chan_push(h, first, f);
+}
+
 /* Ends the slot's request: for STOP/LENGTH the held text goes out first
  * (cut before a stop string if the final flush completed one), then USAGE and
  * FINISH; the slot becomes free but keeps its cache. */
@@ -358,48 +399,22 @@ static void slot_finish(engine *e, slot *s, enum engine_finish why, int32_t stop
   buf_reset(&s->text);
   s->n_p = 0;
 
-  ev_node *u = h->pre_usage, *f = h->pre_finish;
-  h->pre_usage = h->pre_finish = NULL;
-  u->ev.type = ENGINE_EVENT_USAGE;
-  u->ev.stop_index = -1;
-  u->ev.n_prompt = h->n_prompt;
-  u->ev.n_cached = s->n_cached;
-  u->ev.n_completion = s->n_gen;
-  f->ev.type = ENGINE_EVENT_FINISH;
-  f->ev.finish = why;
-  f->ev.stop_index = stop_index;
-  if (why == ENGINE_FINISH_ERROR) {
-    f->ev.err_code = code;
-    f->ev.err_msg = str_dup(msg ? msg : err_message(code)); /* NULL on no memory */
-  }
-  u->next = f;
-  f->next = NULL;
-  chan_push(h, u, f);
+  h->n_completion += s->n_gen;
+  h->n_live--;
+  bool last = h->n_live == 0;
+  req_push_finish(h, s->choice, why, stop_index, code, msg, last);
   s->req = NULL;
   s->decoding = false;
+  s->waiting = false;
   s->last_used = ++e->clock;
   e->n_active--;
-  req_unref(h);
+  if (last) req_unref(h);
 }
 
 /* Finishes a request that never got a slot (queue cancel, timeout, context
- * error at submit, shutdown). */
+ * error at submit, shutdown): every choice. */
 static void req_finish_unslotted(engine_req *h, enum engine_finish why, int code, const char *msg) {
-  ev_node *u = h->pre_usage, *f = h->pre_finish;
-  h->pre_usage = h->pre_finish = NULL;
-  u->ev.type = ENGINE_EVENT_USAGE;
-  u->ev.stop_index = -1;
-  u->ev.n_prompt = h->n_prompt;
-  f->ev.type = ENGINE_EVENT_FINISH;
-  f->ev.finish = why;
-  f->ev.stop_index = -1;
-  if (why == ENGINE_FINISH_ERROR) {
-    f->ev.err_code = code;
-    f->ev.err_msg = str_dup(msg ? msg : err_message(code));
-  }
-  u->next = f;
-  f->next = NULL;
-  chan_push(h, u, f);
+  for (int32_t i = 0; i < h->n_choices; i++) req_push_finish(h, i, why, -1, code, msg, i == h->n_choices - 1);
   req_unref(h);
 }
 
@@ -418,6 +433,28 @@ static int64_t common_prefix(const int32_t *a, int64_t na, const int32_t *b, int
 /* Puts h into the free slot whose cache shares the longest prefix with its
  * prompt (ties: the least recently used), keeping at most n_prompt - 1
  * tokens so that the last prompt token is decoded for its logits. */
+static void slot_start(engine *e, slot *s, engine_req *h, int32_t choice) {
+  s->req = h;
+  s->choice = choice;
+  s->waiting = choice > 0;
+  s->decoding = false;
+  s->n_gen = 0;
+  s->n_p = 0;
+  s->admitted = ++e->clock;
+  s->last_used = s->admitted;
+  buf_reset(&s->text);
+  if (e->t) tok_stream_init(&s->ts, e->t, h->decode_flags);
+  /* the penalty window sees the end of the prompt, as llama.cpp's server */
+  int64_t w = h->penalty_last_n < h->n_prompt ? h->penalty_last_n : h->n_prompt;
+  for (int64_t i = h->n_prompt - w; i < h->n_prompt; i++) sample_accept(h->smp[choice], h->prompt[i]);
+  e->n_active++;
+}
+
+/* Choice 0 goes to the free slot whose cache shares the longest prefix with
+ * the prompt (ties: the least recently used), keeping at most n_prompt - 1
+ * tokens so that the last prompt token is decoded for its logits. Choices
+ * 1..n-1 take the least recently used of the other free slots and wait for
+ * choice 0's prompt (the caller checked that n_choices slots are free). */
 static void slot_admit(engine *e, engine_req *h) {
   slot *best = NULL;
   int64_t best_n = -1;
@@ -434,19 +471,17 @@ static void slot_admit(engine *e, engine_req *h) {
   int64_t keep = best_n < h->n_prompt - 1 ? best_n : h->n_prompt - 1;
   model_ctx_seq_truncate(e->ctx, seq, keep);
   best->n_hist = keep;
-  best->n_cached = keep;
-  best->req = h;
-  best->decoding = false;
-  best->n_gen = 0;
-  best->n_p = 0;
-  best->admitted = ++e->clock;
-  best->last_used = best->admitted;
-  buf_reset(&best->text);
-  if (e->t) tok_stream_init(&best->ts, e->t, h->decode_flags);
-  /* the penalty window sees the end of the prompt, as llama.cpp's server */
-  int64_t w = h->penalty_last_n < h->n_prompt ? h->penalty_last_n : h->n_prompt;
-  for (int64_t i = h->n_prompt - w; i < h->n_prompt; i++) sample_accept(h->smp, h->prompt[i]);
-  e->n_active++;
+  h->n_cached = keep;
+  h->n_live = h->n_choices;
+  slot_start(e, best, h, 0);
+  for (int32_t c = 1; c < h->n_choices; c++) {
+    slot *lru = NULL;
+    for (int32_t i = 0; i < e->n_slots; i++) {
+      slot *s = &e->slots[i];
+      if (!s->req && (!lru || s->last_used < lru->last_used)) lru = s;
+    }
+    slot_start(e, lru, h, c);
+  }
 }
 
 /* ---- one token ------------------------------------------------------------- */
@@ -480,12 +515,13 @@ static int pending_push(slot *s, const sample_result *r, bool with_lp) {
 static void slot_take_token(engine *e, slot *s, const float *row) {
   engine_req *h = s->req;
   sample_result r;
-  int rc = sample_next(h->smp, row, h->logprobs, &r);
+  sampler *smp = h->smp[s->choice];
+  int rc = sample_next(smp, row, h->logprobs, &r);
   if (rc) {
     slot_finish(e, s, ENGINE_FINISH_ERROR, -1, rc, err_detail());
     return;
   }
-  sample_accept(h->smp, r.token);
+  sample_accept(smp, r.token);
   s->n_gen++;
   s->decoding = true;
   if (is_stop_token(e, h, r.token)) {
@@ -543,7 +579,7 @@ static int64_t step_build(engine *e) {
     slot *next = NULL;
     for (int32_t i = 0; i < e->n_slots; i++) {
       slot *s = &e->slots[i];
-      if (!s->req || s->decoding || s->n_hist >= s->req->n_prompt) continue;
+      if (!s->req || s->decoding || s->waiting || s->n_hist >= s->req->n_prompt) continue;
       bool queued = false; /* already has a chunk in this batch */
       for (int64_t k = 0; k < n; k++)
         if (e->b_seq[k] == i) queued = true;
@@ -566,22 +602,54 @@ static int64_t step_build(engine *e) {
   return n;
 }
 
+/* Choice 0 of a request with n > 1 has decoded its prompt: the waiting
+ * choices get a copy of its cache and sample from the same logits row, each
+ * with its own sampler. */
+static void step_fork(engine *e, slot *src, const float *lg) {
+  engine_req *h = src->req;
+  int32_t src_seq = (int32_t)(src - e->slots);
+  for (int32_t i = 0; i < e->n_slots; i++) {
+    slot *s = &e->slots[i];
+    if (s->req != h || !s->waiting) continue;
+    int rc = model_ctx_seq_copy(e->ctx, i, src_seq, src->n_hist);
+    if (rc) {
+      s->n_hist = model_ctx_seq_n_past(e->ctx, i);
+      slot_finish(e, s, ENGINE_FINISH_ERROR, -1, rc, err_detail());
+      continue;
+    }
+    memcpy(s->hist, src->hist, (size_t)src->n_hist * sizeof(int32_t));
+    s->n_hist = src->n_hist;
+    s->waiting = false;
+    slot_take_token(e, s, lg);
+  }
+}
+
 static void step_run(engine *e) {
   int64_t n = step_build(e);
   if (n == 0) return;
   model_batch b = {.n = n, .tokens = e->b_tokens, .seq = e->b_seq, .pos = e->b_pos, .want = e->b_want};
   int rc = model_decode(e->ctx, &b, e->logits);
   if (rc) {
+    /* every choice of every request with tokens in the batch fails */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", err_detail());
+    engine_req *failed[256];
+    int32_t n_failed = 0;
     for (int32_t i = 0; i < e->n_slots; i++) {
       slot *s = &e->slots[i];
       s->n_hist = model_ctx_seq_n_past(e->ctx, i);
-      bool in = false;
       for (int64_t k = 0; k < n; k++)
-        if (e->b_seq[k] == i) in = true;
-      if (in && s->req) slot_finish(e, s, ENGINE_FINISH_ERROR, -1, rc, msg);
+        if (e->b_seq[k] == i && s->req) {
+          failed[n_failed++] = s->req;
+          break;
+        }
     }
+    for (int32_t i = 0; i < e->n_slots; i++)
+      for (int32_t j = 0; j < n_failed; j++)
+        if (e->slots[i].req == failed[j]) {
+          slot_finish(e, &e->slots[i], ENGINE_FINISH_ERROR, -1, rc, msg);
+          break;
+        }
     return;
   }
   for (int64_t k = 0; k < n; k++) {
@@ -592,8 +660,11 @@ static void step_run(engine *e) {
   for (int64_t k = 0; k < n; k++) {
     if (!e->b_want[k]) continue;
     slot *s = &e->slots[e->b_seq[k]];
-    if (s->req) slot_take_token(e, s, e->logits + row * e->n_vocab);
+    const float *lg = e->logits + row * e->n_vocab;
     row++;
+    if (!s->req) continue;
+    if (s->req->n_choices > 1 && s->choice == 0 && !s->decoding) step_fork(e, s, lg);
+    slot_take_token(e, s, lg);
   }
 }
 
@@ -634,14 +705,14 @@ static void *engine_thread(void *arg) {
       }
     }
     int32_t n_free = e->n_slots - e->n_active;
-    while (n_free > 0 && e->q_head) {
+    while (e->q_head && n_free >= e->q_head->n_choices) {
       engine_req *h = e->q_head;
       e->q_head = h->qnext;
       e->n_queued--;
       h->qnext = NULL;
       *admit_tail = h;
       admit_tail = &h->qnext;
-      n_free--;
+      n_free -= h->n_choices;
     }
     e->q_tail = NULL;
     for (engine_req *h = e->q_head; h; h = h->qnext) e->q_tail = h;
@@ -779,8 +850,8 @@ void engine_free(engine *e) {
 
 static int req_fill(engine *e, const engine_request *r, engine_req *h) {
   if (r->n_prompt == 0 || !r->prompt) return err_set(ERR_INVALID, "the prompt is empty");
-  if (r->n > 1) return err_set(ERR_UNSUPPORTED, "n = %d choices: only 1 is supported", r->n);
-  if (r->n < 0) return err_set(ERR_RANGE, "n = %d is negative", r->n);
+  if (r->n < 0 || r->n > e->n_slots)
+    return err_set(ERR_RANGE, "n = %d choices, but the engine runs 1..%d (its slots)", r->n, e->n_slots);
   if (r->max_tokens < 0) return err_set(ERR_RANGE, "max_tokens %lld is negative", (long long)r->max_tokens);
   if (r->timeout_ms < 0) return err_set(ERR_RANGE, "timeout_ms %lld is negative", (long long)r->timeout_ms);
   if (r->n_prompt > (size_t)INT64_MAX / sizeof(int32_t)) return err_set(ERR_TOO_LARGE, "prompt too long");
@@ -795,16 +866,25 @@ static int req_fill(engine *e, const engine_request *r, engine_req *h) {
   for (size_t i = 0; i < r->n_stop; i++)
     if (!r->stop[i] || !r->stop[i][0]) return err_set(ERR_INVALID, "stop string %zu is empty", i);
   if (r->n_stop && !e->t) return err_set(ERR_INVALID, "stop strings need a tokenizer; this engine has none");
-  int rc = sample_new(&r->sample, e->n_vocab, &h->smp);
-  if (rc) return rc;
+  h->n_choices = r->n > 1 ? r->n : 1;
+  h->smp = calloc((size_t)h->n_choices, sizeof(*h->smp));
+  h->pre_finish = calloc((size_t)h->n_choices, sizeof(*h->pre_finish));
+  if (!h->smp || !h->pre_finish) return err_set(ERR_NOMEM, "no memory for %d choices", h->n_choices);
+  for (int32_t i = 0; i < h->n_choices; i++) {
+    sample_params sp = r->sample;
+    sp.seed += (uint64_t)i;
+    int rc = sample_new(&sp, e->n_vocab, &h->smp[i]);
+    if (rc) return rc;
+    h->pre_finish[i] = node_new(ENGINE_EVENT_FINISH);
+    if (!h->pre_finish[i]) return err_set(ERR_NOMEM, "no memory for %d choices", h->n_choices);
+  }
   h->prompt = malloc(r->n_prompt * sizeof(int32_t));
   h->stop_tokens = r->n_stop_tokens ? malloc(r->n_stop_tokens * sizeof(int32_t)) : NULL;
   h->stop = r->n_stop ? calloc(r->n_stop, sizeof(char *)) : NULL;
   h->stop_len = r->n_stop ? calloc(r->n_stop, sizeof(size_t)) : NULL;
   h->pre_usage = node_new(ENGINE_EVENT_USAGE);
-  h->pre_finish = node_new(ENGINE_EVENT_FINISH);
   if (!h->prompt || (r->n_stop_tokens && !h->stop_tokens) || (r->n_stop && (!h->stop || !h->stop_len)) ||
-      !h->pre_usage || !h->pre_finish)
+      !h->pre_usage)
     return err_set(ERR_NOMEM, "no memory for a request of %zu tokens", r->n_prompt);
   memcpy(h->prompt, r->prompt, r->n_prompt * sizeof(int32_t));
   h->n_prompt = (int64_t)r->n_prompt;

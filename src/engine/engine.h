@@ -161,6 +161,7 @@ const char *engine_finish_name(enum engine_finish f); /* "stop", "length", ... *
 
 typedef struct engine_event {
   enum engine_event_type type;
+  int32_t index;         /* TEXT_DELTA, FINISH: the choice (0..n-1) */
   /* TEXT_DELTA: whole UTF-8 characters (never half of one, never any part
    * of a stop string), NUL-terminated; n_text may be 0 for a delta that
    * only carries tokens (the final one). tokens are the completion tokens

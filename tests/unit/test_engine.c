@@ -545,8 +545,9 @@ TEST(engine_queue_full_and_bad_requests) {
   EXPECT_INT_EQ(engine_submit(e, &bad, &h3), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "300");
   bad = q;
-  bad.n = 2;
-  EXPECT_INT_EQ(engine_submit(e, &bad, &h3), ERR_UNSUPPORTED);
+  bad.n = 2; /* more choices than slots */
+  EXPECT_INT_EQ(engine_submit(e, &bad, &h3), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "slots");
   bad = q;
   bad.sample.top_p = 2;
   EXPECT_INT_EQ(engine_submit(e, &bad, &h3), ERR_RANGE);
@@ -1003,4 +1004,103 @@ TEST(engine_shared_tiny_llama_real_vocab) {
   tok_ids_free(&ids);
   tok_free(f.t);
   model_free(f.m);
+}
+
+/* n = 3 choices share the prompt: choice 0 prefills, the others copy its
+ * cache. Greedy: every choice is the direct loop's continuation. Sampled:
+ * choice i is what n = 1 gives with seed + i. Events carry the choice index;
+ * one USAGE (summing the choices) comes before the last FINISH; a request
+ * with n = 1 queued behind runs once slots are free. */
+typedef struct multi {
+  int32_t tokens[3][64];
+  int n[3];
+  int n_finish, n_usage;
+  bool usage_before_last_finish, order_ok;
+  int64_t n_completion, n_cached;
+} multi;
+
+static void collect_multi(engine_req *h, multi *m) {
+  memset(m, 0, sizeof(*m));
+  m->order_ok = true;
+  for (;;) {
+    engine_event ev;
+    int rc = engine_req_next(h, 10000, &ev);
+    if (rc == ERR_NOT_FOUND) break;
+    if (rc) {
+      test_fail_at(__FILE__, __LINE__, "engine_req_next: %s", err_name(rc));
+      return;
+    }
+    if (ev.type == ENGINE_EVENT_TEXT_DELTA) {
+      if (ev.index < 0 || ev.index > 2) m->order_ok = false;
+      else
+        for (size_t i = 0; i < ev.n_tokens && m->n[ev.index] < 64; i++) m->tokens[ev.index][m->n[ev.index]++] = ev.tokens[i];
+    } else if (ev.type == ENGINE_EVENT_USAGE) {
+      m->n_usage++;
+      m->usage_before_last_finish = m->n_finish == 2;
+      m->n_completion = ev.n_completion;
+      m->n_cached = ev.n_cached;
+    } else {
+      m->n_finish++;
+      if (ev.finish != ENGINE_FINISH_LENGTH) m->order_ok = false;
+    }
+    engine_event_free(&ev);
+  }
+}
+
+TEST(engine_n_choices_share_prompt) {
+  fx f;
+  if (!fx_open(&f)) return;
+  int32_t p[13];
+  make_prompt(p, 13, 1300);
+  ref_out ref;
+  ASSERT_TRUE(ref_greedy(&f, p, 13, 10, &ref));
+  engine *e = fx_engine(&f, 4, 128, 8, 8);
+  ASSERT_TRUE(e != NULL);
+  engine_request q = greedy_req(p, 13, 10);
+  q.n = 3;
+  engine_req *h = NULL, *h1 = NULL;
+  engine_pause(e, true);
+  ASSERT_INT_EQ(engine_submit(e, &q, &h), 0);
+  engine_request q1 = greedy_req(p, 5, 4);
+  ASSERT_INT_EQ(engine_submit(e, &q1, &h1), 0);
+  engine_pause(e, false);
+  multi m;
+  collect_multi(h, &m);
+  EXPECT_TRUE(m.order_ok);
+  EXPECT_INT_EQ(m.n_finish, 3);
+  EXPECT_INT_EQ(m.n_usage, 1);
+  EXPECT_TRUE(m.usage_before_last_finish);
+  EXPECT_INT_EQ(m.n_completion, 30);
+  for (int c = 0; c < 3; c++) {
+    EXPECT_INT_EQ(m.n[c], 10);
+    if (m.n[c] != 10 || memcmp(m.tokens[c], ref.tokens, 10 * sizeof(int32_t)) != 0)
+      test_fail_at(__FILE__, __LINE__, "choice %d differs from the direct loop", c);
+  }
+  engine_req_free(h);
+  result r;
+  collect(h1, &r, NULL);
+  EXPECT_INT_EQ(r.finish, ENGINE_FINISH_LENGTH);
+  EXPECT_INT_EQ(r.n_completion, 4);
+  result_free(&r);
+  engine_req_free(h1);
+
+  /* sampled: choice i = n 1 with seed + i */
+  q.sample.temperature = 1.5f;
+  q.sample.seed = 77;
+  ASSERT_INT_EQ(engine_submit(e, &q, &h), 0);
+  collect_multi(h, &m);
+  engine_req_free(h);
+  for (int c = 0; c < 3; c++) {
+    engine_request qs = q;
+    qs.n = 1;
+    qs.sample.seed = 77 + (uint64_t)c;
+    ASSERT_INT_EQ(engine_submit(e, &qs, &h), 0);
+    collect(h, &r, NULL);
+    if ((int)r.n != m.n[c] || memcmp(r.tokens, m.tokens[c], r.n * sizeof(int32_t)) != 0)
+      test_fail_at(__FILE__, __LINE__, "sampled choice %d differs from n = 1 with seed + %d", c, c);
+    result_free(&r);
+    engine_req_free(h);
+  }
+  engine_free(e);
+  fx_close(&f);
 }
