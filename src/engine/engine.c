@@ -215,7 +215,7 @@ struct engine {
   const tok *t;
   model_ctx *ctx;
   int32_t n_slots, queue_max, n_vocab;
-  int64_t n_ctx, n_batch;
+  int64_t n_ctx, n_batch, n_chunk;
 
   pthread_t thread;
   pthread_mutex_t mu;   /* queue, stopping, paused */
@@ -575,6 +575,10 @@ static int64_t step_build(engine *e) {
     e->b_want[n] = true;
     n++;
   }
+  /* with streams decoding, prompt tokens per step are capped (n_chunk) so
+   * that their next token is not delayed by a whole long prefill */
+  int64_t limit = e->n_batch;
+  if (n > 0 && e->n_chunk > 0 && n + e->n_chunk < limit) limit = n + e->n_chunk;
   for (;;) {
     slot *next = NULL;
     for (int32_t i = 0; i < e->n_slots; i++) {
@@ -586,11 +590,11 @@ static int64_t step_build(engine *e) {
       if (queued) continue;
       if (!next || s->admitted < next->admitted) next = s;
     }
-    if (!next || n >= e->n_batch) break;
+    if (!next || n >= limit) break;
     int32_t seq = (int32_t)(next - e->slots);
     engine_req *h = next->req;
     int64_t k = h->n_prompt - next->n_hist;
-    if (k > e->n_batch - n) k = e->n_batch - n;
+    if (k > limit - n) k = limit - n;
     for (int64_t j = 0; j < k; j++) {
       e->b_tokens[n] = h->prompt[next->n_hist + j];
       e->b_seq[n] = seq;
@@ -771,6 +775,7 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   if (d.n_slots < 0 || d.n_slots > 256) return err_set(ERR_RANGE, "n_slots %d is outside 1..256", d.n_slots);
   if (d.n_ctx < 0) return err_set(ERR_RANGE, "n_ctx %lld is negative", (long long)d.n_ctx);
   if (d.n_batch < 0) return err_set(ERR_RANGE, "n_batch %lld is negative", (long long)d.n_batch);
+  if (d.n_chunk < 0) return err_set(ERR_RANGE, "n_chunk %lld is negative", (long long)d.n_chunk);
   if (d.queue_max < 0) return err_set(ERR_RANGE, "queue_max %d is negative", d.queue_max);
   if (d.n_threads < 0 || d.n_threads > 256) return err_set(ERR_RANGE, "n_threads %d is outside 1..256", d.n_threads);
   int32_t n_slots = d.n_slots ? d.n_slots : 4;
@@ -794,6 +799,7 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   e->t = t;
   e->n_slots = n_slots;
   e->n_batch = n_batch;
+  e->n_chunk = d.n_chunk;
   e->queue_max = d.queue_max ? d.queue_max : 64;
   e->n_vocab = n_vocab;
   model_ctx_params cp = model_ctx_default_params();

@@ -28,7 +28,9 @@
  *
  * Event order for every accepted request: zero or more TEXT_DELTA, then
  * exactly one USAGE, then exactly one FINISH, which is the last event. Even
- * engine_free() and errors follow this order.
+ * engine_free() and errors follow this order. With n > 1 choices: deltas
+ * and one FINISH per choice (each with its index, in any interleaving),
+ * and the one USAGE comes right before the last choice's FINISH.
  *
  * Errors (negative ERR_* with err_detail()): see each function.
  */
@@ -54,6 +56,11 @@ typedef struct engine_params {
   int64_t n_batch;      /* most tokens in one step's batch (decode tokens
                            of every slot plus a prompt chunk); 0 = 512;
                            must be >= n_slots */
+  int64_t n_chunk;      /* most prompt tokens in a step while other slots
+                           decode (so a long prompt delays their next token
+                           by one chunk's cost, not a whole prefill); 0 =
+                           no cap below n_batch. Alone, a prompt always
+                           goes in chunks of n_batch */
   int32_t queue_max;    /* requests waiting for a slot; 0 = 64. A submit
                            beyond it gets ERR_OVERLOADED */
   int n_threads;        /* compute threads of the engine's pool; 0 = 1 */
@@ -110,8 +117,11 @@ typedef struct engine_request {
                                 occurrence and the stop string is never
                                 emitted */
   size_t n_stop;
-  int32_t n;                 /* choices; 0 or 1 (n > 1: ERR_UNSUPPORTED,
-                                not implemented yet) */
+  int32_t n;                 /* choices, 0 = 1, at most n_slots: each
+                                runs in its own slot with its own sampler
+                                (seed + i), the prompt is prefilled once
+                                and its cache copied; events carry the
+                                choice's index */
   int64_t timeout_ms;        /* from submit to finish, queue wait
                                 included; 0 = none. Expiry finishes with
                                 reason ERROR, code ERR_TIMEOUT */
@@ -127,7 +137,7 @@ engine_request engine_request_default(void);
 /* Queues a request. Checked here, synchronously (nothing queued on error):
  * ERR_INVALID empty prompt or an empty stop string; ERR_RANGE a prompt or
  * stop token outside the vocabulary, a bad sampling parameter (sample_new's
- * message), negative max_tokens/timeout; ERR_UNSUPPORTED n > 1;
+ * message), negative max_tokens/timeout, n outside 0..n_slots;
  * ERR_OVERLOADED the queue holds queue_max requests; ERR_UNAVAILABLE the
  * engine is shutting down. A prompt longer than the context is accepted
  * and finished at once with FINISH error ERR_CONTEXT (both numbers in the
@@ -173,7 +183,7 @@ typedef struct engine_event {
   int32_t *tokens;
   sample_result *logprobs;
   size_t n_tokens;
-  /* USAGE */
+  /* USAGE (once per request, all choices together) */
   int64_t n_prompt;      /* prompt tokens */
   int64_t n_cached;      /* of which served from the slot's prefix cache */
   int64_t n_completion;  /* every sampled token, including an EOG/stop token */
@@ -189,7 +199,7 @@ void engine_event_free(engine_event *ev);
 
 /* Pops the next event into *out (the caller owns it: engine_event_free).
  * timeout_ms < 0 waits forever, 0 polls. Returns 0 with an event,
- * ERR_TIMEOUT when none arrived in time, ERR_NOT_FOUND when FINISH has
+ * ERR_TIMEOUT when none arrived in time, ERR_NOT_FOUND when the last FINISH has
  * already been popped (there will be no more). */
 int engine_req_next(engine_req *h, int64_t timeout_ms, engine_event *out);
 

@@ -889,16 +889,21 @@ static void log_notify(void *arg) {
   if (n < (int)ARRAY_LEN(g_order)) g_order[n] = *(const int *)arg;
 }
 
-TEST(engine_long_prompt_interleaves_with_decoding) {
-  fx f;
-  if (!fx_open(&f)) return;
+/* Runs 3 two-token prompts (40 tokens each) and one 100-token prompt
+ * submitted together; counts each short stream's events before the long
+ * one's first token. */
+static void interleave_run(fx *f, int64_t n_batch, int64_t n_chunk, int before[3]) {
   engine_params ep = engine_default_params();
   ep.n_slots = 4;
   ep.n_ctx = 256;
-  ep.n_batch = 8;
+  ep.n_batch = n_batch;
+  ep.n_chunk = n_chunk;
   ep.kv_type = MODEL_KV_F32;
   engine *e = NULL;
-  ASSERT_INT_EQ(engine_new(f.m, NULL, &ep, &e), 0); /* no tokenizer: one delta per token */
+  if (engine_new(f->m, NULL, &ep, &e)) { /* no tokenizer: one delta per token */
+    test_fail_at(__FILE__, __LINE__, "engine_new: %s", err_detail());
+    return;
+  }
   int32_t p[4][100];
   static const int ids[4] = {0, 1, 2, 3};
   engine_req *h[4];
@@ -910,27 +915,44 @@ TEST(engine_long_prompt_interleaves_with_decoding) {
     engine_request q = greedy_req(p[i], (size_t)n, i < 3 ? 40 : 1);
     q.notify = log_notify;
     q.notify_ctx = (void *)&ids[i];
-    ASSERT_INT_EQ(engine_submit(e, &q, &h[i]), 0);
+    if (engine_submit(e, &q, &h[i])) test_fail_at(__FILE__, __LINE__, "submit: %s", err_detail());
   }
   engine_pause(e, false);
   result r[4];
   for (int i = 0; i < 4; i++) collect(h[i], &r[i], NULL);
-  int before[3] = {0, 0, 0};
+  before[0] = before[1] = before[2] = 0;
   int n = atomic_load(&g_n_order);
   for (int k = 0; k < n && k < (int)ARRAY_LEN(g_order) && g_order[k] != 3; k++) before[g_order[k]]++;
-  /* step 1 prefills 2+2+2 and 2 of the long prompt; then 5 per step:
-   * 98 / 5 -> 20 more steps, the first decoded tokens come from step 1 */
-  for (int i = 0; i < 3; i++) {
-    EXPECT_INT_GE(before[i], 19);
-    EXPECT_INT_LE(before[i], 21);
-    EXPECT_INT_EQ(r[i].n_completion, 40);
-  }
+  for (int i = 0; i < 3; i++) EXPECT_INT_EQ(r[i].n_completion, 40);
   EXPECT_INT_EQ(r[3].n_completion, 1);
   for (int i = 0; i < 4; i++) {
     result_free(&r[i]);
     engine_req_free(h[i]);
   }
   engine_free(e);
+}
+
+TEST(engine_long_prompt_interleaves_with_decoding) {
+  fx f;
+  if (!fx_open(&f)) return;
+  int before[3];
+  /* n_batch 8: step 1 prefills 2+2+2 and 2 of the long prompt; then 5 per
+   * step next to the 3 decoding tokens: 98 / 5 -> 20 more steps */
+  interleave_run(&f, 8, 0, before);
+  for (int i = 0; i < 3; i++) {
+    EXPECT_INT_GE(before[i], 19);
+    EXPECT_INT_LE(before[i], 21);
+  }
+  /* n_batch 64, n_chunk 5: step 1 (nobody decoding yet) takes 2+2+2+58,
+   * then 5 per step: 42 / 5 -> 9 more steps */
+  interleave_run(&f, 64, 5, before);
+  for (int i = 0; i < 3; i++) {
+    EXPECT_INT_GE(before[i], 9);
+    EXPECT_INT_LE(before[i], 11);
+  }
+  /* no cap: the rest of the prompt goes in step 2 */
+  interleave_run(&f, 64, 0, before);
+  for (int i = 0; i < 3; i++) EXPECT_INT_LE(before[i], 2);
   fx_close(&f);
 }
 
