@@ -17,9 +17,11 @@
  *     in the slot's sequence (n_hist == model_ctx_seq_n_past(seq)). A free
  *     slot keeps them: that is the prefix cache.
  *   - A running slot is either prefilling (n_hist < n_prompt; the prompt's
- *     remaining tokens are fed in chunks) or decoding (next_token is the
+ *     remaining tokens are fed in chunks), decoding (next_token is the
  *     sampled token whose keys and values are not yet computed; it goes into
- *     the next batch at position n_hist).
+ *     the next batch at position n_hist), or waiting (choice > 0 of an n > 1
+ *     request: it receives a copy of choice 0's cache when that prompt is
+ *     done, step_fork).
  *   - Every accepted request gets USAGE then FINISH exactly once; both
  *     events are allocated at submit time so that even out-of-memory ends a
  *     stream properly.

@@ -19,7 +19,7 @@
  *     caller a handle (engine_req). The handle is reference counted between
  *     the caller and the engine: the caller releases it with
  *     engine_req_free() (which also cancels the request if it is still
- *     running); the engine releases its reference after pushing FINISH.
+ *     running); the engine releases its reference after the last FINISH.
  *     A handle stays valid after engine_free() until engine_req_free().
  *   - Events are popped by one consumer thread with engine_req_next()
  *     (blocking with a timeout, no busy loop) and/or announced by a notify
