@@ -148,6 +148,7 @@ int main(int argc, char **argv) {
     if (!c) break;
     tokp = c + 1;
   }
+  if (max_streams < 4) max_streams = 4; /* the long-prompt part runs 4 */
   int64_t n_ctx = n_long + n_prompt + n_gen + 8;
   printf("model %s, %d threads, prompt %d, generate %d, n_ctx/slot %lld\n", path, n_threads, n_prompt, n_gen,
          (long long)n_ctx);
