@@ -226,7 +226,10 @@ struct engine {
   int32_t n_queued;
   bool stopping, paused;
 
+  engine_stats st;      /* under mu: a copy published after every step */
+
   /* engine thread only */
+  engine_stats acc;     /* the counters being updated */
   slot *slots;
   int32_t n_active;
   uint64_t clock;       /* admission / use counter */
@@ -250,6 +253,14 @@ engine_request engine_request_default(void) {
 }
 
 int64_t engine_n_ctx(const engine *e) { return e->n_ctx; }
+
+void engine_get_stats(engine *e, engine_stats *out) {
+  pthread_mutex_lock(&e->mu);
+  *out = e->st;
+  out->n_slots = e->n_slots;
+  out->n_queued = e->n_queued;
+  pthread_mutex_unlock(&e->mu);
+}
 int32_t engine_n_slots(const engine *e) { return e->n_slots; }
 
 void engine_pause(engine *e, bool paused) {
@@ -404,6 +415,17 @@ static void slot_finish(engine *e, slot *s, enum engine_finish why, int32_t stop
   h->n_completion += s->n_gen;
   h->n_live--;
   bool last = h->n_live == 0;
+  e->acc.n_completion_tokens += (uint64_t)s->n_gen;
+  if (last) {
+    e->acc.n_requests++;
+    e->acc.n_prompt_tokens += (uint64_t)h->n_prompt;
+    e->acc.n_cached_tokens += (uint64_t)h->n_cached;
+  }
+  /* published before the FINISH, so whoever sees it sees the counters */
+  e->acc.n_slots_busy = e->n_active - 1;
+  pthread_mutex_lock(&e->mu);
+  e->st = e->acc;
+  pthread_mutex_unlock(&e->mu);
   req_push_finish(h, s->choice, why, stop_index, code, msg, last);
   s->req = NULL;
   s->decoding = false;
@@ -633,6 +655,8 @@ static void step_fork(engine *e, slot *src, const float *lg) {
 static void step_run(engine *e) {
   int64_t n = step_build(e);
   if (n == 0) return;
+  e->acc.n_steps++;
+  e->acc.n_batch_tokens += (uint64_t)n;
   model_batch b = {.n = n, .tokens = e->b_tokens, .seq = e->b_seq, .pos = e->b_pos, .want = e->b_want};
   int rc = model_decode(e->ctx, &b, e->logits);
   if (rc) {
@@ -745,6 +769,10 @@ static void *engine_thread(void *arg) {
     }
     step_reap(e, now);
     step_run(e);
+    e->acc.n_slots_busy = e->n_active;
+    pthread_mutex_lock(&e->mu);
+    e->st = e->acc;
+    pthread_mutex_unlock(&e->mu);
   }
 }
 

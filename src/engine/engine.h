@@ -87,6 +87,22 @@ void engine_free(engine *e);
 void engine_pause(engine *e, bool paused);
 
 int64_t engine_n_ctx(const engine *e);   /* positions per slot */
+
+/* Counters for metrics and admin endpoints, as of the last finished step
+ * or finished choice (so a consumer that has popped a FINISH sees its
+ * request counted); n_queued: now. Any thread. */
+typedef struct engine_stats {
+  int32_t n_slots;
+  int32_t n_slots_busy;
+  int32_t n_queued;
+  uint64_t n_requests;           /* requests that ran in slots and finished */
+  uint64_t n_prompt_tokens;      /* of those requests */
+  uint64_t n_cached_tokens;      /* of which reused from the prefix cache */
+  uint64_t n_completion_tokens;  /* sampled, all choices */
+  uint64_t n_steps;              /* model_decode calls */
+  uint64_t n_batch_tokens;       /* tokens in those batches */
+} engine_stats;
+void engine_get_stats(engine *e, engine_stats *out);
 int32_t engine_n_slots(const engine *e);
 
 /* ---- requests ------------------------------------------------------------ */

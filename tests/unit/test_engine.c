@@ -447,6 +447,20 @@ TEST(engine_prefix_cache) {
   EXPECT_INT_EQ(r.n_cached, 12);
   EXPECT_TRUE(tokens_equal(&r, &rpx, 6));
   result_free(&r);
+  /* counters: 5 requests, 12+9+12+9+15 prompt tokens, 0+0+11+8+12 cached,
+   * 5 x 6 completion tokens; decode steps: 6 per request (1 prefill
+   * chunk + 5 decodes, n_batch 32 holds every prompt) */
+  engine_stats st;
+  engine_get_stats(e, &st);
+  EXPECT_INT_EQ(st.n_slots, 2);
+  EXPECT_INT_EQ(st.n_slots_busy, 0);
+  EXPECT_INT_EQ(st.n_queued, 0);
+  EXPECT_INT_EQ(st.n_requests, 5);
+  EXPECT_INT_EQ(st.n_prompt_tokens, 57);
+  EXPECT_INT_EQ(st.n_cached_tokens, 31);
+  EXPECT_INT_EQ(st.n_completion_tokens, 30);
+  EXPECT_INT_EQ(st.n_steps, 30);
+  EXPECT_INT_EQ(st.n_batch_tokens, (57 - 31) + 5 * 5);
   engine_free(e);
   fx_close(&f);
 }
