@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# bench/serve.sh - the serving engine through its queue (bench/serve.c):
+# 1/4/8 streams, a long prompt among decoding streams, the prefix cache.
+# Builds against build/libparley.a (make all first). Not part of the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make --no-print-directory -s build/libparley.a
+PKGS="libmicrohttpd jansson sqlite3 libpcre2-8 libutf8proc libcurl"
+cc -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wshadow -Isrc $(pkg-config --cflags $PKGS) \
+  bench/serve.c build/libparley.a $(pkg-config --libs $PKGS) -lwslay -lm -pthread -o build/bench-serve
+./build/bench-serve "$@"
