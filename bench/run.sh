@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 bash bench/http.sh
 [ -f bench/kernels.sh ] && bash bench/kernels.sh
 bash bench/model.sh
+[ -f bench/serve.sh ] && bash bench/serve.sh
 [ -f bench/grammar.sh ] && bash bench/grammar.sh
