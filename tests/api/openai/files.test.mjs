@@ -26,7 +26,13 @@ before(async () => {
   if (probe.status === 404) skip = 'this binary has no /v1/files routes (wire openai_files_routes in src/app/main.c)';
 });
 after(async () => {
-  await srv?.stop();
+  // A clean exit after SIGTERM: under a sanitizer build (PARLEY_BIN) a leak
+  // or memory error turns into a non-zero code, with the report in the log.
+  if (srv) {
+    const log = srv.log;
+    const code = await srv.stop();
+    assert.equal(code, 0, `parley exited with ${code}:\n${log().slice(-4000)}`);
+  }
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
