@@ -17,6 +17,7 @@
 
 #include "api/api.h"
 #include "api/openai/files.h"
+#include "api/openai/md5.h"
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
@@ -291,4 +292,38 @@ TEST(openai_files_expired_are_purged) {
   buf_free(&out);
   http_server_free(srv);
   store_close(st);
+}
+
+/* Digests from Python's hashlib.md5 of bytes((i*7+3)%256 for i in range(n)). */
+TEST(openai_files_md5_vectors) {
+  static const struct { size_t n; const char *hex; } V[] = {
+      {0, "d41d8cd98f00b204e9800998ecf8427e"},   {1, "8666683506aacd900bbd5a74ac4edf68"},
+      {3, "c9aee4810523ef8658121b8d492c6b41"},   {55, "52c0e574e1198de5fe3f8f11440dcb1b"},
+      {56, "46c9907fc908ee68b1e7b8e71286a518"},  {57, "1c805dd236c35cab25fcb1bc73802c51"},
+      {63, "a62f6d59e837867693f042f5b8f5a236"},  {64, "7160b8fb5e9e4023d549c3971fbaeead"},
+      {65, "70bd662e7aefbda85a0f7244167b7897"},  {127, "acce2474d6cc8302120d09c818d17ef7"},
+      {128, "10b2da1a82f16d99a81a7203fe9f02cb"}, {129, "03fefbbcebe2959cf2270241aafe0250"},
+      {1000, "10046f077f2082ac19676b8079f1cb1a"},
+  };
+  unsigned char data[1000];
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)((i * 7 + 3) % 256);
+  char hex[33];
+  for (size_t v = 0; v < ARRAY_LEN(V); v++) {
+    openai_md5 m;
+    openai_md5_init(&m);
+    openai_md5_update(&m, data, V[v].n);
+    openai_md5_final_hex(&m, hex);
+    EXPECT_STR_EQ(hex, V[v].hex);
+    /* the same bytes fed in uneven pieces (1, 2, 3, ... bytes) */
+    openai_md5_init(&m);
+    for (size_t off = 0, step = 1; off < V[v].n; off += step, step++)
+      openai_md5_update(&m, data + off, off + step <= V[v].n ? step : V[v].n - off);
+    openai_md5_final_hex(&m, hex);
+    EXPECT_STR_EQ(hex, V[v].hex);
+  }
+  openai_md5 m;
+  openai_md5_init(&m);
+  openai_md5_update(&m, "abc", 3);
+  openai_md5_final_hex(&m, hex);
+  EXPECT_STR_EQ(hex, "900150983cd24fb0d6963f7d28e17f72"); /* RFC 1321 A.5 */
 }

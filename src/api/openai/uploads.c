@@ -16,6 +16,9 @@
  * Expiry: an upload past expires_at is moved to "expired" by whichever
  * request touches it next (part, complete or cancel), which then answers 400.
  *
+ * md5 on complete, when given, is checked against the named parts before
+ * anything is assembled (a mismatch is 400 and the upload stays pending).
+ *
  * The Upload's own expires_after (for the resulting file) is accepted and
  * validated but not kept: the uploads table has no column for it yet, so the
  * completed file never expires.
@@ -24,10 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "api/api.h"
 #include "api/openai/files.h"
+#include "api/openai/md5.h"
 #include "base/err.h"
 #include "base/util.h"
 
@@ -264,6 +269,53 @@ void openai_upload_part_add(http_req *req, void *ctx) {
 
 /* ---- POST /v1/uploads/{upload_id}/complete ------------------------------ */
 
+/* MD5 of the named parts' bytes in the order given, as 32 hex digits. A part
+ * id that is not one of this upload's parts yields ERR_NOT_FOUND, left for
+ * store_upload_complete to report with its own message. */
+static int parts_md5(store *st, const char *upload_id, const char *const *ids, size_t n, char hex[33]) {
+  store_upload_part_list parts = {0};
+  int rc = store_upload_parts_list(st, upload_id, &parts);
+  if (rc) return rc;
+  enum { CHUNK = 1 << 16 };
+  unsigned char *chunk = malloc(CHUNK);
+  if (!chunk) rc = err_set(ERR_NOMEM, "md5 buffer");
+  openai_md5 m;
+  openai_md5_init(&m);
+  for (size_t i = 0; i < n && !rc; i++) {
+    const store_upload_part *p = NULL;
+    for (size_t j = 0; j < parts.n_items && !p; j++)
+      if (strcmp(parts.items[j].id, ids[i]) == 0) p = &parts.items[j];
+    if (!p) {
+      rc = ERR_NOT_FOUND;
+      break;
+    }
+    char path[4096];
+    rc = store_blob_path(st, p->blob, path, sizeof path);
+    FILE *fp = rc ? NULL : fopen(path, "rb");
+    if (!rc && !fp) rc = err_set(ERR_IO, "opening part %s: %s", p->id, strerror(errno));
+    while (fp) {
+      size_t got = fread(chunk, 1, CHUNK, fp);
+      openai_md5_update(&m, chunk, got);
+      if (got < CHUNK) {
+        if (ferror(fp)) rc = err_set(ERR_IO, "reading part %s", p->id);
+        fclose(fp);
+        fp = NULL;
+      }
+    }
+  }
+  if (!rc) openai_md5_final_hex(&m, hex);
+  free(chunk);
+  store_upload_part_list_free(&parts);
+  return rc;
+}
+
+static bool is_md5_hex(const char *s) {
+  if (strlen(s) != 32) return false;
+  for (; *s; s++)
+    if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F'))) return false;
+  return true;
+}
+
 void openai_upload_complete(http_req *req, void *ctx) {
   store *st = ctx_store(ctx);
   json_t *body = api_parse_body(req);
@@ -294,9 +346,27 @@ void openai_upload_complete(http_req *req, void *ctx) {
     if (rc == ERR_NOT_FOUND) rc = 0;
     else if (rc) param = "md5";
   }
+  if (!rc && md5 && !is_md5_hex(md5)) {
+    rc = err_set(ERR_INVALID, "md5: expected 32 hexadecimal digits, got '%.64s'", md5);
+    param = "md5";
+  }
   if (rc) {
     api_error(req, 400, rc, err_detail(), param);
     goto done;
+  }
+  if (md5) {
+    char got[33];
+    rc = parts_md5(st, u.id, ids, n, got);
+    if (rc && rc != ERR_NOT_FOUND) {
+      api_error(req, 500, rc, err_detail(), NULL);
+      goto done;
+    }
+    if (!rc && strcasecmp(got, md5) != 0) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "md5: the parts hash to %s, not %.32s", got, md5);
+      api_error(req, 400, ERR_INVALID, msg, "md5");
+      goto done;
+    }
   }
   char fid[64];
   id_make(fid, sizeof fid, "file-", 12);

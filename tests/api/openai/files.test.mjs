@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, createReadStream, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { createHash } from 'node:crypto';
 import OpenAI, { toFile, NotFoundError, BadRequestError, APIError } from 'openai';
 import { startServer, rawRequest } from '../lib/server.mjs';
 
@@ -215,7 +216,14 @@ test('uploads: create, three parts sent in parallel, complete in order -> identi
     assert.equal(p.object, 'upload.part');
     assert.equal(p.upload_id, up.id);
   }
-  const done = await client.uploads.complete(up.id, { part_ids: parts.map((p) => p.id) });
+  // md5 (of the whole content, computed here by node:crypto): a wrong one is
+  // 400 naming md5 and the upload stays pending; the right one completes.
+  await assert.rejects(client.uploads.complete(up.id, { part_ids: parts.map((p) => p.id), md5: createHash('md5').update('nope').digest('hex') }),
+    (e) => e instanceof BadRequestError && e.param === 'md5');
+  await assert.rejects(client.uploads.complete(up.id, { part_ids: parts.map((p) => p.id), md5: 'xyz' }),
+    (e) => e instanceof BadRequestError && e.param === 'md5');
+  const md5 = createHash('md5').update(data).digest('hex');
+  const done = await client.uploads.complete(up.id, { part_ids: parts.map((p) => p.id), md5 });
   assert.equal(done.id, up.id);
   assert.equal(done.status, 'completed');
   assert.equal(done.file.object, 'file');
