@@ -8,7 +8,8 @@
 // upload time), never read back from the server and compared with itself.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, createReadStream, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, createReadStream, rmSync, readdirSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
@@ -316,4 +317,42 @@ test('a client that vanishes mid-upload leaves no file behind', async (t) => {
   await new Promise((r) => setTimeout(r, 200));
   const after_ids = (await (await fetch(`${srv.url}/v1/files?limit=10000`)).json()).data.map((f) => f.id);
   assert.deepEqual(after_ids, before_ids);
+});
+
+test('a crash (SIGKILL) mid-upload leaves no file, no row, no spool or temp file after restart', async (t) => {
+  if (skip) return t.skip(skip);
+  const a = await startServer();
+  const b_ = { srv: null };
+  try {
+    const ca = new OpenAI({ baseURL: `${a.url}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+    const kept = await ca.files.create({ file: await toFile(allBytes(3000), 'kept.bin'), purpose: 'batch' });
+    // Half of a multipart upload on a socket that stays open.
+    const boundary = 'CrashBoundary';
+    const sock = net.connect(a.port, '127.0.0.1');
+    await new Promise((r) => sock.once('connect', r));
+    sock.write(`POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 50000\r\n\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="lost.bin"\r\n\r\n` + 'y'.repeat(20000));
+    const spool = path.join(a.dataDir, 'spool');
+    for (let i = 0; i < 100 && readdirSync(spool).length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(readdirSync(spool).length > 0, 'the partial upload was never spooled');
+    const exited = new Promise((r) => a.proc.once('exit', r));
+    a.proc.kill('SIGKILL');
+    await exited;
+    sock.destroy();
+    // Restart on the same data directory (the last --data-dir wins).
+    b_.srv = await startServer({ args: ['--data-dir', a.dataDir] });
+    const cb = new OpenAI({ baseURL: `${b_.srv.url}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+    const ids = [];
+    for await (const f of cb.files.list()) ids.push(f.id);
+    assert.deepEqual(ids, [kept.id]);
+    const got = Buffer.from(await (await cb.files.content(kept.id)).arrayBuffer());
+    assert.ok(got.equals(allBytes(3000)));
+    assert.deepEqual(readdirSync(spool), []);
+    assert.deepEqual(readdirSync(path.join(a.dataDir, 'blobs')).length, 1);
+  } finally {
+    if (b_.srv) await b_.srv.stop();
+    if (a.proc.exitCode === null && a.proc.signalCode === null) await a.stop();
+    rmSync(a.dataDir, { recursive: true, force: true });
+  }
 });
