@@ -187,6 +187,9 @@ TEST(openai_files_loopback_roundtrip) {
   /* a rejected upload stores nothing and leaves no spool file */
   upload_arg bad = {"training", data, sizeof data, "d.bin", "file"};
   EXPECT_INT_EQ(request(port, "POST", "/v1/files", mk_upload, &bad, NULL, &out), 400);
+  /* the layer removes a spool file nobody took once the request is done,
+   * which may be just after the client has the answer: wait up to 2 s */
+  for (int i = 0; i < 200 && count_files(store_spool_dir(st)) != 0; i++) usleep(10000);
   EXPECT_INT_EQ(count_files(store_spool_dir(st)), 0);
   EXPECT_INT_EQ(count_files(blobs), 1);
 
@@ -289,6 +292,18 @@ TEST(openai_files_expired_are_purged) {
   json_decref(l);
   store_file gone;
   EXPECT_INT_EQ(store_file_get(st, "file-old", &gone), ERR_NOT_FOUND);
+  /* An upload past its hour: the next call marks it expired and says so. */
+  store_upload up = {.id = "upload_old", .created_at = now - 3700, .expires_at = now - 100, .filename = "u",
+                     .purpose = "batch", .bytes = 3};
+  ASSERT_INT_EQ(store_upload_create(st, &up), 0);
+  EXPECT_INT_EQ(request(http_server_port(srv), "POST", "/v1/uploads/upload_old/complete", NULL, NULL,
+                        "{\"part_ids\":[]}", &out),
+                400);
+  EXPECT_STR_CONTAINS(out.data, "expired");
+  store_upload got = {0};
+  ASSERT_INT_EQ(store_upload_get(st, "upload_old", &got), 0);
+  EXPECT_STR_EQ(got.status, "expired");
+  store_upload_free(&got);
   buf_free(&out);
   http_server_free(srv);
   store_close(st);
