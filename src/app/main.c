@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/openai/files.h"
 #include "api/api.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -131,6 +132,10 @@ static int cmd_serve(int argc, char **argv) {
   size_t n_routes = admin_routes(&actx, &routes);
   int rc = http_server_new(&hc, &srv);
   if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
+  openai_files_ctx fctx = {.st = st};
+  const http_route *file_routes;
+  size_t n_file_routes = openai_files_routes(&fctx, &file_routes);
+  if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
