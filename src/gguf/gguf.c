@@ -621,7 +621,15 @@ int64_t gguf_arr_i64(const gguf_value *arr, uint64_t i) {
     case GGUF_TYPE_INT16: return (int16_t)u;
     case GGUF_TYPE_INT32: return (int32_t)u;
     case GGUF_TYPE_FLOAT32:
-    case GGUF_TYPE_FLOAT64: return (int64_t)gguf_arr_f64(arr, i);
+    case GGUF_TYPE_FLOAT64: {
+      /* Converting a float outside int64's range is undefined: saturate,
+       * and read NaN as 0 (found by fuzz_gguf). */
+      double d = gguf_arr_f64(arr, i);
+      if (d != d) return 0;
+      if (d >= 9223372036854775807.0) return INT64_MAX;
+      if (d <= -9223372036854775808.0) return INT64_MIN;
+      return (int64_t)d;
+    }
     default: return (int64_t)u;
   }
 }

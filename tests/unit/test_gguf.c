@@ -3,6 +3,7 @@
  * truncation at every byte, and the real converter's file in ../shared. */
 #include "test.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -740,4 +741,27 @@ TEST(gguf_shared_llama_tiny_matches_python) {
   if (!test_shared_path("models/llama-2-tiny-random.gguf", path, sizeof path))
     TEST_SKIP("../shared/models/llama-2-tiny-random.gguf absent");
   compare_with_python(path);
+}
+
+/* Float array elements read as integers saturate instead of overflowing
+ * (a conversion out of int64's range is undefined; found by fuzz_gguf). */
+TEST(gguf_float_array_as_int_saturates) {
+  gguf_writer *w = NULL;
+  ASSERT_INT_EQ(gguf_writer_new(&w), 0);
+  const float fl[] = {1e35f, -1e35f, NAN, 3.7f, -2.5f};
+  ASSERT_INT_EQ(gguf_writer_add_arr(w, "f", GGUF_TYPE_FLOAT32, fl, 5), 0);
+  buf mem = BUF_INIT;
+  ASSERT_INT_EQ(gguf_writer_write_buf(w, &mem), 0);
+  gguf_writer_free(w);
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open_mem(mem.data, mem.len, &f), 0);
+  const gguf_value *arr = NULL;
+  ASSERT_INT_EQ(gguf_get_arr(f, "f", GGUF_TYPE_FLOAT32, &arr), 0);
+  EXPECT_TRUE(gguf_arr_i64(arr, 0) == INT64_MAX);
+  EXPECT_TRUE(gguf_arr_i64(arr, 1) == INT64_MIN);
+  EXPECT_INT_EQ(gguf_arr_i64(arr, 2), 0);
+  EXPECT_INT_EQ(gguf_arr_i64(arr, 3), 3);
+  EXPECT_INT_EQ(gguf_arr_i64(arr, 4), -2);
+  gguf_close(f);
+  buf_free(&mem);
 }
