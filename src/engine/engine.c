@@ -592,8 +592,7 @@ static int slot_sample(engine *e, slot *s, const float *row, sample_result *r) {
       return err_set(ERR_INVALID, "grammar: no token of the vocabulary can continue the output");
     }
     rc = sample_next(smp, e->g_row, h->logprobs, r);
-    if (rc) return rc;
-    if (!grammar_allows(e, h, gs, r->token)) { /* only a bias of -inf on every allowed token */
+    if (rc || !grammar_allows(e, h, gs, r->token)) { /* a bias of -inf on every allowed token */
       if (can_end) return 1;
       return err_set(ERR_INVALID, "grammar: every token the grammar allows is banned by the logit bias");
     }
