@@ -206,7 +206,8 @@ int main(int argc, char **argv) {
   qsort(cplain, (size_t)n_runs, sizeof(double), cmp_double);
   qsort(cconstr, (size_t)n_runs, sizeof(double), cmp_double);
   double mp_ = plain[n_runs / 2], mc = constr[n_runs / 2];
-  printf("median: plain %.1f tok/s, json_object grammar %.1f tok/s: %.1f%% slower\n", mp_, mc, 100.0 * (1.0 - mc / mp_));
+  printf("median: plain %.1f tok/s, json_object grammar %.1f tok/s: %.1f%% slower\n", mp_, mc,
+         100.0 * (1.0 - mc / mp_));
   double cp = cplain[n_runs / 2], cc = cconstr[n_runs / 2];
   printf("median CPU per token: plain %.1f us, grammar %.1f us: %+.1f%%\n", cp, cc, 100.0 * (cc / cp - 1.0));
   engine_free(e);

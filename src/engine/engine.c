@@ -976,7 +976,9 @@ static int grammar_vocab_build(engine *e) {
   uint8_t *mask = malloc((size_t)V);
   float *row = malloc((size_t)V * sizeof(*row));
   buf all = BUF_INIT;
-  int rc = (off && eog && pieces && lens && mask && row) ? 0 : err_set(ERR_NOMEM, "no memory for the grammar vocabulary");
+  int rc = 0;
+  if (!off || !eog || !pieces || !lens || !mask || !row)
+    rc = err_set(ERR_NOMEM, "no memory for the grammar vocabulary of %d tokens", V);
   for (int32_t i = 0; rc == 0 && i < V; i++) {
     off[i] = all.len;
     eog[i] = tok_is_eog(e->t, i);

@@ -453,7 +453,8 @@ TEST(constrain_batch_neighbours_unchanged) {
   while (n_fin < 2) {
     engine_event ev;
     if (engine_req_next(h[3], 60000, &ev)) break;
-    if (ev.type == ENGINE_EVENT_TEXT_DELTA && ev.index >= 0 && ev.index < 2) buf_append(&txt[ev.index], ev.text, ev.n_text);
+    if (ev.type == ENGINE_EVENT_TEXT_DELTA && ev.index >= 0 && ev.index < 2)
+      buf_append(&txt[ev.index], ev.text, ev.n_text);
     if (ev.type == ENGINE_EVENT_FINISH) {
       n_fin++;
       n_stop += ev.finish == ENGINE_FINISH_STOP;
