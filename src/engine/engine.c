@@ -4,7 +4,9 @@
  * channels. The contract is in engine.h; docs/engine.md traces a request.
  *
  * Where to start reading: engine_thread() (the loop), then step_build()
- * and slot_take_token() (one token's way from logits to events).
+ * and slot_take_token() (one token's way from logits to events);
+ * slot_sample() adds the grammar constraint (engine.h, "Constrained
+ * output").
  *
  * Invariants:
  *   - Only the engine thread touches slots, the model_ctx, samplers and
@@ -22,6 +24,10 @@
  *     the next batch at position n_hist), or waiting (choice > 0 of an n > 1
  *     request: it receives a copy of choice 0's cache when that prompt is
  *     done, step_fork).
+ *   - A request with a grammar has one grammar_state per choice, made at
+ *     submit; e->gv (the vocabulary's pieces as a trie) is built once under
+ *     e->mu by the first such submit and immutable afterwards, so the engine
+ *     thread reads it without a lock (the queue's mutex orders the two).
  *   - Every accepted request gets USAGE then FINISH exactly once; both
  *     events are allocated at submit time so that even out-of-memory ends a
  *     stream properly.
@@ -29,6 +35,7 @@
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -77,6 +84,7 @@ struct engine_req {
   int64_t timeout_ms;
   int32_t n_choices;
   sampler **smp;         /* [n_choices]: choice i seeded with seed + i */
+  grammar_state **gs;    /* [n_choices] or NULL: no grammar */
   engine_req *qnext;     /* queue link, under e->mu */
   /* engine thread only */
   int32_t n_live;        /* choices not finished yet */
@@ -100,6 +108,8 @@ static void req_destroy(engine_req *h) {
   free(h->stop_len);
   for (int32_t i = 0; h->smp && i < h->n_choices; i++) sample_free(h->smp[i]);
   free(h->smp);
+  for (int32_t i = 0; h->gs && i < h->n_choices; i++) grammar_state_free(h->gs[i]);
+  free(h->gs);
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
   free(h);
@@ -237,6 +247,16 @@ struct engine {
   int64_t *b_pos;
   bool *b_want;
   float *logits;        /* [n_slots * n_vocab]: at most one row per slot */
+
+  /* constrained output: built by the first grammar submit under mu, then
+   * read-only (engine thread) */
+  grammar_vocab *gv;
+  char *g_bytes;        /* every token's decoded bytes, concatenated */
+  size_t *g_off;        /* [n_vocab + 1]: token i is g_bytes[g_off[i]..g_off[i+1]) */
+  bool *g_eog;          /* [n_vocab]: tok_is_eog */
+  /* engine thread only */
+  uint8_t *g_mask;      /* [n_vocab] */
+  float *g_row;         /* [n_vocab]: the masked logits */
 };
 
 engine_params engine_default_params(void) {
@@ -534,13 +554,65 @@ static int pending_push(slot *s, const sample_result *r, bool with_lp) {
   return 0;
 }
 
+/* Under a grammar: an end token (EOG or a stop token) ends the output. */
+static bool is_end_token(const engine *e, const engine_req *h, int32_t id) {
+  if (e->g_eog[id]) return true;
+  for (size_t i = 0; i < h->n_stop_tokens; i++)
+    if (h->stop_tokens[i] == id) return true;
+  return false;
+}
+
+static bool grammar_allows(const engine *e, const engine_req *h, const grammar_state *gs, int32_t id) {
+  if (is_end_token(e, h, id)) return grammar_can_end(gs);
+  size_t len = e->g_off[id + 1] - e->g_off[id];
+  return len > 0 && grammar_token_allowed(gs, e->g_bytes + e->g_off[id], len);
+}
+
+/* Samples the slot's next token (engine.h, "Constrained output"). Returns 0
+ * with *r, 1 when the grammar is complete and no token can continue (the
+ * choice ends STOP), or a negative ERR_* with err_set. */
+static int slot_sample(engine *e, slot *s, const float *row, sample_result *r) {
+  engine_req *h = s->req;
+  sampler *smp = h->smp[s->choice];
+  int rc = sample_next(smp, row, h->logprobs, r);
+  if (rc || !h->gs) return rc;
+  grammar_state *gs = h->gs[s->choice];
+  if (!grammar_allows(e, h, gs, r->token)) {
+    bool can_end = false;
+    rc = grammar_mask(gs, e->gv, e->g_mask, &can_end);
+    if (rc) return rc;
+    size_t n_ok = 0;
+    for (int32_t i = 0; i < e->n_vocab; i++) {
+      bool ok = is_end_token(e, h, i) ? can_end : e->g_mask[i] != 0;
+      e->g_row[i] = ok ? row[i] : -INFINITY;
+      n_ok += ok;
+    }
+    if (n_ok == 0) {
+      if (can_end) return 1;
+      return err_set(ERR_INVALID, "grammar: no token of the vocabulary can continue the output");
+    }
+    rc = sample_next(smp, e->g_row, h->logprobs, r);
+    if (rc || !grammar_allows(e, h, gs, r->token)) { /* a bias of -inf on every allowed token */
+      if (can_end) return 1;
+      return err_set(ERR_INVALID, "grammar: every token the grammar allows is banned by the logit bias");
+    }
+  }
+  if (is_end_token(e, h, r->token)) return 0;
+  size_t len = e->g_off[r->token + 1] - e->g_off[r->token];
+  return grammar_accept_bytes(gs, e->g_bytes + e->g_off[r->token], len);
+}
+
 /* Samples from the slot's logits row and takes the token to its events:
  * stop token, detokenize, stop strings, limits. */
 static void slot_take_token(engine *e, slot *s, const float *row) {
   engine_req *h = s->req;
   sample_result r;
   sampler *smp = h->smp[s->choice];
-  int rc = sample_next(smp, row, h->logprobs, &r);
+  int rc = slot_sample(e, s, row, &r);
+  if (rc == 1) {
+    slot_finish(e, s, ENGINE_FINISH_STOP, -1, 0, NULL);
+    return;
+  }
   if (rc) {
     slot_finish(e, s, ENGINE_FINISH_ERROR, -1, rc, err_detail());
     return;
@@ -548,7 +620,7 @@ static void slot_take_token(engine *e, slot *s, const float *row) {
   sample_accept(smp, r.token);
   s->n_gen++;
   s->decoding = true;
-  if (is_stop_token(e, h, r.token)) {
+  if (is_stop_token(e, h, r.token) || (h->gs && is_end_token(e, h, r.token))) {
     slot_finish(e, s, ENGINE_FINISH_STOP, -1, 0, NULL);
     return;
   }
@@ -793,6 +865,12 @@ static void engine_release(engine *e) {
   free(e->b_pos);
   free(e->b_want);
   free(e->logits);
+  grammar_vocab_free(e->gv);
+  free(e->g_bytes);
+  free(e->g_off);
+  free(e->g_eog);
+  free(e->g_mask);
+  free(e->g_row);
   model_ctx_free(e->ctx);
   pthread_cond_destroy(&e->cv);
   pthread_mutex_destroy(&e->mu);
@@ -884,6 +962,56 @@ void engine_free(engine *e) {
 
 /* ---- submit ---------------------------------------------------------------- */
 
+/* The grammar vocabulary: every token's decoded bytes (none for control,
+ * unknown and EOG tokens) as a trie, built by the first request with a
+ * grammar. Called with e->mu held; the engine thread only reads these after
+ * it took such a request from the queue (under e->mu). */
+static int grammar_vocab_build(engine *e) {
+  if (e->gv) return 0;
+  int32_t V = e->n_vocab;
+  size_t *off = calloc((size_t)V + 1, sizeof(*off));
+  bool *eog = calloc((size_t)V, sizeof(*eog));
+  const char **pieces = calloc((size_t)V, sizeof(*pieces));
+  size_t *lens = calloc((size_t)V, sizeof(*lens));
+  uint8_t *mask = malloc((size_t)V);
+  float *row = malloc((size_t)V * sizeof(*row));
+  buf all = BUF_INIT;
+  int rc = 0;
+  if (!off || !eog || !pieces || !lens || !mask || !row)
+    rc = err_set(ERR_NOMEM, "no memory for the grammar vocabulary of %d tokens", V);
+  for (int32_t i = 0; rc == 0 && i < V; i++) {
+    off[i] = all.len;
+    eog[i] = tok_is_eog(e->t, i);
+    enum tok_type ty = tok_token_type(e->t, i);
+    if (eog[i] || ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN || ty == TOK_TYPE_UNUSED) continue;
+    rc = tok_decode_piece(e->t, i, 0, &all);
+  }
+  if (rc == 0) {
+    off[V] = all.len;
+    for (int32_t i = 0; i < V; i++) {
+      lens[i] = off[i + 1] - off[i];
+      pieces[i] = lens[i] ? all.data + off[i] : NULL;
+    }
+    rc = grammar_vocab_new(pieces, lens, (size_t)V, &e->gv);
+  }
+  free(pieces);
+  free(lens);
+  if (rc) {
+    free(off);
+    free(eog);
+    free(mask);
+    free(row);
+    buf_free(&all);
+    return rc;
+  }
+  e->g_bytes = all.data; /* owned now (buf's data is malloc'ed) */
+  e->g_off = off;
+  e->g_eog = eog;
+  e->g_mask = mask;
+  e->g_row = row;
+  return 0;
+}
+
 static int req_fill(engine *e, const engine_request *r, engine_req *h) {
   if (r->n_prompt == 0 || !r->prompt) return err_set(ERR_INVALID, "the prompt is empty");
   if (r->n < 0 || r->n > e->n_slots)
@@ -902,6 +1030,7 @@ static int req_fill(engine *e, const engine_request *r, engine_req *h) {
   for (size_t i = 0; i < r->n_stop; i++)
     if (!r->stop[i] || !r->stop[i][0]) return err_set(ERR_INVALID, "stop string %zu is empty", i);
   if (r->n_stop && !e->t) return err_set(ERR_INVALID, "stop strings need a tokenizer; this engine has none");
+  if (r->grammar && !e->t) return err_set(ERR_INVALID, "a grammar needs a tokenizer; this engine has none");
   h->n_choices = r->n > 1 ? r->n : 1;
   h->smp = calloc((size_t)h->n_choices, sizeof(*h->smp));
   h->pre_finish = calloc((size_t)h->n_choices, sizeof(*h->pre_finish));
@@ -913,6 +1042,18 @@ static int req_fill(engine *e, const engine_request *r, engine_req *h) {
     if (rc) return rc;
     h->pre_finish[i] = node_new(ENGINE_EVENT_FINISH);
     if (!h->pre_finish[i]) return err_set(ERR_NOMEM, "no memory for %d choices", h->n_choices);
+  }
+  if (r->grammar) {
+    pthread_mutex_lock(&e->mu);
+    int rc = grammar_vocab_build(e);
+    pthread_mutex_unlock(&e->mu);
+    if (rc) return rc;
+    h->gs = calloc((size_t)h->n_choices, sizeof(*h->gs));
+    if (!h->gs) return err_set(ERR_NOMEM, "no memory for %d grammar states", h->n_choices);
+    for (int32_t i = 0; i < h->n_choices; i++) {
+      rc = grammar_state_new(r->grammar, &h->gs[i]);
+      if (rc) return rc;
+    }
   }
   h->prompt = malloc(r->n_prompt * sizeof(int32_t));
   h->stop_tokens = r->n_stop_tokens ? malloc(r->n_stop_tokens * sizeof(int32_t)) : NULL;

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "sample/grammar.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
 
@@ -145,7 +146,37 @@ typedef struct engine_request {
                                 control tokens render as nothing) */
   engine_notify_fn notify;   /* optional */
   void *notify_ctx;
+  const grammar *grammar;    /* optional constraint (NULL: none). Borrowed
+                                and read-only: it must outlive the request
+                                (until its last FINISH has been popped or
+                                engine_req_free) and may be shared by any
+                                number of requests. Needs a tokenizer. See
+                                "Constrained output" below */
 } engine_request;
+
+/* Constrained output (engine_request.grammar). The engine builds, once, a
+ * grammar_vocab of every token's decoded bytes (tok_decode_piece without
+ * flags; control and unknown tokens have none and are never allowed) and
+ * gives each choice its own grammar_state at submit. Per token:
+ *   1. sample as usual from the row (bias, penalties, temperature, ...);
+ *   2. the chosen token is checked (grammar_token_allowed); an "end token"
+ *      (tok_is_eog, whatever ignore_eog says, or one of stop_tokens) is
+ *      allowed exactly when grammar_can_end;
+ *   3. if rejected: the full mask is computed (grammar_mask), disallowed
+ *      logits become -inf (end tokens per grammar_can_end), and the token
+ *      is sampled again from the masked row with the same sampler, i.e. the
+ *      next draws of the same seeded generator: a seed still reproduces a
+ *      run exactly, but it is not the run the unconstrained request with
+ *      that seed would give, and logprobs then describe the masked row;
+ *   4. the token's bytes advance the state.
+ * When the mask allows no token at all: if the grammar can end, the choice
+ * finishes STOP (as if an end token had been sampled, without counting a
+ * token); otherwise with ERROR ERR_INVALID ("no token can continue"). An end
+ * token finishes STOP as usual. max_tokens or a full context before the
+ * grammar can end finish LENGTH: the output is then an incomplete document.
+ * A stop string still cuts the text (so it can cut a document).
+ * TOK_DECODE_STRIP_SPACE in decode_flags drops a leading space from the
+ * text that the grammar saw; grammars from json_schema.c allow it. */
 
 /* Zeroed request with sample_default_params(). */
 engine_request engine_request_default(void);
