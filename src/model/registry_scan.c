@@ -360,7 +360,14 @@ static void hf_digest(const char *path, registry_entry *e) {
   target[n] = '\0';
   const char *b = strrchr(target, '/');
   b = b ? b + 1 : target;
-  if (strlen(b) == 64 && is_hex(b, 64)) snprintf(e->digest, sizeof e->digest, "sha256:%s", b);
+  if (strlen(b) == 64 && is_hex(b, 64)) {
+    /* "sha256:" + exactly 64 hex digits; copied by length so the compiler
+     * can see it fits. */
+    _Static_assert(REGISTRY_DIGEST_MAX >= 72, "digest holds sha256:<64 hex>");
+    memcpy(e->digest, "sha256:", 7);
+    memcpy(e->digest + 7, b, 64);
+    e->digest[71] = '\0';
+  }
 }
 
 static int hf_folder(reg_scan *s, const char *dir, const char *repo_name, const char *repo_projector_dir,
