@@ -11,6 +11,8 @@
  *     standard deviation are printed (or one JSON object with --json).
  *
  *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
+ *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
+ *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
  * Sampling is not included: it is the model's speed.
@@ -25,6 +27,7 @@
 #include <sys/resource.h>
 
 #include "app/commands.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
@@ -223,7 +226,7 @@ done:
 }
 
 int cmd_gen_model(int argc, char **argv) {
-  const char *out = NULL, *shape = "small", *type = "F32";
+  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL;
   int64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -238,6 +241,8 @@ int cmd_gen_model(int argc, char **argv) {
     const char *v = argv[++i];
     if (strcmp(a, "--shape") == 0) shape = v;
     else if (strcmp(a, "--type") == 0) type = v;
+    else if (strcmp(a, "--vocab") == 0) vocab = v;
+    else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
       fprintf(stderr, "parley gen-model: bad option '%s'\n", a);
@@ -247,7 +252,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE]\n");
     return 2;
   }
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
@@ -269,7 +274,26 @@ int cmd_gen_model(int argc, char **argv) {
   }
   if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */
   g.seed = (uint64_t)seed;
-  if (model_testgen_write(&g, out)) {
+  g.vocab_path = vocab;
+  char *tmpl_text = NULL;
+  if (tmpl_file) {
+    FILE *f = fopen(tmpl_file, "rb");
+    buf b = BUF_INIT;
+    char chunk[4096];
+    size_t n;
+    while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (16u << 20)) buf_append(&b, chunk, n);
+    if (!f || ferror(f) || !b.data) {
+      fprintf(stderr, "parley gen-model: cannot read the chat template '%s'\n", tmpl_file);
+      if (f) fclose(f);
+      buf_free(&b);
+      return 1;
+    }
+    fclose(f);
+    g.chat_template = tmpl_text = buf_detach(&b, NULL);
+  }
+  int rc = model_testgen_write(&g, out);
+  free(tmpl_text);
+  if (rc) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
   }

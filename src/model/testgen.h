@@ -30,6 +30,10 @@ typedef struct model_testgen {
   float rope_scale_linear;  /* 0 = no scaling keys */
   float norm_eps;           /* 0 = 1e-5 */
   uint64_t seed;
+  const char *vocab_path;   /* NULL, or a GGUF whose tokenizer.* keys are
+                               copied (n_vocab then becomes its token count) */
+  const char *chat_template; /* NULL, or tokenizer.chat_template's text
+                               (overrides the vocabulary file's) */
 } model_testgen;
 
 /* The small test shape: n_embd 64, 2 layers, 4 heads, 2 KV heads, n_ff 160,
