@@ -86,10 +86,11 @@ static int serve_registry(const config *cfg, registry **out) {
   char *list = cfg->models ? str_dup(cfg->models) : NULL;
   char *save = NULL;
   for (char *item = list ? strtok_r(list, ",", &save) : NULL; !rc && item; item = strtok_r(NULL, ",", &save)) {
-    /* NAME=PATH when the text before the first '=' holds no '/' */
+    /* NAME=PATH when there is an '=' and what follows it is a readable file
+     * (a path that itself holds '=' still works on its own) */
     char *eq = strchr(item, '=');
     const char *name = NULL, *path = item;
-    if (eq && eq != item && !memchr(item, '/', (size_t)(eq - item))) {
+    if (eq && eq != item && access(eq + 1, R_OK) == 0) {
       *eq = '\0';
       name = item;
       path = eq + 1;
