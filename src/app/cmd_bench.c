@@ -12,7 +12,8 @@
  *
  *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
- *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template
+ *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
+ *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
  * Sampling is not included: it is the model's speed.
@@ -34,6 +35,7 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model/testgen_arch.h"
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end = NULL;
@@ -225,8 +227,30 @@ done:
   return status;
 }
 
+/* gen-model --arch qwen2|qwen3|bert: the small F32 shape of testgen_arch
+ * (bert: an embedding model with mean pooling), optionally with a real
+ * vocabulary. */
+static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed) {
+  enum model_arch a;
+  if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
+  else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
+  else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
+  else {
+    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert)\n", arch);
+    return 2;
+  }
+  model_testgen_arch g = model_testgen_arch_small(a);
+  g.seed = (uint64_t)seed;
+  g.vocab_path = vocab;
+  if (model_testgen_arch_write(&g, out)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_gen_model(int argc, char **argv) {
-  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL;
+  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama";
   int64_t seed = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -242,6 +266,7 @@ int cmd_gen_model(int argc, char **argv) {
     if (strcmp(a, "--shape") == 0) shape = v;
     else if (strcmp(a, "--type") == 0) type = v;
     else if (strcmp(a, "--vocab") == 0) vocab = v;
+    else if (strcmp(a, "--arch") == 0) arch = v;
     else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
@@ -252,9 +277,10 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--arch llama|qwen2|qwen3|bert]\n");
     return 2;
   }
+  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
   enum tensor_type t = TENSOR_TYPE_F32;
   if (!k_m && tensor_type_from_name(type, &t)) {

@@ -12,6 +12,7 @@
  */
 #include "engine/manager.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,6 +89,14 @@ void manager_free(manager *mg) {
   free(mg);
 }
 
+/* Re-raises rc with prefix before the current detail (copied first: err_set
+ * formats into the same thread buffer err_detail() points at). */
+static int wrap_err(int rc, const char *prefix) {
+  char detail[768];
+  snprintf(detail, sizeof detail, "%s", err_detail());
+  return err_set(rc, "%s: %s", prefix, detail);
+}
+
 static char *token_text(const tok *t, enum tok_special role) {
   int32_t id = tok_special(t, role);
   if (id < 0) return NULL;
@@ -101,7 +110,11 @@ static int compile_template(const gguf_file *f, const family_info *fi, bool tool
   *out = NULL;
   if (family_chat_template(f, fi, tools, &src, &origin)) return 0; /* no chat format */
   int rc = tmpl_compile(src, strlen(src), out);
-  if (rc) return err_set(rc, "chat template (%s): %s", origin ? origin : "?", err_detail());
+  if (rc) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "chat template (%s)", origin ? origin : "?");
+    return wrap_err(rc, prefix);
+  }
   return 0;
 }
 
@@ -119,15 +132,27 @@ static int model_load_entry(manager *mg, const registry_entry *e, manager_model 
     rc = err_set(ERR_NOMEM, "out of memory loading model '%s'", e->name);
     goto fail;
   }
-  if ((rc = model_open(e->path, &mm->m))) {
-    rc = err_set(rc, "model '%s' (%s): %s", e->name, e->path, err_detail());
+  char prefix[600];
+  snprintf(prefix, sizeof prefix, "model '%s'", e->name);
+  /* The family first: a model the runtime cannot execute is named by its
+   * architecture rather than by the first tensor the loader misses. */
+  gguf_file *file = NULL;
+  if ((rc = gguf_open(e->path, &file))) {
+    rc = wrap_err(rc, prefix);
+    goto fail;
+  }
+  family_detect(file, &mm->fam);
+  if ((rc = family_require_executable(&mm->fam))) {
+    gguf_close(file);
+    goto fail;
+  }
+  if ((rc = model_load(file, &mm->m))) { /* takes the file, also on failure */
+    rc = wrap_err(rc, prefix);
     goto fail;
   }
   const gguf_file *gf = model_gguf(mm->m);
-  family_detect(gf, &mm->fam);
-  if ((rc = family_require_executable(&mm->fam))) goto fail;
   if ((rc = tok_load(gf, &mm->t))) {
-    rc = err_set(rc, "model '%s': tokenizer: %s", e->name, err_detail());
+    rc = wrap_err(rc, prefix);
     goto fail;
   }
   if ((rc = compile_template(gf, &mm->fam, false, &mm->chat))) goto fail;
@@ -140,7 +165,7 @@ static int model_load_entry(manager *mg, const registry_entry *e, manager_model 
     ep.n_ctx = mg->p.n_ctx;
     ep.n_threads = mg->p.n_threads;
     if ((rc = engine_new(mm->m, mm->t, &ep, &mm->eng))) {
-      rc = err_set(rc, "model '%s': engine: %s", e->name, err_detail());
+      rc = wrap_err(rc, prefix);
       goto fail;
     }
   }

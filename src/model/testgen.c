@@ -148,7 +148,7 @@ static int enc_value(buf *b, const gguf_value *v) {
 
 /* Copies every tokenizer.* key of the vocabulary file (but the chat template
  * when one is given) and reports its token count. */
-static int copy_vocab(gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab) {
+int model_testgen_copy_vocab(gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab) {
   gguf_file *f = NULL;
   int rc = gguf_open(vocab_path, &f);
   if (rc) return err_set(rc, "testgen: vocabulary '%s': %s", vocab_path, err_detail());
@@ -190,7 +190,7 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
   if ((rc = (x))) goto done
   CK(gguf_writer_add_str(s.w, "general.architecture", "llama"));
   CK(gguf_writer_add_str(s.w, "general.name", "parley random llama"));
-  if (g->vocab_path) CK(copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
+  if (g->vocab_path) CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
   if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, "llama.context_length", (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, "llama.embedding_length", (uint32_t)E));

@@ -44,6 +44,12 @@ model_testgen model_testgen_small(void);
  * mix (Q6_K output, ffn_down and attn_v). */
 model_testgen model_testgen_tinyllama(uint32_t t);
 
+/* Copies every tokenizer.* key of the GGUF file vocab_path into w (but
+ * tokenizer.chat_template* when skip_template) and sets *n_vocab to its
+ * token count. For the generators (testgen.c, testgen_arch.c). */
+struct gguf_writer;
+int model_testgen_copy_vocab(struct gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab);
+
 /* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
  * cannot hold (row lengths must be multiples of the block size). */
 int model_testgen_write(const model_testgen *g, const char *path);
