@@ -45,7 +45,10 @@ void openai_models_get(http_req *req, void *ctx) {
   registry_entry *e = NULL;
   if (!id || !*id || registry_lookup(oc->reg, id, &e)) {
     char msg[512];
-    snprintf(msg, sizeof msg, "The model '%s' does not exist", id ? id : "");
+    json_t *valid = id ? json_string(id) : NULL; /* NULL for invalid UTF-8 */
+    snprintf(msg, sizeof msg, valid ? "The model '%.400s' does not exist" : "The model%s does not exist (its id is not valid UTF-8)",
+             valid ? id : "");
+    json_decref(valid);
     openai_error_model_not_found(req, msg);
     return;
   }
