@@ -229,3 +229,45 @@ test('22-23. embeddings: base64 default equals float, dimensions truncate', asyn
   await assert.rejects(client.embeddings.create({ model: MODEL, input: 'a' }),
     (e) => e.status === 400 && e.error.param === 'model');
 });
+
+test('4. x-request-id on success, error and stream responses', async (t) => {
+  if (skip) return t.skip(skip);
+  const post = (body) => fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  for (const body of [chat(), chat({ temperature: 9 }), chat({ stream: true })]) {
+    const r = await post(body);
+    assert.match(r.headers.get('x-request-id') || '', /^req_[0-9a-f]{32}$/, JSON.stringify(body));
+    const text = await r.text();
+    if (body.stream) {
+      assert.match(r.headers.get('content-type'), /text\/event-stream/);
+      assert.ok(text.trimEnd().endsWith('data: [DONE]'));
+    }
+  }
+});
+
+test('--model NAME=PATH serves one file under that name; a missing file is refused at start', async (t) => {
+  if (skip) return t.skip(skip);
+  const { runCli } = await import('../lib/server.mjs');
+  const s2 = await startServer({
+    args: ['--model', `solo=${models.dir}/org/tiny.gguf`, '--ctx-size', '64', '--parallel', '1'],
+    env: { PARLEY_NO_EXTERNAL_MODELS: '1' },
+  });
+  try {
+    const c2 = new OpenAI({ baseURL: `${s2.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const ids = [];
+    for await (const m of c2.models.list()) ids.push(m.id);
+    assert.deepEqual(ids, ['solo']);
+    // no model named: the only model is the default
+    const c = await c2.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+    assert.equal(c.choices[0].finish_reason, 'length');
+    // --parallel 1: n 2 is out of range
+    await assert.rejects(c2.chat.completions.create({ messages: [{ role: 'user', content: 'hi' }], n: 2 }),
+      (e) => e.status === 400 && e.error.param === 'n');
+  } finally {
+    await s2.stop();
+  }
+  const r = await runCli(['serve', '--port', '0', '--model', '/nonexistent/x.gguf'], { PARLEY_NO_EXTERNAL_MODELS: '1' });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--model.*\/nonexistent\/x\.gguf/);
+});
