@@ -15,6 +15,7 @@
  * its own (see openai.h) and owns the job; a non-streaming request is
  * consumed on the handler's thread.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,9 @@ struct choice {
   buf raw;            /* everything generated, for a parser failure */
   buf content, reasoning;
   json_t *tool_calls; /* array, or NULL */
-  json_t *logprobs;   /* array of entries, or NULL */
+  json_t *logprobs;   /* chat: array of entries; legacy: {tokens,
+                         token_logprobs, top_logprobs, text_offset}; or NULL */
+  int64_t text_offset; /* legacy: bytes of text before the next token */
   bool finished;
   enum engine_finish finish;
   int parse_rc;
@@ -157,6 +160,41 @@ static void on_parse(void *ctx, const outparse_event *ev) {
   }
 }
 
+/* Legacy completions' logprobs object for tokens r[0..n-1], starting at
+ * byte offset *offset of the choice's text (advanced past them). */
+static json_t *legacy_logprobs(const tok *t, const sample_result *r, size_t n, int32_t n_top, int64_t *offset) {
+  json_t *o = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+  if (!o) return NULL;
+  buf piece = BUF_INIT;
+  for (size_t i = 0; i < n; i++) {
+    buf_reset(&piece);
+    tok_decode_piece(t, r[i].token, 0, &piece);
+    json_t *tokstr = json_stringn(piece.data ? piece.data : "", piece.len);
+    json_array_append_new(json_object_get(o, "tokens"), tokstr ? tokstr : json_string(""));
+    json_array_append_new(json_object_get(o, "token_logprobs"), json_real(isfinite(r[i].logprob) ? r[i].logprob : -9999.0));
+    json_t *top = json_object();
+    for (int32_t k = 0; top && k < n_top && k < r[i].n_top; k++) {
+      buf alt = BUF_INIT;
+      tok_decode_piece(t, r[i].top[k].token, 0, &alt);
+      json_t *key = json_stringn(alt.data ? alt.data : "", alt.len); /* a valid UTF-8 key, or skipped */
+      if (key) json_object_set_new(top, json_string_value(key), json_real(r[i].top[k].logprob));
+      json_decref(key);
+      buf_free(&alt);
+    }
+    json_array_append_new(json_object_get(o, "top_logprobs"), top ? top : json_null());
+    json_array_append_new(json_object_get(o, "text_offset"), json_integer(*offset));
+    *offset += (int64_t)piece.len;
+  }
+  buf_free(&piece);
+  return o;
+}
+
+/* Appends the arrays of src to those of dst (both legacy objects). */
+static void legacy_logprobs_extend(json_t *dst, const json_t *src) {
+  static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+  for (size_t i = 0; i < 4; i++) json_array_extend(json_object_get(dst, keys[i]), json_object_get(src, keys[i]));
+}
+
 /* ---- the consumer ---------------------------------------------------------- */
 
 static const char *choice_finish(const struct choice *c) {
@@ -173,6 +211,18 @@ static void on_event(struct job *j, engine_event *ev) {
   }
   if (ev->index < 0 || ev->index >= j->n) return;
   struct choice *c = &j->ch[ev->index];
+  if (ev->type == ENGINE_EVENT_TEXT_DELTA && j->kind == OPENAI_KIND_COMPLETION && ev->logprobs && ev->n_tokens) {
+    json_t *lp = legacy_logprobs(j->mm->t, ev->logprobs, ev->n_tokens, j->g->top_logprobs, &c->text_offset);
+    if (lp && j->s) chunk_send(j, chunk_new(j, c->index, NULL, NULL, json_incref(lp)));
+    else if (lp && !c->logprobs) c->logprobs = json_incref(lp);
+    else if (lp) legacy_logprobs_extend(c->logprobs, lp);
+    json_decref(lp);
+    if (ev->n_text) {
+      buf_append(&c->raw, ev->text, ev->n_text);
+      if (!c->parse_rc) c->parse_rc = outparse_feed(c->p, ev->text, ev->n_text);
+    }
+    return;
+  }
   if (ev->type == ENGINE_EVENT_TEXT_DELTA) {
     json_t *lps = NULL;
     if (ev->logprobs && ev->n_tokens) {
@@ -231,7 +281,9 @@ static json_t *final_body(struct job *j) {
   json_t *choices = json_array();
   for (int i = 0; choices && i < j->n; i++) {
     struct choice *c = &j->ch[i];
-    json_t *lp = c->logprobs ? json_pack("{s:O, s:n}", "content", c->logprobs, "refusal") : json_null();
+    json_t *lp = !c->logprobs                      ? json_null()
+                 : j->kind == OPENAI_KIND_COMPLETION ? json_incref(c->logprobs)
+                                                     : json_pack("{s:O, s:n}", "content", c->logprobs, "refusal");
     json_t *item;
     if (j->kind == OPENAI_KIND_CHAT) {
       bool has_calls = c->tool_calls && json_array_size(c->tool_calls);
@@ -348,6 +400,7 @@ void openai_generate(http_req *req, manager_model *mm, const char *model_label, 
   for (int i = 0; i < j->n; i++) {
     j->ch[i].job = j;
     j->ch[i].index = i;
+    j->ch[i].text_offset = echo ? (int64_t)strlen(echo) : 0;
     if (outparse_new(parse ? parse : &plain, on_parse, &j->ch[i], &j->ch[i].p)) {
       api_error_last(req, ERR_INTERNAL, NULL);
       job_free(j);

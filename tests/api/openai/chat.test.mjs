@@ -271,3 +271,19 @@ test('--model NAME=PATH serves one file under that name; a missing file is refus
   assert.equal(r.code, 2);
   assert.match(r.stderr, /--model.*\/nonexistent\/x\.gguf/);
 });
+
+test('21b. legacy completions logprobs: tokens spell the text, offsets add up', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await client.completions.create({ model: MODEL, prompt: 'Hello', max_tokens: 4, temperature: 0,
+    logprobs: 2, echo: true });
+  const ch = c.choices[0], lp = ch.logprobs;
+  assert.equal(lp.tokens.length, 4);
+  assert.equal('Hello' + lp.tokens.join(''), ch.text);
+  let off = 'Hello'.length;
+  for (let i = 0; i < 4; i++) {
+    assert.equal(lp.text_offset[i], off);
+    off += Buffer.byteLength(lp.tokens[i]);
+    assert.ok(lp.token_logprobs[i] <= 0);
+    assert.ok(Object.keys(lp.top_logprobs[i]).length >= 1 && Object.keys(lp.top_logprobs[i]).length <= 2);
+  }
+});
