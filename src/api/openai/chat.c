@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -375,6 +376,17 @@ void openai_generate(http_req *req, manager_model *mm, const char *model_label, 
                      enum openai_kind kind, const outparse_config *parse, const char *echo) {
   if (!mm->eng) {
     api_error(req, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
+    return;
+  }
+  /* A prompt that cannot fit is refused before a stream opens, so streaming
+   * clients get the same 400 as the others. */
+  int64_t n_ctx = engine_n_ctx(mm->eng);
+  if ((int64_t)ids->n >= n_ctx) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
+             ids->n, (long long)n_ctx);
+    api_error(req, 400, ERR_CONTEXT, msg, kind == OPENAI_KIND_CHAT ? "messages" : "prompt");
     return;
   }
   struct job *j = calloc(1, sizeof *j);

@@ -287,3 +287,17 @@ test('21b. legacy completions logprobs: tokens spell the text, offsets add up', 
     assert.ok(Object.keys(lp.top_logprobs[i]).length >= 1 && Object.keys(lp.top_logprobs[i]).length <= 2);
   }
 });
+
+test('a prompt longer than the context: 400 context_length_exceeded, streaming or not', async (t) => {
+  if (skip) return t.skip(skip);
+  const long = chat({ messages: [{ role: 'user', content: 'word '.repeat(300) }] }); // > 128 positions
+  for (const stream of [false, true]) {
+    await assert.rejects(client.chat.completions.create({ ...long, stream }), (e) => {
+      assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+      assert.equal(e.error.code, 'context_length_exceeded');
+      assert.equal(e.error.param, 'messages');
+      assert.match(e.error.message, /128/);
+      return true;
+    });
+  }
+});
