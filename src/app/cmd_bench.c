@@ -13,7 +13,8 @@
  *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
- *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead
+ *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead;
+ *                    [--ctx N]: the trained context written (llama)
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
  * Sampling is not included: it is the model's speed.
@@ -251,7 +252,7 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
 
 int cmd_gen_model(int argc, char **argv) {
   const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama";
-  int64_t seed = 1;
+  int64_t seed = 1, n_ctx = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') {
@@ -267,6 +268,7 @@ int cmd_gen_model(int argc, char **argv) {
     else if (strcmp(a, "--type") == 0) type = v;
     else if (strcmp(a, "--vocab") == 0) vocab = v;
     else if (strcmp(a, "--arch") == 0) arch = v;
+    else if (strcmp(a, "--ctx") == 0 && parse_i64(v, 8, 1 << 20, &n_ctx) == 0) continue;
     else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
@@ -277,7 +279,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--arch llama|qwen2|qwen3|bert]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
     return 2;
   }
   if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
@@ -301,6 +303,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
+  if (n_ctx) g.n_ctx = n_ctx;
   char *tmpl_text = NULL;
   if (tmpl_file) {
     FILE *f = fopen(tmpl_file, "rb");

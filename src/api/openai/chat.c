@@ -345,6 +345,12 @@ static void *stream_main(void *arg) {
   else if (j->echo)
     for (int i = 0; i < j->n; i++) chunk_send(j, chunk_new(j, i, json_string(j->echo), NULL, NULL));
   consume(j);
+  for (int i = 0; i < j->n; i++)
+    if (j->ch[i].finish == ENGINE_FINISH_CANCELLED) {
+      LOG_INFO("openai", "stream %s cancelled (client gone) after %lld completion tokens", j->id,
+               (long long)j->n_completion);
+      break;
+    }
   if (j->err_code) {
     json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", j->err_msg ? j->err_msg : "error", "type",
                           api_status_for(j->err_code) < 500 ? "invalid_request_error" : "server_error", "param",

@@ -301,3 +301,32 @@ test('a prompt longer than the context: 400 context_length_exceeded, streaming o
     });
   }
 });
+
+test('a client that leaves a stream cancels its generation', async (t) => {
+  if (skip) return t.skip(skip);
+  const { runCli } = await import('../lib/server.mjs');
+  const file = `${models.dir}/long.gguf`;
+  const { LLAMA_VOCAB } = await import('../lib/models.mjs');
+  const g = await runCli(['gen-model', file, '--vocab', LLAMA_VOCAB, '--ctx', '8192']);
+  assert.equal(g.code, 0, g.stderr);
+  const s2 = await startServer({ args: ['--model', `long=${file}`, '--parallel', '1'],
+    env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
+  try {
+    const c2 = new OpenAI({ baseURL: `${s2.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const stream = await c2.completions.create({ prompt: 'Hello', max_tokens: 8000, temperature: 0, stream: true });
+    let n = 0;
+    for await (const _ of stream) if (++n === 3) break; // leaving the loop aborts the request
+    let m = null;
+    for (let i = 0; i < 50 && !m; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      m = s2.log().match(/cancelled \(client gone\) after (\d+) completion tokens/);
+    }
+    assert.ok(m, `no cancellation in the log:\n${s2.log()}`);
+    assert.ok(Number(m[1]) < 8000, `generated ${m[1]} tokens`);
+    // the single slot is free again
+    const c = await c2.completions.create({ prompt: 'Hi', max_tokens: 2 });
+    assert.equal(c.usage.completion_tokens, 2);
+  } finally {
+    await s2.stop();
+  }
+});
