@@ -15,7 +15,9 @@ export const BERT_VOCAB = path.join(SHARED, 'vocab/ggml-vocab-bert-bge.gguf');
 
 // A Zephyr-like template: easy to read in a failure message.
 export const CHAT_TEMPLATE =
-  "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}</s>\n{% endfor %}" +
+  "{{ bos_token }}{% if tools %}<|tools|>\n{{ tools | tojson }}</s>\n{% endif %}" +
+  "{% for m in messages %}<|{{ m.role }}|>\n{% if m.content %}{{ m.content }}{% endif %}" +
+  "{% for c in m.tool_calls or [] %}<call>{{ c.function.name }} {{ c.function.arguments }}</call>{% endfor %}</s>\n{% endfor %}" +
   "{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
 
 // Generates models into a fresh directory laid out as a models dir:
@@ -28,7 +30,7 @@ export async function makeModelsDir({ bert = false } = {}) {
   const tmpl = path.join(dir, 'chat.jinja.txt');
   writeFileSync(tmpl, CHAT_TEMPLATE);
   const r = await runCli(['gen-model', path.join(dir, 'org/tiny.gguf'), '--vocab', LLAMA_VOCAB,
-    '--chat-template', tmpl]);
+    '--chat-template', tmpl, '--ctx', '1024']);
   if (r.code !== 0) throw new Error(`gen-model failed: ${r.stderr}`);
   rmSync(tmpl);
   let bertSkip = null;

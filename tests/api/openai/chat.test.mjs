@@ -290,13 +290,13 @@ test('21b. legacy completions logprobs: tokens spell the text, offsets add up', 
 
 test('a prompt longer than the context: 400 context_length_exceeded, streaming or not', async (t) => {
   if (skip) return t.skip(skip);
-  const long = chat({ messages: [{ role: 'user', content: 'word '.repeat(300) }] }); // > 128 positions
+  const long = chat({ messages: [{ role: 'user', content: 'word '.repeat(1500) }] }); // > 1024 positions
   for (const stream of [false, true]) {
     await assert.rejects(client.chat.completions.create({ ...long, stream }), (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, String(e));
       assert.equal(e.error.code, 'context_length_exceeded');
       assert.equal(e.error.param, 'messages');
-      assert.match(e.error.message, /128/);
+      assert.match(e.error.message, /1024/);
       return true;
     });
   }
@@ -329,4 +329,26 @@ test('a client that leaves a stream cancels its generation', async (t) => {
   } finally {
     await s2.stop();
   }
+});
+
+test('tools reach the template; a tool round trip is accepted', async (t) => {
+  if (skip) return t.skip(skip);
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const plain = await client.chat.completions.create(chat({ max_tokens: 1 }));
+  const withTools = await client.chat.completions.create(chat({ max_tokens: 1, tools }));
+  // the template writes the tools' JSON into the prompt: many more tokens
+  assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens + 20,
+    `${withTools.usage.prompt_tokens} vs ${plain.usage.prompt_tokens}`);
+  const none = await client.chat.completions.create(chat({ max_tokens: 3, tools, tool_choice: 'none' }));
+  assert.equal(none.choices[0].message.tool_calls, undefined);
+  const round = await client.chat.completions.create(chat({ max_tokens: 3, tools, messages: [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c":21}' },
+  ] }));
+  assert.equal(round.choices[0].message.role, 'assistant');
+  await assert.rejects(client.chat.completions.create(chat({ tools: [{ type: 'function', function: {} }] })),
+    (e) => e.status === 400 && e.error.param === 'tools[0].function.name');
 });
