@@ -11,6 +11,10 @@
  *     standard deviation are printed (or one JSON object with --json).
  *
  *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
+ *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
+ *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
+ *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead;
+ *                    [--ctx N]: the trained context written (llama)
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
  * Sampling is not included: it is the model's speed.
@@ -25,12 +29,14 @@
 #include <sys/resource.h>
 
 #include "app/commands.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model/testgen_arch.h"
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end = NULL;
@@ -222,9 +228,31 @@ done:
   return status;
 }
 
+/* gen-model --arch qwen2|qwen3|bert: the small F32 shape of testgen_arch
+ * (bert: an embedding model with mean pooling), optionally with a real
+ * vocabulary. */
+static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed) {
+  enum model_arch a;
+  if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
+  else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
+  else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
+  else {
+    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert)\n", arch);
+    return 2;
+  }
+  model_testgen_arch g = model_testgen_arch_small(a);
+  g.seed = (uint64_t)seed;
+  g.vocab_path = vocab;
+  if (model_testgen_arch_write(&g, out)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_gen_model(int argc, char **argv) {
-  const char *out = NULL, *shape = "small", *type = "F32";
-  int64_t seed = 1;
+  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama";
+  int64_t seed = 1, n_ctx = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') {
@@ -238,6 +266,10 @@ int cmd_gen_model(int argc, char **argv) {
     const char *v = argv[++i];
     if (strcmp(a, "--shape") == 0) shape = v;
     else if (strcmp(a, "--type") == 0) type = v;
+    else if (strcmp(a, "--vocab") == 0) vocab = v;
+    else if (strcmp(a, "--arch") == 0) arch = v;
+    else if (strcmp(a, "--ctx") == 0 && parse_i64(v, 8, 1 << 20, &n_ctx) == 0) continue;
+    else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
       fprintf(stderr, "parley gen-model: bad option '%s'\n", a);
@@ -247,9 +279,10 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
     return 2;
   }
+  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
   enum tensor_type t = TENSOR_TYPE_F32;
   if (!k_m && tensor_type_from_name(type, &t)) {
@@ -269,7 +302,27 @@ int cmd_gen_model(int argc, char **argv) {
   }
   if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */
   g.seed = (uint64_t)seed;
-  if (model_testgen_write(&g, out)) {
+  g.vocab_path = vocab;
+  if (n_ctx) g.n_ctx = n_ctx;
+  char *tmpl_text = NULL;
+  if (tmpl_file) {
+    FILE *f = fopen(tmpl_file, "rb");
+    buf b = BUF_INIT;
+    char chunk[4096];
+    size_t n;
+    while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (16u << 20)) buf_append(&b, chunk, n);
+    if (!f || ferror(f) || !b.data) {
+      fprintf(stderr, "parley gen-model: cannot read the chat template '%s'\n", tmpl_file);
+      if (f) fclose(f);
+      buf_free(&b);
+      return 1;
+    }
+    fclose(f);
+    g.chat_template = tmpl_text = buf_detach(&b, NULL);
+  }
+  int rc = model_testgen_write(&g, out);
+  free(tmpl_text);
+  if (rc) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
   }

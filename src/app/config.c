@@ -62,6 +62,16 @@ static const struct opt OPTS[] = {
    "seconds an idle connection is kept open"},
   {"ws-max-message", "PARLEY_WS_MAX_MESSAGE", OPT_KIND_SIZE, "16M", 1024, INT64_C(1) << 32, OFF(ws_max_message),
    "largest WebSocket message"},
+  {"model", "PARLEY_MODEL", OPT_KIND_STR, NULL, 0, 0, OFF(models),
+   "model file(s) to serve: [NAME=]PATH, comma-separated"},
+  {"alias", "PARLEY_ALIAS", OPT_KIND_STR, NULL, 0, 0, OFF(aliases),
+   "model alias(es): ALIAS=MODEL, comma-separated"},
+  {"default-model", "PARLEY_DEFAULT_MODEL", OPT_KIND_STR, NULL, 0, 0, OFF(default_model),
+   "model used when a request names none"},
+  {"parallel", "PARLEY_PARALLEL", OPT_KIND_INT, "4", 1, 256, OFF(parallel),
+   "requests one loaded model runs at once (engine slots)"},
+  {"ctx-size", "PARLEY_CTX_SIZE", OPT_KIND_INT, "0", 0, INT64_C(1) << 24, OFF(ctx_size),
+   "context positions per slot (0 = the model's trained context)"},
 };
 #undef OFF
 

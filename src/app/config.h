@@ -33,6 +33,11 @@ typedef struct config {
   int64_t sse_keepalive_s; /* idle seconds between SSE keep-alive comments */
   int64_t conn_timeout_s;  /* idle connection timeout, seconds */
   int64_t ws_max_message;  /* bytes, largest WebSocket message */
+  char *models;            /* --model: [NAME=]PATH, comma-separated */
+  char *aliases;           /* --alias: ALIAS=MODEL, comma-separated */
+  char *default_model;     /* model used when a request names none */
+  int64_t parallel;        /* engine slots per loaded model */
+  int64_t ctx_size;        /* positions per slot; 0 = the trained context */
 } config;
 
 /* Fills cfg with defaults, then applies the environment (getenv), then argv

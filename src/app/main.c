@@ -2,7 +2,10 @@
  * main.c - the parley command: `serve`, `version`, `help`.
  *
  * This is the only place that wires modules together: it loads the
- * configuration, opens the store (database, blobs, upload spool), builds the HTTP server with every
+ * configuration, opens the store (database, blobs, upload spool), builds the
+ * model registry (--model, --alias, --default-model, the models directory and
+ * other tools' stores) and the model manager (models load on first use),
+ * builds the HTTP server with every
  * adapter's route table, and runs until SIGINT/SIGTERM. The first signal
  * shuts down gracefully (stop accepting, end open streams, close WebSockets,
  * close the store); a second signal exits at once.
@@ -18,13 +21,16 @@
 #include "api/admin/admin.h"
 #include "api/openai/files.h"
 #include "api/api.h"
+#include "api/openai/openai.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "base/version.h"
+#include "engine/manager.h"
 #include "http/http.h"
+#include "model/registry.h"
 #include "store/store.h"
 
 static int cmd_serve(int argc, char **argv);
@@ -71,6 +77,43 @@ static void *shutdown_thread(void *arg) {
   return NULL;
 }
 
+/* Builds the registry from the configuration: explicit models
+ * ("[NAME=]PATH,..."), aliases ("ALIAS=MODEL,..."), the default, then a
+ * first scan. Errors name the option. */
+static int serve_registry(const config *cfg, registry **out) {
+  registry *r = NULL;
+  int rc = registry_new(&r);
+  if (!rc) rc = registry_set_models_dir(r, cfg->models_dir);
+  char *list = cfg->models ? str_dup(cfg->models) : NULL;
+  char *save = NULL;
+  for (char *item = list ? strtok_r(list, ",", &save) : NULL; !rc && item; item = strtok_r(NULL, ",", &save)) {
+    /* NAME=PATH when there is an '=' and what follows it is a readable file
+     * (a path that itself holds '=' still works on its own) */
+    char *eq = strchr(item, '=');
+    const char *name = NULL, *path = item;
+    if (eq && eq != item && access(eq + 1, R_OK) == 0) {
+      *eq = '\0';
+      name = item;
+      path = eq + 1;
+    }
+    if (access(path, R_OK) != 0) rc = err_set(ERR_NOT_FOUND, "--model: cannot read '%s': %s", path, strerror(errno));
+    else if ((rc = registry_add_model(r, path, name))) rc = err_set(rc, "--model %s: %s", item, err_detail());
+  }
+  free(list);
+  list = cfg->aliases ? str_dup(cfg->aliases) : NULL;
+  for (char *item = list ? strtok_r(list, ",", &save) : NULL; !rc && item; item = strtok_r(NULL, ",", &save))
+    if ((rc = registry_add_alias_spec(r, item))) rc = err_set(rc, "--alias %s: %s", item, err_detail());
+  free(list);
+  if (!rc && cfg->default_model && *cfg->default_model) rc = registry_set_default(r, cfg->default_model);
+  if (!rc) rc = registry_refresh(r);
+  if (rc) {
+    registry_free(r);
+    r = NULL;
+  }
+  *out = r;
+  return rc;
+}
+
 static int cmd_serve(int argc, char **argv) {
   config cfg;
   if (config_load(&cfg, argc, argv)) {
@@ -97,6 +140,14 @@ static int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "parley: cannot open the data directory %s: %s\n", cfg.data_dir, err_detail());
     config_free(&cfg);
     return 1;
+  }
+
+  registry *reg = NULL;
+  if (serve_registry(&cfg, &reg)) {
+    fprintf(stderr, "parley: %s\n", err_detail());
+    store_close(st);
+    config_free(&cfg);
+    return 2;
   }
 
   /* Block the shutdown signals before any thread starts, so every thread
@@ -127,20 +178,30 @@ static int cmd_serve(int argc, char **argv) {
       .decorate = api_http_decorate,
       .hook_ctx = NULL,
   };
+  manager_params mp = {.n_slots = (int32_t)cfg.parallel, .n_ctx = cfg.ctx_size, .n_threads = 0};
+  manager *mgr = NULL;
+  int rc = manager_new(reg, &mp, &mgr);
+  openai_ctx octx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
-  int rc = http_server_new(&hc, &srv);
+  if (!rc) rc = http_server_new(&hc, &srv);
   if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
   openai_files_ctx fctx = {.st = st};
   const http_route *file_routes;
   size_t n_file_routes = openai_files_routes(&fctx, &file_routes);
   if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
+  if (!rc) {
+    n_routes = openai_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    manager_free(mgr);
+    registry_free(reg);
     store_close(st);
     config_free(&cfg);
     return 1;
@@ -174,6 +235,9 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
+  openai_wait_streams(5000);
+  manager_free(mgr); /* after the server: no handler uses a model any more */
+  registry_free(reg);
   store_close(st);
   config_free(&cfg);
   LOG_INFO("app", "stopped");

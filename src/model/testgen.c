@@ -110,7 +110,70 @@ static int add_tensor(struct gen *s, const char *name, uint32_t type, int64_t n_
   return gguf_writer_add_tensor(s->w, name, type, n_rows ? 2 : 1, dims, q, bytes);
 }
 
-int model_testgen_write(const model_testgen *g, const char *path) {
+/* Appends v's on-disk encoding (the bytes after its type tag) to b. */
+static int enc_value(buf *b, const gguf_value *v) {
+  int rc = 0;
+  switch (v->type) {
+    case GGUF_TYPE_STRING:
+      return gguf_enc_str(b, v->v.str.data, v->v.str.len);
+    case GGUF_TYPE_ARRAY: {
+      if ((rc = gguf_enc_arr_header(b, v->v.arr.elem_type, v->v.arr.n))) return rc;
+      if (v->v.arr.elem_type == GGUF_TYPE_STRING) {
+        for (uint64_t i = 0; !rc && i < v->v.arr.n; i++)
+          rc = gguf_enc_str(b, v->v.arr.strs[i].data, v->v.arr.strs[i].len);
+        return rc;
+      }
+      if (v->v.arr.elem_type == GGUF_TYPE_ARRAY) {
+        for (uint64_t i = 0; !rc && i < v->v.arr.n; i++) rc = enc_value(b, &v->v.arr.items[i]);
+        return rc;
+      }
+      size_t es = gguf_type_size(v->v.arr.elem_type), n;
+      if (!es || !size_mul(es, (size_t)v->v.arr.n, &n)) return err_set(ERR_RANGE, "testgen: bad array in vocab");
+      return buf_append(b, v->v.arr.raw, n);
+    }
+    case GGUF_TYPE_FLOAT32: {
+      float f = (float)v->v.f64;
+      return buf_append(b, &f, 4);
+    }
+    case GGUF_TYPE_FLOAT64:
+      return buf_append(b, &v->v.f64, 8);
+    default: {
+      size_t es = gguf_type_size(v->type);
+      if (!es || es > 8) return err_set(ERR_RANGE, "testgen: bad value type %d in vocab", (int)v->type);
+      uint64_t u = v->v.u64; /* little-endian host: the low bytes are the value */
+      return buf_append(b, &u, es);
+    }
+  }
+}
+
+/* Copies every tokenizer.* key of the vocabulary file (but the chat template
+ * when one is given) and reports its token count. */
+int model_testgen_copy_vocab(gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab) {
+  gguf_file *f = NULL;
+  int rc = gguf_open(vocab_path, &f);
+  if (rc) return err_set(rc, "testgen: vocabulary '%s': %s", vocab_path, err_detail());
+  const gguf_value *toks = NULL;
+  if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks)) {
+    gguf_close(f);
+    return err_set(ERR_NOT_FOUND, "testgen: '%s' has no tokenizer.ggml.tokens", vocab_path);
+  }
+  *n_vocab = (int64_t)toks->v.arr.n;
+  buf b = BUF_INIT;
+  for (size_t i = 0; !rc && i < gguf_n_kv(f); i++) {
+    const gguf_kv *kv = gguf_kv_at(f, i);
+    if (strncmp(kv->key, "tokenizer.", 10) != 0) continue;
+    if (skip_template && strncmp(kv->key, "tokenizer.chat_template", 23) == 0) continue;
+    buf_reset(&b);
+    if (!(rc = enc_value(&b, &kv->value))) rc = gguf_writer_add_raw(w, kv->key, kv->value.type, b.data, b.len);
+  }
+  buf_free(&b);
+  gguf_close(f);
+  return rc;
+}
+
+int model_testgen_write(const model_testgen *g_in, const char *path) {
+  model_testgen g_copy = *g_in;
+  const model_testgen *g = &g_copy;
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_embd % g->n_head || g->n_head % g->n_head_kv)
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
@@ -127,6 +190,8 @@ int model_testgen_write(const model_testgen *g, const char *path) {
   if ((rc = (x))) goto done
   CK(gguf_writer_add_str(s.w, "general.architecture", "llama"));
   CK(gguf_writer_add_str(s.w, "general.name", "parley random llama"));
+  if (g->vocab_path) CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
+  if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, "llama.context_length", (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, "llama.embedding_length", (uint32_t)E));
   CK(gguf_writer_add_u32(s.w, "llama.block_count", (uint32_t)g->n_layer));

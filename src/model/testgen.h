@@ -30,6 +30,10 @@ typedef struct model_testgen {
   float rope_scale_linear;  /* 0 = no scaling keys */
   float norm_eps;           /* 0 = 1e-5 */
   uint64_t seed;
+  const char *vocab_path;   /* NULL, or a GGUF whose tokenizer.* keys are
+                               copied (n_vocab then becomes its token count) */
+  const char *chat_template; /* NULL, or tokenizer.chat_template's text
+                               (overrides the vocabulary file's) */
 } model_testgen;
 
 /* The small test shape: n_embd 64, 2 layers, 4 heads, 2 KV heads, n_ff 160,
@@ -39,6 +43,12 @@ model_testgen model_testgen_small(void);
  * n_ff 5632, vocab 32000, context 2048) in type t; Q4_K gives a Q4_K_M-like
  * mix (Q6_K output, ffn_down and attn_v). */
 model_testgen model_testgen_tinyllama(uint32_t t);
+
+/* Copies every tokenizer.* key of the GGUF file vocab_path into w (but
+ * tokenizer.chat_template* when skip_template) and sets *n_vocab to its
+ * token count. For the generators (testgen.c, testgen_arch.c). */
+struct gguf_writer;
+int model_testgen_copy_vocab(struct gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab);
 
 /* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
  * cannot hold (row lengths must be multiples of the block size). */

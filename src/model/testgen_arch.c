@@ -8,6 +8,7 @@
  * the file is written, so all buffers live until the end.
  */
 #include "model/testgen_arch.h"
+#include "model/testgen.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +105,9 @@ static int tga_tensor(struct tga_gen *s, const char *name, uint32_t type, int64_
   return gguf_writer_add_tensor(s->w, name, type, n_rows ? 2 : 1, dims, q, bytes);
 }
 
-int model_testgen_arch_write(const model_testgen_arch *g, const char *path) {
+int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
+  model_testgen_arch g_copy = *g_in; /* n_vocab follows a copied vocabulary */
+  const model_testgen_arch *g = &g_copy;
   const char *an = g->arch == MODEL_ARCH_QWEN2   ? "qwen2"
                    : g->arch == MODEL_ARCH_QWEN3 ? "qwen3"
                    : g->arch == MODEL_ARCH_BERT  ? "bert"
@@ -130,6 +133,7 @@ int model_testgen_arch_write(const model_testgen_arch *g, const char *path) {
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
   CK(gguf_writer_add_str(s.w, "general.architecture", an));
   CK(gguf_writer_add_str(s.w, "general.name", "parley random model"));
+  if (g->vocab_path) CK(model_testgen_copy_vocab(s.w, g->vocab_path, false, &g_copy.n_vocab));
   CK(gguf_writer_add_u32(s.w, KEY("context_length"), (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, KEY("embedding_length"), (uint32_t)E));
   CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));

@@ -31,6 +31,8 @@ typedef struct model_testgen_arch {
   const char *bad_tensor; /* tests: this tensor gets one extra row (or
                              element), a wrong shape the loader must name */
   uint64_t seed;
+  const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
+                             copied (n_vocab then becomes its token count) */
 } model_testgen_arch;
 
 /* Small test shapes: n_embd 64, 2 layers, 4 heads, vocab 300, context 128,
