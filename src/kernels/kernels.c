@@ -203,7 +203,10 @@ static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_
   for (int64_t tb = t0; tb < t1; tb += KERN_MM_TOK_BLOCK) {
     int64_t te = tb + KERN_MM_TOK_BLOCK < t1 ? tb + KERN_MM_TOK_BLOCK : t1;
     int64_t r = r0;
-    if (j->tile2)
+    /* pairs of rows only with several tokens: with one token (decode,
+     * memory-bound) the two-row tile measured slower than the one-row
+     * tile (Q8_0 tg 5-8 vs 6-12 t/s, interleaved runs) */
+    if (j->tile2 && te - tb > 1)
       for (; r + 2 <= r1; r += 2) {
         const uint8_t *w = j->W + (size_t)r * j->row_bytes;
         for (int64_t t = tb; t < te; t += KERN_TILE_TOKENS) {
