@@ -311,17 +311,13 @@ TGT_INL void q32_block(const void *w, int64_t ib, const void *x, size_t xs, int 
   float d, m = 0.0f;
   __m256i q = unpack32(w, ib, kind, &d, &m);
   __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q; /* |q| as u8 */
-  const __m256 vd = _mm256_set1_ps(d);
 #pragma GCC unroll 4
   for (int t = 0; t < nt; t++) {
     const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + ib;
     __m256i xv = loadu256(xb->qs);
     if (is_signed) xv = _mm256_sign_epi8(xv, q);
     __m256i p = X86_DOT_U8S8(qa, xv);
-    /* d * d_x as a vector product of broadcasts: the same f32 product as
-     * the scalar one, with the broadcast done by the load unit */
-    __m256 dd = _mm256_mul_ps(vd, _mm256_broadcast_ss(&xb->d));
-    acc[t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(p), acc[t]);
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(p), acc[t]);
     if (!is_signed) macc[t] = fmaf(m, xb->s, macc[t]);
   }
 }
@@ -359,6 +355,9 @@ TGT_INL void q32_block2(const uint8_t *w, size_t rb, int64_t ib, const void *x, 
   __m256i q1 = unpack32(w + rb, ib, kind, &d1, &m1);
   __m256i qa0 = is_signed ? _mm256_sign_epi8(q0, q0) : q0;
   __m256i qa1 = is_signed ? _mm256_sign_epi8(q1, q1) : q1;
+  /* d_w * d_x as a product of broadcasts (the same f32 product as the
+   * scalar one; the d_x broadcast is done by the load unit, once for both
+   * rows) */
   const __m256 vd0 = _mm256_set1_ps(d0), vd1 = _mm256_set1_ps(d1);
 #pragma GCC unroll 4
   for (int t = 0; t < nt; t++) {
