@@ -344,12 +344,84 @@ TGT_INL void tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + macc[t];
 }
 
+/* Two rows (w, w + rb) x nt tokens: the same per-(row, token) arithmetic
+ * as tile_q32 (even blocks in acc0, odd in acc1, the same d_w * d_x
+ * products), but each activation block is loaded once for both rows. */
+TGT_INL void q32_block2(const uint8_t *w, size_t rb, int64_t ib, const void *x, size_t xs, int nt,
+                        int kind, __m256 *acc, float *macc) {
+  const bool is_signed = kind <= 2;
+  float d0, d1, m0 = 0.0f, m1 = 0.0f;
+  __m256i q0 = unpack32(w, ib, kind, &d0, &m0);
+  __m256i q1 = unpack32(w + rb, ib, kind, &d1, &m1);
+  __m256i qa0 = is_signed ? _mm256_sign_epi8(q0, q0) : q0;
+  __m256i qa1 = is_signed ? _mm256_sign_epi8(q1, q1) : q1;
+  /* d_w * d_x as a product of broadcasts (the same f32 product as the
+   * scalar one; the d_x broadcast is done by the load unit, once for both
+   * rows) */
+  const __m256 vd0 = _mm256_set1_ps(d0), vd1 = _mm256_set1_ps(d1);
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + ib;
+    __m256i xv = loadu256(xb->qs);
+    __m256 vdx = _mm256_broadcast_ss(&xb->d);
+    __m256i x0 = is_signed ? _mm256_sign_epi8(xv, q0) : xv;
+    __m256i x1 = is_signed ? _mm256_sign_epi8(xv, q1) : xv;
+    __m256i p0 = X86_DOT_U8S8(qa0, x0);
+    __m256i p1 = X86_DOT_U8S8(qa1, x1);
+    acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(vd0, vdx), _mm256_cvtepi32_ps(p0), acc[t]);
+    acc[NT_MAX + t] = _mm256_fmadd_ps(_mm256_mul_ps(vd1, vdx), _mm256_cvtepi32_ps(p1), acc[NT_MAX + t]);
+    if (!is_signed) {
+      macc[t] = fmaf(m0, xb->s, macc[t]);
+      macc[NT_MAX + t] = fmaf(m1, xb->s, macc[NT_MAX + t]);
+    }
+  }
+}
+
+TGT_INL void tile2_q32(const void *w, size_t rb, int64_t n, const void *x, size_t xs, int nt,
+                       float *y, size_t ys, int kind) {
+  __m256 acc0[2 * NT_MAX], acc1[2 * NT_MAX];
+  float macc[2 * NT_MAX];
+#pragma GCC unroll 8
+  for (int i = 0; i < 2 * NT_MAX; i++) {
+    acc0[i] = _mm256_setzero_ps();
+    acc1[i] = _mm256_setzero_ps();
+    macc[i] = 0.0f;
+  }
+  int64_t nb = n / 32, ib = 0;
+  for (; ib + 2 <= nb; ib += 2) {
+    q32_block2(w, rb, ib, x, xs, nt, kind, acc0, macc);
+    q32_block2(w, rb, ib + 1, x, xs, nt, kind, acc1, macc);
+  }
+  if (ib < nb) q32_block2(w, rb, ib, x, xs, nt, kind, acc0, macc);
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    y[t * ys] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t])) + macc[t];
+    y[t * ys + 1] = hsum_ps(_mm256_add_ps(acc0[NT_MAX + t], acc1[NT_MAX + t])) + macc[NT_MAX + t];
+  }
+}
+
+#define DEFINE_TILE2(name, body)                                                              \
+  TGT static void name(const void *w, size_t rb, int64_t n, const void *x, size_t xs, int nt, \
+                       float *y, size_t ys) {                                                 \
+    switch (nt) {                                                                             \
+    case 1: body(w, rb, n, x, xs, 1, y, ys); break;                                           \
+    case 2: body(w, rb, n, x, xs, 2, y, ys); break;                                           \
+    case 3: body(w, rb, n, x, xs, 3, y, ys); break;                                           \
+    default: body(w, rb, n, x, xs, 4, y, ys); break;                                          \
+    }                                                                                         \
+  }
+
 #define BODY_Q32(nm, kind)                                                                   \
   TGT_INL void body_##nm(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, \
                          size_t ys) {                                                        \
     tile_q32(w, n, x, xs, nt, y, ys, kind);                                                  \
   }                                                                                          \
-  DEFINE_TILE(tile_##nm, body_##nm)
+  DEFINE_TILE(tile_##nm, body_##nm)                                                          \
+  TGT_INL void body2_##nm(const void *w, size_t rb, int64_t n, const void *x, size_t xs, int nt, \
+                          float *y, size_t ys) {                                             \
+    tile2_q32((const uint8_t *)w, rb, n, x, xs, nt, y, ys, kind);                            \
+  }                                                                                          \
+  DEFINE_TILE2(tile2_##nm, body2_##nm)
 BODY_Q32(q8_0, 0)
 BODY_Q32(q4_0, 1)
 BODY_Q32(q5_0, 2)
@@ -635,6 +707,11 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
+  ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
+  ops->tile2[TENSOR_TYPE_Q4_0] = tile2_q4_0;
+  ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
+  ops->tile2[TENSOR_TYPE_Q4_1] = tile2_q4_1;
+  ops->tile2[TENSOR_TYPE_Q5_1] = tile2_q5_1;
   ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;

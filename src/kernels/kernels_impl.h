@@ -43,6 +43,13 @@ enum kern_act {
  * block size). */
 typedef void (*kern_tile_fn)(const void *w_row, int64_t n_cols, const void *x, size_t x_stride,
                              int nt, float *y, size_t y_stride);
+/* Two consecutive weight rows at once: rows w and (const char *)w + rb,
+ * results y[t * y_stride + r] for r = 0, 1. Each (row, token) result is
+ * bit-identical to what the one-row tile gives (same per-token arithmetic);
+ * the point is to load and sign-adjust each activation block once for two
+ * rows and to run more independent accumulator chains. */
+typedef void (*kern_tile2_fn)(const void *w, size_t rb, int64_t n_cols, const void *x,
+                              size_t x_stride, int nt, float *y, size_t y_stride);
 /* Quantizes n f32 (a multiple of the block size) into activation blocks. */
 typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 
@@ -51,6 +58,7 @@ struct kern_ops {
   kern_quant_fn quant_q8;
   kern_quant_fn quant_q8_K;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
+  kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
 };
 

@@ -442,6 +442,54 @@ TEST(kernels_isa_variants_agree) {
   }
 }
 
+/* The two-row tiles give, for each row, exactly the one-row tile's bits
+ * (so kern_matmul's result does not depend on how rows are paired). 3 and 5
+ * blocks: an odd last block goes through the even accumulator. */
+TEST(kernels_tile2_equals_tile) {
+  struct kern_ops v[4];
+  int n = 0;
+  memset(v, 0, sizeof v);
+  if (kern_ops_avx512(&v[n])) n++;
+  if (kern_ops_avx2(&v[n])) n++;
+  if (kern_ops_neon(&v[n])) n++;
+  ASSERT_INT_EQ(kern_ops_scalar(&v[n]), 1);
+  n++;
+  int n_checked = 0;
+  for (int vi = 0; vi < n; vi++) {
+    for (int ti = 0; ti < KT_N_TYPES; ti++) {
+      int type = kt_types[ti].type, bs = kt_block(type);
+      if (!v[vi].tile2[type]) continue;
+      ASSERT_TRUE(v[vi].tile[type] != NULL);
+      for (int nb = 3; nb <= 5; nb += 2) {
+        struct kt_case c;
+        ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : nb * bs, 4), 0);
+        size_t xs = (size_t)c.n_cols * 4 + 64;
+        uint8_t *xa = calloc(4, xs);
+        ASSERT_TRUE(xa != NULL);
+        kt_prepare(&v[vi], type, c.x, c.n_cols, xa, xs);
+        for (int nt = 1; nt <= 4; nt++) {
+          float y1[8], y2[8];
+          memset(y2, 0xff, sizeof y2);
+          for (int r = 0; r < 2; r++)
+            v[vi].tile[type]((const uint8_t *)c.W + r * c.row_bytes, c.n_cols, xa, xs, nt, &y1[r], 2);
+          v[vi].tile2[type](c.W, c.row_bytes, c.n_cols, xa, xs, nt, y2, 2);
+          for (int t = 0; t < nt; t++)
+            for (int r = 0; r < 2; r++)
+              TEST_CHECK_(memcmp(&y1[2 * t + r], &y2[2 * t + r], 4) == 0, 0,
+                          "%s %s %d blocks nt %d token %d row %d: tile %.9g, tile2 %.9g", v[vi].isa,
+                          tensor_type_name((uint32_t)type), nb, nt, t, r, y1[2 * t + r], y2[2 * t + r]);
+        }
+        n_checked++;
+        free(xa);
+        kt_case_free(&c);
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) EXPECT_TRUE(n_checked >= 10); /* Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 */
+#endif
+}
+
 /* kern_matmul(NULL, ...) from inside pool workers, all at once (the way
  * attention uses it): each worker's result equals the plain call's. */
 struct kt_nested {
