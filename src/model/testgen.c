@@ -7,6 +7,7 @@
  * until the file is written, so all buffers live until the end.
  */
 #include "model/testgen.h"
+#include "model/testgen_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,14 +49,23 @@ model_testgen model_testgen_tinyllama(uint32_t t) {
   return g;
 }
 
-struct gen {
-  gguf_writer *w;
-  uint64_t rng;
-  void **bufs;
-  size_t n_bufs, cap_bufs;
-};
+int testgen_gen_init(testgen_gen *s, uint64_t seed, uint64_t salt) {
+  memset(s, 0, sizeof *s);
+  s->rng = seed * 0x9e3779b97f4a7c15ull + salt;
+  if (!s->rng) s->rng = 1;
+  return gguf_writer_new(&s->w);
+}
 
-static float gen_uniform(struct gen *s) { /* in [-1, 1) */
+int testgen_gen_finish(testgen_gen *s, const char *path) {
+  int rc = path ? gguf_writer_write_file(s->w, path) : 0;
+  gguf_writer_free(s->w);
+  for (size_t i = 0; i < s->n_bufs; i++) free(s->bufs[i]);
+  free(s->bufs);
+  memset(s, 0, sizeof *s);
+  return rc;
+}
+
+static float gen_uniform(testgen_gen *s) { /* in [-1, 1) */
   s->rng ^= s->rng >> 12;
   s->rng ^= s->rng << 25;
   s->rng ^= s->rng >> 27;
@@ -63,7 +73,7 @@ static float gen_uniform(struct gen *s) { /* in [-1, 1) */
   return (float)((double)(r >> 11) * 0x1.0p-52 - 1.0);
 }
 
-static int keep(struct gen *s, void *p) {
+static int keep(testgen_gen *s, void *p) {
   if (s->n_bufs == s->cap_bufs) {
     size_t cap = s->cap_bufs ? s->cap_bufs * 2 : 64;
     void **b = realloc(s->bufs, cap * sizeof *b);
@@ -75,10 +85,12 @@ static int keep(struct gen *s, void *p) {
   return 0;
 }
 
-/* Adds a tensor of n_rows x n_cols (n_rows 0: 1-D) with values
- * center + amp * U(-1, 1), stored as `type`. */
-static int add_tensor(struct gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
-                      float amp) {
+int testgen_add_tensor(testgen_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
+                       float amp) {
+  if (s->bad && strcmp(s->bad, name) == 0) { /* a deliberately wrong shape, for load-error tests */
+    if (n_rows) n_rows++;
+    else n_cols++;
+  }
   int64_t rows = n_rows ? n_rows : 1;
   size_t n = 0, row_bytes = 0, bytes = 0;
   if (!size_mul((size_t)n_cols, (size_t)rows, &n)) return err_set(ERR_TOO_LARGE, "testgen: '%s' too large", name);
@@ -177,11 +189,8 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_embd % g->n_head || g->n_head % g->n_head_kv)
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
-  struct gen s;
-  memset(&s, 0, sizeof s);
-  s.rng = g->seed * 0x9e3779b97f4a7c15ull + 0x1234567ull;
-  if (!s.rng) s.rng = 1;
-  int rc = gguf_writer_new(&s.w);
+  testgen_gen s;
+  int rc = testgen_gen_init(&s, g->seed, 0x1234567ull);
   if (rc) return rc;
   const int64_t E = g->n_embd, hd = E / g->n_head, Q = g->n_head * hd, KV = g->n_head_kv * hd, F = g->n_ff;
   const int64_t n_rot = g->n_rot ? g->n_rot : hd;
@@ -208,14 +217,14 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
 
   const float a_embd = g->tied ? 3.0f * sqrtf(3.0f / (float)E) : sqrtf(3.0f);
   const float a_out = 3.0f * sqrtf(3.0f / (float)E);
-  CK(add_tensor(&s, "token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, a_embd));
+  CK(testgen_add_tensor(&s, "token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, a_embd));
   if (g->rope_freqs) /* Llama 3 style: divisors growing from 1 to 8 */
-    CK(add_tensor(&s, "rope_freqs.weight", TENSOR_TYPE_F32, n_rot / 2, 0, 4.5f, 3.5f));
+    CK(testgen_add_tensor(&s, "rope_freqs.weight", TENSOR_TYPE_F32, n_rot / 2, 0, 4.5f, 3.5f));
   for (int64_t l = 0; l < g->n_layer; l++) {
     int i = (int)l;
 #define T(fmt, type, cols, rows, c, a)          \
   snprintf(name, sizeof name, fmt, i);          \
-  CK(add_tensor(&s, name, type, cols, rows, c, a))
+  CK(testgen_add_tensor(&s, name, type, cols, rows, c, a))
     T("blk.%d.attn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, sqrtf(3.0f / (float)E));
     T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, sqrtf(3.0f / (float)E));
@@ -227,13 +236,11 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
     T("blk.%d.ffn_down.weight", g->type_ffn_down, F, E, 0.0f, sqrtf(3.0f / (float)F));
 #undef T
   }
-  CK(add_tensor(&s, "output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f));
-  if (!g->tied) CK(add_tensor(&s, "output.weight", g->type_output, E, g->n_vocab, 0.0f, a_out));
+  CK(testgen_add_tensor(&s, "output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f));
+  if (!g->tied) CK(testgen_add_tensor(&s, "output.weight", g->type_output, E, g->n_vocab, 0.0f, a_out));
 #undef CK
-  rc = gguf_writer_write_file(s.w, path);
+  return testgen_gen_finish(&s, path);
 done:
-  gguf_writer_free(s.w);
-  for (size_t i = 0; i < s.n_bufs; i++) free(s.bufs[i]);
-  free(s.bufs);
+  testgen_gen_finish(&s, NULL);
   return rc;
 }

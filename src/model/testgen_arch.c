@@ -8,6 +8,7 @@
  * the file is written, so all buffers live until the end.
  */
 #include "model/testgen_arch.h"
+#include "model/testgen_int.h"
 #include "model/testgen.h"
 
 #include <math.h>
@@ -40,71 +41,6 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   return g;
 }
 
-struct tga_gen {
-  gguf_writer *w;
-  uint64_t rng;
-  void **bufs;
-  size_t n_bufs, cap_bufs;
-  const char *bad;
-};
-
-static float tga_uniform(struct tga_gen *s) { /* in [-1, 1) */
-  s->rng ^= s->rng >> 12;
-  s->rng ^= s->rng << 25;
-  s->rng ^= s->rng >> 27;
-  uint64_t r = s->rng * 0x2545f4914f6cdd1dull;
-  return (float)((double)(r >> 11) * 0x1.0p-52 - 1.0);
-}
-
-static int tga_keep(struct tga_gen *s, void *p) {
-  if (s->n_bufs == s->cap_bufs) {
-    size_t cap = s->cap_bufs ? s->cap_bufs * 2 : 64;
-    void **b = realloc(s->bufs, cap * sizeof *b);
-    if (!b) return ERR_NOMEM;
-    s->bufs = b;
-    s->cap_bufs = cap;
-  }
-  s->bufs[s->n_bufs++] = p;
-  return 0;
-}
-
-/* A tensor of n_rows x n_cols (n_rows 0: 1-D of n_cols) with values
- * center + amp * U(-1, 1), stored as `type`. */
-static int tga_tensor(struct tga_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
-                      float amp) {
-  if (s->bad && strcmp(s->bad, name) == 0) {
-    if (n_rows) n_rows++;
-    else n_cols++;
-  }
-  int64_t rows = n_rows ? n_rows : 1;
-  size_t n = 0, row_bytes = 0;
-  if (!size_mul((size_t)n_cols, (size_t)rows, &n)) return err_set(ERR_TOO_LARGE, "testgen: '%s' too large", name);
-  int rc = tensor_type_row_bytes(type, n_cols, &row_bytes);
-  if (rc)
-    return err_set(rc, "testgen: tensor '%s': rows of %lld do not fit type %s", name, (long long)n_cols,
-                   tensor_type_name(type));
-  size_t bytes = row_bytes * (size_t)rows;
-  float *f = malloc(n * sizeof *f);
-  void *q = type == TENSOR_TYPE_F32 ? (void *)f : malloc(bytes);
-  if (!f || !q) {
-    free(f);
-    if (q != f) free(q);
-    return err_set(ERR_NOMEM, "testgen: out of memory for '%s'", name);
-  }
-  for (size_t i = 0; i < n; i++) f[i] = center + amp * tga_uniform(s);
-  if (q != f) {
-    for (int64_t r = 0; r < rows; r++)
-      ref_quantize_row(type, f + (size_t)r * (size_t)n_cols, (uint8_t *)q + (size_t)r * row_bytes, n_cols);
-    free(f);
-  }
-  if (tga_keep(s, q)) {
-    free(q);
-    return err_set(ERR_NOMEM, "testgen: out of memory");
-  }
-  uint64_t dims[2] = {(uint64_t)n_cols, (uint64_t)rows};
-  return gguf_writer_add_tensor(s->w, name, type, n_rows ? 2 : 1, dims, q, bytes);
-}
-
 int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   model_testgen_arch g_copy = *g_in; /* n_vocab follows a copied vocabulary */
   const model_testgen_arch *g = &g_copy;
@@ -117,12 +53,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
   const bool bert = g->arch == MODEL_ARCH_BERT;
-  struct tga_gen s;
-  memset(&s, 0, sizeof s);
-  s.rng = g->seed * 0x9e3779b97f4a7c15ull + 0x7654321ull;
-  if (!s.rng) s.rng = 1;
+  testgen_gen s;
+  int rc = testgen_gen_init(&s, g->seed, 0x7654321ull);
   s.bad = g->bad_tensor;
-  int rc = gguf_writer_new(&s.w);
   if (rc) return rc;
   const int64_t E = g->n_embd, hd = g->head_dim ? g->head_dim : E / g->n_head, Q = g->n_head * hd,
                 KV = g->n_head_kv * hd, F = g->n_ff;
@@ -157,8 +90,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);
 #define T(fmt, type, cols, rows, c, a)    \
   snprintf(name, sizeof name, fmt, i);    \
-  CK(tga_tensor(&s, name, type, cols, rows, c, a))
-#define T0(nm, type, cols, rows, c, a) CK(tga_tensor(&s, nm, type, cols, rows, c, a))
+  CK(testgen_add_tensor(&s, name, type, cols, rows, c, a))
+#define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
   if (bert) {
     int i;
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);
@@ -213,10 +146,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
 #undef T
 #undef T0
 #undef CK
-  rc = gguf_writer_write_file(s.w, path);
+  return testgen_gen_finish(&s, path);
 done:
-  gguf_writer_free(s.w);
-  for (size_t i = 0; i < s.n_bufs; i++) free(s.bufs[i]);
-  free(s.bufs);
+  testgen_gen_finish(&s, NULL);
   return rc;
 }
