@@ -149,20 +149,6 @@ static int matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n
   return 0;
 }
 
-/* silu(gate) * up over [n][n_ff], split across the pool: with a prompt of
- * hundreds of tokens the exponentials are worth sharing. */
-struct swiglu_job {
-  float *g;
-  const float *u;
-  int64_t n;
-};
-
-static void swiglu_worker(void *ctx, int ith, int nth) {
-  struct swiglu_job *j = ctx;
-  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
-  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
-}
-
 static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -197,11 +183,7 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
     if ((rc = matmul(c, &L->gate, b->xn, n, b->g)) || (rc = matmul(c, &L->up, b->xn, n, b->u))) return rc;
-    struct swiglu_job sj = {b->g, b->u, n * F};
-    if (n * F < 16384)
-      swiglu_worker(&sj, 0, 1);
-    else
-      tpool_run(c->tp, swiglu_worker, &sj);
+    model_swiglu(c, b->g, b->u, n * F);
     if ((rc = matmul(c, &L->down, b->g, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
   }

@@ -126,4 +126,9 @@ extern const model_arch_ops model_arch_qwen2; /* qwen.c */
 extern const model_arch_ops model_arch_qwen3; /* qwen.c */
 extern const model_arch_ops model_arch_bert;  /* bert.c */
 
+/* g[i] = silu(g[i]) * u[i] over n values, split across the context's pool
+ * when n is large enough to pay for the wake-up (architectures with a
+ * SwiGLU feed-forward: llama, qwen2, qwen3). */
+void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
+
 #endif

@@ -192,19 +192,6 @@ static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
   for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
 }
 
-/* silu(gate) * up over [n][n_ff], split across the pool for big steps. */
-struct qwen_swiglu_job {
-  float *g;
-  const float *u;
-  int64_t n;
-};
-
-static void qwen_swiglu_worker(void *ctx, int ith, int nth) {
-  struct qwen_swiglu_job *j = ctx;
-  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
-  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
-}
-
 static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -248,11 +235,7 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
     if ((rc = qwen_matmul(c, &L->gate, b->xn, n, b->g)) || (rc = qwen_matmul(c, &L->up, b->xn, n, b->u))) return rc;
-    struct qwen_swiglu_job sj = {b->g, b->u, n * F};
-    if (n * F < 16384)
-      qwen_swiglu_worker(&sj, 0, 1);
-    else
-      tpool_run(c->tp, qwen_swiglu_worker, &sj);
+    model_swiglu(c, b->g, b->u, n * F);
     if ((rc = qwen_matmul(c, &L->down, b->g, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
   }
