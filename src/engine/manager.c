@@ -210,6 +210,7 @@ int manager_get(manager *mg, const char *name, manager_model **out) {
       break; /* we load it */
     }
     if (s->state == SLOT_READY) {
+      s->mm->refs++;
       *out = s->mm;
       pthread_mutex_unlock(&mg->lock);
       registry_entry_free(e);
@@ -249,6 +250,8 @@ int manager_get(manager *mg, const char *name, manager_model **out) {
     s->err_msg = msg;
   } else {
     s->state = SLOT_READY;
+    mm->owner = mg;
+    mm->refs = 1;
     s->mm = mm;
     *out = mm;
   }
@@ -256,6 +259,15 @@ int manager_get(manager *mg, const char *name, manager_model **out) {
   pthread_mutex_unlock(&mg->lock);
   if (rc) err_set(rc, "%s", msg ? msg : err_message(rc));
   return rc;
+}
+
+void manager_release(manager_model *mm) {
+  if (!mm) return;
+  manager *mg = mm->owner;
+  pthread_mutex_lock(&mg->lock);
+  if (mm->refs > 0) mm->refs--;
+  mm->last_used_ns = (int64_t)time_mono_ns();
+  pthread_mutex_unlock(&mg->lock);
 }
 
 bool manager_model_can_embed(const manager_model *mm) {

@@ -14,9 +14,11 @@
  * failed load is reported to everyone who waited for it; the next request
  * tries again.
  *
- * Lifetime: a loaded model stays loaded until manager_free (idle unload and
- * memory budgets are later work), so the pointer manager_get returns stays
- * valid until then and needs no release.
+ * Lifetime: manager_get returns a counted reference; every successful
+ * manager_get is paired with one manager_release when the caller (a handler,
+ * or a stream that outlives its handler) no longer uses the model. A model
+ * with references is never unloaded; one without may be (idle keep-alive,
+ * memory budget), so a pointer must not be used after its release.
  *
  * Errors: ERR_NOT_FOUND naming the model (unknown name, or no name and no
  * default); ERR_UNSUPPORTED naming the architecture (a family the runtime
@@ -60,14 +62,21 @@ typedef struct manager_model {
   pthread_mutex_t embed_lock;
   model_ctx *embed_ctx;    /* created on first embedding request */
   int64_t loaded_at;       /* wall seconds */
+  struct manager *owner;   /* the manager that loaded it */
+  int32_t refs;            /* manager_get minus manager_release; under the
+                              manager's lock */
+  int64_t last_used_ns;    /* monotonic, at the last release */
 } manager_model;
 
 int manager_new(registry *r, const manager_params *p, manager **out);
 /* Stops every engine and frees every loaded model. */
 void manager_free(manager *mg);
 
-/* The loaded model for a request's model name (NULL or "" = the default). */
+/* The loaded model for a request's model name (NULL or "" = the default),
+ * loading it when needed; a counted reference (see Lifetime). */
 int manager_get(manager *mg, const char *name, manager_model **out);
+/* Gives back a reference from manager_get. NULL is ignored. */
+void manager_release(manager_model *mm);
 
 /* True when the model can embed (an architecture with model_embed). */
 bool manager_model_can_embed(const manager_model *mm);

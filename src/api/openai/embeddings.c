@@ -59,6 +59,7 @@ void openai_embeddings(http_req *req, void *ctx) {
   float *vec = NULL;
   json_t *data = NULL;
   tok_ids ids = TOK_IDS_INIT;
+  manager_model *mm = NULL;
   const char *model_name = NULL, *fmt = "float";
   int rc = api_json_str(body, "", "model", false, &model_name);
   if (rc && rc != ERR_NOT_FOUND) {
@@ -90,7 +91,6 @@ void openai_embeddings(http_req *req, void *ctx) {
       api_error(req, 400, ERR_INVALID, msg, path);
       goto done;
     }
-  manager_model *mm = NULL;
   if ((rc = manager_get(oc->mgr, model_name, &mm))) {
     openai_error_manager(req, rc);
     goto done;
@@ -158,6 +158,7 @@ void openai_embeddings(http_req *req, void *ctx) {
   else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
   json_decref(resp);
 done:
+  manager_release(mm);
   tok_ids_free(&ids);
   json_decref(data);
   free(vec);
