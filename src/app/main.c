@@ -21,6 +21,7 @@
 #include "api/admin/admin.h"
 #include "api/openai/files.h"
 #include "api/api.h"
+#include "api/gen.h"
 #include "api/openai/openai.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -235,7 +236,7 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
-  openai_wait_streams(5000);
+  gen_wait_streams(5000);
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
