@@ -22,6 +22,7 @@
 #include "api/openai/files.h"
 #include "api/api.h"
 #include "api/gen.h"
+#include "api/lmstudio/lmstudio.h"
 #include "api/openai/openai.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -196,11 +197,15 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st};
+  n_routes = lmstudio_routes(&lctx, &routes);
+  if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    lmstudio_shutdown(&lctx);
     manager_free(mgr);
     registry_free(reg);
     store_close(st);
@@ -237,6 +242,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
+  lmstudio_shutdown(&lctx);
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
