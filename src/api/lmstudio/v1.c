@@ -15,7 +15,11 @@
  * conversation up to it as canonical messages (item ids "lms_<n>": kind
  * "input" for what was sent, "output" for the assistant's turn). So
  * continuing from any earlier response id branches the conversation there,
- * as LM Studio documents, and one lookup rebuilds the history.
+ * as LM Studio documents, and one lookup rebuilds the history. The rows'
+ * previous_response_id column stays empty (each row is whole in itself),
+ * so the OpenAI Responses chain walk never replays a history twice; rows
+ * without model_instance_id in their body (OpenAI responses) are not
+ * continued here.
  *
  * Answer: {model_instance_id, output:[{type:"reasoning",content},
  * {type:"message",content}], stats:{input_tokens, total_output_tokens,
@@ -72,7 +76,6 @@ struct v1 {
   lmstudio_ctx *lc;
   char *instance;        /* model_instance_id */
   char *key;           /* canonical model name (stored) */
-  char *prev;            /* previous_response_id, or NULL */
   json_t *messages;      /* the conversation sent (canonical), owned */
   bool stream, store;
   bool loaded;           /* this request loaded the model */
@@ -85,7 +88,6 @@ static void v1_free(void *ctx) {
   if (!o) return;
   free(o->instance);
   free(o->key);
-  free(o->prev);
   json_decref(o->messages);
   free(o);
 }
@@ -208,7 +210,7 @@ static int save(struct v1 *o, const gen_result *r, const json_t *result, const c
   }
   if (!rc) {
     store_response row = {.id = (char *)id, .created_at = now, .status = "completed", .model = o->key,
-                          .previous_response_id = o->prev, .body = body, .stored = true};
+                          .previous_response_id = NULL, .body = body, .stored = true};
     rc = store_response_put(st, &row);
     if (!rc && (rc = store_response_items_append(st, id, items, n))) store_response_delete(st, id);
   }
@@ -414,7 +416,15 @@ static int conversation(lmstudio_ctx *lc, const struct v1_req *q, json_t **out, 
                   "response_not_found", "previous_response_id", "previous_response_id: no stored response '%.200s'",
                   q->prev);
     }
+    json_t *rb = json_loads(row.body, 0, NULL);
+    bool ours = json_object_get(rb, "model_instance_id") != NULL;
+    json_decref(rb);
     store_response_free(&row);
+    if (!ours) {
+      json_decref(msgs);
+      return fail(e, 404, "invalid_request", "response_not_found", "previous_response_id",
+                  "previous_response_id: '%.200s' is not a response of /api/v1/chat", q->prev);
+    }
     if ((rc = store_response_items_list(lc->st, q->prev, NULL, &page, &items))) {
       json_decref(msgs);
       return fail(e, 500, "internal_error", NULL, NULL, "reading response %.200s: %s", q->prev, err_detail());
@@ -515,8 +525,7 @@ void lms_v1_chat(http_req *req, void *ctx) {
     goto bad;
   }
   o = calloc(1, sizeof *o);
-  if (!o || !(o->instance = str_dup(mm->name)) || !(o->key = str_dup(mm->name)) ||
-      (q.prev && !(o->prev = str_dup(q.prev)))) {
+  if (!o || !(o->instance = str_dup(mm->name)) || !(o->key = str_dup(mm->name))) {
     fail(&e, 500, "internal_error", NULL, NULL, "out of memory");
     goto bad;
   }
