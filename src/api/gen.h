@@ -184,6 +184,11 @@ typedef struct gen_sink {
 
 typedef struct gen_opts {
   bool stream;
+  bool detached;                     /* run on a producer thread with no
+                                        client stream (background work): the
+                                        streaming callbacks are made, writes
+                                        go nowhere, gen_run does not answer
+                                        req when it accepts the job */
   enum http_stream_kind stream_kind;  /* HTTP_STREAM_SSE or _NDJSON */
   const char *content_type;          /* NULL: the kind's default */
   const char *prompt_param;          /* JSON path named by a context error
@@ -197,8 +202,14 @@ typedef struct gen_opts {
  * request (no generative model, prompt longer than the context, a schema
  * that does not compile, queue full: 429/503) are answered here with
  * api_error in the request's dialect. */
-void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
-             const gen_opts *opts, const gen_sink *sink, void *ctx);
+int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
+            const gen_opts *opts, const gen_sink *sink, void *ctx);
+/* Returns 0 when the job was accepted (and, unless detached, req answered
+ * or streaming), or the error it answered req with. */
+
+/* Asks the engine to stop the job (any thread, while the job runs: from
+ * its callbacks, or under a lock that on_end also takes). */
+void gen_job_cancel(gen_job *j);
 
 /* For callbacks: the job's model, parameters, results so far, the request
  * (not streaming: valid until on_end returns) and the stream (streaming).
