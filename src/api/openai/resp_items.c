@@ -58,8 +58,10 @@ int resp_input_normalize(const json_t *input, const char *path, json_t **out) {
   if (!items) return err_set(ERR_NOMEM, "out of memory");
   int rc = 0;
   if (json_is_string(input)) {
-    json_t *it = json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user", "content", input);
+    json_t *it = json_pack("{s:s, s:s, s:O, s:s}", "type", "message", "role", "user", "content", input, "status",
+                           "completed");
     if (!it || json_array_append_new(items, it)) rc = err_set(ERR_NOMEM, "out of memory");
+    else if (!(rc = message_parts(it, path))) rc = set_id(it, "msg_");
   } else if (json_is_array(input)) {
     size_t i;
     json_t *src;
@@ -314,7 +316,8 @@ int resp_store_items(store *st, const char *response_id, const char *kind, const
     si[i].item_id = (char *)json_string_value(json_object_get(it, "id"));
     si[i].kind = (char *)kind;
     si[i].created_at = now;
-    if (!si[i].item_id || !(si[i].body = json_dumps(it, JSON_COMPACT))) rc = err_set(ERR_NOMEM, "out of memory");
+    if (!si[i].item_id) rc = err_set(ERR_INVALID, "item %zu has no id", i);
+    else if (!(si[i].body = json_dumps(it, JSON_COMPACT))) rc = err_set(ERR_NOMEM, "out of memory");
   }
   if (!rc) rc = response_id ? store_response_items_append(st, response_id, si, n)
                             : store_conversation_items_append(st, conv_id, si, n);
