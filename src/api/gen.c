@@ -62,6 +62,7 @@ void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schem
 }
 
 void gen_params_free(gen_params *g) {
+  free(g->gbnf);
   for (size_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
   free(g->stop);
   free(g->bias);
@@ -157,6 +158,84 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
   pc->starts_in_reasoning = mm->fam.template_opens_think && thinking && !c->continue_final;
   pc->tools_enabled = has_tools && c->tool_choice != GEN_TOOL_NONE;
   if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+  return 0;
+}
+
+/* The call object of one tool: {"name": const, ARGS_KEY: parameters}. */
+static json_t *call_schema(const json_t *tool, const char *args_key) {
+  const json_t *fn = json_object_get(tool, "function");
+  const json_t *name = json_object_get(fn, "name");
+  const json_t *params = json_object_get(fn, "parameters");
+  json_t *args = NULL;
+  if (json_is_object(params)) { /* keep it only if the grammar can express it */
+    char *text = NULL;
+    size_t len = 0;
+    if (json_schema_to_gbnf(params, &text, &len) == 0) args = json_deep_copy(params);
+    free(text);
+  }
+  if (!args) args = json_pack("{s:s}", "type", "object");
+  return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const", name,
+                   args_key, args, "required", "name", args_key, "additionalProperties", 0);
+}
+
+int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g) {
+  if ((c->tool_choice != GEN_TOOL_REQUIRED && c->tool_choice != GEN_TOOL_FUNCTION) || g->format != GEN_FORMAT_TEXT)
+    return 0;
+  if (!json_is_array(c->tools) || !json_array_size(c->tools)) return 0;
+  const char *open = NULL, *close = NULL, *args_key = "arguments";
+  switch (mm->fam.parser) {
+    case FAMILY_PARSER_HERMES:
+      open = "\"<tool_call>\\n\" ";
+      close = " \"\\n</tool_call>\"";
+      break;
+    case FAMILY_PARSER_LLAMA3:
+      open = close = "";
+      args_key = "parameters";
+      break;
+    default:
+      LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
+      return 0;
+  }
+  json_t *any = json_array();
+  size_t i;
+  json_t *tool;
+  json_array_foreach(c->tools, i, tool) {
+    const char *n = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+    if (!n || (c->tool_choice == GEN_TOOL_FUNCTION && (!name || strcmp(n, name) != 0))) continue;
+    json_t *sch = call_schema(tool, args_key);
+    if (!sch || json_array_append_new(any, sch)) {
+      json_decref(any);
+      return err_set(ERR_NOMEM, "out of memory");
+    }
+  }
+  if (!json_array_size(any)) {
+    json_decref(any);
+    return err_set(ERR_NOT_FOUND, "tool_choice: no tool named '%.128s' in tools", name ? name : "");
+  }
+  json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
+  json_decref(any);
+  char *text = NULL;
+  size_t len = 0;
+  int rc = schema ? json_schema_to_gbnf(schema, &text, &len) : err_set(ERR_NOMEM, "out of memory");
+  json_decref(schema);
+  if (rc) return rc;
+  /* The schema's start rule becomes "call"; ours wraps it. */
+  buf out = BUF_INIT;
+  char *line = strstr(text, "root ::= ");
+  if (!line || (line != text && line[-1] != '\n')) {
+    free(text);
+    return err_set(ERR_INTERNAL, "tool-call grammar: no root rule");
+  }
+  buf_append(&out, text, (size_t)(line - text));
+  buf_append_str(&out, "call ::= ");
+  buf_append_str(&out, line + strlen("root ::= "));
+  buf_appendf(&out, "\nroot ::= %scall%s\n", open, close);
+  free(text);
+  if (!out.data) return err_set(ERR_NOMEM, "out of memory");
+  free(g->gbnf);
+  g->gbnf = out.data; /* buf's storage is a malloc'ed NUL-terminated string */
+  g->format = GEN_FORMAT_GRAMMAR;
+  g->format_param = "tool_choice";
   return 0;
 }
 
@@ -415,7 +494,8 @@ int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids,
   }
   if (j->g.format != GEN_FORMAT_TEXT) {
     json_t *any = j->g.format == GEN_FORMAT_JSON ? json_pack("{s:s}", "type", "object") : NULL;
-    int rc = json_schema_grammar(any ? any : j->g.schema, &j->gram);
+    int rc = j->g.format == GEN_FORMAT_GRAMMAR ? grammar_parse(j->g.gbnf, strlen(j->g.gbnf), "root", &j->gram)
+                                              : json_schema_grammar(any ? any : j->g.schema, &j->gram);
     json_decref(any);
     if (rc) {
       char msg[600];

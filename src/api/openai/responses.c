@@ -655,6 +655,11 @@ void openai_responses_create(http_req *req, void *ctx) {
     api_error(req, 400, rc, err_detail(), "input");
     goto done;
   }
+  const char *forced = json_string_value(json_object_get(json_object_get(body, "tool_choice"), "name"));
+  if ((rc = gen_chat_force_tools(mm, &r.chat, forced, &g))) {
+    api_error(req, 400, rc, err_detail(), "tool_choice");
+    goto done;
+  }
   /* truncation "auto": drop the oldest turns after the first until it fits. */
   const char *trunc = json_string_value(json_object_get(body, "truncation"));
   int64_t n_ctx = mm->eng ? engine_n_ctx(mm->eng) : 0;
