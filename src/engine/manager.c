@@ -491,7 +491,10 @@ static int acquire(manager *mg, const char *name, const manager_opts *o, bool lo
   pthread_mutex_lock(&mg->lock);
   for (;;) {
     s = slot_find(mg, key);
-    if (!s && !load) s = slot_find_model(mg, e->name);
+    if (!load && (!s || (s->state == SLOT_FAILED && !(waited && s->attempt == waited)))) {
+      struct slot *t = slot_find_model(mg, e->name); /* another instance of it */
+      if (t) s = t;
+    }
     if (!s) {
       s = calloc(1, sizeof *s);
       if (!s || !(s->key = str_dup(key)) || !(s->model_name = str_dup(e->name))) {
@@ -505,6 +508,11 @@ static int acquire(manager *mg, const char *name, const manager_opts *o, bool lo
       s->next = mg->slots;
       mg->slots = s;
       break; /* we load it */
+    }
+    if (load && explicit_id && s->state == SLOT_READY && strcmp(s->model_name, e->name) != 0) {
+      rc = err_set(ERR_CONFLICT, "instance '%s' is already loaded with model '%s', not '%s'", key, s->model_name,
+                   e->name);
+      goto out_locked;
     }
     if (s->state == SLOT_READY) {
       if (load && !ctx_compatible(s->mm, o->n_ctx)) {
@@ -525,7 +533,8 @@ static int acquire(manager *mg, const char *name, const manager_opts *o, bool lo
         for (int i = 2; i < 1000 && !found; i++) {
           snprintf(k2, cap, "%s:%d", e->name, i);
           struct slot *t = slot_find(mg, k2);
-          found = !t || t->state != SLOT_READY || ctx_compatible(t->mm, o->n_ctx);
+          found = !t || (strcmp(t->model_name, e->name) == 0 &&
+                         (t->state != SLOT_READY || ctx_compatible(t->mm, o->n_ctx)));
         }
         free(key);
         key = k2;

@@ -490,6 +490,9 @@ TEST(manager_explicit_load_instances_and_unload) {
   manager_opts clash = {.n_ctx = 48, .instance_id = "mine"};
   EXPECT_INT_EQ(manager_load(mg, "b", &clash, NULL), ERR_CONFLICT);
   EXPECT_STR_CONTAINS(err_detail(), "mine");
+  manager_opts other = {.instance_id = "mine"};
+  EXPECT_INT_EQ(manager_load(mg, "c", &other, NULL), ERR_CONFLICT);
+  EXPECT_STR_CONTAINS(err_detail(), "model 'b'");
   manager_opts neg = {.n_ctx = -5};
   EXPECT_INT_EQ(manager_load(mg, "b", &neg, NULL), ERR_RANGE);
   EXPECT_INT_EQ(manager_load(mg, "zzz", NULL, NULL), ERR_NOT_FOUND);
