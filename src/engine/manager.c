@@ -378,10 +378,13 @@ static int budget_reserve(manager *mg, struct slot *self, const manager_model *m
   if (need > mg->budget)
     return err_set(ERR_NOMEM,
                    "model '%s' needs about %s (file %s, KV cache %s for %d x %lld positions, buffers %s), more "
-                   "than the whole memory budget of %s (--memory-budget)",
+                   "than the whole memory budget of %s (--memory-budget)%s",
                    mm->instance_id, fmt_bytes(need, b1, sizeof b1), fmt_bytes(mm->file_bytes, b2, sizeof b2),
                    fmt_bytes(mm->kv_bytes, b3, sizeof b3), mm->n_slots, (long long)mm->n_ctx,
-                   fmt_bytes(mm->buf_bytes, b4, sizeof b4), fmt_bytes(mg->budget, b5, sizeof b5));
+                   fmt_bytes(mm->buf_bytes, b4, sizeof b4), fmt_bytes(mg->budget, b5, sizeof b5),
+                   mm->file_bytes < mg->budget ? "; a smaller context (--ctx-size) or fewer slots (--parallel) "
+                                                 "shrinks the KV cache"
+                                               : "");
   uint64_t used = 0, idle = 0;
   for (struct slot *s = mg->slots; s; s = s->next) {
     if (s == self || (s->state != SLOT_LOADING && s->state != SLOT_READY)) continue;
@@ -535,6 +538,11 @@ static int acquire(manager *mg, const char *name, const manager_opts *o, bool lo
           struct slot *t = slot_find(mg, k2);
           found = !t || (strcmp(t->model_name, e->name) == 0 &&
                          (t->state != SLOT_READY || ctx_compatible(t->mm, o->n_ctx)));
+        }
+        if (!found) {
+          free(k2);
+          rc = err_set(ERR_CONFLICT, "model '%s' has too many loaded instances", e->name);
+          goto out_locked;
         }
         free(key);
         key = k2;
