@@ -21,6 +21,7 @@
 #include "api/admin/admin.h"
 #include "api/openai/files.h"
 #include "api/api.h"
+#include "api/gen.h"
 #include "api/openai/openai.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -186,7 +187,7 @@ static int cmd_serve(int argc, char **argv) {
                        .memory_budget = cfg.memory_budget};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
-  openai_ctx octx = {.reg = reg, .mgr = mgr};
+  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -198,6 +199,10 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
   if (!rc) {
     n_routes = openai_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;
@@ -240,7 +245,7 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
-  openai_wait_streams(5000);
+  gen_wait_streams(5000);
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
