@@ -179,7 +179,12 @@ static int cmd_serve(int argc, char **argv) {
       .decorate = api_http_decorate,
       .hook_ctx = NULL,
   };
-  manager_params mp = {.n_slots = (int32_t)cfg.parallel, .n_ctx = cfg.ctx_size, .n_threads = 0};
+  manager_params mp = {.n_slots = (int32_t)cfg.parallel,
+                       .n_ctx = cfg.ctx_size,
+                       .n_threads = 0,
+                       .keep_alive_set = true,
+                       .keep_alive_ms = cfg.keep_alive_ms,
+                       .memory_budget = cfg.memory_budget};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
   openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
