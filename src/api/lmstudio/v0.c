@@ -384,6 +384,12 @@ void lms_v0_chat(http_req *req, void *ctx) {
     api_error(req, 400, rc, err_detail(), "messages");
     goto done;
   }
+  const char *forced =
+      json_string_value(json_object_get(json_object_get(json_object_get(body, "tool_choice"), "function"), "name"));
+  if ((rc = gen_chat_force_tools(mm, &chat, forced, &g.p))) {
+    api_error(req, 400, rc, err_detail(), "tool_choice");
+    goto done;
+  }
   v0_generate(req, mm, key, &g, &ids, V0_CHAT, &pc);
   mm = NULL; /* the job holds the reference now */
 done:
