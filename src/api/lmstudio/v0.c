@@ -311,6 +311,18 @@ static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
   else if (json_is_object(tc) && json_is_string(json_object_get(json_object_get(tc, "function"), "name")))
     c->tool_choice = GEN_TOOL_FUNCTION;
   else return bad(req, "tool_choice", "tool_choice: expected \"auto\", \"none\", \"required\" or a function");
+  if (c->tool_choice == GEN_TOOL_FUNCTION) { /* the named function must be one of the tools */
+    const char *name = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
+    size_t i;
+    const json_t *t;
+    json_array_foreach(c->tools, i, t) {
+      const char *tn = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+      if (tn && strcmp(tn, name) == 0) return 0;
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg, "tool_choice: no tool named '%.200s' in tools", name);
+    return bad(req, "tool_choice", msg);
+  }
   return 0;
 }
 

@@ -184,6 +184,8 @@ test('9. tools: the request is accepted with tool_choice; any tool call has stri
     }
   }
   assertError(await c.post('/api/v0/chat/completions', chat({ tools, tool_choice: 'sometimes' })), 400, { param: 'tool_choice' });
+  assertError(await c.post('/api/v0/chat/completions',
+    chat({ tools, tool_choice: { type: 'function', function: { name: 'no_such_tool' } } })), 400, { param: 'tool_choice' });
   assertError(await c.post('/api/v0/chat/completions', chat({ tools: [{ type: 'function' }] })), 400,
     { param: 'tools[0].function.name' });
 });
