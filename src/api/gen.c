@@ -458,7 +458,8 @@ static void *stream_main(void *arg) {
 
 /* Answers an error before the job started and frees everything. */
 static int fail(http_req *req, gen_job *j, int status, int code, const char *msg, const char *param) {
-  api_error(req, status, code, msg, param);
+  if (req) api_error(req, status, code, msg, param);
+  else err_set(code ? code : ERR_INTERNAL, "%s", msg);
   job_free(j);
   return code ? code : ERR_INTERNAL;
 }
@@ -467,7 +468,7 @@ int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids,
             const gen_opts *opts, const gen_sink *sink, void *ctx) {
   gen_job *j = calloc(1, sizeof *j);
   if (!j) {
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    if (req) api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     gen_params_free(g);
     if (sink->free) sink->free(ctx);
     manager_release(mm);

@@ -221,7 +221,9 @@ typedef struct gen_opts {
 int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
             const gen_opts *opts, const gen_sink *sink, void *ctx);
 /* Returns 0 when the job was accepted (and, unless detached, req answered
- * or streaming), or the error it answered req with. */
+ * or streaming), or the error it answered req with. A detached job may
+ * have no request at all (req NULL: WebSocket sessions): a refusal is then
+ * only returned, with err_detail(). */
 
 /* Asks the engine to stop the job (any thread, while the job runs: from
  * its callbacks, or under a lock that on_end also takes). */
