@@ -26,7 +26,6 @@
 #define PARLEY_API_LMSTUDIO_H
 
 #include <jansson.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,22 +37,19 @@
 #include "model/registry.h"
 #include "store/store.h"
 
-struct lms_instance; /* manage.c */
-
 typedef struct lmstudio_ctx {
   registry *reg;
   manager *mgr;
   store *st;                    /* stateful v1 chats; NULL: store:true fails */
   /* private, set up by lmstudio_routes */
   openai_ctx oa;                /* v0 embeddings reuse the OpenAI handler */
-  pthread_mutex_t lock;         /* guards instances */
-  struct lms_instance *instances; /* models loaded through /models/load */
 } lmstudio_ctx;
 
 /* Fills lctx's private part and returns the route table (every entry's ctx
  * is lctx). Call lmstudio_shutdown before manager_free. */
 size_t lmstudio_routes(lmstudio_ctx *lctx, const http_route **out);
-/* Gives back the model references explicitly loaded instances hold. */
+/* Ends what the dialect keeps between requests (nothing now: instances
+ * live in the manager); kept so the wiring in main does not change. */
 void lmstudio_shutdown(lmstudio_ctx *lctx);
 
 /* ---- shared by the handlers (common.c) --------------------------------- */
@@ -76,11 +72,10 @@ void lms_publisher(const char *name, char *out, size_t cap);
 const char *lms_v0_type(const registry_entry *e);
 bool lms_is_embedding(const registry_entry *e);
 
-/* What is loaded now: the loaded context of model `name` (0 when not
- * loaded), from the instances loaded through /models/load and the models
- * the manager holds. */
+/* What is loaded now (manager_list_loaded): the context of a loaded
+ * instance of model `name` (0 when none is loaded). */
 int64_t lms_loaded_ctx(lmstudio_ctx *lc, const char *name);
-/* Instances of name into an array [{id, config:{context_length, parallel}}]. */
+/* The loaded instances of name: [{id, config:{context_length, parallel}}]. */
 json_t *lms_loaded_instances(lmstudio_ctx *lc, const char *name);
 
 /* stats.stop_reason in the SDK's camelCase vocabulary for a choice. */

@@ -3,11 +3,14 @@
  * /api/v1/models/unload, /api/v1/models/download and
  * GET /api/v1/models/download/status[/{job_id}] (also under /lmstudio/v1).
  *
- * Instances: a load takes a manager reference and keeps it in this
- * dialect's instance table, so the model stays loaded until the matching
- * unload. The first instance of a model is named by its key; loading the
- * same key again adds "key:2", "key:3"... (what LM Studio answers, spec
- * section 0). The model list's `state` / `loaded_instances` read this table.
+ * Instances are the manager's (engine/manager.h): a load is manager_load
+ * with the requested context and no TTL (LM Studio: models loaded
+ * explicitly stay until unloaded); the first instance of a model is named
+ * by its key, loading the same key again names the next free "key:2",
+ * "key:3"... (what LM Studio answers, spec section 0). Unload is
+ * manager_unload of the instance id. The listings' `state`,
+ * `loaded_context_length` and `loaded_instances` read manager_list_loaded,
+ * so models loaded on demand by any dialect show too.
  *
  * Downloads: jobs are the store's "download" rows (kind PULL_JOB_KIND of
  * the puller); the status routes read them. States map to LM Studio's:
@@ -24,65 +27,60 @@
 #include "base/err.h"
 #include "base/util.h"
 
-struct lms_instance {
-  struct lms_instance *next;
-  char *id;              /* "key" or "key:N" */
-  manager_model *mm;     /* the reference this instance holds */
-  int64_t n_ctx;
-};
-
-static void instance_free(struct lms_instance *in) {
-  if (!in) return;
-  manager_release(in->mm);
-  free(in->id);
-  free(in);
-}
-
-void lmstudio_shutdown(lmstudio_ctx *lc) {
-  pthread_mutex_lock(&lc->lock);
-  struct lms_instance *in = lc->instances;
-  lc->instances = NULL;
-  pthread_mutex_unlock(&lc->lock);
-  while (in) {
-    struct lms_instance *next = in->next;
-    instance_free(in);
-    in = next;
-  }
-  pthread_mutex_destroy(&lc->lock);
-}
+void lmstudio_shutdown(lmstudio_ctx *lc) { (void)lc; }
 
 int64_t lms_loaded_ctx(lmstudio_ctx *lc, const char *name) {
-  int64_t n = 0;
-  pthread_mutex_lock(&lc->lock);
-  for (struct lms_instance *in = lc->instances; in && !n; in = in->next)
-    if (strcmp(in->mm->name, name) == 0) n = in->n_ctx;
-  pthread_mutex_unlock(&lc->lock);
-  return n;
+  manager_loaded *v = NULL;
+  size_t n = 0;
+  int64_t ctx = 0;
+  if (manager_list_loaded(lc->mgr, &v, &n)) return 0;
+  for (size_t i = 0; i < n && !ctx; i++)
+    if (v[i].entry && strcmp(v[i].entry->name, name) == 0) ctx = v[i].n_ctx;
+  manager_loaded_free(v, n);
+  return ctx;
 }
 
 json_t *lms_loaded_instances(lmstudio_ctx *lc, const char *name) {
+  manager_loaded *v = NULL;
+  size_t n = 0;
   json_t *a = json_array();
-  pthread_mutex_lock(&lc->lock);
-  for (struct lms_instance *in = lc->instances; a && in; in = in->next) {
-    if (strcmp(in->mm->name, name) != 0) continue;
-    json_t *cfg = json_pack("{s:I}", "context_length", (json_int_t)in->n_ctx);
-    if (cfg && in->mm->eng) json_object_set_new(cfg, "parallel", json_integer(engine_n_slots(in->mm->eng)));
-    json_t *item = cfg ? json_pack("{s:s, s:o}", "id", in->id, "config", cfg) : NULL;
+  if (!a || manager_list_loaded(lc->mgr, &v, &n)) {
+    json_decref(a);
+    return NULL;
+  }
+  for (size_t i = 0; a && i < n; i++) {
+    if (!v[i].entry || strcmp(v[i].entry->name, name) != 0) continue;
+    json_t *item = json_pack("{s:s, s:{s:I, s:i}}", "id", v[i].instance_id, "config", "context_length",
+                             (json_int_t)v[i].n_ctx, "parallel", (int)v[i].n_slots);
     if (!item || json_array_append_new(a, item)) {
       json_decref(a);
       a = NULL;
     }
   }
-  pthread_mutex_unlock(&lc->lock);
+  manager_loaded_free(v, n);
   return a;
 }
 
 /* ---- load / unload ------------------------------------------------------------- */
 
-static bool id_taken(lmstudio_ctx *lc, const char *id) {
-  for (struct lms_instance *in = lc->instances; in; in = in->next)
-    if (strcmp(in->id, id) == 0) return true;
-  return false;
+/* The id for a new instance of the model key resolves to: the canonical
+ * name when none is loaded, else the first free "name:N". */
+static int next_instance_id(lmstudio_ctx *lc, const char *key, char *out, size_t cap) {
+  char canon[512];
+  int rc = registry_resolve(lc->reg, key, canon, sizeof canon);
+  if (rc) return rc;
+  manager_loaded *v = NULL;
+  size_t n = 0;
+  if ((rc = manager_list_loaded(lc->mgr, &v, &n))) return rc;
+  snprintf(out, cap, "%s", canon);
+  for (int k = 2;; k++) {
+    bool taken = false;
+    for (size_t i = 0; i < n && !taken; i++) taken = strcmp(v[i].instance_id, out) == 0;
+    if (!taken) break;
+    snprintf(out, cap, "%s:%d", canon, k);
+  }
+  manager_loaded_free(v, n);
+  return 0;
 }
 
 /* Checks an optional field's JSON type; answers 400 and returns false. */
@@ -112,39 +110,33 @@ void lms_v1_load(http_req *req, void *ctx) {
       !typed(req, body, "offload_kv_cache_to_gpu", is_bool, "boolean") ||
       !typed(req, body, "echo_load_config", is_bool, "boolean"))
     goto done;
-  uint64_t t0 = time_mono_ns();
-  manager_model *mm = NULL;
-  int rc = manager_get(lc->mgr, key, &mm);
+  char id[600];
+  int rc = next_instance_id(lc, key, id, sizeof id);
   if (rc) {
     lms_error_manager(req, rc);
     goto done;
   }
-  double load_s = lms_seconds(t0, time_mono_ns());
-  struct lms_instance *in = calloc(1, sizeof *in);
-  char id[600];
-  pthread_mutex_lock(&lc->lock);
-  snprintf(id, sizeof id, "%s", mm->name);
-  for (int k = 2; id_taken(lc, id); k++) snprintf(id, sizeof id, "%s:%d", mm->name, k);
-  if (in && (in->id = str_dup(id))) {
-    in->mm = mm;
-    in->n_ctx = mm->eng ? engine_n_ctx(mm->eng) : (int64_t)mm->entry->context_length;
-    in->next = lc->instances;
-    lc->instances = in;
-  }
-  pthread_mutex_unlock(&lc->lock);
-  if (!in || !in->id) {
-    free(in);
-    manager_release(mm);
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+  manager_opts o = {.keep_alive_set = true, .keep_alive_ms = MANAGER_KEEP_ALIVE_FOREVER, .instance_id = id,
+                    .n_ctx = json_integer_value(json_object_get(body, "context_length"))};
+  uint64_t t0 = time_mono_ns();
+  manager_model *mm = NULL;
+  if ((rc = manager_load(lc->mgr, key, &o, &mm))) {
+    if (rc == ERR_NOMEM || rc == ERR_OVERLOADED || rc == ERR_RANGE || rc == ERR_CONFLICT)
+      lms_error(req, api_status_for(rc), rc == ERR_RANGE ? "invalid_request" : "internal_error", NULL,
+                rc == ERR_RANGE ? "context_length" : NULL, "%s", err_detail());
+    else lms_error_manager(req, rc);
     goto done;
   }
+  double load_s = lms_seconds(t0, time_mono_ns());
   json_t *res = json_pack("{s:s, s:s, s:s, s:f, s:s}", "type", lms_is_embedding(mm->entry) ? "embedding" : "llm",
-                          "instance_id", id, "model_instance_id", id, "load_time_seconds", load_s, "status", "loaded");
+                          "instance_id", mm->instance_id, "model_instance_id", mm->instance_id, "load_time_seconds",
+                          load_s, "status", "loaded");
   if (res && json_is_true(json_object_get(body, "echo_load_config"))) {
-    json_t *cfg = json_pack("{s:I}", "context_length", (json_int_t)in->n_ctx);
-    if (cfg && mm->eng) json_object_set_new(cfg, "parallel", json_integer(engine_n_slots(mm->eng)));
+    json_t *cfg = json_pack("{s:I}", "context_length", (json_int_t)mm->n_ctx);
+    if (cfg && mm->eng) json_object_set_new(cfg, "parallel", json_integer(mm->n_slots));
     json_object_set_new(res, "load_config", cfg ? cfg : json_object());
   }
+  manager_release(mm);
   if (res) api_respond_json(req, 200, res);
   else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
   json_decref(res);
@@ -157,26 +149,19 @@ void lms_v1_unload(http_req *req, void *ctx) {
   json_t *body = api_parse_body(req);
   if (!body) return;
   const char *id = json_string_value(json_object_get(body, "instance_id"));
-  if (!id) {
+  if (!id || !*id) {
     lms_error(req, 400, "invalid_request", "missing_required_parameter", "instance_id",
               "\"instance_id\" is required (a string: loaded_instances[].id from GET /api/v1/models)");
     json_decref(body);
     return;
   }
-  struct lms_instance *found = NULL;
-  pthread_mutex_lock(&lc->lock);
-  for (struct lms_instance **p = &lc->instances; *p; p = &(*p)->next)
-    if (strcmp((*p)->id, id) == 0) {
-      found = *p;
-      *p = found->next;
-      break;
-    }
-  pthread_mutex_unlock(&lc->lock);
-  if (!found) {
+  int rc = manager_unload(lc->mgr, id);
+  if (rc == ERR_NOT_FOUND) {
     lms_error(req, 404, "model_not_found", "instance_not_found", "instance_id", "no loaded instance '%.400s'", id);
+  } else if (rc) {
+    api_error_last(req, rc, "instance_id");
   } else {
-    json_t *res = json_pack("{s:s}", "instance_id", found->id);
-    instance_free(found);
+    json_t *res = json_pack("{s:s}", "instance_id", id);
     if (res) api_respond_json(req, 200, res);
     else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     json_decref(res);

@@ -186,8 +186,6 @@ size_t lmstudio_routes(lmstudio_ctx *lctx, const http_route **out) {
   lctx->oa.reg = lctx->reg;
   lctx->oa.mgr = lctx->mgr;
   lctx->oa.st = lctx->st;
-  lctx->instances = NULL;
-  pthread_mutex_init(&lctx->lock, NULL);
   for (size_t i = 0; i < ARRAY_LEN(ROUTES); i++) ROUTES[i].ctx = lctx;
   *out = ROUTES;
   return ARRAY_LEN(ROUTES);

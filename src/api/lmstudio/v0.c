@@ -7,7 +7,7 @@
  * adapter's checker (openai_gen_parse: ranges and errors naming the JSON
  * path), after the LM Studio spellings it does not know are taken out:
  * max_tokens -1 (unlimited), top_k, min_p, repeat_penalty, ttl (seconds of
- * idle before a JIT-loaded model unloads) and draft_model (speculative
+ * idle before a model this request loaded unloads) and draft_model (speculative
  * decoding; accepted, decoding is not speculative here). Embeddings are the
  * OpenAI handler itself: the shapes are the same.
  *
@@ -362,10 +362,16 @@ static int v0_head(http_req *req, lmstudio_ctx *lc, json_t *body, const char **k
     return rc;
   }
   if ((rc = take_unlimited(req, body, unlimited))) return rc;
+  const json_t *ttl = json_object_get(body, "ttl");
+  int n_before = manager_n_loaded(lc->mgr);
   if ((rc = manager_get(lc->mgr, *key, mm))) {
     lms_error_manager(req, rc);
     return rc;
   }
+  /* ttl (seconds; -1 = none) is the idle time of a model this request
+   * loaded just in time; models loaded otherwise keep theirs. */
+  if (json_is_integer(ttl) && json_integer_value(ttl) >= -1 && manager_n_loaded(lc->mgr) > n_before)
+    manager_set_keep_alive(*mm, json_integer_value(ttl) < 0 ? MANAGER_KEEP_ALIVE_FOREVER : json_integer_value(ttl) * 1000);
   return 0;
 }
 

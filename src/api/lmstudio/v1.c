@@ -272,6 +272,7 @@ static const gen_sink v1_sink = {
 struct v1_req {
   const char *key, *system, *prev, *reasoning;
   const json_t *input;
+  int64_t n_ctx;          /* context_length, 0 when not given */
   bool stream, store;
   gen_params p;
 };
@@ -349,6 +350,7 @@ static int parse(const json_t *body, struct v1_req *q, struct v1_err *e) {
   s->top_k = (int32_t)top_k;
   rand_bytes(&s->seed, sizeof s->seed);
   q->p.er.max_tokens = max_out;
+  q->n_ctx = ctx_len;
   const json_t *integ = json_object_get(body, "integrations");
   if (integ && !json_is_null(integ)) {
     if (!json_is_array(integ))
@@ -486,7 +488,16 @@ void lms_v1_chat(http_req *req, void *ctx) {
   if (parse(body, &q, &e) || conversation(lc, &q, &msgs, &e)) goto bad;
   int n_before = manager_n_loaded(lc->mgr);
   uint64_t t0 = time_mono_ns();
-  int rc = manager_get(lc->mgr, q.key, &mm);
+  /* context_length applies when this request loads the model; a loaded
+   * instance is used as it is. */
+  char canon[512];
+  int rc;
+  if (q.n_ctx > 0 && registry_resolve(lc->reg, q.key, canon, sizeof canon) == 0 && lms_loaded_ctx(lc, canon) == 0) {
+    manager_opts mo = {.n_ctx = q.n_ctx};
+    rc = manager_load(lc->mgr, q.key, &mo, &mm);
+  } else {
+    rc = manager_get(lc->mgr, q.key, &mm);
+  }
   double load_s = lms_seconds(t0, time_mono_ns());
   if (rc == ERR_NOT_FOUND) {
     fail(&e, 404, "model_not_found", "model_not_found", "model", "%s", err_detail());
@@ -525,7 +536,7 @@ void lms_v1_chat(http_req *req, void *ctx) {
     goto bad;
   }
   o = calloc(1, sizeof *o);
-  if (!o || !(o->instance = str_dup(mm->name)) || !(o->key = str_dup(mm->name))) {
+  if (!o || !(o->instance = str_dup(mm->instance_id ? mm->instance_id : mm->name)) || !(o->key = str_dup(mm->name))) {
     fail(&e, 500, "internal_error", NULL, NULL, "out of memory");
     goto bad;
   }

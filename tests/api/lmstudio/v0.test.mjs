@@ -119,9 +119,11 @@ test('6+7. chat completion: OpenAI fields plus stats, model_info, runtime; max_t
   assert.equal(b.stats.stop_reason, 'maxPredictedTokensReached');
   assert.equal(b.usage.completion_tokens, 4);
   assertExtras(b);
-  // the model is loaded now: v0 says so
+  // the model is loaded now: v0 says so, with the loaded context
   const m = (await c.get('/api/v0/models/org/tiny')).json;
   assertV0Model(m);
+  assert.equal(m.state, 'loaded');
+  assert.equal(m.loaded_context_length, 1024);
 });
 
 test('7. max_tokens -1 means unlimited; a stop string ends with stopStringFound or another natural reason', async (t) => {
@@ -254,4 +256,21 @@ test('errors: bad JSON, unknown model, bad messages, images on a text model - al
   })), 400, { param: 'messages[0].content[0]' });
   assertError(await c.post('/api/v0/chat/completions', chat({ response_format: { type: 'xml' } })), 400,
     { param: 'response_format.type' });
+});
+
+test('13. ttl on a request that loads the model just in time: it unloads after that many idle seconds', async (t) => {
+  if (skip) return t.skip(skip);
+  const u = await c.post('/api/v1/models/unload', { instance_id: MODEL });
+  assert.equal(u.status, 200, u.text);
+  assert.equal((await c.get('/api/v0/models/org/tiny')).json.state, 'not-loaded');
+  const r = await c.post('/api/v0/chat/completions', chat({ ttl: 1, max_tokens: 2 }));
+  assert.equal(r.status, 200, r.text);
+  assert.equal((await c.get('/api/v0/models/org/tiny')).json.state, 'loaded');
+  let state = 'loaded';
+  for (let i = 0; i < 40 && state === 'loaded'; i++) {
+    await new Promise((res) => setTimeout(res, 250));
+    state = (await c.get('/api/v0/models/org/tiny')).json.state;
+  }
+  assert.equal(state, 'not-loaded', 'still loaded 10 s after a ttl of 1 s');
+  assertError(await c.post('/api/v0/chat/completions', chat({ ttl: 'soon' })), 400, { param: 'ttl' });
 });

@@ -240,8 +240,8 @@ test('22-24. load (context, echo_load_config), a second instance key:2, state in
   const id1 = r.json.instance_id;
   assert.equal(typeof id1, 'string');
   assert.equal(r.json.model_instance_id, id1, 'both spellings of the id');
-  assert.ok(Number.isInteger(r.json.load_config.context_length));
-  const ctx1 = r.json.load_config.context_length;
+  assert.equal(r.json.load_config.context_length, 512);
+  const ctx1 = 512;
   const r2 = await c.post('/lmstudio/v1/models/load', { model: MODEL });
   assert.equal(r2.status, 200, r2.text);
   const id2 = r2.json.instance_id;
@@ -249,8 +249,9 @@ test('22-24. load (context, echo_load_config), a second instance key:2, state in
   assert.match(id2, /:\d+$/);
   assert.equal(r2.json.load_config, undefined, 'load_config only with echo_load_config');
   const v1 = (await c.get('/api/v1/models')).json.models.find((m) => m.key === MODEL);
-  const ids = v1.loaded_instances.map((i) => i.id).sort();
-  assert.deepEqual(ids, [id1, id2].sort());
+  const ids = v1.loaded_instances.map((i) => i.id);
+  assert.ok(ids.includes(id1) && ids.includes(id2), JSON.stringify(ids));
+  assert.equal(new Set(ids).size, ids.length, 'instance ids are unique');
   const inst1 = v1.loaded_instances.find((i) => i.id === id1);
   assert.equal(inst1.config.context_length, ctx1);
   const v0 = (await c.get('/api/v0/models/org/tiny')).json;
@@ -268,6 +269,14 @@ test('22-24. load (context, echo_load_config), a second instance key:2, state in
   assertError(await c.post('/api/v1/models/load', {}), 400, { param: 'model' });
   assertError(await c.post('/api/v1/models/load', { model: 'nobody/nothing' }), 404, { type: 'model_not_found' });
   assertError(await c.post('/api/v1/models/load', { model: MODEL, context_length: -4 }), 400, { param: 'context_length' });
+  // chat's context_length applies when the chat loads the model
+  for (const i of after.loaded_instances) assert.equal((await c.post('/api/v1/models/unload', { instance_id: i.id })).status, 200);
+  const ch = await c.post('/api/v1/chat', chat({ context_length: 256 }));
+  assert.equal(ch.status, 200, ch.text);
+  assert.equal(typeof ch.json.stats.model_load_time_seconds, 'number');
+  const now = (await c.get('/api/v1/models')).json.models.find((m) => m.key === MODEL);
+  assert.deepEqual(now.loaded_instances.map((i) => i.config.context_length), [256]);
+  assert.equal((await c.get('/api/v0/models/org/tiny')).json.loaded_context_length, 256);
 });
 
 test('25+26. download: an existing model is already_downloaded; status of jobs; unknown job', async (t) => {
