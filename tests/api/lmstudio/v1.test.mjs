@@ -5,17 +5,33 @@
 // shapes and invariants only.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer } from '../lib/server.mjs';
-import { makeModelsDir } from '../lib/models.mjs';
+import { writeFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, runCli } from '../lib/server.mjs';
+import { makeModelsDir, LLAMA_VOCAB } from '../lib/models.mjs';
 import { client, assertError } from './lib.mjs';
 
 const MODEL = 'org/tiny';
+const THINKER = 'org/thinker';
+// A template whose generation prompt opens a <think> block (closed at once
+// when enable_thinking is false): the family gains the reasoning capability,
+// and a random model never closes the block, so its text is reasoning.
+const THINK_TEMPLATE =
+  "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}</s>\n{% endfor %}" +
+  "{% if add_generation_prompt %}<|assistant|>\n{% if enable_thinking is defined and not enable_thinking %}" +
+  "<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}{% endif %}";
 const PREFIXES = ['/api/v1', '/lmstudio/v1'];
 let srv, models, skip, c;
 
 before(async () => {
   models = await makeModelsDir({ bert: true });
   if (models.skip) { skip = models.skip; return; }
+  const tmpl = path.join(models.dir, 'think.jinja.txt');
+  writeFileSync(tmpl, THINK_TEMPLATE);
+  const g = await runCli(['gen-model', path.join(models.dir, 'org/thinker.gguf'), '--vocab', LLAMA_VOCAB,
+    '--chat-template', tmpl, '--ctx', '512']);
+  if (g.code !== 0) throw new Error(`gen-model failed: ${g.stderr}`);
+  rmSync(tmpl);
   srv = await startServer({
     args: ['--models-dir', models.dir, '--parallel', '2'],
     env: { PARLEY_NO_EXTERNAL_MODELS: '1' },
@@ -29,8 +45,8 @@ after(async () => {
 
 const chat = (extra = {}) => ({ model: MODEL, input: 'Hello there', max_output_tokens: 5, temperature: 0, ...extra });
 
-function assertResult(b, { stored = true } = {}) {
-  assert.equal(b.model_instance_id, MODEL);
+function assertResult(b, { stored = true, model = MODEL } = {}) {
+  assert.equal(b.model_instance_id, model);
   assert.ok(Array.isArray(b.output) && b.output.length >= 1);
   const kinds = b.output.map((o) => o.type);
   for (const k of kinds) assert.ok(['message', 'reasoning', 'tool_call', 'invalid_tool_call'].includes(k), k);
@@ -44,7 +60,7 @@ function assertResult(b, { stored = true } = {}) {
 }
 
 // Checks the grammar of a v1 stream and returns the chat.end result.
-function assertStream(r, { load }) {
+function assertStream(r, { load, model = MODEL }) {
   assert.equal(r.status, 200);
   const ev = r.events;
   const names = ev.map((e) => e.event);
@@ -56,7 +72,7 @@ function assertStream(r, { load }) {
   assert.equal(names.at(-1), 'chat.end');
   assert.equal(names.filter((n) => n === 'chat.start').length, 1);
   assert.equal(names.filter((n) => n === 'chat.end').length, 1);
-  assert.equal(ev[0].data.model_instance_id, MODEL);
+  assert.equal(ev[0].data.model_instance_id, model);
   const loads = names.filter((n) => n.startsWith('model_load.'));
   if (load) assert.deepEqual(loads.slice(0, 1).concat(loads.slice(-1)), ['model_load.start', 'model_load.end']);
   else assert.deepEqual(loads, []);
@@ -292,4 +308,32 @@ test('25+26. download: an existing model is already_downloaded; status of jobs; 
     assert.ok(Array.isArray(all.json.jobs));
     assertError(await c.get(`${p}/models/download/status/job_doesnotexist`), 404, { type: 'job_not_found' });
   }
+});
+
+test('18. a reasoning model: reasoning item before the message, reasoning.* events, reasoning tokens; off turns it off', async (t) => {
+  if (skip) return t.skip(skip);
+  const m = (await c.get('/api/v1/models')).json.models.find((x) => x.key === THINKER);
+  assert.ok(m.capabilities.reasoning, JSON.stringify(m.capabilities));
+  assert.ok(m.capabilities.reasoning.allowed_options.includes('off'));
+  assert.ok(m.capabilities.reasoning.allowed_options.includes(m.capabilities.reasoning.default));
+  const r = await c.post('/api/v1/chat', chat({ model: THINKER, max_output_tokens: 6 }));
+  assert.equal(r.status, 200, r.text);
+  assertResult(r.json, { model: THINKER });
+  assert.deepEqual(r.json.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.ok(r.json.output[0].content.length > 0);
+  assert.ok(r.json.stats.reasoning_output_tokens > 0);
+  assert.ok(r.json.stats.reasoning_output_tokens <= r.json.stats.total_output_tokens + 2);
+  const s = await c.sse('/lmstudio/v1/chat', chat({ model: THINKER, max_output_tokens: 6, stream: true, reasoning: 'high' }));
+  const res = assertStream(s, { load: false, model: THINKER });
+  const names = s.events.map((e) => e.event);
+  assert.ok(names.includes('reasoning.start') && names.includes('reasoning.delta') && names.includes('reasoning.end'));
+  assert.equal(res.output[0].type, 'reasoning');
+  const off = await c.post('/api/v1/chat', chat({ model: THINKER, reasoning: 'off' }));
+  assert.equal(off.status, 200, off.text);
+  assert.deepEqual(off.json.output.map((o) => o.type), ['message']);
+  // v0 puts the thinking in reasoning_content
+  const v0 = await c.post('/api/v0/chat/completions', { model: THINKER, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  assert.equal(typeof v0.json.choices[0].message.reasoning_content, 'string');
+  const v0s = await c.sse('/api/v0/chat/completions', { model: THINKER, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true });
+  assert.ok(v0s.events.some((e) => typeof e.data === 'object' && e.data.choices[0]?.delta?.reasoning_content));
 });
