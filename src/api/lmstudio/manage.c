@@ -29,11 +29,19 @@
 
 void lmstudio_shutdown(lmstudio_ctx *lc) { (void)lc; }
 
+/* manager_list_loaded, skipped when nothing is loaded (the manager then
+ * hands qsort a NULL array, which UBSan rejects: reported to its owner). */
+static int list_loaded(manager *mg, manager_loaded **v, size_t *n) {
+  *v = NULL;
+  *n = 0;
+  return manager_n_loaded(mg) > 0 ? manager_list_loaded(mg, v, n) : 0;
+}
+
 int64_t lms_loaded_ctx(lmstudio_ctx *lc, const char *name) {
   manager_loaded *v = NULL;
   size_t n = 0;
   int64_t ctx = 0;
-  if (manager_list_loaded(lc->mgr, &v, &n)) return 0;
+  if (list_loaded(lc->mgr, &v, &n)) return 0;
   for (size_t i = 0; i < n && !ctx; i++)
     if (v[i].entry && strcmp(v[i].entry->name, name) == 0) ctx = v[i].n_ctx;
   manager_loaded_free(v, n);
@@ -44,7 +52,7 @@ json_t *lms_loaded_instances(lmstudio_ctx *lc, const char *name) {
   manager_loaded *v = NULL;
   size_t n = 0;
   json_t *a = json_array();
-  if (!a || manager_list_loaded(lc->mgr, &v, &n)) {
+  if (!a || list_loaded(lc->mgr, &v, &n)) {
     json_decref(a);
     return NULL;
   }
@@ -71,7 +79,7 @@ static int next_instance_id(lmstudio_ctx *lc, const char *key, char *out, size_t
   if (rc) return rc;
   manager_loaded *v = NULL;
   size_t n = 0;
-  if ((rc = manager_list_loaded(lc->mgr, &v, &n))) return rc;
+  if ((rc = list_loaded(lc->mgr, &v, &n))) return rc;
   snprintf(out, cap, "%s", canon);
   for (int k = 2;; k++) {
     bool taken = false;
