@@ -105,7 +105,8 @@ typedef struct gen_chat {
                                     and the parser's starting state */
   const json_t *template_kwargs; /* extra template globals, or NULL */
   bool continue_final;           /* no generation prompt: the model goes on
-                                    writing the last (assistant) message */
+                                    writing the last (assistant) message
+                                    (the text is cut after its content) */
 } gen_chat;
 
 /* Renders c through mm's chat template (the tool_use variant when tools are

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/anthropic/anthropic.h"
 #include "api/openai/files.h"
 #include "api/api.h"
 #include "api/gen.h"
@@ -183,6 +184,7 @@ static int cmd_serve(int argc, char **argv) {
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
   openai_ctx octx = {.reg = reg, .mgr = mgr};
+  anthropic_ctx anctx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -194,6 +196,10 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
   if (!rc) {
     n_routes = openai_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;
