@@ -176,14 +176,17 @@ static int user_turn(const json_t *content, const char *path, const char *role, 
         bool is_error = false;
         if ((rc = api_json_bool(b, bp, "is_error", false, &is_error)) && rc != ERR_NOT_FOUND) break;
         rc = 0;
-        buf out = BUF_INIT;
-        if (is_error) buf_append_str(&out, "Error: ");
+        buf res = BUF_INIT, out = BUF_INIT;
         const json_t *rc_content = json_object_get(b, "content");
         char cp[160];
         snprintf(cp, sizeof cp, "%s.content", bp);
-        if (rc_content && !json_is_null(rc_content)) rc = text_or_blocks(rc_content, cp, &out);
+        if (rc_content && !json_is_null(rc_content)) rc = text_or_blocks(rc_content, cp, &res);
+        /* the flag has no canonical field: the model reads it in the text */
+        if (is_error) buf_append_str(&out, "Error: ");
+        if (res.len) buf_append(&out, res.data, res.len);
         json_t *tm = rc ? NULL : json_pack("{s:s, s:s, s:s%}", "role", "tool", "tool_call_id", id, "content",
                                            out.data ? out.data : "", out.len);
+        buf_free(&res);
         buf_free(&out);
         if (rc) break;
         if (!tm || json_array_append_new(msgs, tm)) {
