@@ -347,8 +347,11 @@ static int parse_tools(const json_t *body, anthropic_req *r) {
       return err_set(schema ? ERR_TYPE : ERR_INVALID, "%s.input_schema: %s%s", path,
                      schema ? "expected object, got " : "required field is missing",
                      schema ? api_json_type_name(schema) : "");
-    json_t *fn = json_pack("{s:s, s:O}", "name", name, "parameters", schema);
+    /* keys in the order OpenAI clients write them: templates dump tools
+     * with tojson, so the order is part of the prompt */
+    json_t *fn = json_pack("{s:s}", "name", name);
     if (fn && desc) json_object_set_new(fn, "description", json_string(desc));
+    if (fn) json_object_set(fn, "parameters", (json_t *)schema);
     json_t *ot = fn ? json_pack("{s:s, s:o}", "type", "function", "function", fn) : NULL;
     if (!ot || json_array_append_new(r->tools, ot)) return err_set(ERR_NOMEM, "out of memory");
   }

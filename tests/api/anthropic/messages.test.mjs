@@ -378,3 +378,30 @@ test('31. metadata and unknown extra fields are accepted', async (t) => {
   assert.equal(m.type, 'message');
   await assert.rejects(client.messages.create(req({ metadata: 'u1' })), (e) => e.status === 400 && /metadata/.test(e.error.error.message));
 });
+
+test('issue 7.4: the same conversation as OpenAI chat and Anthropic messages renders to the same prompt tokens', async (t) => {
+  if (skip) return t.skip(skip);
+  const { default: OpenAI } = await import('openai');
+  const oa = new OpenAI({ baseURL: `${env.srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  for (const model of [TINY, THINK]) {
+    const o = await oa.chat.completions.create({
+      model, max_tokens: 1, tools: [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.input_schema } }],
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Weather in Oslo?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'toolu_01abc', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+        { role: 'tool', tool_call_id: 'toolu_01abc', content: '12 degrees' },
+        { role: 'user', content: 'And tomorrow?' },
+      ],
+    });
+    const a = await client.messages.countTokens({
+      model, system: 'Be brief.', tools: [WEATHER_TOOL],
+      messages: [
+        { role: 'user', content: 'Weather in Oslo?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_01abc', name: 'get_weather', input: { city: 'Oslo' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01abc', content: '12 degrees' }, { type: 'text', text: 'And tomorrow?' }] },
+      ],
+    });
+    assert.equal(a.input_tokens, o.usage.prompt_tokens, model);
+  }
+});
