@@ -218,7 +218,7 @@ static int assistant_turn(const json_t *content, const char *path, json_t *msgs)
   json_t *calls = json_array();
   int rc = calls ? 0 : err_set(ERR_NOMEM, "out of memory");
   if (!rc && json_is_string(content)) {
-    buf_append(&text, json_string_value(content), json_string_length(content));
+    rc = text_or_blocks(content, path, &text);
   } else if (!rc) {
     size_t i;
     json_t *b;
