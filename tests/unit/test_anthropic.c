@@ -91,6 +91,15 @@ TEST(anthropic_tool_calls_only_turn_has_null_content_and_tools_are_openai_shaped
   EXPECT_TRUE(json_is_null(json_object_get(json_array_get(r.messages, 1), "content")));
   EXPECT_TRUE(same_json(json_array_get(r.messages, 2), "{\"role\":\"tool\",\"tool_call_id\":\"toolu_9\",\"content\":\"\"}"));
   EXPECT_INT_EQ(json_array_size(r.messages), 3);
+  EXPECT_FALSE(r.one_call);
+  anthropic_req_free(&r);
+  ASSERT_INT_EQ(parse("{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"name\":\"f\",\"input_schema\":{}}],"
+                      "\"tool_choice\":{\"type\":\"any\",\"disable_parallel_tool_use\":true},"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                      false, &r),
+                0);
+  EXPECT_INT_EQ(r.chat.tool_choice, GEN_TOOL_REQUIRED);
+  EXPECT_TRUE(r.one_call);
   anthropic_req_free(&r);
 }
 

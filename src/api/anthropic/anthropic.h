@@ -46,6 +46,8 @@ typedef struct anthropic_req {
   gen_chat chat;         /* points at messages/tools */
   gen_params p;          /* sampling, max_tokens, stop_sequences, format */
   bool stream;
+  bool one_call;         /* tool_choice.disable_parallel_tool_use: answer
+                            at most one tool_use block */
 } anthropic_req;
 
 /* Translates body (an Anthropic Messages or count_tokens request; count

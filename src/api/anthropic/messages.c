@@ -78,6 +78,8 @@ struct an {
   char id[64];
   char *model;        /* label answered in "model" */
   int64_t n_prompt;   /* the prompt's tokens, for message_start */
+  bool one_call;      /* disable_parallel_tool_use: calls after the first
+                         are not answered */
   /* streaming */
   enum blk cur;       /* the open block */
   int index;          /* its index (or the next one's when none is open) */
@@ -207,7 +209,7 @@ static int an_text(void *ctx, gen_job *j, int choice, bool reasoning, const char
 static int an_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, const char *id, const char *name) {
   struct an *o = ctx;
   (void)choice;
-  (void)tool_index;
+  if (o->one_call && tool_index > 0) return 0;
   char tid[96];
   anthropic_tool_id(id, tid, sizeof tid);
   return block_start(o, j, BLK_TOOL,
@@ -217,16 +219,14 @@ static int an_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, cons
 static int an_tool_args(void *ctx, gen_job *j, int choice, int tool_index, const char *text, size_t len) {
   struct an *o = ctx;
   (void)choice;
-  (void)tool_index;
-  if (o->cur != BLK_TOOL) return 0;
+  if (o->cur != BLK_TOOL || (o->one_call && tool_index > 0)) return 0;
   return delta(o, j, json_pack("{s:s, s:s%}", "type", "input_json_delta", "partial_json", text, len));
 }
 
 static int an_tool_end(void *ctx, gen_job *j, int choice, int tool_index) {
   (void)choice;
-  (void)tool_index;
   struct an *o = ctx;
-  return o->cur == BLK_TOOL ? block_stop(o, j) : 0;
+  return o->cur == BLK_TOOL && !(o->one_call && tool_index > 0) ? block_stop(o, j) : 0;
 }
 
 /* The last block closes; a reply that only reasoned still gets its (empty)
@@ -260,7 +260,10 @@ static json_t *message_body(struct an *o, gen_job *j, const gen_result *r) {
                                              c->content.data ? c->content.data : "", c->content.len, "citations"));
   size_t i;
   json_t *call;
-  json_array_foreach(has_calls ? c->tool_calls : NULL, i, call) json_array_append_new(content, tool_use_block(call));
+  json_array_foreach(has_calls ? c->tool_calls : NULL, i, call) {
+    if (o->one_call && i > 0) break;
+    json_array_append_new(content, tool_use_block(call));
+  }
   return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o}", "id", o->id, "type", "message", "role", "assistant",
                    "model", o->model, "content", content, "stop_reason", anthropic_stop_reason(c), "stop_sequence",
                    stop_sequence_json(j, c), "usage", usage_json(r->n_prompt, r->n_cached, r->n_completion));
@@ -352,6 +355,7 @@ static void messages_create(http_req *req, void *ctx) {
   if (o) {
     o->model = str_dup(ar.model);
     o->n_prompt = (int64_t)ids.n;
+    o->one_call = ar.one_call;
     if (id_make(o->id, sizeof o->id, "msg_", 12))
       snprintf(o->id, sizeof o->id, "msg_%016llx", (unsigned long long)time_mono_ns());
   }

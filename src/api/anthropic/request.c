@@ -379,6 +379,7 @@ static int parse_tool_choice(const json_t *body, anthropic_req *r) {
   bool dp = false;
   if ((rc = api_json_bool(tc, "tool_choice", "disable_parallel_tool_use", false, &dp)) && rc != ERR_NOT_FOUND)
     return rc;
+  r->one_call = dp;
   if (strcmp(type, "auto") == 0) r->chat.tool_choice = GEN_TOOL_AUTO;
   else if (strcmp(type, "none") == 0) r->chat.tool_choice = GEN_TOOL_NONE;
   else if (strcmp(type, "any") == 0) r->chat.tool_choice = GEN_TOOL_REQUIRED;
