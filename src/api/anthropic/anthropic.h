@@ -48,6 +48,8 @@ typedef struct anthropic_req {
   bool stream;
   bool one_call;         /* tool_choice.disable_parallel_tool_use: answer
                             at most one tool_use block */
+  const char *tool_name; /* tool_choice {"type":"tool"}'s name (borrowed
+                            from the body), or NULL */
 } anthropic_req;
 
 /* Translates body (an Anthropic Messages or count_tokens request; count

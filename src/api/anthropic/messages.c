@@ -5,7 +5,8 @@
  * Request path: parse the body (request.c), load the model through the
  * manager, render and tokenize the canonical messages with gen_chat_prompt
  * (the same template and tokenizer count_tokens uses, so the two agree),
- * and hand the job to gen_run with the sink below.
+ * force a tool call for tool_choice any/tool (gen_chat_force_tools), and
+ * hand the job to gen_run with the sink below.
  *
  * Response path, not streaming: one Message whose content is a thinking
  * block (when the model reasoned), a text block, then one tool_use block
@@ -333,7 +334,11 @@ static int prepare(http_req *req, anthropic_ctx *ac, anthropic_req *ar, manager_
     char msg[600];
     snprintf(msg, sizeof msg, "messages: the chat template failed: %s", err_detail());
     api_error(req, 400, rc, msg, "messages");
+    return rc;
   }
+  /* tool_choice any/tool: a grammar makes the model write the call */
+  if ((rc = gen_chat_force_tools(*mm, &ar->chat, ar->tool_name, &ar->p)))
+    api_error(req, 400, rc, err_detail(), "tool_choice");
   return rc;
 }
 

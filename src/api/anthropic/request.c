@@ -10,7 +10,9 @@
  *                                          content, reasoning_content and
  *                                          tool_calls (arguments as objects)
  *   tools [{name, description, input_schema}] -> OpenAI-shaped functions
- *   tool_choice auto|any|tool|none      -> gen_tool_choice
+ *   tool_choice auto|any|tool|none      -> gen_tool_choice (any/tool are
+ *                                          then forced by a grammar where
+ *                                          the family allows, gen.h)
  *   thinking enabled|adaptive|disabled  -> gen_chat.thinking 1|1|0
  *   max_tokens, temperature, top_p, top_k, stop_sequences,
  *   output_config.format (json_schema)  -> gen_params
@@ -389,6 +391,7 @@ static int parse_tool_choice(const json_t *body, anthropic_req *r) {
     if (!tool_named(r->tools, name))
       return err_set(ERR_INVALID, "tool_choice.name: no tool named '%.64s' in tools", name);
     r->chat.tool_choice = GEN_TOOL_FUNCTION;
+    r->tool_name = name;
   } else {
     return err_set(ERR_INVALID, "tool_choice.type: '%.32s' is not one of auto, any, tool, none", type);
   }

@@ -1,19 +1,19 @@
 // messages.test.mjs - POST /v1/messages and /v1/messages/count_tokens through
 // the official @anthropic-ai/sdk against the real binary with generated
 // random-weight models (spec ../shared/specs/anthropic.md section 6, checks
-// 1-7, 11-13, 15-17, 19, 21-25, 28, 31). The models' text is noise: the tests
+// 1-8, 11-13, 15-25, 28, 31). The models' text is noise: the tests
 // check shapes, event order, limits and invariants, never what the text says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
 import { parseSSE } from '../lib/server.mjs';
-import { setup, post, WEATHER_TOOL, FORCE_WEATHER_CALL } from './setup.mjs';
+import { setup, post, WEATHER_TOOL, TIME_TOOL, FORCE_WEATHER_CALL } from './setup.mjs';
 
 const TINY = 'org/tiny', THINK = 'org/think';
 let env, client, skip;
 
 before(async () => {
-  env = await setup();
+  env = await setup({ hermes: true });
   if (env.skip) { skip = env.skip; return; }
   client = new Anthropic({ baseURL: env.srv.url, apiKey: 'anything', maxRetries: 0 });
 });
@@ -154,28 +154,42 @@ test('12. messages.stream: text events join to finalMessage text; usage from the
   assert.equal(b.stop_reason, a.stop_reason);
 });
 
-test('15. tool use: a tool_use block with a toolu_ id, the name and an input object', async (t) => {
+test('15. tool use: tool_choice tool forces a tool_use block with a toolu_ id, the name and an input object', async (t) => {
   if (skip) return t.skip(skip);
+  const models = [THINK, ...(env.hermesSkip ? [] : ['org/hermes'])];
+  if (env.hermesSkip) t.diagnostic(`Hermes family not tested: ${env.hermesSkip}`);
+  for (const model of models) {
+    for (const tool_choice of [{ type: 'tool', name: 'get_weather' }, { type: 'any' }]) {
+      const m = await client.messages.create({
+        model, max_tokens: 80, temperature: 0, thinking: { type: 'disabled' },
+        tools: [TIME_TOOL, WEATHER_TOOL], tool_choice, messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+      });
+      assert.equal(m.stop_reason, 'tool_use', `${model} ${JSON.stringify(tool_choice)}: ${JSON.stringify(m.content)}`);
+      const calls = m.content.filter((b) => b.type === 'tool_use');
+      assert.equal(calls.length, 1);
+      assert.match(calls[0].id, /^toolu_[0-9a-f]{24}$/);
+      if (tool_choice.type === 'tool') assert.equal(calls[0].name, 'get_weather');
+      else assert.ok(['get_weather', 'get_time'].includes(calls[0].name));
+      assert.equal(typeof calls[0].input, 'object');
+      if (calls[0].name === 'get_weather') {
+        assert.equal(typeof calls[0].input.city, 'string');
+        assert.ok(calls[0].input.city.length <= 8);
+      }
+    }
+  }
+  // the same through a plain JSON schema (output_config.format) with tool_choice auto
   const m = await client.messages.create({
     model: THINK, max_tokens: 80, temperature: 0, thinking: { type: 'disabled' },
-    tools: [WEATHER_TOOL], tool_choice: { type: 'tool', name: 'get_weather' }, output_config: FORCE_WEATHER_CALL,
-    messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+    tools: [WEATHER_TOOL], output_config: FORCE_WEATHER_CALL, messages: [{ role: 'user', content: 'Weather in Oslo?' }],
   });
   assert.equal(m.stop_reason, 'tool_use');
-  const calls = m.content.filter((b) => b.type === 'tool_use');
-  assert.equal(calls.length, 1);
-  assert.match(calls[0].id, /^toolu_[0-9a-f]{24}$/);
-  assert.equal(calls[0].name, 'get_weather');
-  assert.equal(typeof calls[0].input, 'object');
-  assert.equal(typeof calls[0].input.city, 'string');
-  assert.ok(calls[0].input.city.length <= 8);
 });
 
 test('16. streaming tool use: input {} at start, input_json_delta fragments assemble to the input', async (t) => {
   if (skip) return t.skip(skip);
   const s = client.messages.stream({
     model: THINK, max_tokens: 80, temperature: 0, thinking: { type: 'disabled' },
-    tools: [WEATHER_TOOL], output_config: FORCE_WEATHER_CALL,
+    tools: [WEATHER_TOOL], tool_choice: { type: 'tool', name: 'get_weather' },
     messages: [{ role: 'user', content: 'Weather in Oslo?' }],
   });
   const events = [];
@@ -250,6 +264,13 @@ test('19. tool_choice none, any (disable_parallel_tool_use), auto and tool are a
     const m = await client.messages.create(req({ tools: [WEATHER_TOOL], tool_choice: tc }));
     assert.equal(m.type, 'message', JSON.stringify(tc));
   }
+  // any with disable_parallel_tool_use: exactly one call
+  const one = await client.messages.create({
+    model: THINK, max_tokens: 80, temperature: 0, thinking: { type: 'disabled' }, tools: [WEATHER_TOOL, TIME_TOOL],
+    tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages: [{ role: 'user', content: 'Weather?' }],
+  });
+  assert.equal(one.content.filter((b) => b.type === 'tool_use').length, 1);
+  assert.equal(one.stop_reason, 'tool_use');
   // none: calls are not parsed out of the text, even when the output is one
   const m = await client.messages.create({
     model: THINK, max_tokens: 80, temperature: 0, thinking: { type: 'disabled' }, tools: [WEATHER_TOOL],

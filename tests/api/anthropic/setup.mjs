@@ -6,7 +6,9 @@
 //               {"name": .., "parameters": ..}: the family detector gives it
 //               the llama3 output parser, so output constrained to that JSON
 //               shape (output_config.format) is parsed as a real tool call,
-//               which makes the tool_use rendering testable with random weights.
+//               which makes the tool_use rendering testable with random weights;
+//   org/hermes - (hermes: true) the real Qwen2.5 template (Hermes tool calls).
+// tool_choice any/tool is forced by a grammar in both call syntaxes.
 import { writeFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { runCli, startServer } from '../lib/server.mjs';
@@ -20,8 +22,8 @@ export const THINK_TEMPLATE =
   '<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n' +
   '{% if enable_thinking is not defined or enable_thinking %}<think>\n{% endif %}{% endif %}';
 
-export async function setup({ args = [], env = {} } = {}) {
-  const models = await makeModelsDir();
+export async function setup({ args = [], env = {}, hermes = false } = {}) {
+  const models = await makeModelsDir({ hermes });
   if (models.skip) return { skip: models.skip };
   const tmpl = path.join(models.dir, 'think.jinja.txt');
   writeFileSync(tmpl, THINK_TEMPLATE);
@@ -34,7 +36,7 @@ export async function setup({ args = [], env = {} } = {}) {
     env: { PARLEY_NO_EXTERNAL_MODELS: '1', ...env },
   });
   return {
-    srv, models,
+    srv, models, hermesSkip: models.hermesSkip,
     async teardown() { await srv.stop(); models.cleanup(); },
   };
 }
@@ -43,6 +45,10 @@ export async function setup({ args = [], env = {} } = {}) {
 export const WEATHER_TOOL = {
   name: 'get_weather', description: 'Weather for a city',
   input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'] },
+};
+export const TIME_TOOL = {
+  name: 'get_time', description: 'Local time in a timezone',
+  input_schema: { type: 'object', properties: { tz: { type: 'string', maxLength: 12 } }, required: ['tz'] },
 };
 export const FORCE_WEATHER_CALL = {
   format: {
