@@ -92,8 +92,8 @@ enum gen_tool_choice {
   GEN_TOOL_AUTO = 0,      /* the model decides */
   GEN_TOOL_NONE = 1,      /* tools are shown to the template but calls are
                              not parsed out of the text */
-  GEN_TOOL_REQUIRED = 2,  /* some call (not yet forced by a grammar) */
-  GEN_TOOL_FUNCTION = 3   /* a named call (not yet forced by a grammar) */
+  GEN_TOOL_REQUIRED = 2,  /* some call (forced by gen_chat_force_tools) */
+  GEN_TOOL_FUNCTION = 3   /* a named call (forced by gen_chat_force_tools) */
 };
 
 typedef struct gen_chat {
