@@ -9,8 +9,19 @@
  *
  * Choice among routes whose pattern matches the path: the most specific one
  * (segment by segment literal > param > rest), earlier tables first on a tie.
+ * Precedence is explicit in two tiers: a route flagged HTTP_ROUTE_FALLBACK
+ * is chosen only when no ordinary route matches both path and method, so a
+ * real route registered at any time, in any table, with any pattern
+ * (even a less specific one) shadows a fallback (the OpenAI 501 table).
  * The method is checked after the path: a path that matches only with other
  * methods gives ERR_METHOD and the Allow list. GET routes answer HEAD.
+ *
+ * Path aliases (router_add_alias): when no route at all matches a path, a
+ * registered prefix (in whole decoded segments, e.g. "/chat") is replaced by
+ * its target ("/v1/chat") and the path matched once more, so one route
+ * table serves "/v1/chat/completions", "/chat/completions" and
+ * "/v1/v1/chat/completions". A path that matches a route directly never
+ * goes through an alias.
  *
  * Pure (no I/O); start reading at router_match_path.
  */
@@ -34,9 +45,17 @@ typedef struct croute {
   size_t n_segs;
 } croute;
 
+/* A path alias: a literal segment prefix and its replacement. */
+typedef struct alias {
+  char **from, **to;
+  size_t n_from, n_to;
+} alias;
+
 struct router {
   croute *routes;
   size_t n_routes, cap;
+  alias *aliases;
+  size_t n_aliases;
 };
 
 int router_new(router **out) {
@@ -51,6 +70,13 @@ void router_free(router *r) {
     free(r->routes[i].segs);
   }
   free(r->routes);
+  for (size_t i = 0; i < r->n_aliases; i++) {
+    for (size_t j = 0; j < r->aliases[i].n_from; j++) free(r->aliases[i].from[j]);
+    for (size_t j = 0; j < r->aliases[i].n_to; j++) free(r->aliases[i].to[j]);
+    free(r->aliases[i].from);
+    free(r->aliases[i].to);
+  }
+  free(r->aliases);
   free(r);
 }
 
@@ -202,19 +228,100 @@ static void allow_add(char *allow, size_t cap, const char *m) {
   memcpy(allow + used, m, ml + 1);
 }
 
+/* Compiles a literal prefix ("/v1/chat") into decoded segments. */
+static int literal_segs(const char *prefix, char ***out, size_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (!prefix || prefix[0] != '/' || strchr(prefix, '{'))
+    return err_set(ERR_INVALID, "path alias \"%s\" must be a literal path starting with '/'", prefix ? prefix : "(null)");
+  path_segs ps;
+  int rc = path_split(prefix, &ps);
+  if (rc) return err_set(ERR_INVALID, "path alias \"%s\": %s", prefix, err_detail());
+  char **v = malloc((ps.n ? ps.n : 1) * sizeof *v);
+  if (!v) {
+    path_segs_free(&ps);
+    return err_set(ERR_NOMEM, "path alias \"%s\"", prefix);
+  }
+  memcpy(v, ps.s, ps.n * sizeof *v);
+  *out = v;
+  *n_out = ps.n;
+  return 0;
+}
+
+int router_add_alias(router *r, const char *from, const char *to) {
+  alias a = {0};
+  int rc = literal_segs(from, &a.from, &a.n_from);
+  if (!rc) rc = literal_segs(to, &a.to, &a.n_to);
+  if (!rc && a.n_from == 0) rc = err_set(ERR_INVALID, "path alias \"%s\": the prefix must not be \"/\"", from);
+  alias *na = rc ? NULL : realloc(r->aliases, (r->n_aliases + 1) * sizeof *na);
+  if (!rc && !na) rc = err_set(ERR_NOMEM, "path alias \"%s\"", from);
+  if (rc) {
+    for (size_t j = 0; j < a.n_from; j++) free(a.from[j]);
+    for (size_t j = 0; j < a.n_to; j++) free(a.to[j]);
+    free(a.from);
+    free(a.to);
+    return rc;
+  }
+  r->aliases = na;
+  r->aliases[r->n_aliases++] = a;
+  return 0;
+}
+
+/* Rewrites ps when a's prefix covers its first segments; false otherwise
+ * (or when the result would be too long or memory runs out: ps unchanged). */
+static bool alias_apply(const alias *a, path_segs *ps) {
+  if (ps->n < a->n_from) return false;
+  for (size_t j = 0; j < a->n_from; j++)
+    if (strcmp(ps->s[j], a->from[j]) != 0) return false;
+  if (ps->n - a->n_from + a->n_to > ROUTER_MAX_SEGMENTS) return false;
+  path_segs out = {.n = 0};
+  for (size_t j = 0; j < a->n_to; j++) {
+    if (!(out.s[out.n] = str_dup(a->to[j]))) {
+      path_segs_free(&out);
+      return false;
+    }
+    out.n++;
+  }
+  for (size_t j = a->n_from; j < ps->n; j++) out.s[out.n++] = ps->s[j];
+  for (size_t j = 0; j < a->n_from; j++) free(ps->s[j]);
+  *ps = out;
+  return true;
+}
+
+/* The route for ps and method: the most specific ordinary route, else the
+ * most specific fallback. *any_path is set when some route of either tier
+ * matches the path with any method. */
+static const croute *best_route(const router *r, const path_segs *ps, const char *method, bool *any_path) {
+  const croute *best = NULL, *best_fb = NULL;
+  for (size_t i = 0; i < r->n_routes; i++) {
+    const croute *cr = &r->routes[i];
+    if (!path_matches(cr, ps)) continue;
+    *any_path = true;
+    if (!method_ok(cr->route->method, method)) continue;
+    const croute **slot = (cr->route->flags & HTTP_ROUTE_FALLBACK) ? &best_fb : &best;
+    if (!*slot || specificity_cmp(cr, *slot) > 0) *slot = cr;
+  }
+  return best ? best : best_fb;
+}
+
 int router_match_path(const router *r, const char *method, const char *path, router_match *m) {
   memset(m, 0, sizeof *m);
   path_segs ps;
   int rc = path_split(path, &ps);
   if (rc) return rc;
-  const croute *best = NULL;
   bool any_path = false;
-  for (size_t i = 0; i < r->n_routes; i++) {
-    const croute *cr = &r->routes[i];
-    if (!path_matches(cr, &ps)) continue;
-    any_path = true;
-    if (!method_ok(cr->route->method, method)) continue;
-    if (!best || specificity_cmp(cr, best) > 0) best = cr;
+  const croute *best = best_route(r, &ps, method, &any_path);
+  if (!any_path) {
+    /* No route knows this path: try the alias with the longest prefix. */
+    const alias *use = NULL;
+    for (size_t i = 0; i < r->n_aliases; i++) {
+      const alias *a = &r->aliases[i];
+      if (a->n_from > ps.n || (use && use->n_from >= a->n_from)) continue;
+      bool prefix = true;
+      for (size_t j = 0; prefix && j < a->n_from; j++) prefix = strcmp(ps.s[j], a->from[j]) == 0;
+      if (prefix) use = a;
+    }
+    if (use && alias_apply(use, &ps)) best = best_route(r, &ps, method, &any_path);
   }
   if (!best) {
     if (!any_path) {

@@ -150,6 +150,7 @@ struct http_req {
   /* response */
   hdr *hdrs;
   size_t n_hdrs;
+  const char *timing_hdr; /* http_resp_timing_header */
   bool decorated;
   bool answered;
   bool queue_failed; /* MHD refused the response: close the connection */
@@ -289,6 +290,8 @@ int http_resp_header(http_req *req, const char *name, const char *value) {
   return 0;
 }
 
+void http_resp_timing_header(http_req *req, const char *name) { req->timing_hdr = name; }
+
 static bool has_user_header(const http_req *req, const char *name) {
   for (size_t i = 0; i < req->n_hdrs; i++)
     if (strcasecmp(req->hdrs[i].name, name) == 0) return true;
@@ -306,6 +309,11 @@ int http_req_queue_(http_req *req, int status, struct MHD_Response *resp) {
   MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
   MHD_add_response_header(resp, "Access-Control-Expose-Headers", k_expose_headers);
   for (size_t i = 0; i < req->n_hdrs; i++) MHD_add_response_header(resp, req->hdrs[i].name, req->hdrs[i].value);
+  if (req->timing_hdr) {
+    char ms[24];
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)((time_mono_ns() - req->t_start_ns) / 1000000u));
+    MHD_add_response_header(resp, req->timing_hdr, ms);
+  }
   enum MHD_Result r = MHD_queue_response(req->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   if (r != MHD_YES) {
@@ -625,7 +633,7 @@ static enum MHD_Result begin_request(http_req *req) {
   req->matched = true;
   unsigned flags = req->match.route->flags;
   /* Body sink and limit. */
-  if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE)) req->body_limit = srv->cfg.max_upload;
+  if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE | HTTP_BODY_IGNORE)) req->body_limit = srv->cfg.max_upload;
   else req->body_limit = srv->cfg.max_json_body;
   uint64_t clen = 0;
   const char *cl = http_req_header(req, "Content-Length");
@@ -993,6 +1001,11 @@ int http_server_new(const http_config *cfg, http_server **out) {
 int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_routes) {
   if (srv->started) return err_set(ERR_INVALID, "routes must be added before http_server_start");
   return router_add(srv->rt, routes, n_routes);
+}
+
+int http_server_add_alias(http_server *srv, const char *from, const char *to) {
+  if (srv->started) return err_set(ERR_INVALID, "aliases must be added before http_server_start");
+  return router_add_alias(srv->rt, from, to);
 }
 
 int http_server_start(http_server *srv) {
