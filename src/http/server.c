@@ -208,6 +208,54 @@ static int parse_u64(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* ---- request ids ---------------------------------------------------------- */
+
+/* Request ids need to be unique and unguessable enough for logs, not
+ * secret: a per-thread xoshiro256** seeded once from the kernel replaces a
+ * getrandom(2) call per request (a syscall on the hottest path). */
+static _Thread_local uint64_t tl_rng[4];
+static _Thread_local bool tl_rng_seeded;
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t fast_rand_u64(void) {
+  if (!tl_rng_seeded) {
+    if (rand_bytes(tl_rng, sizeof tl_rng) != 0) { /* no kernel randomness: clock and address */
+      uint64_t z = time_mono_ns() ^ (uint64_t)(uintptr_t)&tl_rng;
+      for (int i = 0; i < 4; i++) { /* splitmix64 */
+        z += 0x9e3779b97f4a7c15ull;
+        uint64_t x = z;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        tl_rng[i] = x ^ (x >> 31);
+      }
+    }
+    if (!(tl_rng[0] | tl_rng[1] | tl_rng[2] | tl_rng[3])) tl_rng[0] = 1;
+    tl_rng_seeded = true;
+  }
+  uint64_t *st = tl_rng;
+  uint64_t result = rotl64(st[1] * 5, 7) * 9;
+  uint64_t t = st[1] << 17;
+  st[2] ^= st[0];
+  st[3] ^= st[1];
+  st[1] ^= st[2];
+  st[0] ^= st[3];
+  st[2] ^= t;
+  st[3] = rotl64(st[3], 45);
+  return result;
+}
+
+/* "req_" + 32 lowercase hex digits into out (>= 37 bytes). */
+static void request_id_make(char *out) {
+  static const char hex[] = "0123456789abcdef";
+  memcpy(out, "req_", 4);
+  for (int w = 0; w < 2; w++) {
+    uint64_t v = fast_rand_u64();
+    for (int i = 0; i < 16; i++) out[4 + w * 16 + i] = hex[(v >> (60 - 4 * i)) & 15];
+  }
+  out[36] = '\0';
+}
+
 /* ---- accessors ---------------------------------------------------------- */
 
 const char *http_req_method(const http_req *req) { return req->method; }
@@ -769,7 +817,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   req->spool_fd = -1;
   req->t_start_ns = time_mono_ns();
   req->uri = strdup(uri ? uri : "/");
-  id_make(req->id, sizeof req->id, "req_", 16);
+  request_id_make(req->id);
   if (!req->uri) {
     free(req);
     return NULL;
