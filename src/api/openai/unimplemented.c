@@ -338,6 +338,12 @@ static void not_implemented(http_req *req, void *ctx) {
            "%s (%s /v1%s) is an OpenAI cloud feature with no local equivalent in parley yet, so this server "
            "does not implement it; retrying will not help.",
            op->operation, op->method, op->path);
+  /* An Anthropic client (anthropic-version header) on a shared /v1 path
+   * gets its own dialect's error shape; everyone else the OpenAI one. */
+  if (api_dialect_of(req) != API_DIALECT_OPENAI) {
+    api_error(req, 501, ERR_UNSUPPORTED, msg, NULL);
+    return;
+  }
   json_t *body = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", "server_error", "param",
                            "code", OPENAI_NOT_IMPLEMENTED_CODE);
   http_resp_header(req, "x-should-retry", "false");

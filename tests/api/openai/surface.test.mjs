@@ -293,3 +293,15 @@ test('aliases leave other paths alone: Ollama /api, the root, /health, unknown p
     assert.equal(body.error.code, null, p);
   }
 });
+
+test('an Anthropic client (anthropic-version) on an unimplemented /v1 path gets the 501 in its own shape', async (t) => {
+  if (skip) return t.skip(skip);
+  const r = await fetch(`${srv.url}/v1/batches`, { headers: { 'anthropic-version': '2023-06-01', 'x-api-key': 'k' } });
+  assert.equal(r.status, 501);
+  assert.equal(r.headers.get('x-should-retry'), 'false');
+  const body = await r.json();
+  assert.equal(body.type, 'error');
+  assert.equal(body.error.type, 'api_error');
+  assert.match(body.error.message, /listBatches \(GET \/v1\/batches\)/);
+  assert.match(body.request_id, /^req_/);
+});
