@@ -24,6 +24,7 @@
 #include "api/api.h"
 #include "api/gen.h"
 #include "api/openai/openai.h"
+#include "api/openai/unimplemented.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
@@ -211,6 +212,9 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  /* Last, though order does not matter: the OpenAI 501 fallbacks (real
+   * routes always win) and the /v1-less and /v1/v1 path aliases. */
+  if (!rc) rc = openai_surface_install(srv);
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
