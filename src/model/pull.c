@@ -300,7 +300,7 @@ static int job_run(pjob *j, const pull_plan *pl, const char *dir) {
                    .ctx = &c};
       rc = pull_download(&d);
       if (!rc && d.resumed) LOG_INFO("pull", "%s: resumed %s at byte %lld", pl->name, f->dest, (long long)d.resumed_from);
-      if (rc) rc = err_set(rc, "%s: %s: %s", pl->name, f->dest, err_detail());
+      if (rc) rc = pull_err_prefix(rc, "%s: %s", pl->name, f->dest);
     }
     buf_free(&fin);
     buf_free(&part);
@@ -311,7 +311,7 @@ static int job_run(pjob *j, const pull_plan *pl, const char *dir) {
   /* Every file is complete and verified (pull_download checked size and
    * digest): write the sidecar, then rename, the model's first file last. */
   int rc = pull_sidecar_write(dir, pl, time_wall_s());
-  if (rc) return err_set(rc, "%s: %s", pl->name, err_detail());
+  if (rc) return pull_err_prefix(rc, "%s", pl->name);
   for (size_t k = pl->n_files; k-- > 0 && !rc;) {
     if (in_place[k]) continue;
     buf fin = BUF_INIT, part = BUF_INIT;

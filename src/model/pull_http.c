@@ -347,6 +347,7 @@ int pull_download(pull_dl *d) {
                  d->sha256_got);
     unlink(d->partial); /* never resumable */
   }
+  if (rc && s.have == 0 && rc != ERR_CONFLICT) unlink(d->partial); /* nothing worth resuming */
   if (c) curl_easy_cleanup(c);
   curl_slist_free_all(h);
   close(fd);

@@ -33,6 +33,10 @@ typedef struct pull_plan {
 
 void pull_plan_free(pull_plan *pl);
 
+/* err_set(rc, "<fmt>: <the current detail>"): prefixes the calling thread's
+ * error detail (copied first: err_set's buffer cannot be its own argument). */
+int pull_err_prefix(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Endpoints and credentials the sources use. */
 typedef struct pull_endpoints {
   const char *hf;             /* "https://huggingface.co" */

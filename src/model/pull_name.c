@@ -10,6 +10,7 @@
  * Ollama's `hf.co/owner/repo:QUANT` for Hugging Face repositories.
  */
 #include <ctype.h>
+#include <stdarg.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "model/pull.h"
+#include "model/pull_int.h"
 
 #define OLLAMA_DEFAULT_HOST "registry.ollama.ai"
 
@@ -39,6 +40,16 @@ bool pull_state_parse(const char *name, pull_state *out) {
 }
 
 bool pull_state_is_final(pull_state s) { return s == PULL_COMPLETED || s == PULL_FAILED || s == PULL_CANCELLED; }
+
+int pull_err_prefix(int rc, const char *fmt, ...) {
+  char detail[1024], prefix[1024];
+  snprintf(detail, sizeof detail, "%s", err_detail());
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  return err_set(rc, "%s: %s", prefix, detail);
+}
 
 /* ---- names ------------------------------------------------------------------ */
 

@@ -135,8 +135,8 @@ static int plan_hf(const pull_endpoints *ep, const pull_ref *ref, const char *qu
   size_t len = 0;
   int rc = pull_fetch(url.data, "application/json", ep->hf_token, PULL_MAX_DOC, &doc, &len);
   if (rc == ERR_NOT_FOUND)
-    rc = err_set(ERR_NOT_FOUND, "hf.co/%s/%s: repository not found on %s (%s)", ref->ns, ref->repo, ep->hf,
-                 err_detail());
+    rc = pull_err_prefix(ERR_NOT_FOUND, "hf.co/%s/%s: repository not found on %s", ref->ns, ref->repo, ep->hf);
+  else if (rc) rc = pull_err_prefix(rc, "hf.co/%s/%s: cannot list the repository", ref->ns, ref->repo);
   buf_free(&url);
   if (rc) return rc;
   json_error_t je;
@@ -154,7 +154,7 @@ static int plan_hf(const pull_endpoints *ep, const pull_ref *ref, const char *qu
   size_t idx[PULL_MAX_FILES], n_model = 0, n_sel = 0;
   if (!rc) {
     rc = pull_hf_select(paths, n, q, pat, idx, PULL_MAX_FILES, &n_model, &n_sel);
-    if (rc) rc = err_set(rc, "hf.co/%s/%s: %s", ref->ns, ref->repo, err_detail());
+    if (rc) rc = pull_err_prefix(rc, "hf.co/%s/%s", ref->ns, ref->repo);
   }
   if (!rc) {
     pl->src = PULL_SOURCE_HF;
@@ -209,14 +209,14 @@ static int plan_ollama(const pull_endpoints *ep, const pull_ref *ref, pull_plan 
   if (!rc) {
     rc = pull_fetch(murl.data, "application/vnd.docker.distribution.manifest.v2+json", NULL, PULL_MAX_DOC, &doc, &len);
     if (rc == ERR_NOT_FOUND)
-      rc = err_set(ERR_NOT_FOUND, "%s: no such model or tag in the registry (%s)", ref->name, err_detail());
-    else if (rc) rc = err_set(rc, "%s: cannot read the manifest: %s", ref->name, err_detail());
+      rc = pull_err_prefix(ERR_NOT_FOUND, "%s: no such model or tag in the registry", ref->name);
+    else if (rc) rc = pull_err_prefix(rc, "%s: cannot read the manifest", ref->name);
   }
   pull_layer layers[PULL_MAX_FILES];
   size_t n = 0;
   if (!rc) {
     rc = pull_ollama_manifest_parse(doc, len, layers, PULL_MAX_FILES, &n);
-    if (rc) rc = err_set(rc, "%s: %s", ref->name, err_detail());
+    if (rc) rc = pull_err_prefix(rc, "%s", ref->name);
   }
   free(doc);
   if (!rc) {

@@ -26,11 +26,13 @@
 #include "engine/engine.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 
 typedef struct openai_ctx {
   registry *reg;
   manager *mgr;
+  puller *pull;   /* DELETE /v1/models/{id} removes pulled models; may be NULL */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
@@ -92,6 +94,7 @@ void openai_wait_streams(int timeout_ms);
 /* ---- handlers ------------------------------------------------------------ */
 void openai_models_list(http_req *req, void *ctx);
 void openai_models_get(http_req *req, void *ctx);
+void openai_models_delete(http_req *req, void *ctx);
 void openai_chat_completions(http_req *req, void *ctx);
 void openai_completions(http_req *req, void *ctx);
 void openai_embeddings(http_req *req, void *ctx);
