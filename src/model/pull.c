@@ -762,6 +762,7 @@ int pull_remove(puller *p, const char *name, char *removed, size_t cap) {
     }
     buf_free(&d);
     if (!dir) return err_set(ERR_NOT_FOUND, "model '%s' not found", name);
+    rc = 0;
   } else if (rc) {
     return rc;
   } else {

@@ -268,7 +268,7 @@ int pull_download(pull_dl *d) {
     return err_set(ERR_CONFLICT, "%s is being downloaded by another process", d->partial);
   }
   file_sink s = {.d = d, .fd = fd, .total = d->size};
-  struct stat st;
+  struct stat st = {0};
   int rc = 0;
   if (fstat(fd, &st) != 0) rc = err_set(ERR_IO, "stat %s: %s", d->partial, strerror(errno));
   if (!rc && S_ISREG(st.st_mode)) s.have = st.st_size;
@@ -299,8 +299,12 @@ int pull_download(pull_dl *d) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, file_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+    char range[32];
     if (s.have > 0) {
-      curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)s.have);
+      /* CURLOPT_RANGE rather than RESUME_FROM: a server that ignores the
+       * Range and answers 200 is then handled (start over), not an error. */
+      snprintf(range, sizeof range, "%lld-", (long long)s.have);
+      curl_easy_setopt(c, CURLOPT_RANGE, range);
       d->resumed = true;
       d->resumed_from = s.have;
     }
@@ -345,9 +349,9 @@ int pull_download(pull_dl *d) {
   if (!rc && d->sha256 && strcmp(d->sha256, d->sha256_got) != 0) {
     rc = err_set(ERR_CORRUPT, "digest mismatch for %s: expected sha256:%s, got sha256:%s", d->url, d->sha256,
                  d->sha256_got);
-    unlink(d->partial); /* never resumable */
+    if (S_ISREG(st.st_mode)) unlink(d->partial); /* never resumable */
   }
-  if (rc && s.have == 0 && rc != ERR_CONFLICT) unlink(d->partial); /* nothing worth resuming */
+  if (rc && s.have == 0 && rc != ERR_CONFLICT && S_ISREG(st.st_mode)) unlink(d->partial); /* nothing to resume */
   if (c) curl_easy_cleanup(c);
   curl_slist_free_all(h);
   close(fd);
