@@ -155,3 +155,37 @@ test('a failing pull never disturbs a model being served', async (t) => {
     await srv.stop();
   }
 });
+
+test('a download a restart interrupted resumes when the server starts', async (t) => {
+  if (skip) return t.skip(skip);
+  const data = fresh();
+  const partial = path.join(data, 'models', 'tiny@1b', 'model.gguf.partial');
+  hub.fault = { mode: 'slow', chunk: 65536, delayMs: 25 };
+  const proc = spawn(BIN, ['pull', 'tiny:1b', '--data-dir', data], { env: { ...process.env, ...hub.env }, stdio: 'ignore' });
+  let size = 0;
+  for (let i = 0; i < 200 && size < 500_000; i++) {
+    await sleep(25);
+    size = existsSync(partial) ? statSync(partial).size : 0;
+  }
+  proc.kill('SIGKILL');
+  await new Promise((r) => proc.once('exit', r));
+  hub.fault = null;
+  hub.requests.length = 0;
+  // The job row still says "downloading": the server picks it up at start.
+  const srv = await startServer({ args: ['--data-dir', data], env: { ...hub.env } });
+  try {
+    const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    let ids = [];
+    for (let i = 0; i < 100 && !ids.includes('tiny:1b'); i++) {
+      await sleep(100);
+      ids = [];
+      for await (const m of client.models.list()) ids.push(m.id);
+    }
+    assert.ok(ids.includes('tiny:1b'), `resumed pull never completed: ${srv.log()}`);
+    const blob = hub.requests.find((q) => q.url.includes(`/blobs/sha256:${hub.modelSha}`));
+    assert.match(blob.range ?? '', /^bytes=\d+-$/);
+    assert.equal(sha(path.join(data, 'models', 'tiny@1b', 'model.gguf')), hub.modelSha);
+  } finally {
+    await srv.stop();
+  }
+});
