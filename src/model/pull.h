@@ -21,7 +21,7 @@
  * name with `pulled` set; only those can be removed. A file is downloaded
  * to "<file>.partial" (resumed with an HTTP Range request when it exists),
  * verified (sha256 when the source gives it: Ollama layer digests, the HF
- * LFS oid), and renamed into place only when every file of the model is
+ * LFS oid or x-linked-etag), and renamed into place only when every file of the model is
  * complete; the sidecar is written before the model file's rename, so the
  * registry never lists a model whose file is incomplete.
  *
@@ -233,11 +233,12 @@ int pull_remove(puller *p, const char *name, char *removed, size_t cap);
 
 /* ---- the transfer (pull_http.c) ----------------------------------------- */
 
-/* Progress of one transfer, read by the job under its lock. */
+/* One transfer: what to fetch and where, a progress callback, results. */
 typedef struct pull_dl {
   const char *url;
   const char *partial;          /* the .partial path (resumed when present) */
-  const char *sha256;           /* expected 64 lowercase hex, or NULL */
+  const char *sha256;           /* expected 64 lowercase hex, or NULL (then an
+                                   x-linked-etag sha256 of the answer is used) */
   int64_t size;                 /* expected bytes, -1 unknown */
   const char *bearer;           /* Authorization token or NULL */
   /* callbacks: progress(ctx, done, total) returns true to cancel */
@@ -260,8 +261,8 @@ typedef struct pull_dl {
 int pull_download(pull_dl *d);
 
 /* GETs a small document (a manifest, a file listing) into *out (malloc'd,
- * NUL-terminated, at most max bytes). accept may be NULL. *status gets the
- * HTTP status. Errors as pull_download. */
+ * NUL-terminated, at most max bytes; *len may be NULL). accept and bearer
+ * may be NULL. Errors as pull_download, ERR_TOO_LARGE beyond max. */
 int pull_fetch(const char *url, const char *accept, const char *bearer, size_t max, char **out, size_t *len);
 
 /* Hashes a whole file: 64 lowercase hex digits into hex (cap >= 65). */

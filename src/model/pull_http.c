@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -195,7 +196,29 @@ typedef struct file_sink {
   int64_t total;         /* expected final size, -1 unknown */
   uint64_t last_cb_ns;
   bool cancel;
+  char etag_sha[65];     /* the hub's x-linked-etag when it is a sha256 */
 } file_sink;
+
+/* Hugging Face answers a resolve request for an LFS file with
+ * `x-linked-etag: "<sha256>"` (on the redirect to its CDN): the digest to
+ * check when the file listing gave none. */
+static size_t file_header(char *p, size_t size, size_t nmemb, void *ud) {
+  file_sink *s = ud;
+  size_t n = size * nmemb;
+  static const char key[] = "x-linked-etag:";
+  if (n > sizeof key && strncasecmp(p, key, sizeof key - 1) == 0 && !s->etag_sha[0]) {
+    const char *v = p + sizeof key - 1;
+    const char *end = p + n;
+    while (v < end && (*v == ' ' || *v == '"')) v++;
+    size_t k = 0;
+    while (v + k < end && k < 64 && ((v[k] >= '0' && v[k] <= '9') || (v[k] >= 'a' && v[k] <= 'f'))) k++;
+    if (k == 64 && (v + k == end || v[k] == '"' || v[k] == '\r' || v[k] == '\n' || v[k] == ' ')) {
+      memcpy(s->etag_sha, v, 64);
+      s->etag_sha[64] = 0;
+    }
+  }
+  return n;
+}
 
 static size_t file_write(char *p, size_t size, size_t nmemb, void *ud) {
   file_sink *s = ud;
@@ -296,6 +319,8 @@ int pull_download(pull_dl *d) {
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, file_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, file_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &s);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, file_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
@@ -346,8 +371,9 @@ int pull_download(pull_dl *d) {
     gnutls_hash_deinit(s.h, dg);
     if (!rc) hex_of(dg, 32, d->sha256_got);
   }
-  if (!rc && d->sha256 && strcmp(d->sha256, d->sha256_got) != 0) {
-    rc = err_set(ERR_CORRUPT, "digest mismatch for %s: expected sha256:%s, got sha256:%s", d->url, d->sha256,
+  const char *want = d->sha256 ? d->sha256 : s.etag_sha[0] ? s.etag_sha : NULL;
+  if (!rc && want && strcmp(want, d->sha256_got) != 0) {
+    rc = err_set(ERR_CORRUPT, "digest mismatch for %s: expected sha256:%s, got sha256:%s", d->url, want,
                  d->sha256_got);
     if (S_ISREG(st.st_mode)) unlink(d->partial); /* never resumable */
   }

@@ -18,6 +18,8 @@
 //   'short'        only `after` bytes are sent, with a Content-Length that says so
 //   'slow'         bytes trickle out (`chunk` bytes every `delayMs`)
 // `match` (a RegExp, default: blob and file downloads) selects the requests.
+// hub.listingWithoutLfs = true leaves lfs.oid out of the HF listing, so the
+// only digest is the resolve response's x-linked-etag.
 // hub.requests records every request: { method, url, range }.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -58,6 +60,7 @@ export async function startFakeHub({ modelPath, hfRepo = 'acme/tiny-GGUF', ollam
 
   const hub = {
     fault: null,
+    listingWithoutLfs: false,
     requests: [],
     modelSha,
     modelSize: model.length,
@@ -143,7 +146,7 @@ export async function startFakeHub({ modelPath, hfRepo = 'acme/tiny-GGUF', ollam
       if (m[1] !== hfRepo) { res.writeHead(404).end('{"error":"Repository not found"}'); return; }
       const list = hfFiles.map((f) => ({
         type: 'file', path: f.path, size: f.buf.length, oid: f.sha.slice(0, 40),
-        ...(f.lfs ? { lfs: { oid: f.sha, size: f.buf.length, pointerSize: 134 } } : {}),
+        ...(f.lfs && !hub.listingWithoutLfs ? { lfs: { oid: f.sha, size: f.buf.length, pointerSize: 134 } } : {}),
       }));
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(list));
       return;

@@ -189,3 +189,22 @@ test('a download a restart interrupted resumes when the server starts', async (t
     await srv.stop();
   }
 });
+
+test('Hugging Face: without lfs.oid in the listing, x-linked-etag still catches a wrong digest', async (t) => {
+  if (skip) return t.skip(skip);
+  hub.listingWithoutLfs = true;
+  try {
+    const data = fresh();
+    hub.fault = { mode: 'digest' };
+    const bad = await runCli(['pull', 'hf.co/acme/tiny-GGUF:Q8_0', '--data-dir', data], hub.env);
+    hub.fault = null;
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, new RegExp(`digest mismatch.*expected sha256:${hub.modelSha}`));
+    assert.ok(!existsSync(path.join(data, 'models', 'hf.co--acme--tiny-GGUF@Q8_0', 'tiny-Q8_0.gguf')));
+    const good = await runCli(['pull', 'hf.co/acme/tiny-GGUF:Q8_0', '--data-dir', data], hub.env);
+    assert.equal(good.code, 0, good.stderr);
+  } finally {
+    hub.fault = null;
+    hub.listingWithoutLfs = false;
+  }
+});
