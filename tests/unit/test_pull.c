@@ -24,6 +24,7 @@
 #include "kernels/tensor_type.h"
 #include "model/pull.h"
 #include "model/registry.h"
+#include "store/store.h"
 #include "test.h"
 
 /* ---- names ------------------------------------------------------------------ */
@@ -215,7 +216,7 @@ TEST(pull_manifest_parse_errors_name_the_field) {
 
 /* ---- downloads against a loopback server ------------------------------------------ */
 
-enum srv_mode { SRV_NORMAL, SRV_IGNORE_RANGE, SRV_DROP };
+enum srv_mode { SRV_NORMAL, SRV_IGNORE_RANGE, SRV_DROP, SRV_SLOW };
 
 typedef struct srv {
   int fd, port;
@@ -223,6 +224,7 @@ typedef struct srv {
   size_t drop_after;
   const unsigned char *body;
   size_t len;
+  const char *manifest; /* answered for paths holding "/manifests/" */
   long last_range; /* -1: none */
   int n_requests;
   pthread_t t;
@@ -259,6 +261,15 @@ static void *srv_main(void *arg) {
     char *rg = strcasestr(req, "\r\nRange: bytes=");
     if (rg) start = strtol(rg + 15, NULL, 10);
     s->last_range = start;
+    if (s->manifest && strstr(req, "/manifests/")) {
+      char h[160];
+      int hn = snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                        strlen(s->manifest));
+      write_all(c, h, (size_t)hn);
+      write_all(c, s->manifest, strlen(s->manifest));
+      close(c);
+      continue;
+    }
     char hdr[256];
     size_t from = (start > 0 && s->mode != SRV_IGNORE_RANGE) ? (size_t)start : 0;
     int n;
@@ -271,7 +282,15 @@ static void *srv_main(void *arg) {
       n = snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", s->len);
     write_all(c, hdr, (size_t)n);
     size_t upto = s->mode == SRV_DROP && s->drop_after < s->len - from ? s->drop_after : s->len - from;
-    write_all(c, s->body + from, upto);
+    if (s->mode == SRV_SLOW) {
+      for (size_t off = 0; off < upto; off += 8192) {
+        size_t k = upto - off < 8192 ? upto - off : 8192;
+        if (send(c, s->body + from + off, k, MSG_NOSIGNAL) <= 0) break;
+        usleep(20000);
+      }
+    } else {
+      write_all(c, s->body + from, upto);
+    }
     close(c);
   }
 }
@@ -534,4 +553,158 @@ TEST(pull_start_rejects_bad_names_without_a_job) {
   EXPECT_INT_EQ(pull_get(pl, "job_nope", &s), ERR_NOT_FOUND);
   EXPECT_INT_EQ(pull_cancel(pl, "job_nope"), ERR_NOT_FOUND);
   puller_free(pl);
+}
+
+/* ---- the puller end to end (jobs, store rows, cancel) --------------------------------- */
+
+/* Waits until the job is final (or 20 s); returns its final status. */
+static pull_state wait_final(puller *pl, const char *id, pull_status *out) {
+  for (int i = 0; i < 400; i++) {
+    pull_wait(pl, id, 50);
+    if (pull_get(pl, id, out) == 0 && pull_state_is_final(out->state)) return out->state;
+    pull_status_free(out);
+  }
+  memset(out, 0, sizeof *out);
+  return PULL_QUEUED;
+}
+
+TEST(pull_job_from_ollama_registry_survives_a_restart) {
+  dl_fixture f;
+  ASSERT_INT_EQ(fixture_init(&f, SRV_NORMAL), 0);
+  char man[1024];
+  snprintf(man, sizeof man,
+           "{\"schemaVersion\":2,\"layers\":[{\"mediaType\":\"application/vnd.ollama.image.model\","
+           "\"digest\":\"sha256:%s\",\"size\":%zu}]}",
+           f.sha, f.len);
+  f.s.manifest = man;
+  char data[512], md[600], reg_url[64];
+  snprintf(data, sizeof data, "%s/data", test_tmpdir());
+  snprintf(md, sizeof md, "%s/models", data);
+  snprintf(reg_url, sizeof reg_url, "http://127.0.0.1:%d", f.s.port);
+  store *st = NULL;
+  ASSERT_INT_EQ(store_open(data, &st), 0);
+  puller *pl = NULL;
+  pull_config pc = {.models_dir = md, .st = st, .ollama_registry = reg_url};
+  ASSERT_INT_EQ(puller_new(&pc, &pl), 0);
+  char id[PULL_ID_CAP], id2[PULL_ID_CAP];
+  ASSERT_INT_EQ(pull_start(pl, "t:1", NULL, id, sizeof id, NULL), 0);
+  EXPECT_TRUE(strncmp(id, "job_", 4) == 0);
+  pull_status s;
+  ASSERT_INT_EQ(wait_final(pl, id, &s), PULL_COMPLETED);
+  EXPECT_STR_EQ(s.model, "t:1");
+  EXPECT_INT_EQ(s.bytes_done, (int64_t)f.len);
+  EXPECT_INT_EQ(s.bytes_total, (int64_t)f.len);
+  ASSERT_INT_EQ(s.n_files, 1);
+  EXPECT_STR_EQ(s.files[0].file, "model.gguf");
+  EXPECT_TRUE(s.files[0].digest && strcmp(s.files[0].digest + 7, f.sha) == 0);
+  EXPECT_TRUE(s.completed_at > 0 && s.started_at > 0);
+  EXPECT_TRUE(s.error == NULL);
+  pull_status_free(&s);
+  char p[800];
+  snprintf(p, sizeof p, "%s/t@1/model.gguf", md);
+  EXPECT_INT_EQ(file_size(p), (int64_t)f.len);
+  EXPECT_INT_EQ(pull_cancel(pl, id), ERR_CONFLICT);
+  /* A second pull of the same name is a new job that downloads nothing. */
+  int before = f.s.n_requests;
+  ASSERT_INT_EQ(pull_start(pl, "t:1", NULL, id2, sizeof id2, NULL), 0);
+  EXPECT_INT_EQ(wait_final(pl, id2, &s), PULL_COMPLETED);
+  pull_status_free(&s);
+  EXPECT_INT_EQ(f.s.n_requests, before + 1); /* the manifest only */
+  puller_free(pl);
+
+  /* Another puller on the same store (a restart) reports the stored rows. */
+  ASSERT_INT_EQ(puller_new(&pc, &pl), 0);
+  ASSERT_INT_EQ(pull_get(pl, id, &s), 0);
+  EXPECT_INT_EQ(s.state, PULL_COMPLETED);
+  EXPECT_STR_EQ(s.name, "t:1");
+  EXPECT_STR_EQ(s.model, "t:1");
+  EXPECT_INT_EQ(s.bytes_done, (int64_t)f.len);
+  pull_status_free(&s);
+  pull_status *v = NULL;
+  size_t n = 0;
+  ASSERT_INT_EQ(pull_list(pl, &v, &n), 0);
+  EXPECT_INT_EQ(n, 2);
+  pull_list_free(v, n);
+  size_t resumed = 9;
+  EXPECT_INT_EQ(puller_resume_interrupted(pl, &resumed), 0);
+  EXPECT_INT_EQ(resumed, 0);
+  puller_free(pl);
+  store_close(st);
+  fixture_free(&f);
+}
+
+TEST(pull_job_cancel_keeps_the_partial_and_a_restart_resumes) {
+  dl_fixture f;
+  ASSERT_INT_EQ(fixture_init(&f, SRV_SLOW), 0);
+  char man[1024];
+  snprintf(man, sizeof man,
+           "{\"layers\":[{\"mediaType\":\"application/vnd.ollama.image.model\",\"digest\":\"sha256:%s\",\"size\":%zu}]}",
+           f.sha, f.len);
+  f.s.manifest = man;
+  char data[512], md[600], reg_url[64], part[800];
+  snprintf(data, sizeof data, "%s/data", test_tmpdir());
+  snprintf(md, sizeof md, "%s/models", data);
+  snprintf(part, sizeof part, "%s/t@1/model.gguf.partial", md);
+  snprintf(reg_url, sizeof reg_url, "http://127.0.0.1:%d", f.s.port);
+  store *st = NULL;
+  ASSERT_INT_EQ(store_open(data, &st), 0);
+  puller *pl = NULL;
+  pull_config pc = {.models_dir = md, .st = st, .ollama_registry = reg_url};
+  ASSERT_INT_EQ(puller_new(&pc, &pl), 0);
+  char id[PULL_ID_CAP];
+  ASSERT_INT_EQ(pull_start(pl, "t:1", NULL, id, sizeof id, NULL), 0);
+  pull_status s;
+  bool moving = false;
+  for (int i = 0; i < 200 && !moving; i++) {
+    pull_wait(pl, id, 50);
+    ASSERT_INT_EQ(pull_get(pl, id, &s), 0);
+    moving = s.state == PULL_DOWNLOADING && s.bytes_done > 0;
+    if (moving) {
+      EXPECT_INT_EQ(s.bytes_total, (int64_t)f.len);
+      ASSERT_INT_EQ(s.n_files, 1);
+      EXPECT_INT_EQ(s.current, 0);
+    }
+    pull_status_free(&s);
+  }
+  ASSERT_TRUE(moving);
+  EXPECT_INT_EQ(pull_cancel(pl, id), 0);
+  EXPECT_INT_EQ(wait_final(pl, id, &s), PULL_CANCELLED);
+  EXPECT_INT_EQ(s.err_code, ERR_CANCELLED);
+  pull_status_free(&s);
+  int64_t kept = file_size(part);
+  EXPECT_TRUE(kept > 0 && kept < (int64_t)f.len);
+
+  /* Shutting down mid-download leaves the row unfinished; the next puller
+   * resumes it from the .partial. */
+  char id2[PULL_ID_CAP];
+  ASSERT_INT_EQ(pull_start(pl, "t:1", NULL, id2, sizeof id2, NULL), 0);
+  for (int i = 0; i < 200; i++) {
+    pull_wait(pl, id2, 50);
+    ASSERT_INT_EQ(pull_get(pl, id2, &s), 0);
+    bool more = s.bytes_done > kept;
+    pull_status_free(&s);
+    if (more) break;
+  }
+  puller_free(pl);
+  store_job row = {0};
+  ASSERT_INT_EQ(store_job_get(st, id2, &row), 0);
+  EXPECT_STR_EQ(row.state, "downloading");
+  store_job_free(&row);
+  f.s.mode = SRV_NORMAL;
+  ASSERT_INT_EQ(puller_new(&pc, &pl), 0);
+  size_t resumed = 0;
+  EXPECT_INT_EQ(puller_resume_interrupted(pl, &resumed), 0);
+  EXPECT_INT_EQ(resumed, 1);
+  EXPECT_INT_EQ(wait_final(pl, id2, &s), PULL_COMPLETED);
+  pull_status_free(&s);
+  EXPECT_TRUE(f.s.last_range > 0);
+  char fin[800];
+  snprintf(fin, sizeof fin, "%s/t@1/model.gguf", md);
+  char got[65];
+  ASSERT_INT_EQ(pull_sha256_file(fin, got, sizeof got), 0);
+  EXPECT_STR_EQ(got, f.sha);
+  EXPECT_INT_EQ(file_size(part), -1);
+  puller_free(pl);
+  store_close(st);
+  fixture_free(&f);
 }
