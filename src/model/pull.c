@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "gguf/gguf.h"
 #include "model/pull_int.h"
 
 typedef struct pjob {
@@ -308,8 +309,25 @@ static int job_run(pjob *j, const pull_plan *pl, const char *dir) {
     if (atomic_load(&j->cancel)) return err_set(ERR_CANCELLED, "cancelled");
   }
   job_set_state(j, PULL_VERIFYING, 0, NULL);
-  /* Every file is complete and verified (pull_download checked size and
-   * digest): write the sidecar, then rename, the model's first file last. */
+  /* Every file is complete and matches its digest; the model file must also
+   * be a GGUF file whose tensors lie inside it (a source can publish a
+   * corrupt or truncated file under a correct digest). */
+  for (size_t i = 0; i < pl->n_files; i++) {
+    if (pl->files[i].kind != PULL_LAYER_MODEL && pl->files[i].kind != PULL_LAYER_PROJECTOR) continue;
+    if (i > 0 && pl->files[i].kind == PULL_LAYER_MODEL) continue; /* later shards hold no header of their own */
+    buf path = BUF_INIT;
+    if (buf_appendf(&path, "%s/%s%s", dir, pl->files[i].dest, in_place[i] ? "" : ".partial")) return ERR_NOMEM;
+    gguf_file *g = NULL;
+    int grc = gguf_open(path.data, &g);
+    gguf_close(g);
+    if (grc) {
+      grc = pull_err_prefix(ERR_CORRUPT, "%s: %s is not a usable GGUF file", pl->name, pl->files[i].dest);
+      unlink(path.data); /* complete and verified, yet corrupt: never resumable */
+    }
+    buf_free(&path);
+    if (grc) return grc;
+  }
+  /* Write the sidecar, then rename, the model's first file last. */
   int rc = pull_sidecar_write(dir, pl, time_wall_s());
   if (rc) return pull_err_prefix(rc, "%s", pl->name);
   for (size_t k = pl->n_files; k-- > 0 && !rc;) {

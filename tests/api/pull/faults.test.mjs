@@ -208,3 +208,22 @@ test('Hugging Face: without lfs.oid in the listing, x-linked-etag still catches 
     hub.listingWithoutLfs = false;
   }
 });
+
+test('a source publishing a truncated GGUF under its own digest: the pull fails at verifying', async (t) => {
+  if (skip) return t.skip(skip);
+  const { writeFileSync } = await import('node:fs');
+  const data = fresh();
+  const cut = path.join(data, 'cut.gguf');
+  writeFileSync(cut, readFileSync(path.join(models.dir, 'org/tiny.gguf')).subarray(0, 200_000));
+  const bad = await startFakeHub({ modelPath: cut });
+  try {
+    const r = await runCli(['pull', 'tiny:1b', '--data-dir', data], bad.env);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /tiny:1b: model\.gguf is not a usable GGUF file/);
+    const dir = path.join(data, 'models', 'tiny@1b');
+    assert.ok(!existsSync(path.join(dir, 'model.gguf')));
+    assert.ok(!existsSync(path.join(dir, 'model.gguf.partial')), 'a verified but corrupt file is not kept');
+  } finally {
+    await bad.stop();
+  }
+});
