@@ -8,6 +8,7 @@
  * refusing files parley did not download.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -707,4 +708,64 @@ TEST(pull_job_cancel_keeps_the_partial_and_a_restart_resumes) {
   puller_free(pl);
   store_close(st);
   fixture_free(&f);
+}
+
+/* ---- the fuzz seeds, replayed (tests/fuzz/fuzz_pull.c) ---------------------------------- */
+
+/* Runs one seed through its target; returns 1 when the parser accepted it. */
+static int replay_pull_seed(const unsigned char *in, size_t n) {
+  if (n < 1) return 0;
+  char s[4096];
+  size_t k = n - 1 < sizeof s - 1 ? n - 1 : sizeof s - 1;
+  memcpy(s, in + 1, k);
+  s[k] = 0;
+  if (in[0] % 3 == 0) {
+    pull_layer l[16];
+    size_t nl;
+    return pull_ollama_manifest_parse(s, k, l, 16, &nl) == 0;
+  }
+  if (in[0] % 3 == 1) {
+    char *pat = strchr(s, '\n');
+    if (pat) *pat++ = 0;
+    pull_ref r;
+    return pull_ref_parse(s, pat, &r) == 0;
+  }
+  const char *paths[64];
+  size_t np = 0;
+  char *nl = strchr(s, '\n');
+  if (nl) *nl = 0;
+  for (char *p = nl ? nl + 1 : NULL; p && np < 64;) {
+    char *e = strchr(p, '\n');
+    if (e) *e = 0;
+    paths[np++] = p;
+    p = e ? e + 1 : NULL;
+  }
+  size_t idx[8], nm, no;
+  return pull_hf_select(paths, np, s[0] == '=' ? NULL : s, s[0] == '=' ? s + 1 : NULL, idx, 8, &nm, &no) == 0;
+}
+
+TEST(pull_fuzz_seeds_replay) {
+  const char *dir = "tests/fuzz/seeds/pull";
+  DIR *d = opendir(dir);
+  if (!d) TEST_SKIP("tests/fuzz/seeds/pull not found (run from the repository root)");
+  int n_files = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    if (!f) continue;
+    unsigned char in[8192];
+    size_t n = fread(in, 1, sizeof in, f);
+    fclose(f);
+    n_files++;
+    int ok = replay_pull_seed(in, n);
+    /* Seeds named for a bad input must be rejected; the others accepted. */
+    bool bad = strstr(e->d_name, "bad") || strstr(e->d_name, "dotdot") || strstr(e->d_name, "object") ||
+               strstr(e->d_name, "none");
+    TEST_CHECK_(ok == !bad, 0, "seed %s: parser %s it", path, ok ? "accepted" : "rejected");
+  }
+  closedir(d);
+  EXPECT_INT_GE(n_files, 10);
 }
