@@ -341,14 +341,42 @@ typedef struct dl_fixture {
   char partial[512];
 } dl_fixture;
 
+/* A valid GGUF of about 300 KB (one F32 tensor of patterned values), so a
+ * pulled "model" passes the GGUF check; its bytes are the served body. */
+static unsigned char *gguf_body(const char *tmp, size_t *len) {
+  enum { N = 75000 };
+  unsigned char *vals = pattern_body(N * sizeof(float));
+  gguf_writer *w = NULL;
+  uint64_t dims[1] = {N};
+  int rc = vals ? gguf_writer_new(&w) : -1;
+  if (!rc) rc |= gguf_writer_add_str(w, "general.architecture", "llama");
+  if (!rc) rc |= gguf_writer_add_tensor(w, "token_embd.weight", TENSOR_TYPE_F32, 1, dims, vals, N * sizeof(float));
+  if (!rc) rc = gguf_writer_write_file(w, tmp);
+  gguf_writer_free(w);
+  free(vals);
+  if (rc) return NULL;
+  FILE *fp = fopen(tmp, "rb");
+  if (!fp) return NULL;
+  fseek(fp, 0, SEEK_END);
+  long n = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  unsigned char *b = n > 0 ? malloc((size_t)n) : NULL;
+  if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  fclose(fp);
+  *len = (size_t)n;
+  return b;
+}
+
 static int fixture_init(dl_fixture *f, enum srv_mode mode) {
   memset(f, 0, sizeof *f);
-  f->len = 300000;
-  f->body = pattern_body(f->len);
   snprintf(f->partial, sizeof f->partial, "%s/model.gguf.partial", test_tmpdir());
   char tmp[512];
   snprintf(tmp, sizeof tmp, "%s/whole", test_tmpdir());
-  if (!f->body || write_file(tmp, f->body, f->len) || pull_sha256_file(tmp, f->sha, sizeof f->sha)) return -1;
+  f->body = gguf_body(tmp, &f->len);
+  if (!f->body || f->len < 300000 || pull_sha256_file(tmp, f->sha, sizeof f->sha)) return -1;
   unlink(tmp);
   f->s.body = f->body;
   f->s.len = f->len;
