@@ -111,7 +111,7 @@ test('a killed pull resumes with a Range request and the result matches the dige
   hub.fault = { mode: 'slow', chunk: 65536, delayMs: 25 };
   const proc = spawn(BIN, ['pull', 'tiny:1b', '--data-dir', data], { env: { ...process.env, ...hub.env }, stdio: 'ignore' });
   let size = 0;
-  for (let i = 0; i < 200 && size < 1_000_000; i++) {
+  for (let i = 0; i < 600 && size < 1_000_000; i++) {
     await sleep(25);
     size = existsSync(partial) ? statSync(partial).size : 0;
   }
@@ -163,7 +163,7 @@ test('a download a restart interrupted resumes when the server starts', async (t
   hub.fault = { mode: 'slow', chunk: 65536, delayMs: 25 };
   const proc = spawn(BIN, ['pull', 'tiny:1b', '--data-dir', data], { env: { ...process.env, ...hub.env }, stdio: 'ignore' });
   let size = 0;
-  for (let i = 0; i < 200 && size < 500_000; i++) {
+  for (let i = 0; i < 600 && size < 500_000; i++) {
     await sleep(25);
     size = existsSync(partial) ? statSync(partial).size : 0;
   }
