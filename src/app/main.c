@@ -21,6 +21,7 @@
 #include "api/admin/admin.h"
 #include "api/openai/files.h"
 #include "api/api.h"
+#include "api/gen.h"
 #include "api/openai/openai.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -181,7 +182,12 @@ static int cmd_serve(int argc, char **argv) {
       .decorate = api_http_decorate,
       .hook_ctx = NULL,
   };
-  manager_params mp = {.n_slots = (int32_t)cfg.parallel, .n_ctx = cfg.ctx_size, .n_threads = 0};
+  manager_params mp = {.n_slots = (int32_t)cfg.parallel,
+                       .n_ctx = cfg.ctx_size,
+                       .n_threads = 0,
+                       .keep_alive_set = true,
+                       .keep_alive_ms = cfg.keep_alive_ms,
+                       .memory_budget = cfg.memory_budget};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
   /* Pulled models go to the models dir; downloads a restart interrupted resume. */
@@ -191,7 +197,7 @@ static int cmd_serve(int argc, char **argv) {
   size_t n_resumed = 0;
   if (!rc && puller_resume_interrupted(pull, &n_resumed)) LOG_WARN("app", "resuming downloads: %s", err_detail());
   if (n_resumed) LOG_INFO("app", "resumed %zu interrupted download(s)", n_resumed);
-  openai_ctx octx = {.reg = reg, .mgr = mgr, .pull = pull};
+  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -203,6 +209,10 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
   if (!rc) {
     n_routes = openai_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;
@@ -246,7 +256,7 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
-  openai_wait_streams(5000);
+  gen_wait_streams(5000);
   puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);

@@ -1,26 +1,23 @@
 /*
- * chat.c - POST /v1/chat/completions, and the generation driver shared with
- * the legacy POST /v1/completions (openai_generate).
+ * chat.c - POST /v1/chat/completions, and the OpenAI renderer of the
+ * canonical generation layer shared with the legacy POST /v1/completions
+ * (openai_generate).
  *
  * Request path: check the body (messages, sampling fields: errors name the
  * JSON path), load the model through the manager, normalise the messages
- * for the template (text parts joined, "developer" rendered as "system"),
- * render the chat template with tmpl_globals_from_request, tokenize with
- * special-token parsing, submit to the engine.
+ * into canonical ones (text parts joined, "developer" rendered as
+ * "system"), render and tokenize them with gen_chat_prompt, and hand the
+ * job to gen_run with the sink below.
  *
- * Response path (openai_generate): one consumer pops engine events; each
- * choice's text goes through its own output parser (reasoning, tool calls)
- * and is either collected into one chat.completion or written as
- * chat.completion.chunk SSE events. A stream's consumer runs on a thread of
- * its own (see openai.h) and owns the job; a non-streaming request is
- * consumed on the handler's thread.
+ * Response path: the sink turns canonical events into chat.completion /
+ * text_completion bodies or their chunk SSE events (first delta carries the
+ * role; tool-call deltas carry a stable index and id; finish_reason; the
+ * include_usage chunk; [DONE]).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "api/openai/openai.h"
@@ -28,137 +25,103 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "tmpl/outparse.h"
-#include "tmpl/tmpl.h"
 
-struct job;
-
-struct choice {
-  struct job *job;
-  int index;
-  outparse *p;
-  buf raw;            /* everything generated, for a parser failure */
-  buf content, reasoning;
-  json_t *tool_calls; /* array, or NULL */
-  json_t *logprobs;   /* chat: array of entries; legacy: {tokens,
-                         token_logprobs, top_logprobs, text_offset}; or NULL */
-  int64_t text_offset; /* legacy: bytes of text before the next token */
-  bool finished;
-  enum engine_finish finish;
-  int parse_rc;
-};
-
-struct job {
+/* The renderer's state (the sink's ctx). */
+struct oa {
   enum openai_kind kind;
-  manager_model *mm;
-  openai_gen *g;
-  engine_req *h;
-  http_stream *s;     /* streaming */
   char id[64];
   char *model;        /* label answered in "model" */
   char *echo;         /* legacy echo, or NULL */
   int64_t created;
+  bool stream, include_usage;
+  int32_t top_logprobs;
   int n;
-  struct choice *ch;
-  int64_t n_prompt, n_cached, n_completion;
-  int err_code;       /* first FINISH error */
-  char *err_msg;
-  int write_rc;       /* stream gone */
-  openai_gen g_owned; /* streaming jobs own a copy of the parameters */
+  json_t **logprobs;  /* [n] not streaming: chat: array of entries; legacy:
+                         {tokens, token_logprobs, top_logprobs, text_offset} */
+  int64_t *text_offset; /* [n] legacy: bytes of text before the next token */
 };
 
-static _Atomic int g_n_streams; /* producer threads alive */
-
-void openai_wait_streams(int timeout_ms) {
-  for (int waited = 0; g_n_streams > 0 && waited < timeout_ms; waited += 10) usleep(10000);
+static void oa_free(void *ctx) {
+  struct oa *o = ctx;
+  if (!o) return;
+  for (int i = 0; o->logprobs && i < o->n; i++) json_decref(o->logprobs[i]);
+  free(o->logprobs);
+  free(o->text_offset);
+  free(o->model);
+  free(o->echo);
+  free(o);
 }
 
 /* ---- chunks ---------------------------------------------------------------- */
 
-static json_t *chunk_new(struct job *j, int index, json_t *delta, const char *finish, json_t *logprobs) {
+static json_t *chunk_new(struct oa *o, int index, json_t *delta, const char *finish, json_t *logprobs) {
   json_t *choice;
-  if (j->kind == OPENAI_KIND_CHAT)
+  if (o->kind == OPENAI_KIND_CHAT)
     choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta ? delta : json_object(), "logprobs",
                        logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
   else
     choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "text", delta ? delta : json_string(""), "logprobs",
                        logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
-  json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", j->id, "object",
-                        j->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                        (json_int_t)j->created, "model", j->model, "system_fingerprint", "parley", "choices", choice);
-  if (c && j->g->include_usage) json_object_set_new(c, "usage", json_null());
+  json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", o->id, "object",
+                        o->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                        (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices", choice);
+  if (c && o->include_usage) json_object_set_new(c, "usage", json_null());
   return c;
 }
 
-static void chunk_send(struct job *j, json_t *c) {
-  if (!c) return;
-  if (!j->write_rc) j->write_rc = openai_sse_json(j->s, c);
+static int chunk_send(gen_job *j, json_t *c) {
+  if (!c) return ERR_NOMEM;
+  int rc = gen_job_write_sse(j, NULL, c);
   json_decref(c);
+  return rc;
 }
 
-static json_t *usage_json(const struct job *j) {
-  return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:i}}", "prompt_tokens", (json_int_t)j->n_prompt,
-                   "completion_tokens", (json_int_t)j->n_completion, "total_tokens",
-                   (json_int_t)(j->n_prompt + j->n_completion), "prompt_tokens_details", "cached_tokens",
-                   (json_int_t)j->n_cached, "completion_tokens_details", "reasoning_tokens", 0);
+static json_t *usage_json(const gen_result *r) {
+  return json_pack("{s:I, s:I, s:I, s:{s:I}, s:{s:i}}", "prompt_tokens", (json_int_t)r->n_prompt,
+                   "completion_tokens", (json_int_t)r->n_completion, "total_tokens",
+                   (json_int_t)(r->n_prompt + r->n_completion), "prompt_tokens_details", "cached_tokens",
+                   (json_int_t)r->n_cached, "completion_tokens_details", "reasoning_tokens", 0);
 }
 
-/* ---- parser events --------------------------------------------------------- */
+static const char *choice_finish(const gen_choice *c) {
+  if (gen_choice_has_calls(c) && c->finish == ENGINE_FINISH_STOP) return "tool_calls";
+  return openai_finish_reason(c->finish);
+}
 
-static void on_parse(void *ctx, const outparse_event *ev) {
-  struct choice *c = ctx;
-  struct job *j = c->job;
-  bool stream = j->s != NULL;
-  switch (ev->kind) {
-    case OUTPARSE_TEXT:
-    case OUTPARSE_REASONING: {
-      bool r = ev->kind == OUTPARSE_REASONING;
-      if (!stream) {
-        buf_append(r ? &c->reasoning : &c->content, ev->text, ev->len);
-        return;
-      }
-      if (!ev->len) return;
-      if (j->kind == OPENAI_KIND_COMPLETION) {
-        chunk_send(j, chunk_new(j, c->index, json_stringn(ev->text, ev->len), NULL, NULL));
-        return;
-      }
-      json_t *d = json_pack("{s:s%}", r ? "reasoning_content" : "content", ev->text, ev->len);
-      chunk_send(j, chunk_new(j, c->index, d, NULL, NULL));
-      return;
-    }
-    case OUTPARSE_TOOL_CALL_BEGIN: {
-      if (!c->tool_calls) c->tool_calls = json_array();
-      json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ev->id, "type", "function", "function", "name",
-                               ev->name, "arguments", "");
-      if (c->tool_calls && call) json_array_append(c->tool_calls, call);
-      if (stream && call) {
-        json_t *d = json_pack("{s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index", ev->tool_index, "id",
-                              ev->id, "type", "function", "function", "name", ev->name, "arguments", "");
-        chunk_send(j, chunk_new(j, c->index, d, NULL, NULL));
-      }
-      json_decref(call);
-      return;
-    }
-    case OUTPARSE_TOOL_CALL_ARGS: {
-      json_t *call = c->tool_calls ? json_array_get(c->tool_calls, (size_t)ev->tool_index) : NULL;
-      json_t *fn = call ? json_object_get(call, "function") : NULL;
-      const char *old = fn ? json_string_value(json_object_get(fn, "arguments")) : NULL;
-      if (old) {
-        buf b = BUF_INIT;
-        buf_append_str(&b, old);
-        buf_append(&b, ev->text, ev->len);
-        json_object_set_new(fn, "arguments", json_stringn(b.data ? b.data : "", b.len));
-        buf_free(&b);
-      }
-      if (stream && ev->len) {
-        json_t *d = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", ev->tool_index, "function",
-                              "arguments", ev->text, ev->len);
-        chunk_send(j, chunk_new(j, c->index, d, NULL, NULL));
-      }
-      return;
-    }
-    case OUTPARSE_TOOL_CALL_END:
-      return;
+/* ---- streaming callbacks ----------------------------------------------------- */
+
+static int oa_start(void *ctx, gen_job *j) {
+  struct oa *o = ctx;
+  int rc = 0;
+  for (int i = 0; !rc && i < o->n; i++) {
+    if (o->kind == OPENAI_KIND_CHAT)
+      rc = chunk_send(j, chunk_new(o, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
+    else if (o->echo)
+      rc = chunk_send(j, chunk_new(o, i, json_string(o->echo), NULL, NULL));
   }
+  return rc;
+}
+
+static int oa_text(void *ctx, gen_job *j, int choice, bool reasoning, const char *text, size_t len) {
+  struct oa *o = ctx;
+  if (o->kind == OPENAI_KIND_COMPLETION) return chunk_send(j, chunk_new(o, choice, json_stringn(text, len), NULL, NULL));
+  json_t *d = json_pack("{s:s%}", reasoning ? "reasoning_content" : "content", text, len);
+  return chunk_send(j, chunk_new(o, choice, d, NULL, NULL));
+}
+
+static int oa_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, const char *id, const char *name) {
+  json_t *d = json_pack("{s:[{s:i, s:s, s:s, s:{s:s, s:s}}]}", "tool_calls", "index", tool_index, "id", id, "type",
+                        "function", "function", "name", name, "arguments", "");
+  return chunk_send(j, chunk_new(ctx, choice, d, NULL, NULL));
+}
+
+static int oa_tool_args(void *ctx, gen_job *j, int choice, int tool_index, const char *text, size_t len) {
+  json_t *d = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", tool_index, "function", "arguments", text, len);
+  return chunk_send(j, chunk_new(ctx, choice, d, NULL, NULL));
+}
+
+static int oa_choice_end(void *ctx, gen_job *j, const gen_choice *c) {
+  return chunk_send(j, chunk_new(ctx, c->index, NULL, choice_finish(c), NULL));
 }
 
 /* Legacy completions' logprobs object for tokens r[0..n-1], starting at
@@ -196,98 +159,41 @@ static void legacy_logprobs_extend(json_t *dst, const json_t *src) {
   for (size_t i = 0; i < 4; i++) json_array_extend(json_object_get(dst, keys[i]), json_object_get(src, keys[i]));
 }
 
-/* ---- the consumer ---------------------------------------------------------- */
-
-static const char *choice_finish(const struct choice *c) {
-  if (c->tool_calls && json_array_size(c->tool_calls) && c->finish == ENGINE_FINISH_STOP) return "tool_calls";
-  return openai_finish_reason(c->finish);
+/* Logprobs of sampled tokens: streamed as their own chunk, or kept. */
+static int oa_logprobs(void *ctx, gen_job *j, int choice, const sample_result *r, size_t n) {
+  struct oa *o = ctx;
+  const tok *t = gen_job_model(j)->t;
+  json_t *lp;
+  if (o->kind == OPENAI_KIND_COMPLETION) {
+    lp = legacy_logprobs(t, r, n, o->top_logprobs, &o->text_offset[choice]);
+  } else {
+    lp = json_array();
+    for (size_t i = 0; lp && i < n; i++) json_array_append_new(lp, openai_logprob_entry(t, &r[i], o->top_logprobs));
+  }
+  if (!lp) return 0;
+  if (o->stream) {
+    json_t *w = o->kind == OPENAI_KIND_CHAT ? json_pack("{s:o, s:n}", "content", lp, "refusal") : lp;
+    return chunk_send(j, chunk_new(o, choice, NULL, NULL, w));
+  }
+  if (!o->logprobs[choice]) o->logprobs[choice] = json_incref(lp);
+  else if (o->kind == OPENAI_KIND_COMPLETION) legacy_logprobs_extend(o->logprobs[choice], lp);
+  else json_array_extend(o->logprobs[choice], lp);
+  json_decref(lp);
+  return 0;
 }
 
-static void on_event(struct job *j, engine_event *ev) {
-  if (ev->type == ENGINE_EVENT_USAGE) {
-    j->n_prompt = ev->n_prompt;
-    j->n_cached = ev->n_cached;
-    j->n_completion = ev->n_completion;
-    return;
-  }
-  if (ev->index < 0 || ev->index >= j->n) return;
-  struct choice *c = &j->ch[ev->index];
-  if (ev->type == ENGINE_EVENT_TEXT_DELTA && j->kind == OPENAI_KIND_COMPLETION && ev->logprobs && ev->n_tokens) {
-    json_t *lp = legacy_logprobs(j->mm->t, ev->logprobs, ev->n_tokens, j->g->top_logprobs, &c->text_offset);
-    if (lp && j->s) chunk_send(j, chunk_new(j, c->index, NULL, NULL, json_incref(lp)));
-    else if (lp && !c->logprobs) c->logprobs = json_incref(lp);
-    else if (lp) legacy_logprobs_extend(c->logprobs, lp);
-    json_decref(lp);
-    if (ev->n_text) {
-      buf_append(&c->raw, ev->text, ev->n_text);
-      if (!c->parse_rc) c->parse_rc = outparse_feed(c->p, ev->text, ev->n_text);
-    }
-    return;
-  }
-  if (ev->type == ENGINE_EVENT_TEXT_DELTA) {
-    json_t *lps = NULL;
-    if (ev->logprobs && ev->n_tokens) {
-      lps = json_array();
-      for (size_t i = 0; lps && i < ev->n_tokens; i++)
-        json_array_append_new(lps, openai_logprob_entry(j->mm->t, &ev->logprobs[i], j->g->top_logprobs));
-    }
-    if (lps && !j->s) {
-      if (!c->logprobs) c->logprobs = json_array();
-      json_array_extend(c->logprobs, lps);
-    }
-    if (ev->n_text) {
-      buf_append(&c->raw, ev->text, ev->n_text);
-      if (!c->parse_rc) c->parse_rc = outparse_feed(c->p, ev->text, ev->n_text);
-    }
-    if (lps && j->s && j->kind == OPENAI_KIND_CHAT)
-      chunk_send(j, chunk_new(j, c->index, NULL, NULL, json_pack("{s:O, s:n}", "content", lps, "refusal")));
-    json_decref(lps);
-    return;
-  }
-  /* FINISH */
-  if (!c->parse_rc) c->parse_rc = outparse_finish(c->p);
-  if (c->parse_rc && !j->s) { /* fall back to the raw text */
-    buf_reset(&c->content);
-    buf_reset(&c->reasoning);
-    if (c->raw.len) buf_append(&c->content, c->raw.data, c->raw.len);
-    json_decref(c->tool_calls);
-    c->tool_calls = NULL;
-  }
-  c->finished = true;
-  c->finish = ev->finish;
-  if (ev->finish == ENGINE_FINISH_ERROR && !j->err_code) {
-    j->err_code = ev->err_code ? ev->err_code : ERR_INTERNAL;
-    j->err_msg = str_dup(ev->err_msg ? ev->err_msg : err_message(j->err_code));
-  }
-  if (j->s && ev->finish != ENGINE_FINISH_ERROR) chunk_send(j, chunk_new(j, c->index, NULL, choice_finish(c), NULL));
-}
+/* ---- the end ---------------------------------------------------------------- */
 
-static void consume(struct job *j) {
-  engine_event ev;
-  for (;;) {
-    int rc = engine_req_next(j->h, j->s ? 100 : -1, &ev);
-    if (rc == ERR_NOT_FOUND) break;
-    if (rc == ERR_TIMEOUT) {
-      if (j->s && (j->write_rc || http_stream_cancelled(j->s))) engine_req_cancel(j->h);
-      continue;
-    }
-    if (rc) break;
-    on_event(j, &ev);
-    engine_event_free(&ev);
-    if (j->s && j->write_rc) engine_req_cancel(j->h);
-  }
-}
-
-static json_t *final_body(struct job *j) {
+static json_t *final_body(struct oa *o, const gen_result *r) {
   json_t *choices = json_array();
-  for (int i = 0; choices && i < j->n; i++) {
-    struct choice *c = &j->ch[i];
-    json_t *lp = !c->logprobs                      ? json_null()
-                 : j->kind == OPENAI_KIND_COMPLETION ? json_incref(c->logprobs)
-                                                     : json_pack("{s:O, s:n}", "content", c->logprobs, "refusal");
+  for (int i = 0; choices && i < r->n; i++) {
+    const gen_choice *c = &r->ch[i];
+    json_t *lp = !o->logprobs[i]                     ? json_null()
+                 : o->kind == OPENAI_KIND_COMPLETION ? json_incref(o->logprobs[i])
+                                                     : json_pack("{s:O, s:n}", "content", o->logprobs[i], "refusal");
     json_t *item;
-    if (j->kind == OPENAI_KIND_CHAT) {
-      bool has_calls = c->tool_calls && json_array_size(c->tool_calls);
+    if (o->kind == OPENAI_KIND_CHAT) {
+      bool has_calls = gen_choice_has_calls(c);
       json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
                               c->content.len || !has_calls ? json_stringn(c->content.data ? c->content.data : "",
                                                                           c->content.len)
@@ -300,7 +206,7 @@ static json_t *final_body(struct job *j) {
                        choice_finish(c));
     } else {
       buf t = BUF_INIT;
-      if (j->echo) buf_append_str(&t, j->echo);
+      if (o->echo) buf_append_str(&t, o->echo);
       if (c->content.len) buf_append(&t, c->content.data, c->content.len);
       item = json_pack("{s:i, s:s%, s:o, s:s}", "index", i, "text", t.data ? t.data : "", t.len, "logprobs", lp,
                        "finish_reason", choice_finish(c));
@@ -312,164 +218,83 @@ static json_t *final_body(struct job *j) {
     }
   }
   if (!choices) return NULL;
-  return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", j->id, "object",
-                   j->kind == OPENAI_KIND_CHAT ? "chat.completion" : "text_completion", "created",
-                   (json_int_t)j->created, "model", j->model, "system_fingerprint", "parley", "choices", choices,
-                   "usage", usage_json(j));
+  return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", o->id, "object",
+                   o->kind == OPENAI_KIND_CHAT ? "chat.completion" : "text_completion", "created",
+                   (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices", choices,
+                   "usage", usage_json(r));
 }
 
-static void job_free(struct job *j) {
-  if (!j) return;
-  if (j->h) engine_req_free(j->h);
-  for (int i = 0; j->ch && i < j->n; i++) {
-    outparse_free(j->ch[i].p);
-    buf_free(&j->ch[i].raw);
-    buf_free(&j->ch[i].content);
-    buf_free(&j->ch[i].reasoning);
-    json_decref(j->ch[i].tool_calls);
-    json_decref(j->ch[i].logprobs);
-  }
-  free(j->ch);
-  free(j->model);
-  free(j->echo);
-  free(j->err_msg);
-  openai_gen_free(&j->g_owned);
-  free(j);
-}
-
-static void *stream_main(void *arg) {
-  struct job *j = arg;
-  if (j->kind == OPENAI_KIND_CHAT)
-    for (int i = 0; i < j->n; i++)
-      chunk_send(j, chunk_new(j, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
-  else if (j->echo)
-    for (int i = 0; i < j->n; i++) chunk_send(j, chunk_new(j, i, json_string(j->echo), NULL, NULL));
-  consume(j);
-  for (int i = 0; i < j->n; i++)
-    if (j->ch[i].finish == ENGINE_FINISH_CANCELLED) {
-      LOG_INFO("openai", "stream %s cancelled (client gone) after %lld completion tokens", j->id,
-               (long long)j->n_completion);
-      break;
+static void oa_end(void *ctx, gen_job *j, const gen_result *r) {
+  struct oa *o = ctx;
+  if (!o->stream) {
+    http_req *req = gen_job_req(j);
+    if (r->err_code) {
+      api_error(req, 0, r->err_code, r->err_msg, r->err_code == ERR_CONTEXT ? "messages" : NULL);
+      return;
     }
-  if (j->err_code) {
-    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", j->err_msg ? j->err_msg : "error", "type",
-                          api_status_for(j->err_code) < 500 ? "invalid_request_error" : "server_error", "param",
+    json_t *body = final_body(o, r);
+    if (body) api_respond_json(req, 200, body);
+    else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    json_decref(body);
+    return;
+  }
+  if (r->err_code) {
+    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", r->err_msg ? r->err_msg : "error", "type",
+                          api_status_for(r->err_code) < 500 ? "invalid_request_error" : "server_error", "param",
                           "code");
     chunk_send(j, e);
-  } else {
-    if (j->g->include_usage) {
-      json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[], s:o}", "id", j->id, "object",
-                            j->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                            (json_int_t)j->created, "model", j->model, "system_fingerprint", "parley", "choices",
-                            "usage", usage_json(j));
-      chunk_send(j, u);
-    }
-    if (!j->write_rc) j->write_rc = http_stream_sse(j->s, NULL, "[DONE]", 6);
+    return;
   }
-  http_stream_close(j->s);
-  job_free(j);
-  g_n_streams--;
-  return NULL;
+  if (o->include_usage) {
+    json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[], s:o}", "id", o->id, "object",
+                          o->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices",
+                          "usage", usage_json(r));
+    chunk_send(j, u);
+  }
+  gen_job_write_sse_raw(j, NULL, "[DONE]", 6);
 }
 
-static int submit_error(http_req *req, int rc) {
-  int status = rc == ERR_OVERLOADED ? 429 : rc == ERR_UNAVAILABLE ? 503 : 0;
-  api_error(req, status, rc, err_detail(), NULL);
-  return rc;
-}
+static const gen_sink oa_sink = {
+    .on_start = oa_start,
+    .on_text = oa_text,
+    .on_tool_begin = oa_tool_begin,
+    .on_tool_args = oa_tool_args,
+    .on_logprobs = oa_logprobs,
+    .on_choice_end = oa_choice_end,
+    .on_end = oa_end,
+    .free = oa_free,
+};
 
 void openai_generate(http_req *req, manager_model *mm, const char *model_label, openai_gen *g, const tok_ids *ids,
                      enum openai_kind kind, const outparse_config *parse, const char *echo) {
-  if (!mm->eng) {
-    api_error(req, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
-    return;
+  struct oa *o = calloc(1, sizeof *o);
+  int n = g->p.er.n > 0 ? g->p.er.n : 1;
+  if (o) {
+    o->kind = kind;
+    o->n = n;
+    o->stream = g->stream;
+    o->include_usage = g->include_usage;
+    o->top_logprobs = g->top_logprobs;
+    o->created = time_wall_s();
+    o->model = str_dup(model_label && *model_label ? model_label : mm->name);
+    o->echo = echo ? str_dup(echo) : NULL;
+    o->logprobs = calloc((size_t)n, sizeof *o->logprobs);
+    o->text_offset = calloc((size_t)n, sizeof *o->text_offset);
+    openai_make_id(o->id, sizeof o->id, kind == OPENAI_KIND_CHAT ? "chatcmpl-" : "cmpl-");
+    for (int i = 0; o->text_offset && i < n; i++) o->text_offset[i] = echo ? (int64_t)strlen(echo) : 0;
   }
-  /* A prompt that cannot fit is refused before a stream opens, so streaming
-   * clients get the same 400 as the others. */
-  int64_t n_ctx = engine_n_ctx(mm->eng);
-  if ((int64_t)ids->n >= n_ctx) {
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
-             ids->n, (long long)n_ctx);
-    api_error(req, 400, ERR_CONTEXT, msg, kind == OPENAI_KIND_CHAT ? "messages" : "prompt");
-    return;
-  }
-  struct job *j = calloc(1, sizeof *j);
-  if (!j) {
+  if (!o || !o->model || (echo && !o->echo) || !o->logprobs || !o->text_offset) {
+    oa_free(o);
+    openai_gen_free(g);
+    manager_release(mm);
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     return;
   }
-  j->kind = kind;
-  j->mm = mm;
-  j->g = g;
-  j->n = g->er.n > 0 ? g->er.n : 1;
-  j->created = time_wall_s();
-  j->model = str_dup(model_label ? model_label : mm->name);
-  j->echo = echo ? str_dup(echo) : NULL;
-  openai_make_id(j->id, sizeof j->id, kind == OPENAI_KIND_CHAT ? "chatcmpl-" : "cmpl-");
-  j->ch = calloc((size_t)j->n, sizeof *j->ch);
-  if (!j->ch || !j->model || (echo && !j->echo)) {
-    job_free(j);
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-    return;
-  }
-  outparse_config plain = {.format = OUTPARSE_PLAIN};
-  for (int i = 0; i < j->n; i++) {
-    j->ch[i].job = j;
-    j->ch[i].index = i;
-    j->ch[i].text_offset = echo ? (int64_t)strlen(echo) : 0;
-    if (outparse_new(parse ? parse : &plain, on_parse, &j->ch[i], &j->ch[i].p)) {
-      api_error_last(req, ERR_INTERNAL, NULL);
-      job_free(j);
-      return;
-    }
-  }
-  g->er.prompt = ids->ids;
-  g->er.n_prompt = ids->n;
-  int rc = engine_submit(mm->eng, &g->er, &j->h);
-  if (rc) {
-    submit_error(req, rc);
-    job_free(j);
-    return;
-  }
-  if (!g->stream) {
-    consume(j);
-    if (j->err_code) {
-      api_error(req, 0, j->err_code, j->err_msg, j->err_code == ERR_CONTEXT ? "messages" : NULL);
-    } else {
-      json_t *body = final_body(j);
-      if (body) api_respond_json(req, 200, body);
-      else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-      json_decref(body);
-    }
-    job_free(j);
-    return;
-  }
-  /* The stream's producer owns the job and a copy of the parameters. */
-  j->g_owned = *g;
-  memset(g, 0, sizeof *g);
-  j->g = &j->g_owned;
-  j->s = http_stream_open(req, 200, NULL, HTTP_STREAM_SSE);
-  if (!j->s) {
-    api_error(req, 500, ERR_INTERNAL, "cannot open the event stream", NULL);
-    job_free(j);
-    return;
-  }
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  g_n_streams++;
-  rc = pthread_create(&t, &attr, stream_main, j);
-  pthread_attr_destroy(&attr);
-  if (rc) {
-    g_n_streams--;
-    LOG_WARN("openai", "cannot start a stream thread: %s", strerror(rc));
-    engine_req_cancel(j->h);
-    http_stream_close(j->s);
-    job_free(j);
-  }
+  gen_opts opts = {.stream = g->stream,
+                   .stream_kind = HTTP_STREAM_SSE,
+                   .prompt_param = kind == OPENAI_KIND_CHAT ? "messages" : "prompt"};
+  gen_run(req, mm, &g->p, ids, parse, &opts, &oa_sink, o);
 }
 
 /* ---- the chat request ---------------------------------------------------- */
@@ -549,21 +374,51 @@ static int normalise_messages(http_req *req, json_t *body) {
     if (!json_is_string(json_object_get(fn, "name")))
       return bad(req, ERR_INVALID, path, "%s: required string is missing", path);
   }
-  if (!json_object_get(body, "add_generation_prompt")) json_object_set_new(body, "add_generation_prompt", json_true());
   return 0;
 }
 
-static enum outparse_format parser_format(family_parser p) {
-  switch (p) {
-    case FAMILY_PARSER_HERMES: return OUTPARSE_HERMES;
-    case FAMILY_PARSER_LLAMA3: return OUTPARSE_LLAMA3;
-    case FAMILY_PARSER_MISTRAL: return OUTPARSE_MISTRAL;
-    case FAMILY_PARSER_DEEPSEEK: return OUTPARSE_DEEPSEEK;
-    case FAMILY_PARSER_HARMONY: return OUTPARSE_HARMONY;
-    case FAMILY_PARSER_GRANITE: return OUTPARSE_GRANITE;
-    case FAMILY_PARSER_FUNCTIONARY: return OUTPARSE_FUNCTIONARY_V31;
-    default: return OUTPARSE_PLAIN;
+/* tool_choice: "none" | "auto" | "required" | {"type":"function",
+ * "function":{"name"}}. */
+static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
+  const json_t *tc = json_object_get(body, "tool_choice");
+  c->tool_choice = GEN_TOOL_AUTO;
+  if (!tc || json_is_null(tc)) return 0;
+  const char *s = json_string_value(tc);
+  if (s && strcmp(s, "none") == 0) c->tool_choice = GEN_TOOL_NONE;
+  else if (s && strcmp(s, "required") == 0) c->tool_choice = GEN_TOOL_REQUIRED;
+  else if (s && strcmp(s, "auto") == 0) c->tool_choice = GEN_TOOL_AUTO;
+  else if (json_is_object(tc) && json_is_string(json_object_get(json_object_get(tc, "function"), "name")))
+    c->tool_choice = GEN_TOOL_FUNCTION;
+  else
+    return bad(req, ERR_INVALID, "tool_choice",
+               "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}%s",
+               "");
+  return 0;
+}
+
+/* reasoning_effort: "none"/"minimal" turn the family's thinking off, the
+ * others leave it on; chat_template_kwargs.enable_thinking wins. */
+static int parse_thinking(http_req *req, const json_t *body, gen_chat *c) {
+  c->thinking = -1;
+  const json_t *re = json_object_get(body, "reasoning_effort");
+  if (re && !json_is_null(re)) {
+    const char *s = json_string_value(re);
+    static const char *const ok[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    bool known = false;
+    for (size_t i = 0; s && i < ARRAY_LEN(ok); i++) known |= strcmp(s, ok[i]) == 0;
+    if (!known)
+      return bad(req, ERR_INVALID, "reasoning_effort",
+                 "reasoning_effort: expected one of none, minimal, low, medium, high, xhigh%s", "");
+    c->thinking = strcmp(s, "none") == 0 || strcmp(s, "minimal") == 0 ? 0 : 1;
   }
+  const json_t *kw = json_object_get(body, "chat_template_kwargs");
+  if (kw && !json_is_null(kw) && !json_is_object(kw))
+    return bad(req, ERR_TYPE, "chat_template_kwargs", "chat_template_kwargs: expected object, got %s",
+               api_json_type_name(kw));
+  const json_t *et = json_object_get(kw, "enable_thinking");
+  if (json_is_boolean(et)) c->thinking = json_is_true(et);
+  c->template_kwargs = json_is_object(kw) ? kw : NULL;
+  return 0;
 }
 
 void openai_chat_completions(http_req *req, void *ctx) {
@@ -573,8 +428,7 @@ void openai_chat_completions(http_req *req, void *ctx) {
   openai_gen g;
   memset(&g, 0, sizeof g);
   tok_ids ids = TOK_IDS_INIT;
-  buf prompt = BUF_INIT;
-  tmpl_heap *h = NULL;
+  manager_model *mm = NULL;
   const char *model_name = NULL;
   int rc = api_json_str(body, "", "model", false, &model_name);
   if (rc && rc != ERR_NOT_FOUND) {
@@ -582,7 +436,8 @@ void openai_chat_completions(http_req *req, void *ctx) {
     goto done;
   }
   if (normalise_messages(req, body)) goto done;
-  manager_model *mm = NULL;
+  gen_chat chat = {.messages = json_object_get(body, "messages"), .tools = json_object_get(body, "tools")};
+  if (parse_tool_choice(req, body, &chat) || parse_thinking(req, body, &chat)) goto done;
   if ((rc = manager_get(oc->mgr, model_name, &mm))) {
     openai_error_manager(req, rc);
     goto done;
@@ -593,41 +448,20 @@ void openai_chat_completions(http_req *req, void *ctx) {
               "model");
     goto done;
   }
-  const json_t *tools = json_object_get(body, "tools");
-  bool has_tools = json_is_array(tools) && json_array_size(tools) > 0;
-  const char *choice = json_string_value(json_object_get(body, "tool_choice"));
-  bool tools_on = has_tools && !(choice && strcmp(choice, "none") == 0);
-
-  h = tmpl_heap_new();
-  tmpl_value globals;
-  if (!h || (rc = tmpl_globals_from_request(h, body, mm->bos, mm->eos, &globals))) {
-    api_error(req, 400, rc ? rc : ERR_NOMEM, rc ? err_detail() : "out of memory", "messages");
+  outparse_config pc;
+  if ((rc = gen_chat_prompt(mm, &chat, NULL, &ids, &pc))) {
+    api_error(req, 400, rc, err_detail(), "messages");
     goto done;
   }
-  const tmpl *t = has_tools && mm->chat_tools ? mm->chat_tools : mm->chat;
-  if ((rc = tmpl_render(t, globals, &prompt))) {
-    api_error(req, 400, ERR_INVALID, err_detail(), "messages");
+  const char *forced = json_string_value(json_object_get(json_object_get(json_object_get(body, "tool_choice"), "function"), "name"));
+  if ((rc = gen_chat_force_tools(mm, &chat, forced, &g.p))) {
+    api_error(req, 400, rc, err_detail(), "tool_choice");
     goto done;
   }
-  if ((rc = openai_tokenize_prompt(mm->t, prompt.data ? prompt.data : "", prompt.len, true, &ids)) || !ids.n) {
-    api_error(req, 400, rc ? rc : ERR_INVALID, rc ? err_detail() : "the prompt is empty", "messages");
-    goto done;
-  }
-  bool thinking = true;
-  const json_t *kw = json_object_get(body, "chat_template_kwargs");
-  if (json_is_false(json_object_get(kw, "enable_thinking"))) thinking = false;
-  outparse_config pc = {
-      .format = parser_format(mm->fam.parser),
-      .think_open = mm->fam.think_open,
-      .think_close = mm->fam.think_close,
-      .starts_in_reasoning = mm->fam.template_opens_think && thinking,
-      .tools_enabled = tools_on,
-  };
-  if (!pc.think_open || !pc.think_close) pc.think_open = pc.think_close = NULL;
   openai_generate(req, mm, model_name, &g, &ids, OPENAI_KIND_CHAT, &pc, NULL);
+  mm = NULL; /* the job holds the reference now */
 done:
-  if (h) tmpl_heap_free(h);
-  buf_free(&prompt);
+  manager_release(mm);
   tok_ids_free(&ids);
   openai_gen_free(&g);
   json_decref(body);

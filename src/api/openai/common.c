@@ -94,9 +94,6 @@ static int parse_stop(http_req *req, const json_t *body, openai_gen *g) {
     err_set(ERR_RANGE, "stop: at most 4 stop sequences, got %zu", n);
     return bad(req, ERR_RANGE, "stop");
   }
-  if (!n) return 0;
-  g->stop = calloc(n, sizeof *g->stop);
-  if (!g->stop) return bad(req, err_set(ERR_NOMEM, "out of memory"), NULL);
   for (size_t i = 0; i < n; i++) {
     const json_t *s = json_is_string(st) ? st : json_array_get(st, i);
     char path[32];
@@ -105,12 +102,8 @@ static int parse_stop(http_req *req, const json_t *body, openai_gen *g) {
       err_set(ERR_TYPE, "%s: expected string, got %s", path, api_json_type_name(s));
       return bad(req, ERR_TYPE, path);
     }
-    if (json_string_length(s) == 0) continue; /* an empty stop string means nothing */
-    if (!(g->stop[g->n_stop++] = str_ndup(json_string_value(s), json_string_length(s))))
-      return bad(req, err_set(ERR_NOMEM, "out of memory"), NULL);
+    if (gen_params_add_stop(&g->p, json_string_value(s), json_string_length(s))) return bad(req, ERR_NOMEM, NULL);
   }
-  g->er.stop = (const char *const *)g->stop;
-  g->er.n_stop = g->n_stop;
   return 0;
 }
 
@@ -123,8 +116,6 @@ static int parse_bias(http_req *req, const json_t *body, const manager_model *mm
   }
   size_t n = json_object_size(lb);
   if (!n) return 0;
-  g->bias = calloc(n, sizeof *g->bias);
-  if (!g->bias) return bad(req, err_set(ERR_NOMEM, "out of memory"), NULL);
   const char *key;
   const json_t *v;
   int32_t n_vocab = tok_n_vocab(mm->t);
@@ -146,44 +137,82 @@ static int parse_bias(http_req *req, const json_t *body, const manager_model *mm
       err_set(ERR_RANGE, "%s: %g is out of range (expected -100 to 100)", path, b);
       return bad(req, ERR_RANGE, path);
     }
-    g->bias[g->er.sample.n_bias].token = (int32_t)id;
-    g->bias[g->er.sample.n_bias++].bias = b <= -100 ? -INFINITY : (float)b;
+    if (gen_params_add_bias(&g->p, n, (int32_t)id, b <= -100 ? -INFINITY : (float)b)) return bad(req, ERR_NOMEM, NULL);
   }
-  g->er.sample.bias = g->bias;
+  return 0;
+}
+
+/* response_format: {"type":"text"} | {"type":"json_object"} |
+ * {"type":"json_schema","json_schema":{"name","schema","strict"}}. The
+ * schema is enforced by the grammar sampler whether or not strict is set
+ * (a local model needs the constraint to follow it at all). */
+static int parse_response_format(http_req *req, const json_t *body, openai_gen *g) {
+  const json_t *rf = json_object_get(body, "response_format");
+  if (!rf || json_is_null(rf)) return 0;
+  const char *type = json_string_value(json_object_get(rf, "type"));
+  if (!json_is_object(rf) || !type) {
+    err_set(ERR_INVALID, "response_format: expected {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+    return bad(req, ERR_INVALID, json_is_object(rf) ? "response_format.type" : "response_format");
+  }
+  if (strcmp(type, "text") == 0) return 0;
+  if (strcmp(type, "json_object") == 0) {
+    gen_params_set_format(&g->p, GEN_FORMAT_JSON, NULL, "response_format");
+    return 0;
+  }
+  if (strcmp(type, "json_schema") != 0) {
+    err_set(ERR_INVALID, "response_format.type: '%.64s' is not one of text, json_object, json_schema", type);
+    return bad(req, ERR_INVALID, "response_format.type");
+  }
+  const json_t *js = json_object_get(rf, "json_schema");
+  if (!json_is_object(js)) {
+    err_set(ERR_INVALID, "response_format.json_schema: required object is missing");
+    return bad(req, ERR_INVALID, "response_format.json_schema");
+  }
+  if (!json_is_string(json_object_get(js, "name"))) {
+    err_set(ERR_INVALID, "response_format.json_schema.name: required string is missing");
+    return bad(req, ERR_INVALID, "response_format.json_schema.name");
+  }
+  const json_t *schema = json_object_get(js, "schema");
+  if (schema && !json_is_object(schema)) {
+    err_set(ERR_TYPE, "response_format.json_schema.schema: expected object, got %s", api_json_type_name(schema));
+    return bad(req, ERR_TYPE, "response_format.json_schema.schema");
+  }
+  if (schema) gen_params_set_format(&g->p, GEN_FORMAT_SCHEMA, schema, "response_format.json_schema.schema");
+  else gen_params_set_format(&g->p, GEN_FORMAT_JSON, NULL, "response_format");
   return 0;
 }
 
 int openai_gen_parse(http_req *req, const json_t *body, bool chat, const manager_model *mm, openai_gen *g) {
   memset(g, 0, sizeof *g);
-  g->er = engine_request_default();
+  gen_params_init(&g->p);
   int rc;
   float temp = 1.0f, top_p = 1.0f, pp = 0.0f, fp = 0.0f;
   if ((rc = num_field(req, body, "temperature", 0, 2, &temp))) return rc;
   if ((rc = num_field(req, body, "top_p", 0, 1, &top_p))) return rc;
   if ((rc = num_field(req, body, "presence_penalty", -2, 2, &pp))) return rc;
   if ((rc = num_field(req, body, "frequency_penalty", -2, 2, &fp))) return rc;
-  g->er.sample.temperature = temp;
-  g->er.sample.top_p = top_p > 0 ? top_p : 1e-6f;
-  g->er.sample.presence_penalty = pp;
-  g->er.sample.frequency_penalty = fp;
-  if (pp != 0 || fp != 0) g->er.sample.penalty_last_n = 64;
+  g->p.er.sample.temperature = temp;
+  g->p.er.sample.top_p = top_p > 0 ? top_p : 1e-6f;
+  g->p.er.sample.presence_penalty = pp;
+  g->p.er.sample.frequency_penalty = fp;
+  if (pp != 0 || fp != 0) g->p.er.sample.penalty_last_n = 64;
   long long seed = 0;
   bool has_seed = false;
   if ((rc = int_field(req, body, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed))) return rc;
   if (!has_seed) rand_bytes(&seed, sizeof seed);
-  g->er.sample.seed = (uint64_t)seed;
+  g->p.er.sample.seed = (uint64_t)seed;
 
   long long max_tokens = 0;
   bool has_max = false;
   if (chat && (rc = int_field(req, body, "max_completion_tokens", 1, INT32_MAX, &max_tokens, &has_max))) return rc;
   if (!has_max && (rc = int_field(req, body, "max_tokens", 1, INT32_MAX, &max_tokens, &has_max))) return rc;
   if (!chat && !has_max) max_tokens = 16; /* the legacy endpoint's documented default */
-  g->er.max_tokens = max_tokens;
+  g->p.er.max_tokens = max_tokens;
 
   long long n = 1;
   int32_t n_slots = mm->eng ? engine_n_slots(mm->eng) : 1;
   if ((rc = int_field(req, body, "n", 1, n_slots, &n, NULL))) return rc;
-  g->er.n = (int32_t)n;
+  g->p.er.n = (int32_t)n;
 
   if ((rc = parse_stop(req, body, g))) return rc;
   if ((rc = parse_bias(req, body, mm, g))) return rc;
@@ -200,6 +229,7 @@ int openai_gen_parse(http_req *req, const json_t *body, bool chat, const manager
     if (rc && rc != ERR_NOT_FOUND) return bad(req, rc, "stream_options.include_usage");
   }
 
+  if (chat && (rc = parse_response_format(req, body, g))) return rc;
   if (chat) {
     rc = api_json_bool(body, "", "logprobs", false, &g->logprobs);
     if (rc && rc != ERR_NOT_FOUND) return bad(req, rc, "logprobs");
@@ -218,15 +248,13 @@ int openai_gen_parse(http_req *req, const json_t *body, bool chat, const manager
     g->logprobs = has_lp;
     g->top_logprobs = (int32_t)lp;
   }
-  g->er.logprobs = g->logprobs;
-  g->er.sample.n_logprobs = g->top_logprobs;
+  g->p.er.logprobs = g->logprobs;
+  g->p.er.sample.n_logprobs = g->top_logprobs;
   return 0;
 }
 
 void openai_gen_free(openai_gen *g) {
-  for (size_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
-  free(g->stop);
-  free(g->bias);
+  gen_params_free(&g->p);
   memset(g, 0, sizeof *g);
 }
 
@@ -253,18 +281,6 @@ json_t *openai_logprob_entry(const tok *t, const sample_result *r, int32_t n_top
   }
   json_object_set_new(e, "top_logprobs", top);
   return e;
-}
-
-int openai_tokenize_prompt(const tok *t, const char *text, size_t len, bool parse_special, tok_ids *out) {
-  int rc = tok_encode(t, text, len, parse_special ? TOK_ENCODE_PARSE_SPECIAL : 0, out);
-  if (rc) return rc;
-  int32_t bos = tok_special(t, TOK_SPECIAL_BOS);
-  if (tok_add_bos(t) && bos >= 0 && (out->n == 0 || out->ids[0] != bos)) {
-    if ((rc = tok_ids_push(out, bos))) return rc;
-    memmove(out->ids + 1, out->ids, (out->n - 1) * sizeof *out->ids);
-    out->ids[0] = bos;
-  }
-  return 0;
 }
 
 int openai_sse_json(http_stream *s, const json_t *v) {

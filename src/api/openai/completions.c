@@ -20,6 +20,7 @@ void openai_completions(http_req *req, void *ctx) {
   openai_gen g;
   memset(&g, 0, sizeof g);
   tok_ids ids = TOK_IDS_INIT;
+  manager_model *mm = NULL;
   const char *model_name = NULL;
   int rc = api_json_str(body, "", "model", false, &model_name);
   if (rc && rc != ERR_NOT_FOUND) {
@@ -40,18 +41,19 @@ void openai_completions(http_req *req, void *ctx) {
     api_error_last(req, rc, "echo");
     goto done;
   }
-  manager_model *mm = NULL;
   if ((rc = manager_get(oc->mgr, model_name, &mm))) {
     openai_error_manager(req, rc);
     goto done;
   }
   if (openai_gen_parse(req, body, false, mm, &g)) goto done;
-  if ((rc = openai_tokenize_prompt(mm->t, json_string_value(p), json_string_length(p), false, &ids)) || !ids.n) {
+  if ((rc = gen_tokenize(mm->t, json_string_value(p), json_string_length(p), false, &ids)) || !ids.n) {
     api_error(req, 400, rc ? rc : ERR_INVALID, rc ? err_detail() : "prompt: empty", "prompt");
     goto done;
   }
   openai_generate(req, mm, model_name, &g, &ids, OPENAI_KIND_COMPLETION, NULL, echo ? json_string_value(p) : NULL);
+  mm = NULL; /* the job holds the reference now */
 done:
+  manager_release(mm);
   tok_ids_free(&ids);
   openai_gen_free(&g);
   json_decref(body);

@@ -8,12 +8,8 @@
  * and engine events back into OpenAI JSON or SSE chunks. Models come from
  * the registry (listing) and the manager (loaded on first use).
  *
- * Streams: each streaming request runs its producer on a small thread of its
- * own that blocks on engine_req_next and writes SSE events (a per-request
- * thread is the simple first form; a shared producer pool driven by the
- * engine's notify callback is later work). The producer polls the stream's
- * cancelled state between events and cancels the engine request when the
- * client goes away.
+ * Generation goes through the canonical layer (api/gen.h), which owns the
+ * engine job and the stream's producer thread; this dialect only renders.
  */
 #ifndef PARLEY_API_OPENAI_H
 #define PARLEY_API_OPENAI_H
@@ -23,20 +19,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/gen.h"
 #include "engine/engine.h"
 #include "engine/manager.h"
 #include "http/http.h"
 #include "model/pull.h"
 #include "model/registry.h"
 
+struct store;
+
 typedef struct openai_ctx {
   registry *reg;
   manager *mgr;
-  puller *pull;   /* DELETE /v1/models/{id} removes pulled models; may be NULL */
+  struct store *st;          /* responses and conversations */
+  puller *pull;              /* DELETE /v1/models/{id} removes pulled models; may be NULL */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
 size_t openai_routes(openai_ctx *octx, const http_route **out);
+/* Responses and Conversations (responses.c). */
+size_t openai_responses_routes(openai_ctx *octx, const http_route **out);
 
 /* ---- shared by the handlers (common.c) --------------------------------- */
 
@@ -45,12 +47,10 @@ void openai_error_model_not_found(http_req *req, const char *message);
 /* Answers a manager_get failure (404 model_not_found, 501, 500...). */
 void openai_error_manager(http_req *req, int rc);
 
-/* Generation parameters common to chat and legacy completions. */
+/* Generation parameters common to chat and legacy completions: the
+ * canonical parameters plus the OpenAI-only switches. */
 typedef struct openai_gen {
-  engine_request er;         /* sample params, max_tokens, n, stop */
-  char **stop;               /* owned copies for er.stop */
-  size_t n_stop;
-  sample_bias *bias;         /* owned, er.sample.bias */
+  gen_params p;              /* sampling, limits, stop, bias, format */
   bool stream;
   bool include_usage;        /* stream_options.include_usage */
   bool logprobs;
@@ -58,9 +58,9 @@ typedef struct openai_gen {
 } openai_gen;
 
 /* Parses and checks the sampling fields of body. chat selects the chat
- * spellings (max_completion_tokens, logprobs bool + top_logprobs) over the
- * legacy ones (logprobs int). On error answers 400 naming the field and
- * returns the error code. */
+ * spellings (max_completion_tokens, logprobs bool + top_logprobs,
+ * response_format) over the legacy ones (logprobs int). On error answers 400
+ * naming the field and returns the error code. */
 int openai_gen_parse(http_req *req, const json_t *body, bool chat, const manager_model *mm, openai_gen *g);
 void openai_gen_free(openai_gen *g);
 
@@ -71,25 +71,18 @@ const char *openai_finish_reason(enum engine_finish f);
 /* One chat-style logprobs entry for a sampled token ({token, logprob, bytes,
  * top_logprobs}); NULL on allocation failure. */
 json_t *openai_logprob_entry(const tok *t, const sample_result *r, int32_t n_top);
-/* Encodes text with special-token parsing and a leading BOS when the
- * vocabulary adds one and the text does not already start with it. */
-int openai_tokenize_prompt(const tok *t, const char *text, size_t len, bool parse_special, tok_ids *out);
 /* Writes one SSE data event of v (compact JSON); ERR_CANCELLED when gone. */
 int openai_sse_json(http_stream *s, const json_t *v);
 
-/* The generation driver (chat.c) for both endpoints: submits ids with g's
- * parameters and answers req, streaming or not. kind selects the response
- * shapes; for chat, parse (may be zeroed: plain text) configures the output
- * parser. echo (legacy, may be NULL) is prepended to each choice's text.
- * Takes ownership of nothing; g stays the caller's. */
+/* Runs a chat or legacy completion through the canonical layer (gen_run)
+ * with the OpenAI renderer (chat.c): chat.completion / text_completion
+ * bodies or their SSE chunks. Takes the caller's manager reference and g's
+ * contents. kind selects the shapes; parse (NULL: plain text) configures
+ * the output parser; echo (legacy, may be NULL) is prepended to each
+ * choice's text. */
 enum openai_kind { OPENAI_KIND_CHAT, OPENAI_KIND_COMPLETION };
-struct outparse_config;
 void openai_generate(http_req *req, manager_model *mm, const char *model_label, openai_gen *g, const tok_ids *ids,
-                     enum openai_kind kind, const struct outparse_config *parse, const char *echo);
-
-/* Waits up to timeout_ms for every stream producer thread to end (they end
- * soon after the server cancels their streams); call before manager_free. */
-void openai_wait_streams(int timeout_ms);
+                     enum openai_kind kind, const outparse_config *parse, const char *echo);
 
 /* ---- handlers ------------------------------------------------------------ */
 void openai_models_list(http_req *req, void *ctx);

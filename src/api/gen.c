@@ -1,0 +1,571 @@
+/*
+ * gen.c - the canonical generation layer (see gen.h): parameters, chat
+ * prompts through the model's template, and the job that submits a request
+ * to the engine, runs each choice's text through its output parser
+ * (reasoning, tool calls) and drives a dialect's sink.
+ *
+ * Start reading at gen_run. A job lives from gen_run until its producer
+ * (the handler's thread without streaming, a thread of its own with
+ * streaming) has seen the engine's last FINISH and called on_end; job_free
+ * then releases the engine handle, the grammar, the sink's context and the
+ * manager reference, in that order (the grammar must outlive the engine
+ * request, the model must outlive both).
+ */
+#include "api/gen.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "sample/json_schema.h"
+#include "tmpl/tmpl.h"
+
+/* ---- parameters ------------------------------------------------------------ */
+
+void gen_params_init(gen_params *g) {
+  memset(g, 0, sizeof *g);
+  g->er = engine_request_default();
+}
+
+int gen_params_add_stop(gen_params *g, const char *s, size_t len) {
+  if (!len) return 0;
+  char **grown = realloc(g->stop, (g->n_stop + 1) * sizeof *grown);
+  if (!grown) return err_set(ERR_NOMEM, "out of memory");
+  g->stop = grown;
+  if (!(g->stop[g->n_stop] = str_ndup(s, len))) return err_set(ERR_NOMEM, "out of memory");
+  g->n_stop++;
+  g->er.stop = (const char *const *)g->stop;
+  g->er.n_stop = g->n_stop;
+  return 0;
+}
+
+int gen_params_add_bias(gen_params *g, size_t cap, int32_t token, float bias) {
+  if (!g->bias && !(g->bias = calloc(cap ? cap : 1, sizeof *g->bias))) return err_set(ERR_NOMEM, "out of memory");
+  if (g->er.sample.n_bias >= cap) return err_set(ERR_RANGE, "too many logit biases (at most %zu)", cap);
+  g->bias[g->er.sample.n_bias].token = token;
+  g->bias[g->er.sample.n_bias++].bias = bias;
+  g->er.sample.bias = g->bias;
+  return 0;
+}
+
+void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schema, const char *param) {
+  json_decref(g->schema);
+  g->schema = f == GEN_FORMAT_SCHEMA && schema ? json_incref((json_t *)schema) : NULL;
+  g->format = g->schema || f == GEN_FORMAT_JSON ? f : GEN_FORMAT_TEXT;
+  g->format_param = param;
+}
+
+void gen_params_free(gen_params *g) {
+  free(g->gbnf);
+  for (size_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
+  free(g->stop);
+  free(g->bias);
+  json_decref(g->schema);
+  memset(g, 0, sizeof *g);
+}
+
+/* ---- chat prompts ---------------------------------------------------------- */
+
+int gen_tokenize(const tok *t, const char *text, size_t len, bool parse_special, tok_ids *out) {
+  int rc = tok_encode(t, text, len, parse_special ? TOK_ENCODE_PARSE_SPECIAL : 0, out);
+  if (rc) return rc;
+  int32_t bos = tok_special(t, TOK_SPECIAL_BOS);
+  if (tok_add_bos(t) && bos >= 0 && (out->n == 0 || out->ids[0] != bos)) {
+    if ((rc = tok_ids_push(out, bos))) return rc;
+    memmove(out->ids + 1, out->ids, (out->n - 1) * sizeof *out->ids);
+    out->ids[0] = bos;
+  }
+  return 0;
+}
+
+static enum outparse_format parser_format(family_parser p) {
+  switch (p) {
+    case FAMILY_PARSER_HERMES: return OUTPARSE_HERMES;
+    case FAMILY_PARSER_LLAMA3: return OUTPARSE_LLAMA3;
+    case FAMILY_PARSER_MISTRAL: return OUTPARSE_MISTRAL;
+    case FAMILY_PARSER_DEEPSEEK: return OUTPARSE_DEEPSEEK;
+    case FAMILY_PARSER_HARMONY: return OUTPARSE_HARMONY;
+    case FAMILY_PARSER_GRANITE: return OUTPARSE_GRANITE;
+    case FAMILY_PARSER_FUNCTIONARY: return OUTPARSE_FUNCTIONARY_V31;
+    default: return OUTPARSE_PLAIN;
+  }
+}
+
+/* Templates read tool-call arguments as a mapping (`arguments | tojson`,
+ * `arguments.items()`); OpenAI sends them as JSON text. Parse text that
+ * holds an object; leave anything else as it is. */
+static void arguments_as_objects(json_t *messages) {
+  size_t i, k;
+  json_t *m, *call;
+  json_array_foreach(messages, i, m) {
+    json_array_foreach(json_object_get(m, "tool_calls"), k, call) {
+      json_t *fn = json_object_get(call, "function");
+      json_t *args = json_object_get(fn, "arguments");
+      if (!json_is_string(args)) continue;
+      json_t *obj = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, NULL);
+      if (json_is_object(obj)) json_object_set_new(fn, "arguments", obj);
+      else json_decref(obj);
+    }
+  }
+}
+
+int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc) {
+  if (!mm->chat)
+    return err_set(ERR_UNSUPPORTED, "model '%s' has no chat template (send a raw prompt instead)", mm->name);
+  if (!json_is_array(c->messages)) return err_set(ERR_TYPE, "messages: expected array");
+  arguments_as_objects(c->messages);
+  bool has_tools = json_is_array(c->tools) && json_array_size(c->tools) > 0;
+
+  json_t *req = json_pack("{s:O, s:b}", "messages", c->messages, "add_generation_prompt", !c->continue_final);
+  json_t *kw = c->template_kwargs ? json_deep_copy(c->template_kwargs) : json_object();
+  if (!req || !kw) {
+    json_decref(req);
+    json_decref(kw);
+    return err_set(ERR_NOMEM, "out of memory");
+  }
+  if (has_tools) json_object_set(req, "tools", (json_t *)c->tools);
+  if (c->thinking >= 0) json_object_set_new(kw, "enable_thinking", json_boolean(c->thinking));
+  json_object_set_new(req, "chat_template_kwargs", kw);
+
+  buf local = BUF_INIT;
+  buf *text = prompt ? prompt : &local;
+  tmpl_heap *h = tmpl_heap_new();
+  tmpl_value globals;
+  int rc = h ? tmpl_globals_from_request(h, req, mm->bos, mm->eos, &globals) : err_set(ERR_NOMEM, "out of memory");
+  if (!rc) {
+    const tmpl *t = has_tools && mm->chat_tools ? mm->chat_tools : mm->chat;
+    if ((rc = tmpl_render(t, globals, text))) rc = ERR_INVALID; /* detail: line and column */
+  }
+  if (h) tmpl_heap_free(h);
+  json_decref(req);
+  if (!rc) rc = gen_tokenize(mm->t, text->data ? text->data : "", text->len, true, ids);
+  if (!rc && !ids->n) rc = err_set(ERR_INVALID, "the rendered prompt is empty");
+  buf_free(&local);
+  if (rc) return rc;
+
+  const json_t *kwt = c->template_kwargs ? json_object_get(c->template_kwargs, "enable_thinking") : NULL;
+  bool thinking = c->thinking >= 0 ? c->thinking != 0 : !json_is_false(kwt);
+  memset(pc, 0, sizeof *pc);
+  pc->format = parser_format(mm->fam.parser);
+  pc->think_open = mm->fam.think_open;
+  pc->think_close = mm->fam.think_close;
+  pc->starts_in_reasoning = mm->fam.template_opens_think && thinking && !c->continue_final;
+  pc->tools_enabled = has_tools && c->tool_choice != GEN_TOOL_NONE;
+  if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+  return 0;
+}
+
+/* The call object of one tool: {"name": const, ARGS_KEY: parameters}. */
+static json_t *call_schema(const json_t *tool, const char *args_key) {
+  const json_t *fn = json_object_get(tool, "function");
+  const json_t *name = json_object_get(fn, "name");
+  const json_t *params = json_object_get(fn, "parameters");
+  json_t *args = NULL;
+  if (json_is_object(params)) { /* keep it only if the grammar can express it */
+    char *text = NULL;
+    size_t len = 0;
+    if (json_schema_to_gbnf(params, &text, &len) == 0) args = json_deep_copy(params);
+    free(text);
+  }
+  if (!args) args = json_pack("{s:s}", "type", "object");
+  return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const", name,
+                   args_key, args, "required", "name", args_key, "additionalProperties", 0);
+}
+
+int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g) {
+  if ((c->tool_choice != GEN_TOOL_REQUIRED && c->tool_choice != GEN_TOOL_FUNCTION) || g->format != GEN_FORMAT_TEXT)
+    return 0;
+  if (!json_is_array(c->tools) || !json_array_size(c->tools)) return 0;
+  const char *open = NULL, *close = NULL, *args_key = "arguments";
+  switch (mm->fam.parser) {
+    case FAMILY_PARSER_HERMES:
+      open = "\"<tool_call>\\n\" ";
+      close = " \"\\n</tool_call>\"";
+      break;
+    case FAMILY_PARSER_LLAMA3:
+      open = close = "";
+      args_key = "parameters";
+      break;
+    default:
+      LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
+      return 0;
+  }
+  json_t *any = json_array();
+  size_t i;
+  json_t *tool;
+  json_array_foreach(c->tools, i, tool) {
+    const char *n = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+    if (!n || (c->tool_choice == GEN_TOOL_FUNCTION && (!name || strcmp(n, name) != 0))) continue;
+    json_t *sch = call_schema(tool, args_key);
+    if (!sch || json_array_append_new(any, sch)) {
+      json_decref(any);
+      return err_set(ERR_NOMEM, "out of memory");
+    }
+  }
+  if (!json_array_size(any)) {
+    json_decref(any);
+    return err_set(ERR_NOT_FOUND, "tool_choice: no tool named '%.128s' in tools", name ? name : "");
+  }
+  json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
+  json_decref(any);
+  char *text = NULL;
+  size_t len = 0;
+  int rc = schema ? json_schema_to_gbnf(schema, &text, &len) : err_set(ERR_NOMEM, "out of memory");
+  json_decref(schema);
+  if (rc) return rc;
+  /* The schema's start rule becomes "call"; ours wraps it. */
+  buf out = BUF_INIT;
+  char *line = strstr(text, "root ::= ");
+  if (!line || (line != text && line[-1] != '\n')) {
+    free(text);
+    return err_set(ERR_INTERNAL, "tool-call grammar: no root rule");
+  }
+  buf_append(&out, text, (size_t)(line - text));
+  buf_append_str(&out, "call ::= ");
+  buf_append_str(&out, line + strlen("root ::= "));
+  buf_appendf(&out, "\nroot ::= %scall%s\n", open, close);
+  free(text);
+  if (!out.data) return err_set(ERR_NOMEM, "out of memory");
+  free(g->gbnf);
+  g->gbnf = out.data; /* buf's storage is a malloc'ed NUL-terminated string */
+  g->format = GEN_FORMAT_GRAMMAR;
+  g->format_param = "tool_choice";
+  return 0;
+}
+
+/* ---- the job ---------------------------------------------------------------- */
+
+struct parse_ctx {
+  gen_job *j;
+  int index;
+};
+
+struct gen_job {
+  http_req *req;           /* not streaming */
+  http_stream *s;          /* streaming */
+  manager_model *mm;       /* a manager reference, released by job_free */
+  gen_params g;            /* owned */
+  grammar *gram;           /* owned; outlives h */
+  engine_req *h;
+  const gen_sink *sink;
+  void *ctx;
+  outparse **parsers;      /* [res.n] */
+  struct parse_ctx *pcs;   /* [res.n] the parsers' callback contexts */
+  buf *raw;                /* [res.n] everything generated per choice */
+  gen_result res;
+  bool detached;           /* producer thread without a client stream */
+  int write_rc;            /* a streaming write failed: the client is gone */
+  const char *prompt_param;
+};
+
+static _Atomic int g_n_streams; /* producer threads alive */
+
+void gen_wait_streams(int timeout_ms) {
+  for (int waited = 0; g_n_streams > 0 && waited < timeout_ms; waited += 10) usleep(10000);
+}
+
+manager_model *gen_job_model(const gen_job *j) { return j->mm; }
+const gen_params *gen_job_params(const gen_job *j) { return &j->g; }
+const gen_result *gen_job_result(const gen_job *j) { return &j->res; }
+http_req *gen_job_req(gen_job *j) { return j->req; }
+http_stream *gen_job_stream(gen_job *j) { return j->s; }
+
+bool gen_choice_has_calls(const gen_choice *c) { return c->tool_calls && json_array_size(c->tool_calls) > 0; }
+
+void gen_job_cancel(gen_job *j) {
+  if (j && j->h) engine_req_cancel(j->h);
+}
+
+int gen_job_write_sse_raw(gen_job *j, const char *event, const char *data, size_t len) {
+  if (!j->s) return j->detached ? 0 : ERR_INVALID;
+  if (!j->write_rc) j->write_rc = http_stream_sse(j->s, event, data, len);
+  return j->write_rc;
+}
+
+int gen_job_write_sse(gen_job *j, const char *event, const json_t *v) {
+  char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+  if (!text) return j->write_rc ? j->write_rc : ERR_NOMEM;
+  int rc = gen_job_write_sse_raw(j, event, text, strlen(text));
+  free(text);
+  return rc;
+}
+
+int gen_job_write_ndjson(gen_job *j, const json_t *v) {
+  if (!j->s) return j->detached ? 0 : ERR_INVALID;
+  char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+  if (!text) return j->write_rc ? j->write_rc : ERR_NOMEM;
+  if (!j->write_rc) j->write_rc = http_stream_ndjson(j->s, text, strlen(text));
+  free(text);
+  return j->write_rc;
+}
+
+/* A sink callback's result: a failure marks the client gone. */
+static void note(gen_job *j, int rc) {
+  if (rc && !j->write_rc) j->write_rc = rc;
+}
+
+/* Output-parser events of one choice: kept in the choice, and streamed. */
+static void on_parse(void *arg, const outparse_event *ev) {
+  gen_job *j = ((struct parse_ctx *)arg)->j;
+  int ix = ((struct parse_ctx *)arg)->index;
+  gen_choice *c = &j->res.ch[ix];
+  const gen_sink *k = j->sink;
+  bool live = (j->s || j->detached) && !j->write_rc;
+  switch (ev->kind) {
+    case OUTPARSE_TEXT:
+    case OUTPARSE_REASONING: {
+      bool r = ev->kind == OUTPARSE_REASONING;
+      buf_append(r ? &c->reasoning : &c->content, ev->text, ev->len);
+      if (live && ev->len && k->on_text) note(j, k->on_text(j->ctx, j, ix, r, ev->text, ev->len));
+      return;
+    }
+    case OUTPARSE_TOOL_CALL_BEGIN: {
+      if (!c->tool_calls) c->tool_calls = json_array();
+      json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ev->id, "type", "function", "function", "name",
+                               ev->name, "arguments", "");
+      if (c->tool_calls && call) json_array_append_new(c->tool_calls, call);
+      else json_decref(call);
+      if (live && k->on_tool_begin) note(j, k->on_tool_begin(j->ctx, j, ix, ev->tool_index, ev->id, ev->name));
+      return;
+    }
+    case OUTPARSE_TOOL_CALL_ARGS: {
+      json_t *call = c->tool_calls ? json_array_get(c->tool_calls, (size_t)ev->tool_index) : NULL;
+      json_t *fn = call ? json_object_get(call, "function") : NULL;
+      const char *old = fn ? json_string_value(json_object_get(fn, "arguments")) : NULL;
+      if (old) {
+        buf b = BUF_INIT;
+        buf_append_str(&b, old);
+        buf_append(&b, ev->text, ev->len);
+        json_object_set_new(fn, "arguments", json_stringn(b.data ? b.data : "", b.len));
+        buf_free(&b);
+      }
+      if (live && ev->len && k->on_tool_args) note(j, k->on_tool_args(j->ctx, j, ix, ev->tool_index, ev->text, ev->len));
+      return;
+    }
+    case OUTPARSE_TOOL_CALL_END:
+      if (live && k->on_tool_end) note(j, k->on_tool_end(j->ctx, j, ix, ev->tool_index));
+      return;
+  }
+}
+
+static void on_event(gen_job *j, engine_event *ev) {
+  if (ev->type == ENGINE_EVENT_USAGE) {
+    j->res.n_prompt = ev->n_prompt;
+    j->res.n_cached = ev->n_cached;
+    j->res.n_completion = ev->n_completion;
+    return;
+  }
+  if (ev->index < 0 || ev->index >= j->res.n) return;
+  int ix = ev->index;
+  gen_choice *c = &j->res.ch[ix];
+  if (ev->type == ENGINE_EVENT_TEXT_DELTA) {
+    if (!j->res.t_first_ns && ev->n_tokens) j->res.t_first_ns = time_mono_ns();
+    if (ev->n_tokens) {
+      int32_t *grown = realloc(c->tokens, (c->n_tokens + ev->n_tokens) * sizeof *grown);
+      if (grown) {
+        memcpy(grown + c->n_tokens, ev->tokens, ev->n_tokens * sizeof *grown);
+        c->tokens = grown;
+        c->n_tokens += ev->n_tokens;
+      }
+    }
+    if (ev->logprobs && ev->n_tokens && j->sink->on_logprobs && !j->write_rc)
+      note(j, j->sink->on_logprobs(j->ctx, j, ix, ev->logprobs, ev->n_tokens));
+    if (ev->n_text) {
+      buf_append(&j->raw[ix], ev->text, ev->n_text);
+      if (!c->parse_failed && outparse_feed(j->parsers[ix], ev->text, ev->n_text)) c->parse_failed = true;
+    }
+    return;
+  }
+  /* FINISH */
+  if (!c->parse_failed && outparse_finish(j->parsers[ix])) c->parse_failed = true;
+  if (c->parse_failed && !j->s && !j->detached) { /* answer the raw text rather than nothing */
+    buf_reset(&c->content);
+    buf_reset(&c->reasoning);
+    if (j->raw[ix].len) buf_append(&c->content, j->raw[ix].data, j->raw[ix].len);
+    json_decref(c->tool_calls);
+    c->tool_calls = NULL;
+  }
+  c->finished = true;
+  c->finish = ev->finish;
+  c->stop_index = ev->stop_index;
+  if (ev->finish == ENGINE_FINISH_ERROR && !j->res.err_code) {
+    j->res.err_code = ev->err_code ? ev->err_code : ERR_INTERNAL;
+    j->res.err_msg = str_dup(ev->err_msg ? ev->err_msg : err_message(j->res.err_code));
+  }
+  if ((j->s || j->detached) && !j->write_rc && ev->finish != ENGINE_FINISH_ERROR && j->sink->on_choice_end)
+    note(j, j->sink->on_choice_end(j->ctx, j, c));
+}
+
+/* The stream's cancel callback (client gone, server stopping): stop the
+ * engine request; its FINISH then ends consume. */
+static void on_stream_cancel(void *arg) { engine_req_cancel(((gen_job *)arg)->h); }
+
+static void consume(gen_job *j) {
+  engine_event ev;
+  for (;;) {
+    int rc = engine_req_next(j->h, -1, &ev);
+    if (rc == ERR_NOT_FOUND) break;
+    if (rc == ERR_TIMEOUT) continue;
+    if (rc) break;
+    on_event(j, &ev);
+    engine_event_free(&ev);
+    if (j->s && j->write_rc) engine_req_cancel(j->h);
+  }
+  j->res.t_end_ns = time_mono_ns();
+}
+
+static void job_free(gen_job *j) {
+  if (!j) return;
+  if (j->h) engine_req_free(j->h);
+  grammar_free(j->gram);
+  if (j->sink && j->sink->free) j->sink->free(j->ctx);
+  for (int i = 0; j->res.ch && i < j->res.n; i++) {
+    gen_choice *c = &j->res.ch[i];
+    if (j->parsers) outparse_free(j->parsers[i]);
+    if (j->raw) buf_free(&j->raw[i]);
+    buf_free(&c->content);
+    buf_free(&c->reasoning);
+    json_decref(c->tool_calls);
+    free(c->tokens);
+  }
+  free(j->parsers);
+  free(j->pcs);
+  free(j->raw);
+  free(j->res.ch);
+  free(j->res.err_msg);
+  gen_params_free(&j->g);
+  manager_release(j->mm);
+  free(j);
+}
+
+static void *stream_main(void *arg) {
+  gen_job *j = arg;
+  if (j->s) http_stream_on_cancel(j->s, on_stream_cancel, j);
+  if (j->sink->on_start) note(j, j->sink->on_start(j->ctx, j));
+  consume(j);
+  if (j->res.n && j->res.ch[0].finish == ENGINE_FINISH_CANCELLED)
+    LOG_INFO("gen", "stream cancelled (client gone) after %lld completion tokens", (long long)j->res.n_completion);
+  if (j->sink->on_end) j->sink->on_end(j->ctx, j, &j->res);
+  if (j->s) http_stream_close(j->s);
+  job_free(j);
+  g_n_streams--;
+  return NULL;
+}
+
+/* Answers an error before the job started and frees everything. */
+static int fail(http_req *req, gen_job *j, int status, int code, const char *msg, const char *param) {
+  if (req) api_error(req, status, code, msg, param);
+  else err_set(code ? code : ERR_INTERNAL, "%s", msg);
+  job_free(j);
+  return code ? code : ERR_INTERNAL;
+}
+
+int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
+            const gen_opts *opts, const gen_sink *sink, void *ctx) {
+  gen_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    if (req) api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    gen_params_free(g);
+    if (sink->free) sink->free(ctx);
+    manager_release(mm);
+    return ERR_NOMEM;
+  }
+  j->mm = mm;
+  j->g = *g;
+  memset(g, 0, sizeof *g);
+  j->sink = sink;
+  j->ctx = ctx;
+  j->prompt_param = opts->prompt_param ? opts->prompt_param : "messages";
+  if (!mm->eng) {
+    return fail(req, j, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
+  }
+  /* A prompt that cannot fit is refused before a stream opens, so streaming
+   * clients get the same 400 as the others. */
+  int64_t n_ctx = engine_n_ctx(mm->eng);
+  if ((int64_t)ids->n >= n_ctx) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
+             ids->n, (long long)n_ctx);
+    return fail(req, j, 400, ERR_CONTEXT, msg, j->prompt_param);
+  }
+  if (j->g.format != GEN_FORMAT_TEXT) {
+    json_t *any = j->g.format == GEN_FORMAT_JSON ? json_pack("{s:s}", "type", "object") : NULL;
+    int rc = j->g.format == GEN_FORMAT_GRAMMAR ? grammar_parse(j->g.gbnf, strlen(j->g.gbnf), "root", &j->gram)
+                                              : json_schema_grammar(any ? any : j->g.schema, &j->gram);
+    json_decref(any);
+    if (rc) {
+      char msg[600];
+      snprintf(msg, sizeof msg, "%s: the JSON schema cannot be enforced: %s",
+               j->g.format_param ? j->g.format_param : "format", err_detail());
+      return fail(req, j, 400, rc, msg, j->g.format_param);
+    }
+    j->g.er.grammar = j->gram;
+  }
+  j->res.n = j->g.er.n > 0 ? j->g.er.n : 1;
+  j->res.ch = calloc((size_t)j->res.n, sizeof *j->res.ch);
+  j->parsers = calloc((size_t)j->res.n, sizeof *j->parsers);
+  j->raw = calloc((size_t)j->res.n, sizeof *j->raw);
+  struct parse_ctx *pcs = j->pcs = calloc((size_t)j->res.n, sizeof *pcs);
+  if (!j->res.ch || !j->parsers || !j->raw || !pcs) {
+    return fail(req, j, 500, ERR_NOMEM, "out of memory", NULL);
+  }
+  outparse_config plain = {.format = OUTPARSE_PLAIN};
+  for (int i = 0; i < j->res.n; i++) {
+    j->res.ch[i].index = i;
+    j->res.ch[i].stop_index = -1;
+    pcs[i] = (struct parse_ctx){.j = j, .index = i};
+    if (outparse_new(pc ? pc : &plain, on_parse, &pcs[i], &j->parsers[i])) {
+      return fail(req, j, 500, ERR_INTERNAL, err_detail(), NULL);
+    }
+  }
+  j->g.er.prompt = ids->ids;
+  j->g.er.n_prompt = ids->n;
+  j->res.t_start_ns = time_mono_ns();
+  int rc = engine_submit(mm->eng, &j->g.er, &j->h);
+  j->g.er.prompt = NULL;
+  j->g.er.n_prompt = 0;
+  if (rc) {
+    int status = rc == ERR_OVERLOADED ? 429 : rc == ERR_UNAVAILABLE ? 503 : 0;
+    return fail(req, j, status, rc, err_detail(), NULL);
+  }
+  if (!opts->stream && !opts->detached) {
+    j->req = req;
+    consume(j);
+    if (sink->on_end) sink->on_end(ctx, j, &j->res);
+    j->req = NULL;
+    job_free(j);
+    return 0;
+  }
+  j->detached = opts->detached;
+  if (!j->detached) j->s = http_stream_open(req, 200, opts->content_type, opts->stream_kind);
+  if (!j->s && !j->detached) {
+    return fail(req, j, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+  }
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  g_n_streams++;
+  rc = pthread_create(&t, &attr, stream_main, j);
+  pthread_attr_destroy(&attr);
+  if (rc) {
+    g_n_streams--;
+    LOG_WARN("gen", "cannot start a stream thread: %s", strerror(rc));
+    engine_req_cancel(j->h);
+    if (j->s) {
+      http_stream_close(j->s);
+      j->s = NULL;
+      job_free(j);
+      return 0; /* the stream was answered (and ended) */
+    }
+    return fail(req, j, 500, ERR_INTERNAL, "cannot start a producer thread", NULL);
+  }
+  return 0;
+}
