@@ -344,6 +344,8 @@ static int job_run(pjob *j, const pull_plan *pl, const char *dir) {
   return rc;
 }
 
+static bool job_cancelled(void *ctx) { return atomic_load(&((pjob *)ctx)->cancel); }
+
 static void *job_main(void *arg) {
   pjob *j = arg;
   puller *p = j->p;
@@ -354,7 +356,8 @@ static void *job_main(void *arg) {
   pull_ref ref;
   pull_plan pl;
   memset(&pl, 0, sizeof pl);
-  pull_endpoints ep = {.hf = p->hf, .ollama = p->ollama, .hf_token = p->hf_token};
+  pull_endpoints ep = {.hf = p->hf, .ollama = p->ollama, .hf_token = p->hf_token, .cancelled = job_cancelled,
+                       .cancel_ctx = j};
   job_set_state(j, PULL_DOWNLOADING, 0, NULL);
   int rc = pull_ref_parse(j->name, j->opt_file, &ref);
   if (!rc) rc = pull_plan_resolve(&ep, &ref, j->opt_quant, j->opt_file, &pl);

@@ -262,8 +262,11 @@ int pull_download(pull_dl *d);
 
 /* GETs a small document (a manifest, a file listing) into *out (malloc'd,
  * NUL-terminated, at most max bytes; *len may be NULL). accept and bearer
- * may be NULL. Errors as pull_download, ERR_TOO_LARGE beyond max. */
-int pull_fetch(const char *url, const char *accept, const char *bearer, size_t max, char **out, size_t *len);
+ * may be NULL. cancelled (may be NULL) is polled during the transfer; true
+ * stops it with ERR_CANCELLED. Errors as pull_download, ERR_TOO_LARGE
+ * beyond max. */
+int pull_fetch(const char *url, const char *accept, const char *bearer, size_t max, char **out, size_t *len,
+               bool (*cancelled)(void *ctx), void *ctx);
 
 /* Hashes a whole file: 64 lowercase hex digits into hex (cap >= 65). */
 int pull_sha256_file(const char *path, char *hex, size_t cap);

@@ -152,7 +152,19 @@ static int curl_error(CURL *c, CURLcode cc, const char *what, const char *url) {
   return err_set(ERR_UNAVAILABLE, "%s: %s for %s", what, curl_easy_strerror(cc), url);
 }
 
-int pull_fetch(const char *url, const char *accept, const char *bearer, size_t max, char **out, size_t *len) {
+typedef struct fetch_cancel {
+  bool (*cancelled)(void *ctx);
+  void *ctx;
+} fetch_cancel;
+
+static int fetch_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+  (void)a, (void)b, (void)c, (void)d;
+  fetch_cancel *fc = ud;
+  return fc->cancelled(fc->ctx) ? 1 : 0;
+}
+
+int pull_fetch(const char *url, const char *accept, const char *bearer, size_t max, char **out, size_t *len,
+               bool (*cancelled)(void *ctx), void *ctx) {
   pthread_once(&g_curl_once, curl_init_once);
   *out = NULL;
   if (len) *len = 0;
@@ -165,6 +177,12 @@ int pull_fetch(const char *url, const char *accept, const char *bearer, size_t m
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+  fetch_cancel fc = {cancelled, ctx};
+  if (cancelled) {
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, fetch_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &fc);
+  }
   CURLcode cc = curl_easy_perform(c);
   int rc = 0;
   if (m.too_large) rc = err_set(ERR_TOO_LARGE, "%s: answer larger than %zu bytes", url, max);

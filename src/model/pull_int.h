@@ -42,6 +42,8 @@ typedef struct pull_endpoints {
   const char *hf;             /* "https://huggingface.co" */
   const char *ollama;         /* "https://registry.ollama.ai" */
   const char *hf_token;       /* or NULL */
+  bool (*cancelled)(void *ctx); /* polled while fetching; may be NULL */
+  void *cancel_ctx;
 } pull_endpoints;
 
 /* Resolves a parsed reference into a plan (network: the manifest or the

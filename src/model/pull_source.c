@@ -133,10 +133,11 @@ static int plan_hf(const pull_endpoints *ep, const pull_ref *ref, const char *qu
   if (buf_appendf(&url, "%s/api/models/%s/%s/tree/main?recursive=true", ep->hf, ref->ns, ref->repo)) return ERR_NOMEM;
   char *doc = NULL;
   size_t len = 0;
-  int rc = pull_fetch(url.data, "application/json", ep->hf_token, PULL_MAX_DOC, &doc, &len);
+  int rc = pull_fetch(url.data, "application/json", ep->hf_token, PULL_MAX_DOC, &doc, &len, ep->cancelled,
+                      ep->cancel_ctx);
   if (rc == ERR_NOT_FOUND)
     rc = pull_err_prefix(ERR_NOT_FOUND, "hf.co/%s/%s: repository not found on %s", ref->ns, ref->repo, ep->hf);
-  else if (rc) rc = pull_err_prefix(rc, "hf.co/%s/%s: cannot list the repository", ref->ns, ref->repo);
+  else if (rc && rc != ERR_CANCELLED) rc = pull_err_prefix(rc, "hf.co/%s/%s: cannot list the repository", ref->ns, ref->repo);
   buf_free(&url);
   if (rc) return rc;
   json_error_t je;
@@ -207,10 +208,11 @@ static int plan_ollama(const pull_endpoints *ep, const pull_ref *ref, pull_plan 
   char *doc = NULL;
   size_t len = 0;
   if (!rc) {
-    rc = pull_fetch(murl.data, "application/vnd.docker.distribution.manifest.v2+json", NULL, PULL_MAX_DOC, &doc, &len);
+    rc = pull_fetch(murl.data, "application/vnd.docker.distribution.manifest.v2+json", NULL, PULL_MAX_DOC, &doc, &len,
+                    ep->cancelled, ep->cancel_ctx);
     if (rc == ERR_NOT_FOUND)
       rc = pull_err_prefix(ERR_NOT_FOUND, "%s: no such model or tag in the registry", ref->name);
-    else if (rc) rc = pull_err_prefix(rc, "%s: cannot read the manifest", ref->name);
+    else if (rc && rc != ERR_CANCELLED) rc = pull_err_prefix(rc, "%s: cannot read the manifest", ref->name);
   }
   pull_layer layers[PULL_MAX_FILES];
   size_t n = 0;

@@ -474,7 +474,7 @@ TEST(pull_download_http_errors) {
   EXPECT_INT_EQ(pull_download(&d), ERR_UNAVAILABLE); /* connection refused */
   EXPECT_INT_EQ(file_size(p), -1);                   /* no empty leftover */
   char *doc = NULL;
-  EXPECT_INT_EQ(pull_fetch("http://127.0.0.1:1/m", NULL, NULL, 100, &doc, NULL), ERR_UNAVAILABLE);
+  EXPECT_INT_EQ(pull_fetch("http://127.0.0.1:1/m", NULL, NULL, 100, &doc, NULL, NULL, NULL), ERR_UNAVAILABLE);
   EXPECT_TRUE(doc == NULL);
 }
 
