@@ -651,6 +651,13 @@ void pull_list_free(pull_status *v, size_t n) {
   free(v);
 }
 
+/* Oldest first; ids break ties so the order is total. */
+static int status_cmp(const void *a, const void *b) {
+  const pull_status *x = a, *y = b;
+  if (x->created_at != y->created_at) return x->created_at < y->created_at ? -1 : 1;
+  return strcmp(x->id, y->id);
+}
+
 int pull_list(puller *p, pull_status **out, size_t *n) {
   *out = NULL;
   *n = 0;
@@ -670,6 +677,7 @@ int pull_list(puller *p, pull_status **out, size_t *n) {
     pull_list_free(v, k);
     return rc;
   }
+  qsort(v, k, sizeof *v, status_cmp);
   *out = v;
   *n = k;
   return 0;
