@@ -344,6 +344,21 @@ static int job_run(pjob *j, const pull_plan *pl, const char *dir) {
   return rc;
 }
 
+/* pull_ref_parse with the options: OWNER/REPO with a quant (and no tag)
+ * names a Hugging Face repository, as it does with a file pattern. */
+static int parse_name(const char *name, const char *file, const char *quant, pull_ref *ref) {
+  int rc = pull_ref_parse(name, file, ref);
+  if (rc || ref->src == PULL_SOURCE_HF || !quant || !*quant) return rc;
+  const char *sl = strchr(name, '/');
+  if (sl && !strchr(sl + 1, '/') && !strchr(name, ':')) {
+    char hf[PULL_NAME_CAP];
+    snprintf(hf, sizeof hf, "hf.co/%s", name);
+    return pull_ref_parse(hf, NULL, ref);
+  }
+  return err_set(ERR_INVALID, "quantization '%s' applies to Hugging Face names only; '%s' is an Ollama name", quant,
+                 name);
+}
+
 static bool job_cancelled(void *ctx) { return atomic_load(&((pjob *)ctx)->cancel); }
 
 static void *job_main(void *arg) {
@@ -359,7 +374,7 @@ static void *job_main(void *arg) {
   pull_endpoints ep = {.hf = p->hf, .ollama = p->ollama, .hf_token = p->hf_token, .cancelled = job_cancelled,
                        .cancel_ctx = j};
   job_set_state(j, PULL_DOWNLOADING, 0, NULL);
-  int rc = pull_ref_parse(j->name, j->opt_file, &ref);
+  int rc = parse_name(j->name, j->opt_file, j->opt_quant, &ref);
   if (!rc) rc = pull_plan_resolve(&ep, &ref, j->opt_quant, j->opt_file, &pl);
   if (!rc) rc = job_take_plan(j, &pl);
   buf dir = BUF_INIT;
@@ -505,11 +520,8 @@ int pull_start(puller *p, const char *name, const pull_opts *opts, char *id, siz
   if (cap < PULL_ID_CAP) return err_set(ERR_TOO_LARGE, "pull_start: id buffer too small");
   const char *file = opts ? opts->file : NULL, *quant = opts ? opts->quant : NULL;
   pull_ref ref;
-  int rc = pull_ref_parse(name, file, &ref);
+  int rc = parse_name(name, file, quant, &ref);
   if (rc) return rc;
-  if (quant && *quant && ref.src != PULL_SOURCE_HF)
-    return err_set(ERR_INVALID, "quantization '%s' applies to Hugging Face names only; '%s' is an Ollama name", quant,
-                   name);
   if (already && p->reg && ref.name[0]) {
     registry_entry *e = NULL;
     if (registry_lookup(p->reg, ref.name, &e) == 0 && e->pulled && !e->error) *already = true;

@@ -166,7 +166,8 @@ void puller_free(puller *p);
 /* Options of one pull; NULL fields mean "not given". */
 typedef struct pull_opts {
   const char *file;  /* HF: file path or pattern ("*Q8_0*.gguf") */
-  const char *quant; /* HF: quant ("Q8_0"); overrides a ":QUANT" in the name */
+  const char *quant; /* HF: quant ("Q8_0"); overrides a ":QUANT" in the name;
+                        with it, "OWNER/REPO" names an HF repository */
 } pull_opts;
 
 /* Starts pulling name (see pull_ref_parse) on a worker thread and writes

@@ -72,6 +72,11 @@ test('pulling again finds the files in place and downloads nothing', async (t) =
   const r = await pull('tiny:1b');
   assert.equal(r.code, 0, r.stderr);
   assert.ok(!hub.requests.some((q) => q.url.includes('/blobs/')), JSON.stringify(hub.requests));
+  // OWNER/REPO with --quant is the same Hugging Face model, already in place.
+  const q = await pull('acme/tiny-GGUF', '--quant', 'Q8_0');
+  assert.equal(q.code, 0, q.stderr);
+  assert.equal(q.stdout.trim(), 'hf.co/acme/tiny-GGUF:Q8_0');
+  assert.ok(!hub.requests.some((x) => x.url.startsWith('/cdn/')), 'nothing downloaded again');
 });
 
 test('parley list shows the pulled models under the names they were pulled by', async (t) => {
