@@ -689,7 +689,7 @@ int pull_list(puller *p, pull_status **out, size_t *n) {
     pull_list_free(v, k);
     return rc;
   }
-  qsort(v, k, sizeof *v, status_cmp);
+  if (k > 1) qsort(v, k, sizeof *v, status_cmp);
   *out = v;
   *n = k;
   return 0;
