@@ -6,8 +6,9 @@
  * lists the repository's files (path, size, lfs.oid = sha256 of LFS files);
  * pull_hf_select() chooses the model file(s) and a projector; each is
  * fetched from {HF}/{owner}/{repo}/resolve/main/{path} (the hub redirects to
- * its CDN; curl follows). The model info form {"siblings":[{rfilename,
- * size, lfs:{sha256,size}}]} (?blobs=true) is accepted too, for mirrors.
+ * its CDN; curl follows). When the tree endpoint answers 404 (a mirror
+ * without it), GET {HF}/api/models/{owner}/{repo}?blobs=true gives the same
+ * as {"siblings":[{rfilename, size, lfs:{sha256,size}}]}.
  *
  * Ollama: GET {registry}/v2/{namespace}/{model}/manifests/{tag} (Accept: the
  * Docker v2 manifest type) gives the layers; each layer is
@@ -135,6 +136,13 @@ static int plan_hf(const pull_endpoints *ep, const pull_ref *ref, const char *qu
   size_t len = 0;
   int rc = pull_fetch(url.data, "application/json", ep->hf_token, PULL_MAX_DOC, &doc, &len, ep->cancelled,
                       ep->cancel_ctx);
+  if (rc == ERR_NOT_FOUND) {
+    /* A mirror without the tree endpoint: the model info with file sizes. */
+    buf_reset(&url);
+    if (buf_appendf(&url, "%s/api/models/%s/%s?blobs=true", ep->hf, ref->ns, ref->repo)) rc = ERR_NOMEM;
+    else rc = pull_fetch(url.data, "application/json", ep->hf_token, PULL_MAX_DOC, &doc, &len, ep->cancelled,
+                         ep->cancel_ctx);
+  }
   if (rc == ERR_NOT_FOUND)
     rc = pull_err_prefix(ERR_NOT_FOUND, "hf.co/%s/%s: repository not found on %s", ref->ns, ref->repo, ep->hf);
   else if (rc && rc != ERR_CANCELLED) rc = pull_err_prefix(rc, "hf.co/%s/%s: cannot list the repository", ref->ns, ref->repo);

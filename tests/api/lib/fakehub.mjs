@@ -5,6 +5,8 @@
 //
 // Hugging Face (the endpoints parley uses):
 //   GET /api/models/OWNER/REPO/tree/main?recursive=true  -> [{type,path,size,oid,lfs:{oid,size,pointerSize}}]
+//   GET /api/models/OWNER/REPO?blobs=true -> {id, siblings:[{rfilename,size,lfs:{sha256,size}}]}
+//       (what parley asks when the tree answers 404; hub.noTree = true makes it)
 //   GET /OWNER/REPO/resolve/main/FILE -> 302 to /cdn/<sha256> (x-linked-etag, x-linked-size), as the hub does
 // Ollama registry:
 //   GET /v2/NAMESPACE/MODEL/manifests/TAG -> Docker v2 manifest with ollama layers
@@ -61,6 +63,7 @@ export async function startFakeHub({ modelPath, hfRepo = 'acme/tiny-GGUF', ollam
   const hub = {
     fault: null,
     listingWithoutLfs: false,
+    noTree: false,
     requests: [],
     modelSha,
     modelSize: model.length,
@@ -143,12 +146,21 @@ export async function startFakeHub({ modelPath, hfRepo = 'acme/tiny-GGUF', ollam
     let m;
     // Hugging Face
     if ((m = /^\/api\/models\/([^/]+\/[^/]+)\/tree\/main$/.exec(p))) {
-      if (m[1] !== hfRepo) { res.writeHead(404).end('{"error":"Repository not found"}'); return; }
+      if (m[1] !== hfRepo || hub.noTree) { res.writeHead(404).end('{"error":"Repository not found"}'); return; }
       const list = hfFiles.map((f) => ({
         type: 'file', path: f.path, size: f.buf.length, oid: f.sha.slice(0, 40),
         ...(f.lfs && !hub.listingWithoutLfs ? { lfs: { oid: f.sha, size: f.buf.length, pointerSize: 134 } } : {}),
       }));
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(list));
+      return;
+    }
+    if ((m = /^\/api\/models\/([^/]+\/[^/]+)$/.exec(p))) {
+      if (m[1] !== hfRepo) { res.writeHead(404).end('{"error":"Repository not found"}'); return; }
+      const siblings = hfFiles.map((f) => ({
+        rfilename: f.path, size: f.buf.length,
+        ...(f.lfs && !hub.listingWithoutLfs ? { lfs: { sha256: f.sha, size: f.buf.length, pointerSize: 134 } } : {}),
+      }));
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ id: hfRepo, siblings }));
       return;
     }
     if ((m = /^\/([^/]+\/[^/]+)\/resolve\/main\/(.+)$/.exec(p))) {

@@ -227,3 +227,18 @@ test('a source publishing a truncated GGUF under its own digest: the pull fails 
     await bad.stop();
   }
 });
+
+test('Hugging Face mirror without the tree endpoint: the model info listing is used', async (t) => {
+  if (skip) return t.skip(skip);
+  hub.noTree = true;
+  hub.requests.length = 0;
+  try {
+    const data = fresh();
+    const r = await runCli(['pull', 'hf.co/acme/tiny-GGUF:Q4_K_M', '--data-dir', data], hub.env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(hub.requests.some((q) => q.url === '/api/models/acme/tiny-GGUF?blobs=true'), JSON.stringify(hub.requests));
+    assert.equal(sha(path.join(data, 'models', 'hf.co--acme--tiny-GGUF@Q4_K_M', 'tiny-Q4_K_M.gguf')), hub.modelSha);
+  } finally {
+    hub.noTree = false;
+  }
+});
