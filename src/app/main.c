@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/anthropic/anthropic.h"
 #include "api/openai/files.h"
 #include "api/api.h"
 #include "api/gen.h"
@@ -198,6 +199,7 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc && puller_resume_interrupted(pull, &n_resumed)) LOG_WARN("app", "resuming downloads: %s", err_detail());
   if (n_resumed) LOG_INFO("app", "resumed %zu interrupted download(s)", n_resumed);
   openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
+  anthropic_ctx anctx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -213,6 +215,10 @@ static int cmd_serve(int argc, char **argv) {
   }
   if (!rc) {
     n_routes = openai_responses_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;
