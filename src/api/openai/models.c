@@ -12,6 +12,7 @@
  * (api/anthropic/models.c) from the same routes.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,9 +125,53 @@ void openai_models_get(http_req *req, void *ctx) {
   json_decref(m);
 }
 
+/* DELETE /v1/models/{model}: removes a model parley pulled (model/pull.h).
+ * {"id","object":"model","deleted":true}; 404 model_not_found for an
+ * unknown id; 403 for another tool's model or a file parley did not
+ * download; 409 while it is being downloaded. A loaded model keeps
+ * answering from its mapping until it is unloaded. */
+void openai_models_delete(http_req *req, void *ctx) {
+  openai_ctx *oc = ctx;
+  const char *id = http_req_param(req, "model");
+  if (!id || !*id) {
+    openai_error_model_not_found(req, "The model id is missing");
+    return;
+  }
+  json_t *valid = json_string(id);
+  if (!valid) {
+    openai_error_model_not_found(req, "The model does not exist (its id is not valid UTF-8)");
+    return;
+  }
+  json_decref(valid);
+  if (!oc->pull) {
+    api_error(req, 501, ERR_UNSUPPORTED, "deleting models is not available on this server", NULL);
+    return;
+  }
+  char removed[PULL_NAME_CAP];
+  int rc = pull_remove(oc->pull, id, removed, sizeof removed);
+  if (rc == ERR_NOT_FOUND) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "The model '%.400s' does not exist", id);
+    openai_error_model_not_found(req, msg);
+    return;
+  }
+  if (rc) {
+    api_error(req, rc == ERR_FORBIDDEN ? 403 : rc == ERR_CONFLICT ? 409 : 0, rc, err_detail(), "model");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:s, s:b}", "id", id, "object", "model", "deleted", 1);
+  if (!body) {
+    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    return;
+  }
+  api_respond_json(req, 200, body);
+  json_decref(body);
+}
+
 static http_route ROUTES[] = {
     {"GET", "/v1/models", openai_models_list, NULL, 0, "openai.models.list"},
     {"GET", "/v1/models/{model...}", openai_models_get, NULL, 0, "openai.models.retrieve"},
+    {"DELETE", "/v1/models/{model...}", openai_models_delete, NULL, 0, "openai.models.delete"},
     {"POST", "/v1/chat/completions", openai_chat_completions, NULL, HTTP_BODY_JSON, "openai.chat.completions"},
     {"POST", "/v1/completions", openai_completions, NULL, HTTP_BODY_JSON, "openai.completions"},
     {"POST", "/v1/embeddings", openai_embeddings, NULL, HTTP_BODY_JSON, "openai.embeddings"},
