@@ -219,7 +219,7 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
-  lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st};
+  lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
   n_routes = lmstudio_routes(&lctx, &routes);
   if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
   if (!rc) {

@@ -34,13 +34,15 @@
 #include "api/openai/openai.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 #include "store/store.h"
 
 typedef struct lmstudio_ctx {
   registry *reg;
   manager *mgr;
-  store *st;                    /* stateful v1 chats; NULL: store:true fails */
+  store *st;                    /* stateful v1 chats; NULL: nothing is stored */
+  puller *pull;                 /* model downloads; NULL: 501 */
   /* private, set up by lmstudio_routes */
   openai_ctx oa;                /* v0 embeddings reuse the OpenAI handler */
 } lmstudio_ctx;

@@ -12,10 +12,13 @@
  * `loaded_context_length` and `loaded_instances` read manager_list_loaded,
  * so models loaded on demand by any dialect show too.
  *
- * Downloads: jobs are the store's "download" rows (kind PULL_JOB_KIND of
- * the puller); the status routes read them. States map to LM Studio's:
- * queued/downloading/verifying -> downloading, completed -> completed,
- * failed/cancelled -> failed.
+ * Downloads run on the puller (model/pull.h): a catalog id "OWNER/REPO" is
+ * the Hugging Face repository hf.co/OWNER/REPO (quantization picks the
+ * file), a Hugging Face URL or an hf.co/... or Ollama name is pulled as
+ * given. The answer waits up to two seconds for the job to learn its size.
+ * Status reads the puller's jobs (this run's and the store's earlier rows).
+ * States map to LM Studio's: queued/downloading/verifying -> downloading,
+ * completed -> completed, failed/cancelled -> failed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@
 #include "api/lmstudio/lmstudio.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "model/pull.h"
 
 void lmstudio_shutdown(lmstudio_ctx *lc) { (void)lc; }
 
@@ -188,30 +192,28 @@ static json_t *iso_time(int64_t t) {
   return json_string(s);
 }
 
-static const char *job_status(const char *state) {
-  if (!state) return "downloading";
-  if (strcmp(state, "completed") == 0 || strcmp(state, "done") == 0) return "completed";
-  if (strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0) return "failed";
-  if (strcmp(state, "paused") == 0) return "paused";
-  return "downloading";
+static const char *job_status(pull_state st) {
+  switch (st) {
+    case PULL_COMPLETED: return "completed";
+    case PULL_FAILED: case PULL_CANCELLED: return "failed";
+    default: return "downloading";
+  }
 }
 
-static json_t *job_json(const store_job *j) {
+static json_t *job_json(const pull_status *j) {
   const char *st = job_status(j->state);
   json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:o}", "job_id", j->id, "status", st, "total_size_bytes",
                         (json_int_t)j->bytes_total, "downloaded_bytes", (json_int_t)j->bytes_done, "started_at",
-                        iso_time(j->created_at));
+                        iso_time(j->started_at ? j->started_at : j->created_at));
   if (!o) return NULL;
-  if (j->name) json_object_set_new(o, "model", json_string(j->name));
-  if (strcmp(st, "completed") == 0) json_object_set_new(o, "completed_at", iso_time(j->updated_at));
+  if (j->model || j->name) json_object_set_new(o, "model", json_string(j->model ? j->model : j->name));
+  if (j->state == PULL_COMPLETED) json_object_set_new(o, "completed_at", iso_time(j->completed_at ? j->completed_at : time_wall_s()));
   if (strcmp(st, "failed") == 0 && j->error) json_object_set_new(o, "error", json_string(j->error));
   if (strcmp(st, "downloading") == 0) {
-    int64_t dt = j->updated_at - j->created_at;
-    double rate = dt > 0 ? (double)j->bytes_done / (double)dt : 0.0;
-    json_object_set_new(o, "bytes_per_second", json_real(rate));
-    if (rate > 0 && j->bytes_total > j->bytes_done)
+    json_object_set_new(o, "bytes_per_second", json_real(j->rate));
+    if (j->rate > 0 && j->bytes_total > j->bytes_done)
       json_object_set_new(o, "estimated_completion",
-                          iso_time(time_wall_s() + (int64_t)((double)(j->bytes_total - j->bytes_done) / rate)));
+                          iso_time(time_wall_s() + (int64_t)((double)(j->bytes_total - j->bytes_done) / j->rate)));
   }
   return o;
 }
@@ -219,16 +221,15 @@ static json_t *job_json(const store_job *j) {
 void lms_v1_download_status(http_req *req, void *ctx) {
   lmstudio_ctx *lc = ctx;
   const char *id = http_req_param(req, "job_id");
-  if (!lc->st) {
-    lms_error(req, 503, "internal_error", NULL, NULL, "no job store is open");
+  if (!lc->pull) {
+    lms_error(req, 501, "not_implemented", "not_implemented", NULL, "this server has no model puller");
     return;
   }
   json_t *res = NULL;
   if (id) {
-    store_job j;
-    int rc = store_job_get(lc->st, id, &j);
-    if (rc == ERR_NOT_FOUND || (!rc && (!j.kind || strcmp(j.kind, "download") != 0))) {
-      if (!rc) store_job_free(&j);
+    pull_status st;
+    int rc = pull_get(lc->pull, id, &st);
+    if (rc == ERR_NOT_FOUND) {
       lms_error(req, 404, "job_not_found", "job_not_found", "job_id", "no download job '%.200s'", id);
       return;
     }
@@ -236,18 +237,19 @@ void lms_v1_download_status(http_req *req, void *ctx) {
       api_error_last(req, rc, NULL);
       return;
     }
-    res = job_json(&j);
-    store_job_free(&j);
+    res = job_json(&st);
+    pull_status_free(&st);
   } else {
-    store_job_list l = {0};
-    int rc = store_job_list_all(lc->st, "download", &l);
+    pull_status *v = NULL;
+    size_t n = 0;
+    int rc = pull_list(lc->pull, &v, &n);
     if (rc) {
       api_error_last(req, rc, NULL);
       return;
     }
     json_t *jobs = json_array();
-    for (size_t i = 0; jobs && i < l.n_items; i++) json_array_append_new(jobs, job_json(&l.items[i]));
-    store_job_list_free(&l);
+    for (size_t i = 0; jobs && i < n; i++) json_array_append_new(jobs, job_json(&v[i]));
+    pull_list_free(v, n);
     res = jobs ? json_pack("{s:o}", "jobs", jobs) : NULL;
   }
   if (res) api_respond_json(req, 200, res);
@@ -255,27 +257,65 @@ void lms_v1_download_status(http_req *req, void *ctx) {
   json_decref(res);
 }
 
+/* The puller's name for an LM Studio model id: OWNER/REPO (a catalog id)
+ * is a Hugging Face repository; URLs, hf.co/... and other names as given. */
+static void pull_name(const char *key, char *out, size_t cap) {
+  const char *slash = strchr(key, '/');
+  bool catalog = slash && slash != key && !strchr(slash + 1, '/') && !strchr(key, ':') && !strchr(key, '.');
+  snprintf(out, cap, catalog ? "hf.co/%s" : "%s", key);
+}
+
 void lms_v1_download(http_req *req, void *ctx) {
   lmstudio_ctx *lc = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
   const char *key = json_string_value(json_object_get(body, "model"));
+  const char *quant = json_string_value(json_object_get(body, "quantization"));
+  char name[1024], lookup[1100];
   if (!key || !*key) {
     lms_error(req, 400, "invalid_request", "missing_required_parameter", "model",
               "\"model\" is required (a catalog id or a Hugging Face URL)");
     goto done;
   }
   if (!typed(req, body, "quantization", is_str, "string")) goto done;
+  pull_name(key, name, sizeof name);
+  snprintf(lookup, sizeof lookup, quant && *quant && str_starts_with(name, "hf.co/") ? "%s:%s" : "%s", name, quant);
   registry_entry *e = NULL;
-  if (registry_lookup(lc->reg, key, &e) == 0) {
+  if (registry_lookup(lc->reg, key, &e) == 0 || registry_lookup(lc->reg, lookup, &e) == 0) {
     registry_entry_free(e);
     json_t *res = json_pack("{s:s}", "status", "already_downloaded");
     if (res) api_respond_json(req, 200, res);
     json_decref(res);
     goto done;
   }
-  lms_error(req, 501, "not_implemented", "not_implemented", NULL,
-            "downloading '%.300s' needs the model puller, which this build does not have", key);
+  if (!lc->pull) {
+    lms_error(req, 501, "not_implemented", "not_implemented", NULL, "this server has no model puller");
+    goto done;
+  }
+  char id[PULL_ID_CAP];
+  pull_opts po = {.quant = quant && *quant ? quant : NULL};
+  int rc = pull_start(lc->pull, name, &po, id, sizeof id, NULL);
+  if (rc) {
+    if (rc == ERR_INVALID) lms_error(req, 400, "invalid_request", "invalid_value", "model", "%s", err_detail());
+    else api_error_last(req, rc, "model");
+    goto done;
+  }
+  pull_status st;
+  memset(&st, 0, sizeof st);
+  for (int i = 0; i < 20; i++) { /* up to 2 s for the size */
+    if (pull_get(lc->pull, id, &st)) break;
+    if (st.bytes_total > 0 || pull_state_is_final(st.state)) break;
+    pull_status_free(&st);
+    memset(&st, 0, sizeof st);
+    pull_wait(lc->pull, id, 100);
+  }
+  json_t *res = st.id[0] ? job_json(&st) : json_pack("{s:s, s:s, s:o}", "job_id", id, "status", "downloading",
+                                                       "started_at", iso_time(time_wall_s()));
+  if (res && st.id[0] && st.bytes_total <= 0) json_object_del(res, "total_size_bytes");
+  pull_status_free(&st);
+  if (res) api_respond_json(req, 200, res);
+  else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+  json_decref(res);
 done:
   json_decref(body);
 }
