@@ -119,6 +119,14 @@ const IMPLEMENTED = {
     return jsonReq('POST', `${pre}/uploads/${id}/complete${q}`, { part_ids: [part] });
   },
   'POST /uploads/{upload_id}/cancel': async (pre, q) => jsonReq('POST', `${pre}/uploads/${await newUpload()}/cancel${q}`),
+  // Deleting is for models parley pulled (tests/api/pull covers a real
+  // deletion); here an unknown id must be the OpenAI model_not_found 404.
+  'DELETE /models/{model}': async (pre, q) => {
+    const r = await jsonReq('DELETE', `${pre}/models/no-such-model${q}`);
+    assert.equal(r.status, 404);
+    assert.equal((await r.json()).error.code, 'model_not_found');
+    return new Response('{}', { status: 200 });
+  },
   'POST /responses': (pre, q) => jsonReq('POST', `${pre}/responses${q}`, { model: MODEL, input: 'hi', max_output_tokens: 16 }),
   'POST /responses/input_tokens': (pre, q) => jsonReq('POST', `${pre}/responses/input_tokens${q}`, { model: MODEL, input: 'hi' }),
   'GET /responses/{response_id}': async (pre, q) => jsonReq('GET', `${pre}/responses/${await newResponse()}${q}`),
