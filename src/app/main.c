@@ -234,7 +234,6 @@ static int cmd_serve(int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
-    lmstudio_shutdown(&lctx);
     puller_free(pull);
     manager_free(mgr);
     registry_free(reg);
@@ -272,7 +271,6 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
-  lmstudio_shutdown(&lctx);
   puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
