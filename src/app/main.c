@@ -23,6 +23,7 @@
 #include "api/api.h"
 #include "api/gen.h"
 #include "api/openai/openai.h"
+#include "api/openai/realtime.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
@@ -205,6 +206,12 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  openai_realtime_ctx rctx = {.reg = reg, .mgr = mgr, .st = st, .api_keys = (const char *const *)cfg.api_keys,
+                              .n_api_keys = cfg.n_api_keys};
+  if (!rc) {
+    n_routes = openai_realtime_routes(&rctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
@@ -246,6 +253,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
+  openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
