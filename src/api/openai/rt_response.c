@@ -101,6 +101,11 @@ static void close_item(struct rt_resp *r, const char *status) {
     emit(r, "response.content_part.done", json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", ix,
                                                     "content_index", 0, "part", wire_part(part)));
   }
+  if (strcmp(type, "function_call") == 0)
+    emit(r, "response.function_call_arguments.done",
+         json_pack("{s:s, s:i, s:O, s:O, s:O}", "item_id", id, "output_index", ix, "call_id",
+                   json_object_get(it, "call_id"), "name", json_object_get(it, "name"), "arguments",
+                   json_object_get(it, "arguments")));
   json_object_set_new(it, "status", json_string(status));
   emit(r, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", ix, "item", it));
   if (r->in_conv) rt_send(r->s, "conversation.item.done", json_pack("{s:O}", "item", it));
@@ -220,14 +225,7 @@ static int on_tool_end(void *ctx, gen_job *j, int choice, int tool_index) {
   (void)tool_index;
   struct rt_resp *r = ctx;
   pthread_mutex_lock(&r->s->mu);
-  if (r->open >= 0) {
-    json_t *it = item_at(r, r->open);
-    emit(r, "response.function_call_arguments.done",
-         json_pack("{s:s, s:i, s:O, s:O, s:O}", "item_id", item_id(r, r->open), "output_index", r->open, "call_id",
-                   json_object_get(it, "call_id"), "name", json_object_get(it, "name"), "arguments",
-                   json_object_get(it, "arguments")));
-    close_item(r, "completed");
-  }
+  close_item(r, "completed"); /* arguments.done, output_item.done */
   pthread_mutex_unlock(&r->s->mu);
   return 0;
 }
@@ -247,8 +245,9 @@ static void finish(struct rt_resp *r, const gen_result *res, int err_code, const
   rt_session *s = r->s;
   const gen_choice *c = res && res->n ? &res->ch[0] : NULL;
   bool cancelled = atomic_load(&r->cancel) || (c && c->finish == ENGINE_FINISH_CANCELLED);
+  bool length = c && c->finish == ENGINE_FINISH_LENGTH;
   if (!cancelled && !err_code && json_array_size(r->output) == 0) open_message(r); /* an empty answer */
-  close_item(r, cancelled ? "incomplete" : "completed");
+  close_item(r, cancelled || length ? "incomplete" : "completed");
   const char *status = "completed";
   json_t *details = json_null();
   if (err_code) {
@@ -261,7 +260,7 @@ static void finish(struct rt_resp *r, const gen_result *res, int err_code, const
     status = "cancelled";
     json_decref(details);
     details = json_pack("{s:s, s:s}", "type", "cancelled", "reason", r->cancel_reason ? r->cancel_reason : "client_cancelled");
-  } else if (c && c->finish == ENGINE_FINISH_LENGTH) {
+  } else if (length) {
     status = "incomplete";
     json_decref(details);
     details = json_pack("{s:s, s:s}", "type", "incomplete", "reason", "max_output_tokens");

@@ -14,11 +14,12 @@ import { connect, speechPcm24k, streamPcm } from './rt.mjs';
 const MODEL = 'org/tiny';
 const KEY = 'sk-realtime-test';
 const AUTH = { Authorization: `Bearer ${KEY}` };
-let srv, models, skip;
+let srv, models, skip, hermesSkip;
 
 before(async () => {
-  models = await makeModelsDir();
+  models = await makeModelsDir({ hermes: true });
   if (models.skip) { skip = models.skip; return; }
+  hermesSkip = models.hermesSkip;
   srv = await startServer({
     args: ['--models-dir', models.dir, '--default-model', MODEL, '--api-key', KEY],
     env: { PARLEY_NO_EXTERNAL_MODELS: '1' },
@@ -332,4 +333,83 @@ test('an expired client secret is refused with 401', async (t) => {
   await new Promise((res) => setTimeout(res, Math.max(0, exp * 1000 - Date.now()) + 1100));
   await assert.rejects(connect(srv.url, { query: `model=${MODEL}`, headers: { Authorization: `Bearer ${value}` } }),
     (e) => e.status === 401 && e.body.error.code === 'invalid_api_key' && /expired/.test(e.body.error.message));
+});
+
+test('function call round trip: forced call events, then function_call_output and a new response', async (t) => {
+  if (skip || hermesSkip) return t.skip(skip || hermesSkip);
+  const c = await connect(srv.url, { query: 'model=org/hermes', headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], tools: [{
+    type: 'function', name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }] } });
+  await c.waitFor('session.updated');
+  c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Paris?' }] } });
+  const from = c.events.length;
+  c.send({ type: 'response.create', response: { tool_choice: { type: 'function', name: 'get_weather' }, max_output_tokens: 400 } });
+  const done = await c.waitFor('response.done', { from });
+  const types = c.types(from);
+  assertOrder(types, ['response.created', 'response.output_item.added', 'conversation.item.added',
+    'response.function_call_arguments.done', 'response.output_item.done', 'conversation.item.done', 'response.done']);
+  const call = done.response.output.find((o) => o.type === 'function_call');
+  assert.ok(call, `a function_call item in ${JSON.stringify(done.response.output)}`);
+  assert.equal(call.name, 'get_weather');
+  const argsDone = c.events.slice(from).find((e) => e.type === 'response.function_call_arguments.done');
+  assert.equal(argsDone.call_id, call.call_id);
+  assert.equal(argsDone.arguments, call.arguments);
+  const deltas = c.events.slice(from).filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+  assert.equal(deltas, call.arguments);
+  // The grammar makes the arguments valid JSON once the call is complete.
+  if (done.response.status === 'completed') assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+  // The client answers the call and asks for the next turn.
+  const from2 = c.events.length;
+  c.send({ type: 'conversation.item.create', item: { type: 'function_call_output', call_id: call.call_id, output: '{"temp_c":21}' } });
+  await c.waitFor('conversation.item.done', { from: from2 });
+  c.send({ type: 'response.create', response: { tool_choice: 'none', max_output_tokens: 5 } });
+  const next = await c.waitFor('response.done', { from: from2 });
+  assert.ok(['completed', 'incomplete'].includes(next.response.status), JSON.stringify(next.response.status_details));
+  c.close();
+});
+
+test('barge-in: speech during a response cancels it with reason turn_detected', async (t) => {
+  if (skip) return t.skip(skip);
+  const pcm = speechPcm24k({ leadMs: 0, tailMs: 800 });
+  if (!pcm) return t.skip('pocketsphinx-testdata (goforward.raw) is not installed');
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['audio'],
+    audio: { input: { turn_detection: { type: 'server_vad', create_response: false, interrupt_response: true } } } } });
+  await c.waitFor('session.updated');
+  c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Talk for a long time' }] } });
+  c.send({ type: 'response.create', response: { max_output_tokens: 'inf' } });
+  const created = await c.waitFor('response.created');
+  await c.waitFor('response.output_audio_transcript.delta');
+  await streamPcm(c, pcm);
+  await c.waitFor('input_audio_buffer.speech_started');
+  const done = await c.waitFor('response.done', { pred: (e) => e.response.id === created.response.id });
+  assert.equal(done.response.status, 'cancelled');
+  assert.equal(done.response.status_details.reason, 'turn_detected');
+  await c.waitFor('input_audio_buffer.committed');
+  c.close();
+});
+
+test('G.711 formats: u-law in, A-law out (beta strings)', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: { ...AUTH, 'OpenAI-Beta': 'realtime=v1' } });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { modalities: ['text', 'audio'], input_audio_format: 'g711_ulaw',
+    output_audio_format: 'g711_alaw', turn_detection: null, max_response_output_tokens: 6 } });
+  const upd = await c.waitFor('session.updated');
+  assert.equal(upd.session.input_audio_format, 'g711_ulaw');
+  assert.equal(upd.session.output_audio_format, 'g711_alaw');
+  // 300 ms of u-law silence (0xFF) commits as a user item.
+  c.send({ type: 'input_audio_buffer.append', audio: Buffer.alloc(2400, 0xff).toString('base64') });
+  c.send({ type: 'input_audio_buffer.commit' });
+  await c.waitFor('input_audio_buffer.committed');
+  await c.waitFor('conversation.item.created', { pred: (e) => e.item.role === 'user' });
+  c.send({ type: 'response.create' });
+  const done = await c.waitFor('response.done');
+  assert.equal(done.response.output_audio_format, 'g711_alaw');
+  assert.equal(done.response.output[0].content[0].type, 'audio');
+  assert.ok(!c.types().some((x) => x.startsWith('response.output_audio')), 'beta names only');
+  c.close();
 });
