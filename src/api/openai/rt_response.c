@@ -29,6 +29,7 @@
 
 /* Sends an event of r with response_id first. */
 static void emit(struct rt_resp *r, const char *type, json_t *ev) {
+  if (!ev) return;
   json_t *o = json_pack("{s:s}", "response_id", r->id);
   json_object_update(o, ev);
   json_decref(ev);
