@@ -32,7 +32,7 @@
 
 tts *rt_tts(openai_realtime_ctx *rc) {
   struct rt_state *st = rc->priv;
-  pthread_mutex_lock(&st->mu);
+  pthread_mutex_lock(&st->emu);
   if (!st->tts_tried) {
     st->tts_tried = true;
     if (tts_open(&st->tts)) {
@@ -41,13 +41,13 @@ tts *rt_tts(openai_realtime_ctx *rc) {
     }
   }
   tts *t = st->tts;
-  pthread_mutex_unlock(&st->mu);
+  pthread_mutex_unlock(&st->emu);
   return t;
 }
 
 stt *rt_stt(openai_realtime_ctx *rc) {
   struct rt_state *st = rc->priv;
-  pthread_mutex_lock(&st->mu);
+  pthread_mutex_lock(&st->emu);
   if (!st->stt_tried) {
     st->stt_tried = true;
     stt_config cfg = {.n_preload = 1, .n_max = 4, .wait_ms = 3000};
@@ -57,8 +57,42 @@ stt *rt_stt(openai_realtime_ctx *rc) {
     }
   }
   stt *s = st->stt;
-  pthread_mutex_unlock(&st->mu);
+  pthread_mutex_unlock(&st->emu);
   return s;
+}
+
+/* Loads the speech engines in the background when the first session
+ * connects, so its first turn does not wait seconds for pocketsphinx. It
+ * counts as a session, so shutdown waits for it. */
+static void *warm_main(void *arg) {
+  openai_realtime_ctx *rc = arg;
+  rt_stt(rc);
+  rt_tts(rc);
+  pthread_mutex_lock(&rc->priv->mu);
+  rc->priv->n_sessions--;
+  pthread_cond_broadcast(&rc->priv->cv);
+  pthread_mutex_unlock(&rc->priv->mu);
+  return NULL;
+}
+
+static void warm_up(openai_realtime_ctx *rc) {
+  struct rt_state *st = rc->priv;
+  pthread_mutex_lock(&st->mu);
+  bool start = !st->warm_started;
+  st->warm_started = true;
+  if (start) st->n_sessions++;
+  pthread_mutex_unlock(&st->mu);
+  if (!start) return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, warm_main, rc) != 0) {
+    pthread_mutex_lock(&st->mu);
+    st->n_sessions--;
+    pthread_mutex_unlock(&st->mu);
+  }
+  pthread_attr_destroy(&attr);
 }
 
 /* ---- ephemeral keys ------------------------------------------------------------------ */
@@ -267,6 +301,7 @@ static void ws_connect(http_req *req, void *ctx) {
     api_error(req, 429, ERR_OVERLOADED, msg, NULL);
     return;
   }
+  warm_up(rc);
   rt_session *s = rt_session_new(rc, beta);
   if (!s) {
     free(stored);
@@ -309,6 +344,7 @@ size_t openai_realtime_routes(openai_realtime_ctx *rctx, const http_route **out)
     rctx->priv = calloc(1, sizeof *rctx->priv);
     if (rctx->priv) {
       pthread_mutex_init(&rctx->priv->mu, NULL);
+      pthread_mutex_init(&rctx->priv->emu, NULL);
       pthread_cond_init(&rctx->priv->cv, NULL);
     }
   }
@@ -335,6 +371,7 @@ void openai_realtime_shutdown(openai_realtime_ctx *rctx) {
   if (st->tts) tts_close(st->tts);
   if (st->stt) stt_close(st->stt);
   pthread_mutex_destroy(&st->mu);
+  pthread_mutex_destroy(&st->emu);
   pthread_cond_destroy(&st->cv);
   free(st);
   rctx->priv = NULL;

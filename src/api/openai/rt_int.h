@@ -34,10 +34,12 @@
 /* ---- shared route state ----------------------------------------------------- */
 
 struct rt_state {
-  pthread_mutex_t mu;
+  pthread_mutex_t mu;   /* n_sessions, warm_started */
+  pthread_mutex_t emu;  /* opening the speech engines (slow: not under mu) */
   pthread_cond_t cv;
   int n_sessions;       /* alive (freed sessions leave the count) */
   bool tts_tried, stt_tried;
+  bool warm_started;    /* the engines' background load was started */
   tts *tts;             /* opened on first use; NULL when unavailable */
   stt *stt;
 };

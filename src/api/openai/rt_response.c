@@ -123,7 +123,7 @@ static void append_field(json_t *obj, const char *key, const char *text, size_t 
 }
 
 /* Takes the pending text up to its last sentence end (all of it when
- * flush), or NULL when no sentence is complete yet. */
+ * flush), or NULL when nothing is ready to speak yet. */
 static char *take_sentence(struct rt_resp *r, bool flush) {
   size_t cut = 0;
   for (size_t i = 0; i < r->pending.len; i++) {
@@ -131,6 +131,17 @@ static char *take_sentence(struct rt_resp *r, bool flush) {
     if (ch == '.' || ch == '!' || ch == '?' || ch == '\n' || ch == ';') cut = i + 1;
   }
   if (flush) cut = r->pending.len;
+  /* No sentence end yet: a long enough run is cut at a space (short for the
+   * first words of an item, so speech starts early). */
+  size_t run = r->audio_ms > 0 ? 80 : 24;
+  if (!flush && cut < 12 && r->pending.len >= run) {
+    cut = 0;
+    for (size_t i = r->pending.len; i > 0; i--)
+      if (r->pending.data[i - 1] == ' ') {
+        cut = i;
+        break;
+      }
+  }
   if (cut == 0 || (!flush && cut < 12)) return NULL;
   char *t = str_ndup(r->pending.data, cut);
   memmove(r->pending.data, r->pending.data + cut, r->pending.len - cut);
