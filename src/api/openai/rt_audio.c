@@ -70,7 +70,8 @@ void rt_ain_free(struct rt_ain *a) {
 /* Drops the first k samples of the buffer. */
 static void drop(struct rt_ain *a, size_t k) {
   if (k > a->n) k = a->n;
-  memmove(a->pcm, a->pcm + k, (a->n - k) * sizeof *a->pcm);
+  if (k == 0) return;
+  if (a->n > k) memmove(a->pcm, a->pcm + k, (a->n - k) * sizeof *a->pcm);
   a->n -= k;
   a->start += k;
   a->vad_pos = a->vad_pos > k ? a->vad_pos - k : 0;
@@ -268,7 +269,7 @@ int rt_audio_append(rt_session *s, const uint8_t *bytes, size_t n, const char *e
     a->pcm = grown;
     a->cap = cap;
   }
-  memcpy(a->pcm + a->n, pcm, k * sizeof *pcm);
+  if (k) memcpy(a->pcm + a->n, pcm, k * sizeof *pcm);
   a->n += k;
   a->total += k;
   free(pcm);
