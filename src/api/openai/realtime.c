@@ -323,6 +323,7 @@ static void ws_connect(http_req *req, void *ctx) {
     json_decref(sess);
     free(stored);
   }
+  s->cfg.expires_at = time_wall_s() + rc->max_session_s;
   if (http_ws_accept(req, &rt_ws_handler, s, offered_realtime ? "realtime" : NULL)) {
     rt_session_unref(s);
     api_error(req, 500, ERR_INTERNAL, "WebSocket upgrade failed", NULL);
@@ -347,6 +348,11 @@ size_t openai_realtime_routes(openai_realtime_ctx *rctx, const http_route **out)
       pthread_mutex_init(&rctx->priv->emu, NULL);
       pthread_cond_init(&rctx->priv->cv, NULL);
     }
+  }
+  if (rctx->max_session_s <= 0) {
+    const char *env = getenv("PARLEY_REALTIME_MAX_SESSION_S");
+    long v = env ? strtol(env, NULL, 10) : 0;
+    rctx->max_session_s = v > 0 && v <= 86400 ? (int)v : 1800;
   }
   for (size_t i = 0; i < ARRAY_LEN(ROUTES); i++) ROUTES[i].ctx = rctx;
   *out = ROUTES;

@@ -10,7 +10,9 @@
  * recursive because gen_run, called by the worker under the lock, frees a
  * refused job through the sink on the same thread.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -419,9 +421,23 @@ static void handle(rt_session *s, const char *data, size_t len) {
 
 static void *worker_main(void *arg) {
   rt_session *s = arg;
+  bool expired = false;
   pthread_mutex_lock(&s->qmu);
   for (;;) {
-    while (!s->q_head && !s->closed) pthread_cond_wait(&s->cv, &s->qmu);
+    /* The session ends at cfg.expires_at (the worker alone changes cfg). */
+    while ((!s->q_head || expired) && !s->closed) {
+      struct timespec until = {.tv_sec = (time_t)s->cfg.expires_at, .tv_nsec = 0};
+      int w = expired ? pthread_cond_wait(&s->cv, &s->qmu) : pthread_cond_timedwait(&s->cv, &s->qmu, &until);
+      if (w == ETIMEDOUT && !expired && time_wall_s() >= s->cfg.expires_at) {
+        expired = true;
+        pthread_mutex_unlock(&s->qmu);
+        char msg[120];
+        snprintf(msg, sizeof msg, "Your session hit the maximum duration of %d seconds.", s->rc->max_session_s);
+        rt_error(s, "invalid_request_error", "session_expired", msg, NULL, NULL);
+        ws_close(s->conn, WS_CLOSE_NORMAL, "session expired");
+        pthread_mutex_lock(&s->qmu);
+      }
+    }
     if (s->closed) break;
     struct rt_msg *m = s->q_head;
     s->q_head = m->next;

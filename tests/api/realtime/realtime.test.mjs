@@ -413,3 +413,59 @@ test('G.711 formats: u-law in, A-law out (beta strings)', async (t) => {
   assert.ok(!c.types().some((x) => x.startsWith('response.output_audio')), 'beta names only');
   c.close();
 });
+
+test('conversation.item.truncate cuts an assistant audio item to what was heard', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['audio'], max_output_tokens: 30 } });
+  await c.waitFor('session.updated');
+  c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Speak' }] } });
+  c.send({ type: 'response.create' });
+  const done = await c.waitFor('response.done');
+  const item = done.response.output[0];
+  const bytes = c.events.filter((e) => e.type === 'response.output_audio.delta')
+    .reduce((n, e) => n + Buffer.from(e.delta, 'base64').length, 0);
+  const ms = Math.floor(bytes / 48);
+  if (ms < 200) return t.skip(`only ${ms} ms of audio came back (the random model wrote almost nothing)`);
+  c.send({ type: 'conversation.item.truncate', item_id: item.id, content_index: 0, audio_end_ms: ms + 5000, event_id: 'evt_long' });
+  const e = await c.waitFor('error', { pred: (x) => x.error.event_id === 'evt_long' });
+  assert.equal(e.error.param, 'audio_end_ms');
+  c.send({ type: 'conversation.item.truncate', item_id: item.id, content_index: 0, audio_end_ms: 100 });
+  const tr = await c.waitFor('conversation.item.truncated');
+  assert.deepEqual([tr.item_id, tr.content_index, tr.audio_end_ms], [item.id, 0, 100]);
+  c.send({ type: 'conversation.item.retrieve', item_id: item.id });
+  const got = await c.waitFor('conversation.item.retrieved');
+  assert.ok(got.item.content[0].transcript.length < item.content[0].transcript.length);
+  c.close();
+});
+
+test('beta transcription session: transcription_session.created/updated', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await connect(srv.url, { query: 'intent=transcription', headers: { ...AUTH, 'OpenAI-Beta': 'realtime=v1' } });
+  const created = await c.waitFor('transcription_session.created');
+  assert.equal(created.session.object, 'realtime.transcription_session');
+  c.send({ type: 'transcription_session.update', session: { input_audio_transcription: { model: 'gpt-4o-transcribe', language: 'en' }, turn_detection: null } });
+  const upd = await c.waitFor('transcription_session.updated');
+  assert.equal(upd.session.input_audio_transcription.language, 'en');
+  assert.equal(upd.session.turn_detection, null);
+  assert.ok(!c.types().includes('conversation.created'));
+  c.close();
+});
+
+test('a session ends at its maximum duration with session_expired', async (t) => {
+  if (skip) return t.skip(skip);
+  const short = await startServer({ args: ['--models-dir', models.dir, '--default-model', MODEL],
+    env: { PARLEY_NO_EXTERNAL_MODELS: '1', PARLEY_REALTIME_MAX_SESSION_S: '2' } });
+  try {
+    const c = await connect(short.url, { query: `model=${MODEL}` });
+    const created = await c.waitFor('session.created');
+    assert.ok(created.session.expires_at <= Math.ceil(Date.now() / 1000) + 2);
+    const closed = new Promise((r) => c.ws.once('close', (code) => r(code)));
+    const e = await c.waitFor('error', { ms: 10000 });
+    assert.equal(e.error.code, 'session_expired');
+    assert.equal(await closed, 1000);
+  } finally {
+    await short.stop();
+  }
+});
