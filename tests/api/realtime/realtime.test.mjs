@@ -469,3 +469,19 @@ test('a session ends at its maximum duration with session_expired', async (t) =>
     await short.stop();
   }
 });
+
+test('an input_audio item created without a transcript is transcribed', async (t) => {
+  if (skip) return t.skip(skip);
+  const pcm = speechPcm24k({ leadMs: 100, tailMs: 100 });
+  if (!pcm) return t.skip('pocketsphinx-testdata (goforward.raw) is not installed');
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user',
+    content: [{ type: 'input_audio', audio: pcm.toString('base64') }] } });
+  const added = await c.waitFor('conversation.item.added');
+  assert.match(added.item.content[0].transcript, /forward/);
+  c.send({ type: 'conversation.item.create', event_id: 'evt_badaudio', item: { type: 'message', role: 'user',
+    content: [{ type: 'input_audio', audio: 'not base64!' }] } });
+  await c.waitFor('error', { pred: (e) => e.error.event_id === 'evt_badaudio' });
+  c.close();
+});
