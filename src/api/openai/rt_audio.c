@@ -341,7 +341,9 @@ void rt_audio_commit(rt_session *s, const char *event_id, bool vad) {
   drop(a, n);
   reset_turn(a);
   a->item_id[0] = '\0';
-  if (vad && s->cfg.td_create_response && !s->cfg.transcription) rt_response_create(s, NULL, NULL);
+  /* A response still speaking (interrupt_response false) keeps the floor:
+   * the turn stays in the conversation for the next response. */
+  if (vad && s->cfg.td_create_response && !s->cfg.transcription && !s->resp) rt_response_create(s, NULL, NULL);
 }
 
 void rt_audio_clear(rt_session *s) {

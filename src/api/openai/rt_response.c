@@ -510,7 +510,21 @@ void rt_response_create(rt_session *s, const json_t *p, const char *event_id) {
   const char *forced = NULL;
   gen_chat ch = {.messages = msgs, .tools = tools, .tool_choice = tool_choice_of(c.tool_choice, &forced), .thinking = 0};
   outparse_config pc;
-  if ((rc = gen_chat_prompt(mm, &ch, NULL, &ids, &pc)) || (rc = gen_chat_force_tools(mm, &ch, forced, &g))) {
+  rc = gen_chat_prompt(mm, &ch, NULL, &ids, &pc);
+  /* truncation "auto": drop the oldest turns (after the instructions) until
+   * the prompt leaves room for an answer. */
+  int64_t n_ctx = mm->eng ? engine_n_ctx(mm->eng) : 0;
+  size_t first = c.instructions && *c.instructions ? 1 : 0;
+  while (!rc && n_ctx && (int64_t)ids.n + 64 >= n_ctx && json_array_size(msgs) > first + 1) {
+    json_array_remove(msgs, first);
+    /* A tool result must not lose the call it answers. */
+    while (json_array_size(msgs) > first + 1 &&
+           strcmp(json_string_value(json_object_get(json_array_get(msgs, first), "role")), "tool") == 0)
+      json_array_remove(msgs, first);
+    ids.n = 0;
+    rc = gen_chat_prompt(mm, &ch, NULL, &ids, &pc);
+  }
+  if (rc || (rc = gen_chat_force_tools(mm, &ch, forced, &g))) {
     rt_error(s, "invalid_request_error", "invalid_value", err_detail(), NULL, event_id);
     goto done;
   }

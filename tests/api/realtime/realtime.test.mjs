@@ -485,3 +485,20 @@ test('an input_audio item created without a transcript is transcribed', async (t
   await c.waitFor('error', { pred: (e) => e.error.event_id === 'evt_badaudio' });
   c.close();
 });
+
+test('a conversation longer than the context drops its oldest turns instead of failing', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'] } });
+  await c.waitFor('session.updated');
+  const long = 'the quick brown fox jumps over the lazy dog '.repeat(20);
+  for (let i = 0; i < 12; i++)
+    c.send({ type: 'conversation.item.create', item: { type: 'message', role: i % 2 ? 'assistant' : 'user',
+      content: [{ type: i % 2 ? 'output_text' : 'input_text', text: `${i}: ${long}` }] } });
+  c.send({ type: 'response.create', response: { max_output_tokens: 4 } });
+  const done = await c.waitFor('response.done');
+  assert.notEqual(done.response.status, 'failed', JSON.stringify(done.response.status_details));
+  assert.ok(done.response.usage.input_tokens < 1024);
+  c.close();
+});
