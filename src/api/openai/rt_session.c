@@ -352,8 +352,24 @@ static void session_update(rt_session *s, const json_t *ev, const char *event_id
   const char *param = NULL;
   /* Beta transcription_session.update carries the flat transcription layout. */
   bool was = s->cfg.transcription;
-  int rc = rt_config_apply(&s->cfg, sess, s->beta, !s->beta, "session", &param);
-  if (rc) return rt_error_last(s, rc, param, event_id);
+  rt_config next;
+  rt_config_copy(&next, &s->cfg);
+  int rc = rt_config_apply(&next, sess, s->beta, !s->beta, "session", &param);
+  /* A voice that no local voice answers to is refused here, not at the
+   * first spoken word. */
+  tts *t = !rc && next.voice && (!s->cfg.voice || strcmp(next.voice, s->cfg.voice)) ? rt_tts(s->rc) : NULL;
+  tts_choice ch;
+  if (t && tts_voice_resolve(t, next.voice, &ch)) {
+    rc = err_set(ERR_INVALID, "%s: unknown voice '%s' (an OpenAI voice name or a local voice)",
+                 s->beta ? "session.voice" : "session.audio.output.voice", next.voice);
+    param = s->beta ? "session.voice" : "session.audio.output.voice";
+  }
+  if (rc) {
+    rt_config_free(&next);
+    return rt_error_last(s, rc, param, event_id);
+  }
+  rt_config_free(&s->cfg);
+  s->cfg = next;
   if (transcription_event) s->cfg.transcription = true;
   if (s->beta && was != s->cfg.transcription) s->cfg.transcription = was;
   send_session(s, "session.updated");

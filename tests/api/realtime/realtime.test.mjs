@@ -209,6 +209,9 @@ test('bad events are error events naming the event; the session stays usable', a
   c.send({ type: 'session.update', event_id: 'evt_sess', session: { type: 'realtime', audio: { output: { format: { type: 'audio/mp3' } } } } });
   const e4 = await c.waitFor('error', { pred: (e) => e.error.event_id === 'evt_sess' });
   assert.equal(e4.error.param, 'session.audio.output.format');
+  c.send({ type: 'session.update', event_id: 'evt_voice', session: { type: 'realtime', audio: { output: { voice: 'no-such-voice' } } } });
+  const ev = await c.waitFor('error', { pred: (e) => e.error.event_id === 'evt_voice' });
+  assert.equal(ev.error.param, 'session.audio.output.voice');
   c.send({ type: 'session.update', event_id: 'evt_notype', session: { instructions: 'x' } });
   const e5 = await c.waitFor('error', { pred: (e) => e.error.event_id === 'evt_notype' });
   assert.equal(e5.error.param, 'session.type');
