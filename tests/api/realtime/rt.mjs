@@ -32,6 +32,7 @@ export class Client {
     this.waiters = [];
     ws.on('message', (data) => {
       const ev = JSON.parse(String(data));
+      Object.defineProperty(ev, 'receivedAt', { value: performance.now(), enumerable: false });
       this.events.push(ev);
       this.waiters = this.waiters.filter((w) => {
         if (w.pred(ev)) { clearTimeout(w.timer); w.resolve(ev); return false; }
@@ -76,11 +77,17 @@ export function speechPcm24k({ leadMs = 400, tailMs = 1500 } = {}) {
   return out;
 }
 
-// Sends pcm as input_audio_buffer.append events of chunkMs each.
-export async function streamPcm(c, pcm, { chunkMs = 20, rate = 24000, paceMs = 0 } = {}) {
+// Sends pcm as input_audio_buffer.append events of chunkMs each; with
+// realTime, one chunk per chunkMs of wall time. Returns the send time
+// (performance.now()) of each chunk.
+export async function streamPcm(c, pcm, { chunkMs = 20, rate = 24000, realTime = false } = {}) {
   const step = (rate / 1000) * chunkMs * 2;
-  for (let off = 0; off < pcm.length; off += step) {
+  const sent = [];
+  const t0 = performance.now();
+  for (let off = 0, i = 0; off < pcm.length; off += step, i++) {
     c.send({ type: 'input_audio_buffer.append', audio: pcm.subarray(off, off + step).toString('base64') });
-    if (paceMs) await new Promise((r) => setTimeout(r, paceMs));
+    sent.push(performance.now());
+    if (realTime) await new Promise((r) => setTimeout(r, Math.max(0, t0 + (i + 1) * chunkMs - performance.now())));
   }
+  return sent;
 }
