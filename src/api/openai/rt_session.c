@@ -23,6 +23,7 @@
 #include "base/util.h"
 
 #define RT_QUEUE_MAX (64u << 20) /* bytes of client events waiting for the worker */
+#define RT_EVENT_MAX (15u << 20) /* one client event (the API's limit for an append) */
 
 /* ---- lifecycle ------------------------------------------------------------------- */
 
@@ -508,6 +509,12 @@ static void ws_message(ws_conn *c, enum ws_opcode op, const uint8_t *data, size_
   if (op != WS_TEXT) {
     rt_error(s, "invalid_request_error", "invalid_value",
              "Binary frames are not supported: send each event as a JSON text message.", NULL, NULL);
+    return;
+  }
+  if (len > RT_EVENT_MAX) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "The event is %zu bytes; the largest accepted is %u bytes (15 MiB).", len, RT_EVENT_MAX);
+    rt_error(s, "invalid_request_error", "event_too_large", msg, NULL, NULL);
     return;
   }
   pthread_mutex_lock(&s->qmu);

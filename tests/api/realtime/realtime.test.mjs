@@ -233,6 +233,11 @@ test('bad events are error events naming the event; the session stays usable', a
   assert.equal((await c.waitFor('conversation.item.deleted')).item_id, 'item_keep');
   c.send({ type: 'input_audio_buffer.clear' });
   await c.waitFor('input_audio_buffer.cleared');
+  // Over 15 MiB (but under the WebSocket layer's 16 MiB): an error, not a disconnect.
+  c.send({ type: 'input_audio_buffer.append', audio: 'A'.repeat(15.5 * 1024 * 1024) });
+  await c.waitFor('error', { pred: (e) => e.error.code === 'event_too_large' });
+  c.send({ type: 'input_audio_buffer.clear' });
+  await c.waitFor('input_audio_buffer.cleared', { from: c.events.length - 1 });
   assertEventIds(c);
   c.close();
 });
