@@ -62,14 +62,14 @@ stt *rt_stt(openai_realtime_ctx *rc) {
 }
 
 /* Loads the speech engines in the background when the first session
- * connects, so its first turn does not wait seconds for pocketsphinx. It
- * counts as a session, so shutdown waits for it. */
+ * connects, so its first turn does not wait seconds for pocketsphinx.
+ * Shutdown waits for it (n_warm). */
 static void *warm_main(void *arg) {
   openai_realtime_ctx *rc = arg;
   rt_stt(rc);
   rt_tts(rc);
   pthread_mutex_lock(&rc->priv->mu);
-  rc->priv->n_sessions--;
+  rc->priv->n_warm--;
   pthread_cond_broadcast(&rc->priv->cv);
   pthread_mutex_unlock(&rc->priv->mu);
   return NULL;
@@ -80,7 +80,7 @@ static void warm_up(openai_realtime_ctx *rc) {
   pthread_mutex_lock(&st->mu);
   bool start = !st->warm_started;
   st->warm_started = true;
-  if (start) st->n_sessions++;
+  if (start) st->n_warm++;
   pthread_mutex_unlock(&st->mu);
   if (!start) return;
   pthread_t t;
@@ -89,7 +89,7 @@ static void warm_up(openai_realtime_ctx *rc) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   if (pthread_create(&t, &attr, warm_main, rc) != 0) {
     pthread_mutex_lock(&st->mu);
-    st->n_sessions--;
+    st->n_warm--;
     pthread_mutex_unlock(&st->mu);
   }
   pthread_attr_destroy(&attr);
@@ -349,6 +349,11 @@ size_t openai_realtime_routes(openai_realtime_ctx *rctx, const http_route **out)
       pthread_cond_init(&rctx->priv->cv, NULL);
     }
   }
+  if (rctx->max_sessions <= 0) {
+    const char *env = getenv("PARLEY_REALTIME_MAX_SESSIONS");
+    long v = env ? strtol(env, NULL, 10) : 0;
+    rctx->max_sessions = v > 0 && v <= 100000 ? (int)v : 32;
+  }
   if (rctx->max_session_s <= 0) {
     const char *env = getenv("PARLEY_REALTIME_MAX_SESSION_S");
     long v = env ? strtol(env, NULL, 10) : 0;
@@ -366,9 +371,9 @@ void openai_realtime_shutdown(openai_realtime_ctx *rctx) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += 5;
-  while (st->n_sessions > 0 && pthread_cond_timedwait(&st->cv, &st->mu, &until) == 0) {
+  while (st->n_sessions + st->n_warm > 0 && pthread_cond_timedwait(&st->cv, &st->mu, &until) == 0) {
   }
-  int left = st->n_sessions;
+  int left = st->n_sessions + st->n_warm;
   pthread_mutex_unlock(&st->mu);
   if (left) {
     LOG_WARN("realtime", "%d sessions did not end in time; leaving the speech engines open", left);

@@ -31,7 +31,8 @@ typedef struct openai_realtime_ctx {
   const char *const *api_keys;  /* the server's keys (the WebSocket route checks
                                    them itself, beside ephemeral keys) */
   size_t n_api_keys;
-  int max_sessions;             /* concurrent WebSocket sessions; 0 = 32 */
+  int max_sessions;             /* concurrent WebSocket sessions; 0 = 32 (or
+                                   $PARLEY_REALTIME_MAX_SESSIONS) */
   int max_session_s;            /* a session's longest life; 0 = 1800 (or
                                    $PARLEY_REALTIME_MAX_SESSION_S) */
   struct rt_state *priv;        /* set by openai_realtime_routes */

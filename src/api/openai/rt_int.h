@@ -38,6 +38,7 @@ struct rt_state {
   pthread_mutex_t emu;  /* opening the speech engines (slow: not under mu) */
   pthread_cond_t cv;
   int n_sessions;       /* alive (freed sessions leave the count) */
+  int n_warm;           /* background engine loads running (0 or 1) */
   bool tts_tried, stt_tried;
   bool warm_started;    /* the engines' background load was started */
   tts *tts;             /* opened on first use; NULL when unavailable */

@@ -468,11 +468,19 @@ test('beta transcription session: transcription_session.created/updated', async 
   c.close();
 });
 
-test('a session ends at its maximum duration with session_expired', async (t) => {
+test('limits: a session ends at its maximum duration; sessions past the limit are refused', async (t) => {
   if (skip) return t.skip(skip);
   const short = await startServer({ args: ['--models-dir', models.dir, '--default-model', MODEL],
-    env: { PARLEY_NO_EXTERNAL_MODELS: '1', PARLEY_REALTIME_MAX_SESSION_S: '2' } });
+    env: { PARLEY_NO_EXTERNAL_MODELS: '1', PARLEY_REALTIME_MAX_SESSION_S: '2', PARLEY_REALTIME_MAX_SESSIONS: '1' } });
   try {
+    const first = await connect(short.url, { query: `model=${MODEL}` });
+    await first.waitFor('session.created');
+    await assert.rejects(connect(short.url, { query: `model=${MODEL}` }),
+      (e) => e.status === 429 && /limit is 1/.test(e.body.error.message));
+    const gone = new Promise((r) => first.ws.once('close', r));
+    first.close();
+    await gone;
+    await new Promise((r) => setTimeout(r, 200));
     const c = await connect(short.url, { query: `model=${MODEL}` });
     const created = await c.waitFor('session.created');
     assert.ok(created.session.expires_at <= Math.ceil(Date.now() / 1000) + 2);
