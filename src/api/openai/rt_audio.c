@@ -39,6 +39,7 @@ struct rt_ain {
   int above;            /* voiced frames in a row */
   uint64_t first_above; /* session sample where they began */
   uint64_t last_voice;  /* session sample after the last voiced frame */
+  uint64_t idle_from;   /* session sample where the current idle wait began */
   char item_id[RT_ID_MAX];
   stt_stream *st;       /* incremental decoder while speaking */
   size_t fed;           /* pcm index fed to it */
@@ -186,6 +187,7 @@ static void speech_started(rt_session *s, struct rt_ain *a) {
   drop(a, (size_t)(from - a->start));
   a->speaking = true;
   a->fed = 0;
+  a->idle_from = a->last_voice;
   rt_make_id(a->item_id, "item_");
   rt_send(s, "input_audio_buffer.speech_started",
           json_pack("{s:I, s:s}", "audio_start_ms", (json_int_t)ms_of(a, from), "item_id", a->item_id));
@@ -195,6 +197,26 @@ static void speech_started(rt_session *s, struct rt_ain *a) {
     LOG_WARN("realtime", "no speech decoder for the turn: %s", err_detail());
     a->st = NULL;
   }
+}
+
+/* server_vad idle_timeout_ms: no speech for that long (in audio time, not
+ * counting while a response runs) commits the quiet buffer with
+ * input_audio_buffer.timeout_triggered and, with create_response, asks the
+ * model to go on. Returns true when it fired (the buffer was committed). */
+static bool idle_timeout(rt_session *s, struct rt_ain *a, uint64_t now) {
+  if (s->cfg.td != RT_TD_SERVER_VAD || s->cfg.td_idle_ms <= 0 || s->resp) {
+    a->idle_from = now;
+    return false;
+  }
+  uint64_t wait = (uint64_t)s->cfg.td_idle_ms * (uint64_t)a->rate / 1000;
+  if (now - a->idle_from < wait) return false;
+  rt_make_id(a->item_id, "item_");
+  rt_send(s, "input_audio_buffer.timeout_triggered",
+          json_pack("{s:I, s:I, s:s}", "audio_start_ms", (json_int_t)ms_of(a, a->idle_from), "audio_end_ms",
+                    (json_int_t)ms_of(a, now), "item_id", a->item_id));
+  a->idle_from = now;
+  rt_audio_commit(s, NULL, true);
+  return true;
 }
 
 static void run_vad(rt_session *s, struct rt_ain *a) {
@@ -214,6 +236,7 @@ static void run_vad(rt_session *s, struct rt_ain *a) {
         }
       } else {
         a->above = 0;
+        if (idle_timeout(s, a, frame_end)) continue;
         /* Keep only the prefix padding (and a little) while nobody speaks. */
         if (a->vad_pos > pad + 50 * frame) drop(a, a->vad_pos - pad - frame);
       }
@@ -340,6 +363,7 @@ void rt_audio_commit(rt_session *s, const char *event_id, bool vad) {
   json_decref(item);
   drop(a, n);
   reset_turn(a);
+  a->idle_from = a->start;
   a->item_id[0] = '\0';
   /* A response still speaking (interrupt_response false) keeps the floor:
    * the turn stays in the conversation for the next response. */

@@ -33,6 +33,7 @@ static const struct {
     {"response.output_audio_transcript.done", "response.audio_transcript.done"},
     {"conversation.item.added", "conversation.item.created"},
     {"conversation.item.done", NULL}, /* beta announces an item once */
+    {"input_audio_buffer.timeout_triggered", NULL}, /* GA only */
 };
 
 const char *rt_beta_event_name(const char *ga) {
@@ -270,6 +271,13 @@ static int parse_td(rt_config *c, const json_t *v, const char *path, const char 
       *dst[i] = (long)json_integer_value(x);
     }
   }
+  if ((x = json_object_get(v, "idle_timeout_ms"))) {
+    snprintf(p, sizeof p, "%s.idle_timeout_ms", path);
+    if (json_is_null(x)) c->td_idle_ms = 0;
+    else if (!json_is_integer(x) || json_integer_value(x) < 100 || json_integer_value(x) > 600000)
+      return bad(param, p, ERR_RANGE, "expected null or an integer from 100 to 600000%s", NULL);
+    else c->td_idle_ms = (long)json_integer_value(x);
+  }
   static const char *const BOOLS[] = {"create_response", "interrupt_response"};
   bool *bdst[] = {&c->td_create_response, &c->td_interrupt};
   for (int i = 0; i < 2; i++) {
@@ -478,9 +486,10 @@ static json_t *td_json(const rt_config *c) {
   if (c->td == RT_TD_SEMANTIC_VAD)
     return json_pack("{s:s, s:s, s:b, s:b}", "type", "semantic_vad", "eagerness", c->td_eagerness, "create_response",
                      c->td_create_response, "interrupt_response", c->td_interrupt);
-  return json_pack("{s:s, s:f, s:i, s:i, s:n, s:b, s:b}", "type", "server_vad", "threshold", c->td_threshold,
+  return json_pack("{s:s, s:f, s:i, s:i, s:o, s:b, s:b}", "type", "server_vad", "threshold", c->td_threshold,
                    "prefix_padding_ms", (int)c->td_prefix_ms, "silence_duration_ms", (int)c->td_silence_ms,
-                   "idle_timeout_ms", "create_response", c->td_create_response, "interrupt_response", c->td_interrupt);
+                   "idle_timeout_ms", c->td_idle_ms > 0 ? json_integer(c->td_idle_ms) : json_null(),
+                   "create_response", c->td_create_response, "interrupt_response", c->td_interrupt);
 }
 
 static json_t *tr_json(const rt_config *c) {

@@ -71,6 +71,7 @@ typedef struct rt_config {
   double td_threshold;
   long td_prefix_ms, td_silence_ms;
   bool td_create_response, td_interrupt;
+  long td_idle_ms;            /* server_vad idle_timeout_ms; 0 = none */
   char td_eagerness[8];
   json_t *tools;              /* realtime (flat) tool objects */
   json_t *tool_choice;

@@ -525,3 +525,22 @@ test('a conversation longer than the context drops its oldest turns instead of f
   assert.ok(done.response.usage.input_tokens < 1024);
   c.close();
 });
+
+test('server_vad idle_timeout_ms: silence commits the buffer with timeout_triggered and prompts a response', async (t) => {
+  if (skip) return t.skip(skip);
+  const c = await connect(srv.url, { query: `model=${MODEL}`, headers: AUTH });
+  await c.waitFor('session.created');
+  c.send({ type: 'session.update', session: { type: 'realtime', output_modalities: ['text'], max_output_tokens: 3,
+    audio: { input: { turn_detection: { type: 'server_vad', idle_timeout_ms: 500 } } } } });
+  const upd = await c.waitFor('session.updated');
+  assert.equal(upd.session.audio.input.turn_detection.idle_timeout_ms, 500);
+  const from = c.events.length;
+  await streamPcm(c, Buffer.alloc(2 * 24 * 800));
+  const to = await c.waitFor('input_audio_buffer.timeout_triggered', { from });
+  assert.ok(to.audio_end_ms - to.audio_start_ms >= 500);
+  const committed = await c.waitFor('input_audio_buffer.committed', { from });
+  assert.equal(committed.item_id, to.item_id);
+  await c.waitFor('response.done', { from });
+  assertOrder(c.types(from), ['input_audio_buffer.timeout_triggered', 'input_audio_buffer.committed', 'response.created']);
+  c.close();
+});
