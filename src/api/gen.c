@@ -115,6 +115,23 @@ static void arguments_as_objects(json_t *messages) {
   }
 }
 
+/* continue_final: templates close every message, so the text is cut right
+ * after the last occurrence of the final message's content (as Hugging
+ * Face's continue_final_message does) and the model goes on writing it. */
+static void cut_after_final(const json_t *messages, buf *text) {
+  const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+  const json_t *content = json_object_get(last, "content");
+  size_t n = json_string_length(content);
+  if (!json_is_string(content) || !n || !text->data || n > text->len) return;
+  const char *s = json_string_value(content);
+  for (size_t at = text->len - n + 1; at-- > 0;)
+    if (memcmp(text->data + at, s, n) == 0) {
+      text->len = at + n;
+      text->data[text->len] = '\0';
+      return;
+    }
+}
+
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc) {
   if (!mm->chat)
     return err_set(ERR_UNSUPPORTED, "model '%s' has no chat template (send a raw prompt instead)", mm->name);
@@ -144,6 +161,7 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
   }
   if (h) tmpl_heap_free(h);
   json_decref(req);
+  if (!rc && c->continue_final) cut_after_final(c->messages, text);
   if (!rc) rc = gen_tokenize(mm->t, text->data ? text->data : "", text->len, true, ids);
   if (!rc && !ids->n) rc = err_set(ERR_INVALID, "the rendered prompt is empty");
   buf_free(&local);
@@ -402,15 +420,16 @@ static void on_event(gen_job *j, engine_event *ev) {
     note(j, j->sink->on_choice_end(j->ctx, j, c));
 }
 
+/* The stream's cancel callback (client gone, server stopping): stop the
+ * engine request; its FINISH then ends consume. */
+static void on_stream_cancel(void *arg) { engine_req_cancel(((gen_job *)arg)->h); }
+
 static void consume(gen_job *j) {
   engine_event ev;
   for (;;) {
-    int rc = engine_req_next(j->h, j->s ? 100 : -1, &ev);
+    int rc = engine_req_next(j->h, -1, &ev);
     if (rc == ERR_NOT_FOUND) break;
-    if (rc == ERR_TIMEOUT) {
-      if (j->s && (j->write_rc || http_stream_cancelled(j->s))) engine_req_cancel(j->h);
-      continue;
-    }
+    if (rc == ERR_TIMEOUT) continue;
     if (rc) break;
     on_event(j, &ev);
     engine_event_free(&ev);
@@ -445,6 +464,7 @@ static void job_free(gen_job *j) {
 
 static void *stream_main(void *arg) {
   gen_job *j = arg;
+  if (j->s) http_stream_on_cancel(j->s, on_stream_cancel, j);
   if (j->sink->on_start) note(j, j->sink->on_start(j->ctx, j));
   consume(j);
   if (j->res.n && j->res.ch[0].finish == ENGINE_FINISH_CANCELLED)

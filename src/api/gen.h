@@ -30,9 +30,10 @@
  * consumes the engine's events on that thread and calls on_end there to
  * answer. With streaming it opens the stream, starts a producer thread of
  * its own that owns the job, and returns; every sink callback then runs on
- * that thread, in engine order. The producer polls for a vanished client
- * every 100 ms and cancels the engine request (a notify-driven producer
- * pool is later work).
+ * that thread, in engine order. The stream's cancel callback (client gone,
+ * server stopping) cancels the engine request, so the slot is freed within
+ * a step even while nothing is being written (a notify-driven producer pool
+ * instead of a thread per stream is later work).
  */
 #ifndef PARLEY_API_GEN_H
 #define PARLEY_API_GEN_H
@@ -91,8 +92,8 @@ enum gen_tool_choice {
   GEN_TOOL_AUTO = 0,      /* the model decides */
   GEN_TOOL_NONE = 1,      /* tools are shown to the template but calls are
                              not parsed out of the text */
-  GEN_TOOL_REQUIRED = 2,  /* some call (not yet forced by a grammar) */
-  GEN_TOOL_FUNCTION = 3   /* a named call (not yet forced by a grammar) */
+  GEN_TOOL_REQUIRED = 2,  /* some call (forced by gen_chat_force_tools) */
+  GEN_TOOL_FUNCTION = 3   /* a named call (forced by gen_chat_force_tools) */
 };
 
 typedef struct gen_chat {
@@ -108,7 +109,8 @@ typedef struct gen_chat {
                                     and the parser's starting state */
   const json_t *template_kwargs; /* extra template globals, or NULL */
   bool continue_final;           /* no generation prompt: the model goes on
-                                    writing the last (assistant) message */
+                                    writing the last (assistant) message
+                                    (the text is cut after its content) */
 } gen_chat;
 
 /* Renders c through mm's chat template (the tool_use variant when tools are
