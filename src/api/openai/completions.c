@@ -465,7 +465,7 @@ static int read_prompts(http_req *req, const json_t *body, const manager_model *
         rc = bad(req, rc, path, "%s: %s", path, err_detail());
     } else if (!(rc = token_prompt(req, e, path, n_vocab, &body_ids))) {
       buf text = BUF_INIT;
-      if (tok_decode(mm->t, body_ids.ids, body_ids.n, 0, &text) == 0)
+      if (tok_decode(mm->t, body_ids.ids, body_ids.n, TOK_DECODE_STRIP_SPACE, &text) == 0)
         v[i].echo = str_ndup(text.data ? text.data : "", text.len);
       buf_free(&text);
       if (!v[i].echo) rc = bad(req, ERR_NOMEM, NULL, "out of memory");
