@@ -423,10 +423,133 @@ TGT_INL void tile2_q32(const void *w, size_t rb, int64_t n, const void *x, size_
   }                                                                                          \
   DEFINE_TILE2(tile2_##nm, body2_##nm)
 BODY_Q32(q8_0, 0)
-BODY_Q32(q4_0, 1)
 BODY_Q32(q5_0, 2)
 BODY_Q32(q4_1, 3)
 BODY_Q32(q5_1, 4)
+
+/* ---- Q4_0 x kern_pair_q8: two blocks per 256-bit register -------------- */
+
+#define NT_WIDE KERN_TILE_TOKENS_MAX
+
+/* Q4_0 blocks b and b + 1 as unsigned nibbles: *lo = elements 0..15 of b then
+ * of b + 1, *hi = elements 16..31 of each (the kern_pair_q8 order), *dw =
+ * d_b in lanes 0..3, d_b1 in lanes 4..7. two = 0: b is the last block of an
+ * odd row; b + 1 is read as zeros (nothing past the row is touched). */
+TGT_INL void q4_0_pair(const block_q4_0 *b, int two, __m256i *lo, __m256i *hi, __m256 *dw) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  uint16_t h0, h1 = 0;
+  memcpy(&h0, &b[0].d, 2);
+  __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs), q1 = _mm_setzero_si128();
+  if (two) {
+    memcpy(&h1, &b[1].d, 2);
+    q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
+  }
+  __m256i v = _mm256_set_m128i(q1, q0);
+  *lo = _mm256_and_si256(v, lo4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+  __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+  *dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d2), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* One weight pair times token t's pair: lane i (0..3 block b, 4..7 block
+ * b + 1) gets the exact integer sum of (q - 8) x over its 8 elements
+ * (bytes 4i..4i+3 of both halves), then acc += that * (d_w d_x). The
+ * 16-bit sums cannot overflow: 2 * 2 * 15 * 127 + 8 * 4 * 127 < 32767. */
+TGT_INL __m256 q4_0_pair_dot(__m256i lo, __m256i hi, __m256 dw, const kern_pair_q8 *xp, __m256 acc) {
+  __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu256(xp->a)),
+                               _mm256_maddubs_epi16(hi, loadu256(xp->b16)));
+  p = _mm256_sub_epi16(p, loadu256(xp->c));
+  __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xp->d)), acc);
+}
+
+/* One Q4_0 row x nt <= 8 tokens: the pair is unpacked once and used for
+ * every token; one accumulator per token (8 registers at nt 8). */
+TGT_INL void body_q4_0p(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const block_q4_0 *wb = w;
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  int64_t nb = n / 32, np = nb / 2;
+  for (int64_t ip = 0; ip < np; ip++) {
+    __m256i lo, hi;
+    __m256 dw;
+    q4_0_pair(wb + 2 * ip, 1, &lo, &hi, &dw);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      acc[t] = q4_0_pair_dot(lo, hi, dw, (const kern_pair_q8 *)((const char *)x + t * xs) + ip, acc[t]);
+  }
+  if (nb & 1) {
+    __m256i lo, hi;
+    __m256 dw;
+    q4_0_pair(wb + 2 * np, 0, &lo, &hi, &dw);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      acc[t] = q4_0_pair_dot(lo, hi, dw, (const kern_pair_q8 *)((const char *)x + t * xs) + np, acc[t]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+
+#define DEFINE_TILE8(name, body)                                                            \
+  TGT static void name(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, \
+                       size_t ys) {                                                         \
+    switch (nt) {                                                                           \
+    case 1: body(w, n, x, xs, 1, y, ys); break;                                             \
+    case 2: body(w, n, x, xs, 2, y, ys); break;                                             \
+    case 3: body(w, n, x, xs, 3, y, ys); break;                                             \
+    case 4: body(w, n, x, xs, 4, y, ys); break;                                             \
+    case 5: body(w, n, x, xs, 5, y, ys); break;                                             \
+    case 6: body(w, n, x, xs, 6, y, ys); break;                                             \
+    case 7: body(w, n, x, xs, 7, y, ys); break;                                             \
+    default: body(w, n, x, xs, 8, y, ys); break;                                            \
+    }                                                                                       \
+  }
+DEFINE_TILE8(tile_q4_0p, body_q4_0p)
+
+/* Two Q4_0 rows (w, w + rb) x nt <= 4 tokens: each activation pair is
+ * loaded once for both rows; per (row, token) the same operations in the
+ * same order as body_q4_0p, so the bits are the one-row tile's. */
+TGT_INL void body2_q4_0p(const void *w, size_t rb, int64_t n, const void *x, size_t xs, int nt,
+                         float *y, size_t ys) {
+  const block_q4_0 *w0 = w, *w1 = (const block_q4_0 *)((const char *)w + rb);
+  __m256 acc0[NT_MAX], acc1[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  int64_t nb = n / 32, np = (nb + 1) / 2;
+  for (int64_t ip = 0; ip < np; ip++) {
+    int two = 2 * ip + 1 < nb;
+    __m256i lo0, hi0, lo1, hi1;
+    __m256 dw0, dw1;
+    q4_0_pair(w0 + 2 * ip, two, &lo0, &hi0, &dw0);
+    q4_0_pair(w1 + 2 * ip, two, &lo1, &hi1, &dw1);
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const kern_pair_q8 *xp = (const kern_pair_q8 *)((const char *)x + t * xs) + ip;
+      acc0[t] = q4_0_pair_dot(lo0, hi0, dw0, xp, acc0[t]);
+      acc1[t] = q4_0_pair_dot(lo1, hi1, dw1, xp, acc1[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    y[t * ys] = hsum_ps(acc0[t]);
+    y[t * ys + 1] = hsum_ps(acc1[t]);
+  }
+}
+DEFINE_TILE2(tile2_q4_0p, body2_q4_0p)
+
+/* Pair quantizer: the blocks as quant_q8_x86 makes them, rearranged by the
+ * shared kern_pair_from_q8 (so every variant's pairs agree). */
+TGT static void quant_q8p_x86(const float *x, void *dst, int64_t n) {
+  kern_pair_q8 *p = dst;
+  kern_block_q8 tmp[2];
+  for (int64_t i = 0; i < n; i += 64, p++) {
+    int nb = n - i >= 64 ? 2 : 1;
+    quant_q8_x86(x + i, tmp, 32 * nb);
+    kern_pair_from_q8(tmp, nb, p);
+  }
+}
 
 /* ---- K-quants x block_q8_K ---------------------------------------------- */
 
@@ -694,11 +817,14 @@ DEFINE_TILE(tile_q3_K, body_q3_K)
 static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8 = quant_q8_x86;
   ops->quant_q8_K = quant_q8_K_x86;
+  ops->quant_q8p = quant_q8p_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
   ops->tile[TENSOR_TYPE_Q8_0] = tile_q8_0;
-  ops->tile[TENSOR_TYPE_Q4_0] = tile_q4_0;
+  ops->tile[TENSOR_TYPE_Q4_0] = tile_q4_0p;
+  ops->tile_nt[TENSOR_TYPE_Q4_0] = NT_WIDE;
+  ops->tile2[TENSOR_TYPE_Q4_0] = tile2_q4_0p;
   ops->tile[TENSOR_TYPE_Q5_0] = tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = tile_q5_1;
@@ -708,7 +834,6 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
-  ops->tile2[TENSOR_TYPE_Q4_0] = tile2_q4_0;
   ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
   ops->tile2[TENSOR_TYPE_Q4_1] = tile2_q4_1;
   ops->tile2[TENSOR_TYPE_Q5_1] = tile2_q5_1;
@@ -716,7 +841,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_Q8_0] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8P;
   ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
