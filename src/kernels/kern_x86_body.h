@@ -577,8 +577,8 @@ TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
 TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys, int has_qh) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const uint8_t *qs, *qh = NULL, *scb;
@@ -605,8 +605,8 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
     /* the 8 scales as int16, in both 128-bit lanes, for lane broadcasts */
     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     __m256i qhv = has_qh ? loadu256(qh) : _mm256_setzero_si256();
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
@@ -621,7 +621,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
       }
       __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p))));
       __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p + 1))));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
         const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
         __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, loadu256(xb->qs + 64 * p)), slo);
@@ -629,7 +629,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
         isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
@@ -637,7 +637,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
 
@@ -647,8 +647,8 @@ TGT_INL void body_q4_K(const void *w, int64_t n, const void *x, size_t xs, int n
 TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   tile_q45k(w, n, x, xs, nt, y, ys, 1);
 }
-DEFINE_TILE(tile_q4_K, body_q4_K)
-DEFINE_TILE(tile_q5_K, body_q5_K)
+DEFINE_TILE8(tile_q4_K, body_q4_K)
+DEFINE_TILE8(tile_q5_K, body_q5_K)
 
 /* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
  * sub-block 8h + 2s + l/16, x = d * sc * (q - 32). The -32 is applied once
@@ -656,8 +656,8 @@ DEFINE_TILE(tile_q5_K, body_q5_K)
 TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f), lo2 = _mm256_set1_epi8(3);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q6_K *b = (const block_q6_K *)w + ib;
@@ -665,8 +665,8 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                           _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -681,7 +681,7 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
         int k = 8 * h + 2 * s;
         __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
           __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
@@ -689,7 +689,7 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 5);
@@ -697,10 +697,10 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q6_K, body_q6_K)
+DEFINE_TILE8(tile_q6_K, body_q6_K)
 
 /* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
  * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
@@ -829,6 +829,9 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q4_1] = tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = tile_q5_1;
   ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_K;
+  ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
