@@ -391,7 +391,11 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
   ops->tile[TENSOR_TYPE_Q8_0] = gen_tile_q8_0;
   ops->tile[TENSOR_TYPE_Q4_0] = gen_tile_q4_0p;
+  /* the same tile widths as x86 (the lane loops take any nt) */
   ops->tile_nt[TENSOR_TYPE_Q4_0] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q4_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q5_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q6_K] = KERN_TILE_TOKENS_MAX;
   ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;

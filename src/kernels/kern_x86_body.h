@@ -519,11 +519,18 @@ TGT_INL void body2_q4_0p(const void *w, size_t rb, int64_t n, const void *x, siz
   for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
   int64_t nb = n / 32, np = (nb + 1) / 2;
   for (int64_t ip = 0; ip < np; ip++) {
+    /* the last pair of an odd row is half empty; a constant `two` in the
+     * main loop keeps the branch out of it */
     int two = 2 * ip + 1 < nb;
     __m256i lo0, hi0, lo1, hi1;
     __m256 dw0, dw1;
-    q4_0_pair(w0 + 2 * ip, two, &lo0, &hi0, &dw0);
-    q4_0_pair(w1 + 2 * ip, two, &lo1, &hi1, &dw1);
+    if (two) {
+      q4_0_pair(w0 + 2 * ip, 1, &lo0, &hi0, &dw0);
+      q4_0_pair(w1 + 2 * ip, 1, &lo1, &hi1, &dw1);
+    } else {
+      q4_0_pair(w0 + 2 * ip, 0, &lo0, &hi0, &dw0);
+      q4_0_pair(w1 + 2 * ip, 0, &lo1, &hi1, &dw1);
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < nt; t++) {
       const kern_pair_q8 *xp = (const kern_pair_q8 *)((const char *)x + t * xs) + ip;
