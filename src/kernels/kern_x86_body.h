@@ -12,7 +12,8 @@
  *                The two agree exactly as long as maddubs does not
  *                saturate, which no operand range here allows (below).
  *
- * Layout of every tile kernel: one weight row, nt <= 4 tokens. The weight
+ * Layout of every tile kernel: one weight row, nt <= 4 tokens (8 for Q4_0
+ * and the K-quants, whose bodies are switched by DEFINE_TILE8). The weight
  * block is loaded and unpacked once, then used for each token; each token
  * has its own accumulators and its own fixed order of operations, so the
  * result for a token does not depend on nt (kernels_impl.h). The generic

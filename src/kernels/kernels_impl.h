@@ -4,8 +4,9 @@
  * kern_neon.c, kern_scalar.c). Not for callers outside src/kernels/.
  *
  * A fast kernel for a weight type is a "tile" function: one weight row times
- * up to KERN_TILE_TOKENS activation rows. Activations arrive in the format
- * the type asks for (f32, kern_block_q8 or block_q8_K), prepared once per call by the
+ * up to tile_nt (KERN_TILE_TOKENS, or up to KERN_TILE_TOKENS_MAX) activation
+ * rows. Activations arrive in the format the type asks for (f32,
+ * kern_block_q8, kern_pair_q8 or block_q8_K), prepared once per call by the
  * driver with the ISA's quantizer. Invariant every tile function keeps: the
  * result for a token is bit-identical whatever nt is (the per-token
  * arithmetic never depends on the other tokens of the tile), which is what
