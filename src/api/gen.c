@@ -210,9 +210,9 @@ static json_t *call_schema(const json_t *tool, const char *args_key) {
 
 /* How a forced call is written, per output-parser format (docs/text.md,
  * "Forced tool calls"). Texts are raw (escaped for GBNF when written).
- *   CALL_OBJECT: prefill, then open {"name": .., ARGS_KEY: ..} close, the
+ *   !named: prefill, then open {"name": .., ARGS_KEY: ..} close, the
  *     call object constrained as a whole;
- *   CALL_NAMED: prefill, then open NAME mid ARGUMENTS close, the name an
+ *   named: prefill, then open NAME mid ARGUMENTS close, the name an
  *     alternation of the tools' names; with a single candidate tool, open
  *     NAME mid joins the prefill and only the arguments are generated.
  * The prefill is what a grammar cannot produce (special tokens): it ends
