@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/openai/audio.h"
 #include "api/openai/files.h"
+#include "api/speech_svc.h"
 #include "api/api.h"
 #include "api/openai/openai.h"
 #include "app/commands.h"
@@ -195,11 +197,18 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  api_speech *speech = NULL; /* speech engines open on first use */
+  if (!rc) rc = api_speech_new(&speech);
+  if (!rc) {
+    n_routes = openai_audio_routes(speech, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    api_speech_free(speech);
     manager_free(mgr);
     registry_free(reg);
     store_close(st);
@@ -236,6 +245,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   openai_wait_streams(5000);
+  api_speech_free(speech);
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
