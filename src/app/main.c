@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/deepgram/deepgram.h"
 #include "api/openai/audio.h"
 #include "api/openai/files.h"
 #include "api/speech_svc.h"
@@ -201,6 +202,10 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc) rc = api_speech_new(&speech);
   if (!rc) {
     n_routes = openai_audio_routes(speech, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = deepgram_routes(speech, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;

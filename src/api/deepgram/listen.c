@@ -1,0 +1,416 @@
+/*
+ * listen.c - Deepgram pre-recorded speech to text, POST /v1/listen
+ * (../shared/specs/deepgram.md section 3).
+ *
+ * The body arrives spooled to a file (any size up to --max-upload, chunked
+ * or not). Content-Type application/json means {"url": ...}; anything else,
+ * or none, is media, sniffed by audio/ unless `encoding` names headerless
+ * samples (linear16, mulaw, alaw with sample_rate and channels). The audio
+ * is decoded to 16 kHz int16, mono or one run per channel (multichannel),
+ * transcribed whole by pocketsphinx, and shaped into the response of 3.3.
+ *
+ * Options honoured: model (any name; runs on the local model and says so in
+ * metadata), language (English only: anything else is a 400), punctuate and
+ * smart_format (capitals and periods from word timings), diarize (every
+ * word speaker 0: one speaker assumed, with a warning), multichannel,
+ * utterances + utt_split, paragraphs, search (exact word-sequence matches),
+ * replace (single words), tag, extra, encoding/sample_rate/channels. Options
+ * no local backend can honour (numerals, redact, keywords, summarize,
+ * topics, ...) are accepted and listed in metadata.warnings. url and
+ * callback need outbound HTTP: refused with a 400 that says so.
+ *
+ * Start reading at dg_listen_post().
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/api.h"
+#include "api/deepgram/deepgram.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+
+#define MAX_LIST 64
+
+typedef struct listen_opts {
+  dg_fmt fmt;
+  bool utterances, paragraphs, multichannel;
+  double utt_split;
+  enum audio_raw raw;
+  long sample_rate, channels;
+  const char *tags[MAX_LIST];
+  size_t n_tags;
+  const char *extra[MAX_LIST];
+  size_t n_extra;
+  const char *search[MAX_LIST];
+  size_t n_search;
+  const char *replace[MAX_LIST];
+  size_t n_replace;
+  json_t *warnings; /* owned array */
+} listen_opts;
+
+/* A value that turns a feature on: present and not false/0. */
+static bool query_on(http_req *req, const char *name) {
+  const char *v = http_req_query(req, name);
+  return v && strcasecmp(v, "false") && strcmp(v, "0");
+}
+
+/* Options the local backend cannot honour, and why; reported in
+ * metadata.warnings when the request turns them on. */
+static const struct {
+  const char *name, *why;
+} UNHONOURED[] = {
+    {"numerals", "numbers stay as words: no local number formatter"},
+    {"measurements", "no local unit formatter"},
+    {"dictation", "spoken punctuation is not converted"},
+    {"profanity_filter", "no profanity filter is applied"},
+    {"redact", "no redaction is applied"},
+    {"keywords", "the local recognizer takes no keyword boosts"},
+    {"keyterm", "the local recognizer takes no key terms"},
+    {"summarize", "summaries need the language-model engine, not wired to /listen yet"},
+    {"topics", "topic detection needs the language-model engine, not wired to /listen yet"},
+    {"custom_topic", "topic detection needs the language-model engine, not wired to /listen yet"},
+    {"intents", "intent recognition needs the language-model engine, not wired to /listen yet"},
+    {"custom_intent", "intent recognition needs the language-model engine, not wired to /listen yet"},
+    {"sentiment", "sentiment analysis needs the language-model engine, not wired to /listen yet"},
+    {"detect_language", "the local model knows only English; no language detection is done"},
+    {"detect_entities", "no entity detection is done"},
+    {"filler_words", "the local recognizer drops filler words"},
+};
+
+/* Parses and checks the query; answers 400 itself on a bad value. */
+static int listen_parse(http_req *req, listen_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->warnings = json_array();
+  if (!o->warnings) return ERR_NOMEM;
+  bool punct, smart;
+  long n_alt;
+  if (dg_query_bool(req, "punctuate", false, &punct) || dg_query_bool(req, "smart_format", false, &smart) ||
+      dg_query_bool(req, "diarize", false, &o->fmt.diarize) ||
+      dg_query_bool(req, "utterances", false, &o->utterances) ||
+      dg_query_bool(req, "paragraphs", false, &o->paragraphs) ||
+      dg_query_bool(req, "multichannel", false, &o->multichannel) ||
+      dg_query_num(req, "utt_split", 0.0, 60.0, 0.8, &o->utt_split) ||
+      dg_query_int(req, "alternatives", 1, 100, 1, &n_alt) ||
+      dg_query_int(req, "sample_rate", AUDIO_RATE_MIN, AUDIO_RATE_MAX, 0, &o->sample_rate) ||
+      dg_query_int(req, "channels", 1, AUDIO_CHANNELS_MAX, 1, &o->channels))
+    return ERR_INVALID;
+  o->fmt.punctuate = punct || smart || o->paragraphs;
+  if (http_req_query(req, "diarize_model")) o->fmt.diarize = true;
+
+  const char *lang = http_req_query(req, "language");
+  if (lang && *lang && strncasecmp(lang, "en", 2) != 0) {
+    dg_bad_request(req, "language",
+                   "language: '%.32s' is not available; the local model (" DG_STT_MODEL_NAME ") knows only English",
+                   lang);
+    return ERR_INVALID;
+  }
+  if (http_req_query(req, "callback")) {
+    dg_bad_request(req, "callback",
+                   "callback: asynchronous requests are not available on this server (it makes no outbound "
+                   "requests); call without callback to get the result in the response");
+    return ERR_INVALID;
+  }
+  const char *enc = http_req_query(req, "encoding");
+  if (enc && *enc) {
+    if (!strcmp(enc, "linear16")) o->raw = AUDIO_RAW_LINEAR16;
+    else if (!strcmp(enc, "mulaw")) o->raw = AUDIO_RAW_MULAW;
+    else if (!strcmp(enc, "alaw")) o->raw = AUDIO_RAW_ALAW;
+    else if (strcmp(enc, "flac") && strcmp(enc, "opus") && strcmp(enc, "ogg-opus") && strcmp(enc, "amr-nb") &&
+             strcmp(enc, "amr-wb") && strcmp(enc, "speex") && strcmp(enc, "linear32") && strcmp(enc, "g729")) {
+      dg_bad_request(req, "encoding",
+                     "encoding: '%.32s' is not one of linear16, linear32, flac, alaw, mulaw, amr-nb, amr-wb, opus, "
+                     "ogg-opus, speex, g729",
+                     enc);
+      return ERR_INVALID;
+    }
+    if (o->raw != AUDIO_RAW_NONE && !o->sample_rate) {
+      dg_bad_request(req, "sample_rate", "sample_rate: required with encoding=%s (headerless audio)", enc);
+      return ERR_INVALID;
+    }
+    /* other encodings carry their own framing: the decoder probes them */
+  }
+  o->n_tags = http_req_query_all(req, "tag", o->tags, MAX_LIST);
+  o->n_extra = http_req_query_all(req, "extra", o->extra, MAX_LIST);
+  o->n_search = http_req_query_all(req, "search", o->search, MAX_LIST);
+  o->n_replace = http_req_query_all(req, "replace", o->replace, MAX_LIST);
+
+  for (size_t i = 0; i < ARRAY_LEN(UNHONOURED); i++)
+    if (query_on(req, UNHONOURED[i].name))
+      dg_warn(o->warnings, UNHONOURED[i].name, "unsupported_feature", UNHONOURED[i].why);
+  if (n_alt > 1) dg_warn(o->warnings, "alternatives", "unsupported_value", "only one alternative is returned");
+  if (o->fmt.diarize)
+    dg_warn(o->warnings, "diarize", "partial_support", "no local diarizer: every word is attributed to speaker 0");
+  return 0;
+}
+
+/* ---- shaping ---------------------------------------------------------------- */
+
+/* replace=find:replacement on single words (case-insensitive); an empty
+ * replacement deletes the word. Multi-word finds are reported unsupported. */
+static void apply_replace(stt_result *r, const listen_opts *o, bool *warned_multi) {
+  for (size_t k = 0; k < o->n_replace; k++) {
+    const char *spec = o->replace[k];
+    const char *colon = strchr(spec, ':');
+    size_t flen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const char *to = colon ? colon + 1 : "";
+    if (!flen) continue;
+    if (memchr(spec, ' ', flen)) {
+      if (!*warned_multi)
+        dg_warn(o->warnings, "replace", "partial_support", "only single-word finds are replaced");
+      *warned_multi = true;
+      continue;
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < r->n_words; i++) {
+      stt_word *w = &r->words[i];
+      if (strlen(w->word) == flen && !strncasecmp(w->word, spec, flen)) {
+        if (!*to) {
+          free(w->word);
+          continue;
+        }
+        char *nw = str_dup(to);
+        if (nw) {
+          free(w->word);
+          w->word = nw;
+        }
+      }
+      r->words[out++] = *w;
+    }
+    r->n_words = out;
+  }
+}
+
+/* results.channels[c].search: exact (case-insensitive) word-sequence hits. */
+static json_t *search_json(const stt_result *r, const listen_opts *o, double offset) {
+  json_t *arr = json_array();
+  for (size_t q = 0; q < o->n_search; q++) {
+    char *query = str_dup(o->search[q]);
+    if (!query) continue;
+    char *toks[32];
+    size_t nt = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(query, " ", &save); t && nt < 32; t = strtok_r(NULL, " ", &save)) toks[nt++] = t;
+    json_t *hits = json_array();
+    for (size_t i = 0; nt && i + nt <= r->n_words; i++) {
+      size_t k = 0;
+      while (k < nt && !strcasecmp(r->words[i + k].word, toks[k])) k++;
+      if (k < nt) continue;
+      double conf = 0;
+      buf snip = {0};
+      for (k = 0; k < nt; k++) {
+        conf += r->words[i + k].confidence;
+        buf_appendf(&snip, "%s%s", k ? " " : "", r->words[i + k].word);
+      }
+      json_array_append_new(hits, json_pack("{s:f, s:f, s:f, s:s}", "confidence", conf / (double)nt, "start",
+                                            r->words[i].start + offset, "end", r->words[i + nt - 1].end + offset,
+                                            "snippet", snip.data ? snip.data : ""));
+      buf_free(&snip);
+    }
+    json_array_append_new(arr, json_pack("{s:s, s:o}", "query", o->search[q], "hits", hits));
+    free(query);
+  }
+  return arr;
+}
+
+/* alternatives[0].paragraphs: sentences from the word timings, a new
+ * paragraph after a pause of 1.5 s or every 8 sentences. */
+static json_t *paragraphs_json(const stt_result *r, const listen_opts *o) {
+  api_span *spans = NULL;
+  int n = api_speech_spans(r, 0.6, 10.0, &spans);
+  json_t *paras = json_array();
+  buf transcript = {0};
+  json_t *cur = NULL, *sents = NULL;
+  size_t cur_words = 0, cur_sents = 0;
+  for (int i = 0; i < n; i++) {
+    bool brk = !cur || spans[i].start - spans[i - 1].end >= 1.5 || cur_sents >= 8;
+    if (brk) {
+      if (cur) json_object_set_new(cur, "num_words", json_integer((json_int_t)cur_words));
+      sents = json_array();
+      cur = json_pack("{s:o, s:f, s:f}", "sentences", sents, "start", spans[i].start, "end", spans[i].end);
+      if (o->fmt.diarize) json_object_set_new(cur, "speaker", json_integer(0));
+      json_array_append_new(paras, cur);
+      cur_words = cur_sents = 0;
+      buf_append_str(&transcript, i ? "\n\n" : "\n");
+      if (o->fmt.diarize) buf_append_str(&transcript, "Speaker 0: ");
+    } else {
+      buf_append_byte(&transcript, ' ');
+    }
+    buf t = {0};
+    api_speech_span_text(r, &spans[i], true, &t);
+    json_array_append_new(sents, json_pack("{s:s, s:f, s:f}", "text", t.data ? t.data : "", "start", spans[i].start,
+                                           "end", spans[i].end));
+    buf_append_str(&transcript, t.data ? t.data : "");
+    buf_free(&t);
+    json_object_set_new(cur, "end", json_real(spans[i].end));
+    cur_words += spans[i].n;
+    cur_sents++;
+  }
+  if (cur) json_object_set_new(cur, "num_words", json_integer((json_int_t)cur_words));
+  free(spans);
+  json_t *v = json_pack("{s:s, s:o}", "transcript", transcript.data ? transcript.data : "", "paragraphs", paras);
+  buf_free(&transcript);
+  return v;
+}
+
+/* results.utterances entries of one channel, split at pauses of utt_split. */
+static void utterances_json(const stt_result *r, const listen_opts *o, int channel, json_t *out) {
+  api_span *spans = NULL;
+  int n = api_speech_spans(r, o->utt_split > 0 ? o->utt_split : 0.8, 1e9, &spans);
+  for (int i = 0; i < n; i++) {
+    json_t *alt = dg_alternative(r, spans[i].first, spans[i].n, 0, &o->fmt);
+    if (!alt) continue;
+    char id[37];
+    id_uuid(id, sizeof id);
+    json_t *u = json_pack("{s:f, s:f, s:O, s:i, s:O, s:O, s:i, s:s}", "start", spans[i].start, "end", spans[i].end,
+                          "confidence", json_object_get(alt, "confidence"), "channel", channel, "transcript",
+                          json_object_get(alt, "transcript"), "words", json_object_get(alt, "words"), "speaker", 0,
+                          "id", id);
+    json_array_append_new(out, u);
+    json_decref(alt);
+  }
+  free(spans);
+}
+
+/* Transcribes each channel of pcm and builds the whole response. */
+static int listen_run(stt *s, const listen_opts *o, const audio_pcm *pcm, const char *request_id, const char *sha,
+                      json_t **out) {
+  json_t *channels = json_array(), *utts = o->utterances ? json_array() : NULL;
+  int n_ch = pcm->planar ? pcm->channels : 1;
+  int rc = 0;
+  bool warned_multi = false;
+  for (int c = 0; c < n_ch && !rc; c++) {
+    stt_result r = {0};
+    const int16_t *data = (const int16_t *)pcm->data + (size_t)c * pcm->n_frames;
+    rc = stt_transcribe(s, data, pcm->n_frames, &r);
+    if (rc) break;
+    apply_replace(&r, o, &warned_multi);
+    json_t *alt = dg_alternative(&r, 0, r.n_words, 0, &o->fmt);
+    if (alt && o->paragraphs) json_object_set_new(alt, "paragraphs", paragraphs_json(&r, o));
+    json_t *ch = json_pack("{s:[o]}", "alternatives", alt);
+    if (ch && o->n_search) json_object_set_new(ch, "search", search_json(&r, o, 0));
+    json_array_append_new(channels, ch);
+    if (utts) utterances_json(&r, o, c, utts);
+    stt_result_free(&r);
+  }
+  if (rc) {
+    json_decref(channels);
+    json_decref(utts);
+    return rc;
+  }
+  char created[40], uuid[37];
+  api_speech_rfc3339_now(created, sizeof created);
+  dg_model_uuid(DG_STT_MODEL_NAME, uuid);
+  json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:[s], s:{s:o}}", "transaction_key", "deprecated",
+                           "request_id", request_id, "sha256", sha, "created", created, "duration",
+                           audio_pcm_seconds(pcm), "channels", n_ch, "models", uuid, "model_info", uuid,
+                           dg_stt_model_info());
+  if (meta && o->n_tags) {
+    json_t *tags = json_array();
+    for (size_t i = 0; i < o->n_tags; i++) json_array_append_new(tags, json_string(o->tags[i]));
+    json_object_set_new(meta, "tags", tags);
+  }
+  if (meta && o->n_extra) {
+    json_t *extra = json_object();
+    for (size_t i = 0; i < o->n_extra; i++) {
+      const char *colon = strchr(o->extra[i], ':');
+      if (!colon) continue;
+      char key[128];
+      snprintf(key, sizeof key, "%.*s", (int)(colon - o->extra[i] < 127 ? colon - o->extra[i] : 127), o->extra[i]);
+      json_object_set_new(extra, key, json_string(colon + 1));
+    }
+    json_object_set_new(meta, "extra", extra);
+  }
+  if (meta && json_array_size(o->warnings)) json_object_set(meta, "warnings", o->warnings);
+  json_t *results = json_pack("{s:o}", "channels", channels);
+  if (results && utts) json_object_set(results, "utterances", utts);
+  json_decref(utts);
+  *out = json_pack("{s:o, s:o}", "metadata", meta, "results", results);
+  return *out ? 0 : err_set(ERR_NOMEM, "building the response");
+}
+
+/* ---- the handler ---------------------------------------------------------- */
+
+static bool is_json_type(const char *ct) {
+  if (!ct) return false;
+  while (*ct == ' ') ct++;
+  return strncasecmp(ct, "application/json", 16) == 0;
+}
+
+/* A JSON body must be {"url": "..."}; fetching is refused (no outbound
+ * requests), with the error naming what to do instead. */
+static void listen_url(http_req *req, const uint8_t *body, size_t len) {
+  json_t *v = NULL;
+  if (api_json_decode_object((const char *)body, len, &v)) {
+    dg_bad_request(req, NULL, "the JSON body is not valid: %s", err_detail());
+    return;
+  }
+  const char *url = NULL;
+  if (api_json_str(v, "", "url", true, &url)) {
+    dg_bad_request(req, "url", "a JSON body must be {\"url\": \"...\"}: %s", err_detail());
+  } else {
+    dg_bad_request(req, "url",
+                   "url: fetching remote audio is disabled on this server (it makes no outbound requests); "
+                   "send the audio bytes as the request body instead");
+  }
+  json_decref(v);
+}
+
+void dg_listen_post(http_req *req, void *ctx) {
+  api_speech *sp = ctx;
+  listen_opts o;
+  if (listen_parse(req, &o)) {
+    json_decref(o.warnings);
+    return;
+  }
+  uint64_t size = 0;
+  const char *path = http_req_body_file(req, &size);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  int rc = path ? api_speech_read_file(path, UINT64_MAX, &bytes, &len) : 0;
+  if (rc) {
+    api_error_last(req, rc, NULL);
+    goto out;
+  }
+  if (is_json_type(http_req_header(req, "Content-Type"))) {
+    listen_url(req, bytes, len);
+    goto out;
+  }
+  if (len == 0) {
+    dg_bad_request(req, NULL, "the request body is empty: send the audio bytes (or JSON {\"url\": ...})");
+    goto out;
+  }
+  stt *s = NULL;
+  if ((rc = api_speech_stt(sp, &s))) {
+    api_error_last(req, rc, NULL);
+    goto out;
+  }
+  audio_decode_opts d = {.hint = http_req_header(req, "Content-Type"), .raw = o.raw, .raw_rate = (int)o.sample_rate,
+                         .raw_channels = (int)o.channels, .target_rate = stt_sample_rate(s),
+                         .target_channels = o.multichannel ? 0 : 1, .split_channels = o.multichannel,
+                         .fmt = AUDIO_SAMPLE_S16};
+  audio_pcm pcm = {0};
+  rc = audio_decode(bytes, len, &d, &pcm);
+  if (rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "failed to process audio: %s", err_detail());
+    api_error(req, api_speech_decode_status(rc), rc, msg, NULL);
+    audio_pcm_free(&pcm);
+    goto out;
+  }
+  char request_id[37], sha[65];
+  dg_request_uuid(req, request_id);
+  api_speech_sha256_hex(bytes, len, sha);
+  json_t *resp = NULL;
+  rc = listen_run(s, &o, &pcm, request_id, sha, &resp);
+  audio_pcm_free(&pcm);
+  if (rc) api_error_last(req, rc, NULL);
+  else api_speech_respond_json(req, 200, resp);
+  json_decref(resp);
+out:
+  free(bytes);
+  json_decref(o.warnings);
+}
