@@ -213,7 +213,10 @@ static int sphinx_stream_begin(void *ctx, void **out) {
   }
   s->ctx = c;
   s->ps = c->dec[s->slot];
-  if (ps_start_utt(s->ps) < 0) {
+  /* A new stream per utterance: pocketsphinx keeps segment times (and the
+   * noise estimate) stream-wide, so a pooled decoder would otherwise report
+   * word times offset by every utterance it decoded before. */
+  if (ps_start_stream(s->ps) < 0 || ps_start_utt(s->ps) < 0) {
     pool_release(c, s->slot);
     free(s);
     return err_set(ERR_INTERNAL, "pocketsphinx: ps_start_utt failed");
