@@ -214,6 +214,7 @@ void dg_read_post(http_req *req, void *ctx) {
   {"POST", P "/listen", dg_listen_post, NULL, HTTP_BODY_FILE, "deepgram_listen" TAG},                    \
       {"GET", P "/listen", dg_listen_ws, NULL, HTTP_ROUTE_WS, "deepgram_listen_ws" TAG},                 \
       {"POST", P "/speak", dg_speak_post, NULL, HTTP_BODY_JSON, "deepgram_speak" TAG},                   \
+      {"GET", P "/speak", dg_speak_ws, NULL, HTTP_ROUTE_WS, "deepgram_speak_ws" TAG},                    \
       {"POST", P "/read", dg_read_post, NULL, HTTP_BODY_JSON, "deepgram_read" TAG}
 
 static http_route ROUTES[] = {
