@@ -333,6 +333,7 @@ static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static int sniff_wav(live *L) {
   const uint8_t *p = (const uint8_t *)L->pending.data;
   size_t n = L->pending.len;
+  if (n == 0) return 0;
   if (n < 12) return memcmp(p, "RIFF", n < 4 ? n : 4) == 0 ? 0 : -1;
   if (memcmp(p, "RIFF", 4) || memcmp(p + 8, "WAVE", 4)) return -1;
   size_t off = 12;
