@@ -32,12 +32,20 @@ struct api_speech {
   int tts_rc, stt_rc;       /* remembered failure (0 = not tried or fine) */
   char tts_err[256], stt_err[256];
   _Atomic int n_jobs;       /* producer threads alive */
+  char *fetch_hosts;        /* allow list for outbound requests; never NULL */
+  uint64_t fetch_max;
 };
 
 int api_speech_new(api_speech **out) {
   api_speech *sp = calloc(1, sizeof *sp);
   if (!sp) return err_set(ERR_NOMEM, "speech service");
   pthread_mutex_init(&sp->mu, NULL);
+  sp->fetch_hosts = str_dup("");
+  sp->fetch_max = 512u << 20;
+  if (!sp->fetch_hosts) {
+    free(sp);
+    return err_set(ERR_NOMEM, "speech service");
+  }
   *out = sp;
   return 0;
 }
@@ -53,8 +61,21 @@ void api_speech_free(api_speech *sp) {
   if (sp->tts) tts_close(sp->tts);
   if (sp->stt) stt_close(sp->stt);
   pthread_mutex_destroy(&sp->mu);
+  free(sp->fetch_hosts);
   free(sp);
 }
+
+int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes) {
+  char *h = str_dup(hosts ? hosts : "");
+  if (!h) return err_set(ERR_NOMEM, "fetch hosts");
+  free(sp->fetch_hosts);
+  sp->fetch_hosts = h;
+  if (max_bytes) sp->fetch_max = max_bytes;
+  return 0;
+}
+
+const char *api_speech_fetch_hosts(const api_speech *sp) { return sp->fetch_hosts; }
+uint64_t api_speech_fetch_max(const api_speech *sp) { return sp->fetch_max; }
 
 int api_speech_tts(api_speech *sp, tts **out) {
   pthread_mutex_lock(&sp->mu);

@@ -41,6 +41,13 @@ void api_speech_free(api_speech *sp);
 int api_speech_tts(api_speech *sp, tts **out);
 int api_speech_stt(api_speech *sp, stt **out);
 
+/* Hosts outbound requests may reach (Deepgram {"url"} bodies and
+ * callbacks): comma-separated names or addresses, "*" for any, "" for none;
+ * max_bytes bounds a fetched body. Copied; set before the server starts. */
+int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes);
+const char *api_speech_fetch_hosts(const api_speech *sp);
+uint64_t api_speech_fetch_max(const api_speech *sp);
+
 /* Runs fn(arg) on a detached thread counted by sp (see api_speech_free). */
 int api_speech_spawn(api_speech *sp, void *(*fn)(void *), void *arg);
 /* A producer thread calls this as its very last action. */

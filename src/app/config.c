@@ -72,6 +72,8 @@ static const struct opt OPTS[] = {
    "requests one loaded model runs at once (engine slots)"},
   {"ctx-size", "PARLEY_CTX_SIZE", OPT_KIND_INT, "0", 0, INT64_C(1) << 24, OFF(ctx_size),
    "context positions per slot (0 = the model's trained context)"},
+  {"fetch-hosts", "PARLEY_FETCH_HOSTS", OPT_KIND_STR, "", 0, 0, OFF(fetch_hosts),
+   "hosts a Deepgram {\"url\"} body or callback may reach, comma-separated (* = any); none by default"},
 };
 #undef OFF
 

@@ -38,6 +38,7 @@ typedef struct config {
   char *default_model;     /* model used when a request names none */
   int64_t parallel;        /* engine slots per loaded model */
   int64_t ctx_size;        /* positions per slot; 0 = the trained context */
+  char *fetch_hosts;       /* hosts Deepgram url/callback may reach, comma-separated; "" = none */
 } config;
 
 /* Fills cfg with defaults, then applies the environment (getenv), then argv

@@ -22,6 +22,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "api/speech_svc.h"
 #include "http/http.h"
@@ -56,6 +57,17 @@ void dg_bad_request(http_req *req, const char *param, const char *fmt, ...) __at
 
 /* metadata.warnings entries: {"parameter", "type", "message"}. */
 void dg_warn(json_t *warnings, const char *param, const char *type, const char *message);
+
+/* ---- outbound requests (fetch.c) ------------------------------------------ */
+
+/* 0 when url is http(s) and its host is in allow (comma-separated, "*" =
+ * any); ERR_FORBIDDEN / ERR_INVALID with a detail naming param, the host
+ * and the --fetch-hosts option otherwise. */
+int dg_url_check(const char *allow, const char *url, const char *param);
+/* GET url into a malloc'd buffer of at most max bytes (no redirects, 60 s). */
+int dg_fetch(const char *url, uint64_t max, uint8_t **out, size_t *len);
+/* POST (or PUT) a JSON body to url (30 s); ERR_IO naming the failure. */
+int dg_post_json(const char *url, const char *method, const char *body);
 
 /* ---- handlers ------------------------------------------------------------- */
 void dg_listen_post(http_req *req, void *ctx);  /* listen.c */

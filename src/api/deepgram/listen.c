@@ -16,8 +16,11 @@
  * utterances + utt_split, paragraphs, search (exact word-sequence matches),
  * replace (single words), tag, extra, encoding/sample_rate/channels. Options
  * no local backend can honour (numerals, redact, keywords, summarize,
- * topics, ...) are accepted and listed in metadata.warnings. url and
- * callback need outbound HTTP: refused with a 400 that says so.
+ * topics, ...) are accepted and listed in metadata.warnings. A {"url"}
+ * body is fetched and a `callback` gets the result (the request answers
+ * {"request_id"} at once and transcribes on a worker thread) only for hosts
+ * the operator allows with --fetch-hosts (fetch.c); otherwise both are a 400
+ * that names the option.
  *
  * Start reading at dg_listen_post().
  */
@@ -41,16 +44,39 @@ typedef struct listen_opts {
   double utt_split;
   enum audio_raw raw;
   long sample_rate, channels;
-  const char *tags[MAX_LIST];
+  /* owned copies, so an asynchronous (callback) job can outlive the request */
+  char *tags[MAX_LIST];
   size_t n_tags;
-  const char *extra[MAX_LIST];
+  char *extra[MAX_LIST];
   size_t n_extra;
-  const char *search[MAX_LIST];
+  char *search[MAX_LIST];
   size_t n_search;
-  const char *replace[MAX_LIST];
+  char *replace[MAX_LIST];
   size_t n_replace;
+  char *callback;         /* NULL: answer synchronously */
+  char *callback_method;  /* POST or PUT */
   json_t *warnings; /* owned array */
 } listen_opts;
+
+static void listen_opts_free(listen_opts *o) {
+  for (size_t i = 0; i < o->n_tags; i++) free(o->tags[i]);
+  for (size_t i = 0; i < o->n_extra; i++) free(o->extra[i]);
+  for (size_t i = 0; i < o->n_search; i++) free(o->search[i]);
+  for (size_t i = 0; i < o->n_replace; i++) free(o->replace[i]);
+  free(o->callback);
+  free(o->callback_method);
+  json_decref(o->warnings);
+  memset(o, 0, sizeof *o);
+}
+
+/* All values of a repeated query key, copied. */
+static size_t query_copies(http_req *req, const char *name, char **out) {
+  const char *v[MAX_LIST];
+  size_t n = http_req_query_all(req, name, v, MAX_LIST), k = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((out[k] = str_dup(v[i]))) k++;
+  return k;
+}
 
 /* A value that turns a feature on: present and not false/0. */
 static bool query_on(http_req *req, const char *name) {
@@ -82,7 +108,7 @@ static const struct {
 };
 
 /* Parses and checks the query; answers 400 itself on a bad value. */
-static int listen_parse(http_req *req, listen_opts *o) {
+static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
   memset(o, 0, sizeof *o);
   o->warnings = json_array();
   if (!o->warnings) return ERR_NOMEM;
@@ -108,11 +134,20 @@ static int listen_parse(http_req *req, listen_opts *o) {
                    lang);
     return ERR_INVALID;
   }
-  if (http_req_query(req, "callback")) {
-    dg_bad_request(req, "callback",
-                   "callback: asynchronous requests are not available on this server (it makes no outbound "
-                   "requests); call without callback to get the result in the response");
-    return ERR_INVALID;
+  const char *cb = http_req_query(req, "callback");
+  if (cb) {
+    if (dg_url_check(api_speech_fetch_hosts(sp), cb, "callback")) {
+      dg_bad_request(req, "callback", "%s", err_detail());
+      return ERR_INVALID;
+    }
+    const char *m = http_req_query(req, "callback_method");
+    if (m && strcasecmp(m, "POST") && strcasecmp(m, "PUT")) {
+      dg_bad_request(req, "callback_method", "callback_method: '%.16s' is not POST or PUT", m);
+      return ERR_INVALID;
+    }
+    o->callback = str_dup(cb);
+    o->callback_method = str_dup(m && !strcasecmp(m, "PUT") ? "PUT" : "POST");
+    if (!o->callback || !o->callback_method) return ERR_NOMEM;
   }
   const char *enc = http_req_query(req, "encoding");
   if (enc && *enc) {
@@ -133,10 +168,10 @@ static int listen_parse(http_req *req, listen_opts *o) {
     }
     /* other encodings carry their own framing: the decoder probes them */
   }
-  o->n_tags = http_req_query_all(req, "tag", o->tags, MAX_LIST);
-  o->n_extra = http_req_query_all(req, "extra", o->extra, MAX_LIST);
-  o->n_search = http_req_query_all(req, "search", o->search, MAX_LIST);
-  o->n_replace = http_req_query_all(req, "replace", o->replace, MAX_LIST);
+  o->n_tags = query_copies(req, "tag", o->tags);
+  o->n_extra = query_copies(req, "extra", o->extra);
+  o->n_search = query_copies(req, "search", o->search);
+  o->n_replace = query_copies(req, "replace", o->replace);
 
   for (size_t i = 0; i < ARRAY_LEN(UNHONOURED); i++)
     if (query_on(req, UNHONOURED[i].name))
@@ -340,30 +375,73 @@ static bool is_json_type(const char *ct) {
   return strncasecmp(ct, "application/json", 16) == 0;
 }
 
-/* A JSON body must be {"url": "..."}; fetching is refused (no outbound
- * requests), with the error naming what to do instead. */
-static void listen_url(http_req *req, const uint8_t *body, size_t len) {
+/* A JSON body must be {"url": "..."}: the audio is fetched when the host is
+ * allowed (--fetch-hosts). Answers the error itself; on success *bytes
+ * holds the fetched audio (replacing the JSON body). */
+static int listen_url(http_req *req, const api_speech *sp, uint8_t **bytes, size_t *len) {
   json_t *v = NULL;
-  if (api_json_decode_object((const char *)body, len, &v)) {
+  if (api_json_decode_object((const char *)*bytes, *len, &v)) {
     dg_bad_request(req, NULL, "the JSON body is not valid: %s", err_detail());
-    return;
+    return ERR_INVALID;
   }
   const char *url = NULL;
-  if (api_json_str(v, "", "url", true, &url)) {
+  int rc = api_json_str(v, "", "url", true, &url);
+  if (rc) {
     dg_bad_request(req, "url", "a JSON body must be {\"url\": \"...\"}: %s", err_detail());
+  } else if ((rc = dg_url_check(api_speech_fetch_hosts(sp), url, "url"))) {
+    dg_bad_request(req, "url", "%s", err_detail());
   } else {
-    dg_bad_request(req, "url",
-                   "url: fetching remote audio is disabled on this server (it makes no outbound requests); "
-                   "send the audio bytes as the request body instead");
+    uint8_t *fetched = NULL;
+    size_t n = 0;
+    if ((rc = dg_fetch(url, api_speech_fetch_max(sp), &fetched, &n))) {
+      dg_bad_request(req, "url", "%s", err_detail());
+    } else {
+      free(*bytes);
+      *bytes = fetched;
+      *len = n;
+    }
   }
   json_decref(v);
+  return rc;
+}
+
+/* An asynchronous request: transcribe on a worker thread, then send the
+ * response JSON to the callback URL. */
+typedef struct cb_job {
+  api_speech *sp;
+  stt *stt;
+  listen_opts o;
+  audio_pcm pcm;
+  char request_id[37], sha[65];
+} cb_job;
+
+static void *callback_main(void *arg) {
+  cb_job *j = arg;
+  json_t *resp = NULL;
+  int rc = listen_run(j->stt, &j->o, &j->pcm, j->request_id, j->sha, &resp);
+  if (rc) {
+    /* the callback still learns what happened, in the error shape */
+    resp = json_pack("{s:s, s:s, s:s}", "err_code", "INTERNAL_SERVER_ERROR", "err_msg", err_detail(), "request_id",
+                     j->request_id);
+  }
+  char *body = resp ? api_speech_json_dumps(resp) : NULL;
+  if (body && dg_post_json(j->o.callback, j->o.callback_method, body))
+    LOG_WARN("deepgram", "request %s: %s", j->request_id, err_detail());
+  free(body);
+  json_decref(resp);
+  audio_pcm_free(&j->pcm);
+  listen_opts_free(&j->o);
+  api_speech *sp = j->sp;
+  free(j);
+  api_speech_job_done(sp);
+  return NULL;
 }
 
 void dg_listen_post(http_req *req, void *ctx) {
   api_speech *sp = ctx;
   listen_opts o;
-  if (listen_parse(req, &o)) {
-    json_decref(o.warnings);
+  if (listen_parse(req, sp, &o)) {
+    listen_opts_free(&o);
     return;
   }
   uint64_t size = 0;
@@ -375,10 +453,7 @@ void dg_listen_post(http_req *req, void *ctx) {
     api_error_last(req, rc, NULL);
     goto out;
   }
-  if (is_json_type(http_req_header(req, "Content-Type"))) {
-    listen_url(req, bytes, len);
-    goto out;
-  }
+  if (is_json_type(http_req_header(req, "Content-Type")) && listen_url(req, sp, &bytes, &len)) goto out;
   if (len == 0) {
     dg_bad_request(req, NULL, "the request body is empty: send the audio bytes (or JSON {\"url\": ...})");
     goto out;
@@ -404,6 +479,32 @@ void dg_listen_post(http_req *req, void *ctx) {
   char request_id[37], sha[65];
   dg_request_uuid(req, request_id);
   api_speech_sha256_hex(bytes, len, sha);
+  if (o.callback) {
+    cb_job *j = calloc(1, sizeof *j);
+    if (!j) {
+      audio_pcm_free(&pcm);
+      api_error(req, 500, ERR_NOMEM, "starting the request", NULL);
+      goto out;
+    }
+    j->sp = sp;
+    j->stt = s;
+    j->o = o;
+    memset(&o, 0, sizeof o); /* moved into the job */
+    j->pcm = pcm;
+    memcpy(j->request_id, request_id, sizeof request_id);
+    memcpy(j->sha, sha, sizeof sha);
+    if (api_speech_spawn(sp, callback_main, j)) {
+      api_error_last(req, ERR_NOMEM, NULL);
+      audio_pcm_free(&j->pcm);
+      listen_opts_free(&j->o);
+      free(j);
+      goto out;
+    }
+    json_t *accepted = json_pack("{s:s}", "request_id", request_id);
+    api_speech_respond_json(req, 200, accepted);
+    json_decref(accepted);
+    goto out;
+  }
   json_t *resp = NULL;
   rc = listen_run(s, &o, &pcm, request_id, sha, &resp);
   audio_pcm_free(&pcm);
@@ -412,5 +513,5 @@ void dg_listen_post(http_req *req, void *ctx) {
   json_decref(resp);
 out:
   free(bytes);
-  json_decref(o.warnings);
+  listen_opts_free(&o);
 }
