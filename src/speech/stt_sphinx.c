@@ -331,6 +331,12 @@ static int sphinx_transcribe(void *ctx, const int16_t *pcm, size_t n, stt_result
   return rc;
 }
 
+/* The whole-buffer path on a stream already holding its decoder. */
+static int sphinx_stream_transcribe(void *st, const int16_t *pcm, size_t n, stt_result *out) {
+  int rc = feed(st, pcm, n, true);
+  return rc ? rc : sphinx_stream_end(st, out);
+}
+
 const stt_backend_ops stt_backend_pocketsphinx = {
     .name = "pocketsphinx",
     .sample_rate = SPHINX_RATE,
@@ -342,4 +348,5 @@ const stt_backend_ops stt_backend_pocketsphinx = {
     .stream_partial = sphinx_stream_partial,
     .stream_end = sphinx_stream_end,
     .stream_free = sphinx_stream_free,
+    .stream_transcribe = sphinx_stream_transcribe,
 };

@@ -310,9 +310,11 @@ static void utterances_json(const stt_result *r, const listen_opts *o, int chann
   free(spans);
 }
 
-/* Transcribes each channel of pcm and builds the whole response. */
-static int listen_run(stt *s, const listen_opts *o, const audio_pcm *pcm, const char *request_id, const char *sha,
-                      json_t **out) {
+/* Transcribes each channel of pcm and builds the whole response. first,
+ * when not NULL, is a decoder already taken for channel 0 (it is used up;
+ * the caller still frees it); other channels take one from the pool. */
+static int listen_run(stt *s, stt_stream *first, const listen_opts *o, const audio_pcm *pcm, const char *request_id,
+                      const char *sha, json_t **out) {
   json_t *channels = json_array(), *utts = o->utterances ? json_array() : NULL;
   int n_ch = pcm->planar ? pcm->channels : 1;
   int rc = 0;
@@ -320,7 +322,8 @@ static int listen_run(stt *s, const listen_opts *o, const audio_pcm *pcm, const 
   for (int c = 0; c < n_ch && !rc; c++) {
     stt_result r = {0};
     const int16_t *data = (const int16_t *)pcm->data + (size_t)c * pcm->n_frames;
-    rc = stt_transcribe(s, data, pcm->n_frames, &r);
+    rc = c == 0 && first ? stt_stream_transcribe(first, data, pcm->n_frames, &r)
+                         : stt_transcribe(s, data, pcm->n_frames, &r);
     if (rc) break;
     apply_replace(&r, o, &warned_multi);
     json_t *alt = dg_alternative(&r, 0, r.n_words, 0, &o->fmt);
@@ -405,20 +408,40 @@ static int listen_url(http_req *req, const api_speech *sp, uint8_t **bytes, size
   return rc;
 }
 
-/* An asynchronous request: transcribe on a worker thread, then send the
- * response JSON to the callback URL. */
+/* A request in flight on a worker thread: with s, a synchronous one whose
+ * 200 has been started (the handler decoded the audio and took the decoder
+ * for channel 0, so every client error and "busy" were answered first);
+ * without s, an asynchronous one whose result goes to the callback URL. */
 typedef struct cb_job {
   api_speech *sp;
   stt *stt;
+  stt_stream *first;
+  http_stream *s;
   listen_opts o;
   audio_pcm pcm;
   char request_id[37], sha[65];
 } cb_job;
 
-static void *callback_main(void *arg) {
+static void *listen_main(void *arg) {
   cb_job *j = arg;
   json_t *resp = NULL;
-  int rc = listen_run(j->stt, &j->o, &j->pcm, j->request_id, j->sha, &resp);
+  int rc = listen_run(j->stt, j->first, &j->o, &j->pcm, j->request_id, j->sha, &resp);
+  if (j->first) stt_stream_free(j->first);
+  if (j->s) { /* synchronous: the body of the response already started */
+    char *d = NULL;
+    if (rc) LOG_WARN("deepgram", "request %s failed after the response started: %s", j->request_id, err_detail());
+    else d = api_speech_json_dumps(resp);
+    if (!d) {
+      json_decref(resp);
+      resp = json_pack("{s:s, s:s, s:s}", "err_code", "INTERNAL_SERVER_ERROR", "err_msg", err_detail(),
+                       "request_id", j->request_id);
+      d = resp ? api_speech_json_dumps(resp) : NULL;
+    }
+    if (d) http_stream_write(j->s, d, strlen(d));
+    free(d);
+    http_stream_close(j->s);
+    goto done;
+  }
   if (rc) {
     /* the callback still learns what happened, in the error shape */
     resp = json_pack("{s:s, s:s, s:s}", "err_code", "INTERNAL_SERVER_ERROR", "err_msg", err_detail(), "request_id",
@@ -428,6 +451,7 @@ static void *callback_main(void *arg) {
   if (body && dg_post_json(j->o.callback, j->o.callback_method, body))
     LOG_WARN("deepgram", "request %s: %s", j->request_id, err_detail());
   free(body);
+done:
   json_decref(resp);
   audio_pcm_free(&j->pcm);
   listen_opts_free(&j->o);
@@ -479,38 +503,49 @@ void dg_listen_post(http_req *req, void *ctx) {
   char request_id[37], sha[65];
   dg_request_uuid(req, request_id);
   api_speech_sha256_hex(bytes, len, sha);
-  if (o.callback) {
-    cb_job *j = calloc(1, sizeof *j);
-    if (!j) {
-      audio_pcm_free(&pcm);
-      api_error(req, 500, ERR_NOMEM, "starting the request", NULL);
-      goto out;
+  cb_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    audio_pcm_free(&pcm);
+    api_error(req, 500, ERR_NOMEM, "starting the request", NULL);
+    goto out;
+  }
+  j->sp = sp;
+  j->stt = s;
+  j->pcm = pcm;
+  memcpy(j->request_id, request_id, sizeof request_id);
+  memcpy(j->sha, sha, sizeof sha);
+  if (!o.callback) {
+    /* take the decoder here, so all decoders busy is still a 429 */
+    if ((rc = stt_stream_begin(s, &j->first))) {
+      api_error_last(req, rc, NULL);
+      goto fail_job;
     }
-    j->sp = sp;
-    j->stt = s;
-    j->o = o;
-    memset(&o, 0, sizeof o); /* moved into the job */
-    j->pcm = pcm;
-    memcpy(j->request_id, request_id, sizeof request_id);
-    memcpy(j->sha, sha, sizeof sha);
-    if (api_speech_spawn(sp, callback_main, j)) {
+    if (!(j->s = http_stream_open(req, 200, "application/json", HTTP_STREAM_RAW))) {
+      api_error(req, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+      goto fail_job;
+    }
+  }
+  j->o = o;
+  memset(&o, 0, sizeof o); /* moved into the job */
+  if (api_speech_spawn(sp, listen_main, j)) {
+    if (j->s) {
+      http_stream_close(j->s);
+    } else {
       api_error_last(req, ERR_NOMEM, NULL);
-      audio_pcm_free(&j->pcm);
-      listen_opts_free(&j->o);
-      free(j);
-      goto out;
     }
+    listen_opts_free(&j->o);
+    goto fail_job;
+  }
+  if (!j->s) {
     json_t *accepted = json_pack("{s:s}", "request_id", request_id);
     api_speech_respond_json(req, 200, accepted);
     json_decref(accepted);
-    goto out;
   }
-  json_t *resp = NULL;
-  rc = listen_run(s, &o, &pcm, request_id, sha, &resp);
-  audio_pcm_free(&pcm);
-  if (rc) api_error_last(req, rc, NULL);
-  else api_speech_respond_json(req, 200, resp);
-  json_decref(resp);
+  goto out;
+fail_job:
+  if (j->first) stt_stream_free(j->first);
+  audio_pcm_free(&j->pcm);
+  free(j);
 out:
   free(bytes);
   listen_opts_free(&o);

@@ -11,6 +11,9 @@
  * and end each sentence with a period, as Whisper-style output reads.
  * stream=true answers with data-only SSE: one `transcript.text.delta` per
  * word (the deltas concatenate to the final text) and `transcript.text.done`.
+ * The handler checks the fields, decodes the audio (400s) and takes a pooled
+ * decoder (429 when all stay busy); a producer thread then transcribes and
+ * writes the body, so no HTTP thread waits for the recognizer.
  *
  * Speech: the JSON body is checked on the handler thread (every error is a
  * 400 naming the field), then a producer thread synthesizes sentence by
@@ -290,103 +293,123 @@ static void tr_cues(const stt_result *r, const api_span *spans, int n_spans, boo
   }
 }
 
-/* Answers a finished transcription in the requested format. */
-static void tr_respond(http_req *req, const stt_result *r, const tr_opts *o) {
+/* The Content-Type of a finished transcription in format f. */
+static const char *tr_content_type(enum tr_format f) {
+  switch (f) {
+    case TR_TEXT: case TR_SRT: return "text/plain; charset=utf-8";
+    case TR_VTT: return "text/vtt; charset=utf-8";
+    default: return "application/json";
+  }
+}
+
+/* Renders a finished transcription in the requested format into out. */
+static int tr_render(const stt_result *r, const tr_opts *o, buf *out) {
   api_span *spans = NULL;
   int n_spans = 0;
   buf text = {0};
-  if (tr_text(r, &spans, &n_spans, &text)) {
-    api_error(req, 500, ERR_NOMEM, "building the transcript", NULL);
-    free(spans);
-    buf_free(&text);
-    return;
-  }
+  int rc = tr_text(r, &spans, &n_spans, &text);
   const char *t = text.data ? text.data : "";
   json_t *v = NULL;
-  buf out = {0};
-  switch (o->format) {
-    case TR_JSON:
-      v = json_pack("{s:s}", "text", t);
-      if (v && o->logprobs) json_object_set_new(v, "logprobs", tr_logprobs(r));
-      if (v) json_object_set_new(v, "usage", tr_usage(r->audio_seconds));
-      break;
-    case TR_VERBOSE:
-      v = tr_verbose(r, spans, n_spans, t, o);
-      break;
-    case TR_TEXT:
-      buf_appendf(&out, "%s\n", t);
-      http_respond(req, 200, "text/plain; charset=utf-8", out.data, out.len);
-      break;
-    case TR_SRT:
-    case TR_VTT:
-      tr_cues(r, spans, n_spans, o->format == TR_VTT, &out);
-      http_respond(req, 200, o->format == TR_VTT ? "text/vtt; charset=utf-8" : "text/plain; charset=utf-8",
-                   out.data ? out.data : "", out.len);
-      break;
+  if (!rc) {
+    switch (o->format) {
+      case TR_JSON:
+        v = json_pack("{s:s}", "text", t);
+        if (v && o->logprobs) json_object_set_new(v, "logprobs", tr_logprobs(r));
+        if (v) json_object_set_new(v, "usage", tr_usage(r->audio_seconds));
+        break;
+      case TR_VERBOSE:
+        v = tr_verbose(r, spans, n_spans, t, o);
+        break;
+      case TR_TEXT:
+        rc = buf_appendf(out, "%s\n", t);
+        break;
+      case TR_SRT:
+      case TR_VTT:
+        tr_cues(r, spans, n_spans, o->format == TR_VTT, out);
+        break;
+    }
   }
-  if (o->format == TR_JSON || o->format == TR_VERBOSE) {
-    if (v) api_speech_respond_json(req, 200, v);
-    else api_error(req, 500, ERR_NOMEM, "building the response", NULL);
+  if (!rc && (o->format == TR_JSON || o->format == TR_VERBOSE)) {
+    char *d = v ? api_speech_json_dumps(v) : NULL;
+    rc = d ? buf_append_str(out, d) : err_set(ERR_NOMEM, "building the response");
+    free(d);
   }
   json_decref(v);
-  buf_free(&out);
   buf_free(&text);
   free(spans);
+  return rc;
 }
 
-/* A streamed transcription: the producer thread transcribes, then sends one
- * delta per word and the done event. */
+/* A transcription in flight: the handler decoded the audio and took a
+ * pooled decoder (so "busy" is still a 429), then a producer thread
+ * transcribes and writes the answer: the whole body, or one SSE delta per
+ * word and the done event. */
 typedef struct tr_job {
   api_speech *sp;
-  stt *stt;
+  stt_stream *st;
   http_stream *s;
   audio_pcm pcm;
   tr_opts o;
 } tr_job;
 
+/* SSE deltas (one per word, punctuated as in the final text) and done. */
+static void tr_send_events(tr_job *j, const stt_result *r) {
+  api_span *spans = NULL;
+  int n_spans = 0;
+  buf text = {0};
+  int rc = tr_text(r, &spans, &n_spans, &text);
+  for (int i = 0; !rc && i < n_spans; i++) {
+    for (size_t k = 0; !rc && k < spans[i].n; k++) {
+      char w[170], d[176];
+      const stt_word *sw = &r->words[spans[i].first + k];
+      api_speech_punctuate(sw->word, k == 0, k + 1 == spans[i].n, w, sizeof w);
+      snprintf(d, sizeof d, "%s%s", (i || k) ? " " : "", w);
+      json_t *ev = json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", d);
+      if (ev && j->o.logprobs) {
+        json_t *lp = json_pack("[{s:s, s:f, s:[]}]", "token", sw->word, "logprob", word_logprob(sw), "bytes");
+        json_t *bytes = lp ? json_object_get(json_array_get(lp, 0), "bytes") : NULL;
+        for (const unsigned char *p = (const unsigned char *)sw->word; bytes && *p; p++)
+          json_array_append_new(bytes, json_integer(*p));
+        json_object_set_new(ev, "logprobs", lp);
+      }
+      rc = api_speech_sse_json(j->s, ev);
+    }
+  }
+  if (!rc) {
+    json_t *done = json_pack("{s:s, s:s}", "type", "transcript.text.done", "text", text.data ? text.data : "");
+    if (done && j->o.logprobs) json_object_set_new(done, "logprobs", tr_logprobs(r));
+    if (done) json_object_set_new(done, "usage", tr_usage(r->audio_seconds));
+    api_speech_sse_json(j->s, done);
+  }
+  buf_free(&text);
+  free(spans);
+}
 
-static void *tr_stream_main(void *arg) {
+static void *tr_main(void *arg) {
   tr_job *j = arg;
   stt_result r = {0};
-  int rc = stt_transcribe(j->stt, j->pcm.data, j->pcm.n_frames, &r);
-  if (rc) {
-    api_speech_sse_json(j->s, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err_detail(), "type", "server_error",
-                             "param", "code"));
+  int rc = stt_stream_transcribe(j->st, j->pcm.data, j->pcm.n_frames, &r);
+  stt_stream_free(j->st);
+  audio_pcm_free(&j->pcm);
+  if (j->o.stream) {
+    if (rc)
+      api_speech_sse_json(j->s, json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", err_detail(), "type",
+                                          "server_error", "param", "code"));
+    else tr_send_events(j, &r);
   } else {
-    api_span *spans = NULL;
-    int n_spans = 0;
-    buf text = {0};
-    rc = tr_text(&r, &spans, &n_spans, &text);
-    /* one delta per word, punctuated as in the final text */
-    for (int i = 0; !rc && i < n_spans; i++) {
-      for (size_t k = 0; !rc && k < spans[i].n; k++) {
-        char w[170], d[176];
-        const stt_word *sw = &r.words[spans[i].first + k];
-        api_speech_punctuate(sw->word, k == 0, k + 1 == spans[i].n, w, sizeof w);
-        snprintf(d, sizeof d, "%s%s", (i || k) ? " " : "", w);
-        json_t *ev = json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", d);
-        if (ev && j->o.logprobs) {
-          json_t *lp = json_pack("[{s:s, s:f, s:[]}]", "token", sw->word, "logprob", word_logprob(sw), "bytes");
-          json_t *bytes = lp ? json_object_get(json_array_get(lp, 0), "bytes") : NULL;
-          for (const unsigned char *p = (const unsigned char *)sw->word; bytes && *p; p++)
-            json_array_append_new(bytes, json_integer(*p));
-          json_object_set_new(ev, "logprobs", lp);
-        }
-        rc = api_speech_sse_json(j->s, ev);
-      }
+    buf out = {0};
+    if (!rc) rc = tr_render(&r, &j->o, &out);
+    if (rc) {
+      /* the 200 is already sent: say what failed in the body, and log it */
+      LOG_WARN("openai", "transcription failed after the response started: %s", err_detail());
+      buf_reset(&out);
+      buf_appendf(&out, "transcription failed: %s\n", err_detail());
     }
-    if (!rc) {
-      json_t *done = json_pack("{s:s, s:s}", "type", "transcript.text.done", "text", text.data ? text.data : "");
-      if (done && j->o.logprobs) json_object_set_new(done, "logprobs", tr_logprobs(&r));
-      if (done) json_object_set_new(done, "usage", tr_usage(r.audio_seconds));
-      api_speech_sse_json(j->s, done);
-    }
-    buf_free(&text);
-    free(spans);
+    http_stream_write(j->s, out.data ? out.data : "", out.len);
+    buf_free(&out);
   }
   stt_result_free(&r);
   http_stream_close(j->s);
-  audio_pcm_free(&j->pcm);
   api_speech *sp = j->sp;
   free(j);
   api_speech_job_done(sp);
@@ -403,34 +426,33 @@ static void audio_transcriptions(http_req *req, void *ctx) {
     api_error_last(req, rc, NULL);
     return;
   }
-  audio_pcm pcm = {0};
-  if (tr_decode(req, s, &pcm)) {
-    audio_pcm_free(&pcm);
+  tr_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    api_error(req, 500, ERR_NOMEM, "starting the transcription", NULL);
     return;
   }
-  if (o.stream) {
-    tr_job *j = calloc(1, sizeof *j);
-    if (!j) {
-      audio_pcm_free(&pcm);
-      api_error(req, 500, ERR_NOMEM, "starting the stream", NULL);
-      return;
-    }
-    *j = (tr_job){.sp = sp, .stt = s, .pcm = pcm, .o = o};
-    j->s = http_stream_open(req, 200, NULL, HTTP_STREAM_SSE);
-    if (!j->s || api_speech_spawn(sp, tr_stream_main, j)) {
-      if (j->s) http_stream_close(j->s);
-      else api_error(req, 500, ERR_INTERNAL, "cannot open the event stream", NULL);
-      audio_pcm_free(&j->pcm);
-      free(j);
-    }
-    return;
+  j->sp = sp;
+  j->o = o;
+  if (tr_decode(req, s, &j->pcm)) goto fail;
+  if ((rc = stt_stream_begin(s, &j->st))) { /* all decoders busy past the wait: 429 */
+    api_error_last(req, rc, NULL);
+    goto fail;
   }
-  stt_result r = {0};
-  rc = stt_transcribe(s, pcm.data, pcm.n_frames, &r);
-  audio_pcm_free(&pcm);
-  if (rc) api_error_last(req, rc, NULL);
-  else tr_respond(req, &r, &o);
-  stt_result_free(&r);
+  j->s = o.stream ? http_stream_open(req, 200, NULL, HTTP_STREAM_SSE)
+                  : http_stream_open(req, 200, tr_content_type(o.format), HTTP_STREAM_RAW);
+  if (!j->s) {
+    api_error(req, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+    goto fail;
+  }
+  if (api_speech_spawn(sp, tr_main, j)) {
+    http_stream_close(j->s);
+    goto fail;
+  }
+  return;
+fail:
+  if (j->st) stt_stream_free(j->st);
+  audio_pcm_free(&j->pcm);
+  free(j);
 }
 
 static void audio_translations(http_req *req, void *ctx) {

@@ -290,3 +290,31 @@ test('GET /v1/audio/voices lists the local voices and the OpenAI names', async (
   assert.equal(alloy.local_voice, 'slt');
   for (const x of v.data) assert.ok(x.sample_rate > 0 && typeof x.language === 'string');
 });
+
+test('a long transcription does not hold the HTTP thread: /health answers meanwhile (one HTTP thread)', async (t) => {
+  if (skip) return t.skip(skip);
+  const one = await startServer({ args: ['--http-threads', '1'] });
+  try {
+    const c1 = new OpenAI({ baseURL: `${one.url}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+    // 12 copies of the sentence: tens of seconds of audio, seconds of decoding
+    const pcm = wav.subarray(44);
+    const data = Buffer.concat(Array.from({ length: 12 }, () => pcm));
+    const long = Buffer.concat([wav.subarray(0, 44), data]);
+    long.writeUInt32LE(36 + data.length, 4);
+    long.writeUInt32LE(data.length, 40);
+    let finished = 0;
+    const job = c1.audio.transcriptions.create({ file: await toFile(long, 'long.wav'), model: 'whisper-1' })
+      .then((r) => { finished = Date.now(); return r; });
+    await new Promise((r) => setTimeout(r, 300)); // the upload is in and decoding has begun
+    const t0 = Date.now();
+    const h = await fetch(`${one.url}/health`);
+    const answered = Date.now();
+    assert.equal(h.status, 200);
+    const r = await job;
+    assert.match(r.text.toLowerCase(), /forward/);
+    assert.ok(finished === 0 || answered <= finished, 'health waited for the transcription');
+    assert.ok(answered - t0 < 1000, `health took ${answered - t0} ms`);
+  } finally {
+    await one.stop();
+  }
+});
