@@ -13,7 +13,8 @@
  * metadata), language (English only: anything else is a 400), punctuate and
  * smart_format (capitals and periods from word timings), diarize (every
  * word speaker 0: one speaker assumed, with a warning), multichannel,
- * utterances + utt_split, paragraphs, search (exact word-sequence matches),
+ * utterances + utt_split, paragraphs, numerals (also with smart_format:
+ * number words to digits), search (exact word-sequence matches),
  * replace (single words), tag, extra, encoding/sample_rate/channels. Options
  * no local backend can honour (numerals, redact, keywords, summarize,
  * topics, ...) are accepted and listed in metadata.warnings. A {"url"}
@@ -41,6 +42,7 @@
 typedef struct listen_opts {
   dg_fmt fmt;
   bool utterances, paragraphs, multichannel;
+  bool numerals;            /* numerals or smart_format: number words -> digits */
   double utt_split;
   enum audio_raw raw;
   long sample_rate, channels;
@@ -89,7 +91,6 @@ static bool query_on(http_req *req, const char *name) {
 static const struct {
   const char *name, *why;
 } UNHONOURED[] = {
-    {"numerals", "numbers stay as words: no local number formatter"},
     {"measurements", "no local unit formatter"},
     {"dictation", "spoken punctuation is not converted"},
     {"profanity_filter", "no profanity filter is applied"},
@@ -125,6 +126,9 @@ static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
       dg_query_int(req, "channels", 1, AUDIO_CHANNELS_MAX, 1, &o->channels))
     return ERR_INVALID;
   o->fmt.punctuate = punct || smart || o->paragraphs;
+  bool num = false;
+  if (dg_query_bool(req, "numerals", false, &num)) return ERR_INVALID;
+  o->numerals = num || smart;
   if (http_req_query(req, "diarize_model")) o->fmt.diarize = true;
 
   const char *lang = http_req_query(req, "language");
@@ -183,6 +187,82 @@ static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
 }
 
 /* ---- shaping ---------------------------------------------------------------- */
+
+/* Number words and their values; scale words multiply. */
+static const struct {
+  const char *w;
+  int v;
+} NUMBER_WORDS[] = {
+    {"zero", 0},     {"one", 1},        {"two", 2},       {"three", 3},     {"four", 4},       {"five", 5},
+    {"six", 6},      {"seven", 7},      {"eight", 8},     {"nine", 9},      {"ten", 10},       {"eleven", 11},
+    {"twelve", 12},  {"thirteen", 13},  {"fourteen", 14}, {"fifteen", 15},  {"sixteen", 16},   {"seventeen", 17},
+    {"eighteen", 18}, {"nineteen", 19}, {"twenty", 20},   {"thirty", 30},   {"forty", 40},     {"fifty", 50},
+    {"sixty", 60},   {"seventy", 70},   {"eighty", 80},   {"ninety", 90},   {"hundred", 100},  {"thousand", 1000},
+    {"million", 1000000},
+};
+
+static int number_value(const char *w) {
+  for (size_t i = 0; i < ARRAY_LEN(NUMBER_WORDS); i++)
+    if (!strcmp(w, NUMBER_WORDS[i].w)) return NUMBER_WORDS[i].v;
+  return -1;
+}
+
+/* numerals: each run of number words becomes one word of digits ("twenty
+ * one" -> "21", "two hundred five" -> "205"), spanning the run's times with
+ * its lowest confidence. A run breaks where a word could not continue the
+ * number (a second unit after a unit: "one two" -> "1 2"). */
+static void apply_numerals(stt_result *r) {
+  size_t out = 0;
+  for (size_t i = 0; i < r->n_words;) {
+    int v = number_value(r->words[i].word);
+    if (v < 0) {
+      r->words[out++] = r->words[i++];
+      continue;
+    }
+    long long total = 0, cur = 0;
+    int last = -1; /* value of the previous word in the run */
+    size_t j = i;
+    double conf = 1;
+    while (j < r->n_words && (v = number_value(r->words[j].word)) >= 0) {
+      if (v >= 1000) {
+        if (last < 0) break;
+        total += (cur ? cur : 1) * v;
+        cur = 0;
+      } else if (v == 100) {
+        if (last < 0 && j == i) cur = 1;
+        cur = (cur ? cur : 1) * 100;
+      } else {
+        /* a unit may follow a ten or a scale, a ten may follow a scale */
+        bool ok = last < 0 || last >= 100 || (last >= 20 && last % 10 == 0 && v < 10);
+        if (!ok) break;
+        cur += v;
+      }
+      if (r->words[j].confidence < conf) conf = r->words[j].confidence;
+      last = v;
+      j++;
+    }
+    if (j == i) { /* "thousand" or "million" cannot start a number: keep it */
+      r->words[out++] = r->words[i++];
+      continue;
+    }
+    char digits[32];
+    snprintf(digits, sizeof digits, "%lld", total + cur);
+    stt_word w = r->words[i];
+    w.end = r->words[j - 1].end;
+    w.confidence = conf;
+    char *d = str_dup(digits);
+    if (d) {
+      free(w.word);
+      w.word = d;
+      for (size_t k = i + 1; k < j; k++) free(r->words[k].word);
+    } else {
+      j = i + 1; /* keep the word as it was */
+    }
+    r->words[out++] = w;
+    i = j;
+  }
+  r->n_words = out;
+}
 
 /* replace=find:replacement on single words (case-insensitive); an empty
  * replacement deletes the word. Multi-word finds are reported unsupported. */
@@ -325,6 +405,7 @@ static int listen_run(stt *s, stt_stream *first, const listen_opts *o, const aud
     rc = c == 0 && first ? stt_stream_transcribe(first, data, pcm->n_frames, &r)
                          : stt_transcribe(s, data, pcm->n_frames, &r);
     if (rc) break;
+    if (o->numerals) apply_numerals(&r);
     apply_replace(&r, o, &warned_multi);
     json_t *alt = dg_alternative(&r, 0, r.n_words, 0, &o->fmt);
     if (alt && o->paragraphs) json_object_set_new(alt, "paragraphs", paragraphs_json(&r, o));

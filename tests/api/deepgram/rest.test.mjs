@@ -229,7 +229,7 @@ test('listen search, replace, tag, extra; unsupported options are warnings, not 
   if (skip) return t.skip(skip);
   const r = await transcribe(wav, {
     search: ['ten', 'purple elephant'], replace: ['forward:ahead'], tag: ['t1', 't2'], extra: ['k:v'],
-    summarize: 'v2', topics: true, intents: true, sentiment: true, keyterm: ['alpha', 'beta'], numerals: true,
+    summarize: 'v2', topics: true, intents: true, sentiment: true, keyterm: ['alpha', 'beta'], profanity_filter: true,
     mip_opt_out: true,
   });
   const ch = r.results.channels[0];
@@ -242,8 +242,33 @@ test('listen search, replace, tag, extra; unsupported options are warnings, not 
   assert.deepEqual(r.metadata.tags, ['t1', 't2']);
   assert.deepEqual(r.metadata.extra, { k: 'v' });
   const warned = r.metadata.warnings.map((w) => w.parameter);
-  for (const p of ['summarize', 'topics', 'intents', 'sentiment', 'keyterm', 'numerals']) assert.ok(warned.includes(p), `no warning for ${p}`);
+  for (const p of ['summarize', 'topics', 'intents', 'sentiment', 'keyterm', 'profanity_filter']) assert.ok(warned.includes(p), `no warning for ${p}`);
   for (const w of r.metadata.warnings) assert.ok(w.type && w.message);
+});
+
+test('listen numerals and smart_format: number words become digits, with the run\'s times', async (t) => {
+  if (skip) return t.skip(skip);
+  const plain = await transcribe(wav);
+  const pw = plain.results.channels[0].alternatives[0].words;
+  const ten = pw.find((w) => w.word === 'ten');
+  if (!ten) return t.skip(`the recognizer did not hear "ten": ${words(plain)}`);
+  for (const opt of [{ numerals: true }, { smart_format: true }]) {
+    const r = await transcribe(wav, opt);
+    const alt = r.results.channels[0].alternatives[0];
+    assert.match(alt.transcript, /\b10\b/, JSON.stringify(opt));
+    assert.doesNotMatch(alt.transcript, /\bten\b/i);
+    const w = alt.words.find((x) => x.word === '10');
+    assert.ok(w && Math.abs(w.start - ten.start) < 1e-6 && Math.abs(w.end - ten.end) < 1e-6);
+    assert.ok(!(r.metadata.warnings || []).some((x) => x.parameter === 'numerals'));
+  }
+  // longer numbers come from the words the recognizer hears
+  const speech = await speakBytes({ model: 'aura-orion-en', encoding: 'linear16', sample_rate: 16000 }, 'Twenty one. Two hundred five.');
+  const n = await transcribe(speech, { numerals: true });
+  const text = n.results.channels[0].alternatives[0].transcript;
+  const heard = await transcribe(speech);
+  const hw = words(heard);
+  if (/twenty one/.test(hw)) assert.match(text, /\b21\b/, `${hw} -> ${text}`);
+  if (/two hundred five/.test(hw)) assert.match(text, /\b205\b/, `${hw} -> ${text}`);
 });
 
 test('listen multichannel: one result per channel, each with its own words', async (t) => {
