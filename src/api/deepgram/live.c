@@ -14,8 +14,10 @@
  * Audio in: with `encoding` (linear16, mulaw, alaw + sample_rate, channels)
  * frames are raw; without it the stream is sniffed: a WAV header is parsed
  * and the samples after it are treated as raw (what both SDKs' examples
- * send); anything else is buffered and decoded with audio/ as it grows (a
- * container that never decodes closes the socket with 1002 DATA-0000).
+ * send); anything else is buffered and decoded with audio/ as it grows
+ * (each attempt decodes the whole buffer, so attempts come every 16 KiB or
+ * 1/8 of the buffer; a container that never decodes closes the socket with
+ * 1002 DATA-0000).
  * Channels are downmixed: results always carry channel_index [0, 1].
  *
  * Utterances: speech starts when a frame's energy passes 3.5x the running
@@ -371,7 +373,11 @@ static int sniff_wav(live *L) {
 
 /* Container bytes: decode everything buffered, feed what is new. */
 static void feed_container(live *L, bool final) {
-  if (!final && L->pending.len - L->container_tried < 16384) return;
+  /* each attempt decodes everything buffered, so attempts are spaced by
+   * 16 KiB or an eighth of the buffer, whichever is more: the total work
+   * stays a small multiple of the stream instead of growing with its square */
+  size_t step = L->pending.len / 8 > 16384 ? L->pending.len / 8 : 16384;
+  if (!final && L->pending.len - L->container_tried < step) return;
   L->container_tried = L->pending.len;
   audio_decode_opts o = {.target_rate = RATE, .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
   audio_pcm pcm = {0};
@@ -402,6 +408,7 @@ static void on_audio(live *L, const uint8_t *d, size_t n, bool flush) {
   }
   if (L->mode == IN_SNIFF) {
     int w = sniff_wav(L);
+    if (w == 0 && L->pending.len > (4u << 20)) w = -1; /* no data chunk in 4 MiB: not a streaming WAV */
     if (w == 1) L->mode = IN_RAW;
     else if (w < 0 || (flush && L->pending.len)) L->mode = IN_CONTAINER;
     else return;

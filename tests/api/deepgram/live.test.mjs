@@ -177,6 +177,22 @@ test('Finalize: a final with from_finalize true, and the socket keeps taking aud
   assert.ok(after.some((m) => /left|stop|turn/.test(m.channel.alternatives[0].transcript)));
 });
 
+test('a container stream without encoding (mp3, ogg/opus) is decoded as it arrives', async (t) => {
+  if (skip) return t.skip(skip);
+  for (const enc of ['mp3', 'opus']) {
+    const audio = await speak('Go forward ten meters. Turn left and stop.', `encoding=${enc}`);
+    const c = open('model=nova-3');
+    await c.opened;
+    for (const ch of chunks(audio, 4096)) c.ws.send(ch);
+    c.ws.send(JSON.stringify({ type: 'CloseStream' }));
+    assert.equal((await c.closed).code, 1000, enc);
+    const text = c.msgs.filter((m) => m.type === 'Results').map((m) => m.channel.alternatives[0].transcript).join(' ');
+    assert.match(text, /forward|meters|left|stop/, `${enc}: '${text}'`);
+    const meta = c.msgs.find((m) => m.type === 'Metadata');
+    assert.ok(meta.duration > 1.5, `${enc}: duration ${meta.duration}`);
+  }
+});
+
 test('undecodable audio without encoding: close 1002 DATA-0000, and the server still serves', async (t) => {
   if (skip) return t.skip(skip);
   const c = open('model=nova-3');
