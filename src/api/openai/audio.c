@@ -96,7 +96,7 @@ typedef struct tr_opts {
 static int tr_parse(http_req *req, bool translation, tr_opts *o) {
   memset(o, 0, sizeof *o);
   const http_part *file = http_req_part_named(req, "file");
-  if (!file || !file->filename) {
+  if (!file || (!file->filename && !file->value_len)) {
     bad_request(req, "file", "file: required; send the audio as a multipart file part named 'file'");
     return -1;
   }
@@ -175,23 +175,32 @@ static int tr_decode(http_req *req, stt *s, audio_pcm *pcm) {
   const http_part *file = http_req_part_named(req, "file");
   uint8_t *bytes = NULL;
   size_t len = 0;
-  int rc = api_speech_read_file(file->file_path, UINT64_MAX, &bytes, &len);
+  int rc = 0;
+  const char *name = file->filename ? file->filename : "file";
+  if (file->filename) {
+    rc = api_speech_read_file(file->file_path, UINT64_MAX, &bytes, &len);
+  } else if ((bytes = malloc(file->value_len))) { /* sent as a plain field, without a file name */
+    memcpy(bytes, file->value, file->value_len);
+    len = file->value_len;
+  } else {
+    rc = err_set(ERR_NOMEM, "reading the upload");
+  }
   if (rc) {
     api_error_last(req, rc, "file");
     return rc;
   }
   if (len == 0) {
     free(bytes);
-    bad_request(req, "file", "file: the uploaded file '%.128s' is empty", file->filename);
+    bad_request(req, "file", "file: the uploaded file '%.128s' is empty", name);
     return ERR_INVALID;
   }
-  audio_decode_opts o = {.hint = file->filename, .target_rate = stt_sample_rate(s), .target_channels = 1,
-                         .fmt = AUDIO_SAMPLE_S16};
+  audio_decode_opts o = {.hint = file->filename ? file->filename : file->content_type, .target_rate = stt_sample_rate(s),
+                         .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
   rc = audio_decode(bytes, len, &o, pcm);
   free(bytes);
   if (rc) {
     char msg[512];
-    snprintf(msg, sizeof msg, "file: could not decode '%.128s' as audio: %s", file->filename, err_detail());
+    snprintf(msg, sizeof msg, "file: could not decode '%.128s' as audio: %s", name, err_detail());
     api_error(req, api_speech_decode_status(rc), rc, msg, "file");
   }
   return rc;

@@ -318,3 +318,18 @@ test('a long transcription does not hold the HTTP thread: /health answers meanwh
     await one.stop();
   }
 });
+
+test('transcription: a file part sent without a file name is still read as audio', async (t) => {
+  if (skip) return t.skip(skip);
+  const b = 'XyZbound';
+  const body = Buffer.concat([
+    Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n`),
+    Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="file"\r\nContent-Type: audio/wav\r\n\r\n`),
+    wav, Buffer.from(`\r\n--${b}--\r\n`),
+  ]);
+  const res = await fetch(`${srv.url}/v1/audio/transcriptions`, {
+    method: 'POST', body, headers: { 'Content-Type': `multipart/form-data; boundary=${b}`, Authorization: 'Bearer x' },
+  });
+  assert.equal(res.status, 200);
+  assert.match((await res.json()).text.toLowerCase(), /forward/);
+});
