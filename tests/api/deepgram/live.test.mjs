@@ -208,6 +208,28 @@ test('undecodable audio without encoding: close 1002 DATA-0000, and the server s
   assert.equal((await again.closed).code, 1000);
 });
 
+test('hostile WAV headers on the live socket: a clean close or results, never a crash', async (t) => {
+  if (skip) return t.skip(skip);
+  const hdr = (mutate) => { const w = Buffer.from(wav.subarray(0, 44 + 32000)); mutate(w); return w; };
+  const cases = [
+    hdr((w) => w.writeUInt16LE(0, 22)),            // 0 channels
+    hdr((w) => w.writeUInt32LE(4000000, 24)),      // 4 MHz
+    hdr((w) => w.writeUInt16LE(3, 20)),            // float format tag, 16 bits
+    hdr((w) => w.writeUInt32LE(0x7fffffff, 16)),   // absurd fmt chunk size
+    Buffer.concat([Buffer.from('RIFF\xff\xff\xff\xffWAVE', 'latin1'), randomBytes(40000)]),
+  ];
+  for (const [i, audio] of cases.entries()) {
+    const c = open('model=nova-3');
+    await c.opened;
+    for (const ch of chunks(audio, 4096)) c.ws.send(ch);
+    c.ws.send(JSON.stringify({ type: 'CloseStream' }));
+    const cl = await c.closed;
+    assert.ok([1000, 1002, 1008].includes(cl.code), `case ${i}: close ${cl.code} ${cl.reason}`);
+  }
+  const h = await fetch(`${srv.url}/health`);
+  assert.equal(h.status, 200);
+});
+
 test('handshake: bad parameters are an HTTP 400 before any upgrade; token subprotocol is echoed', async (t) => {
   if (skip) return t.skip(skip);
   const bad = open('model=nova-3&encoding=linear16');
