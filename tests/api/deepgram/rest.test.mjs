@@ -305,6 +305,7 @@ test('listen raw linear16 with encoding and sample_rate; missing sample_rate is 
 
 test('listen corrupt media: 400 BadRequestError in the Deepgram shape, sent once', async (t) => {
   if (skip) return t.skip(skip);
+  await new Promise((r) => setTimeout(r, 500)); // earlier requests' access-log lines land first
   const before = (srv.log().match(/POST \/deepgram\/v1\/listen/g) || []).length;
   await assert.rejects(transcribe(randomBytes(1024)), (e) => {
     assert.ok(e instanceof Deepgram.BadRequestError, String(e));
