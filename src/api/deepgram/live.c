@@ -18,7 +18,10 @@
  * (each attempt decodes the whole buffer, so attempts come every 16 KiB or
  * 1/8 of the buffer; a container that never decodes closes the socket with
  * 1002 DATA-0000).
- * Channels are downmixed: results always carry channel_index [0, 1].
+ * Channels are downmixed, unless multichannel=true with raw or WAV input:
+ * then each channel runs its own detector, utterances and clock, and its
+ * messages carry channel_index [c, n] (each speaking channel holds a pooled
+ * decoder; with more channels speaking than decoders, one waits).
  *
  * Utterances: speech starts when a frame's energy passes 3.5x the running
  * noise floor (and an absolute minimum); 300 ms of audio before it is fed as
@@ -74,11 +77,29 @@ enum in_mode { IN_RAW, IN_SNIFF, IN_CONTAINER };
 typedef struct live_cfg {
   enum audio_raw raw;       /* AUDIO_RAW_NONE: sniff */
   int sample_rate, channels;
-  bool interim, vad_events;
+  bool interim, vad_events, multichannel;
   int endpoint_ms;          /* 0 = endpointing=false */
   int utterance_end_ms;     /* 0 = off */
   dg_fmt fmt;
 } live_cfg;
+
+/* One transcribed channel: its detector, utterance and clock. */
+typedef struct lchan {
+  int idx;
+  int16_t *mono;            /* source-rate samples waiting for the resampler */
+  size_t n_mono, cap_mono;
+  int16_t frame[FRAME];
+  size_t frame_fill;
+  double noise;
+  int16_t preroll[PREROLL_FRAMES * FRAME];
+  size_t preroll_n;         /* samples in preroll (oldest first) */
+  bool in_utt;
+  stt_stream *st;
+  uint64_t t;               /* 16 kHz samples processed */
+  uint64_t utt_start, last_speech, last_final_end, last_interim;
+  double last_word_end;     /* seconds; < 0 when none */
+  bool utt_end_sent;
+} lchan;
 
 typedef struct live {
   /* shared with the loop thread, under mu */
@@ -104,21 +125,10 @@ typedef struct live {
   buf pending;              /* raw bytes short of a whole frame / WAV header / container bytes */
   size_t container_fed;     /* 16 kHz frames already fed from the container decode */
   size_t container_tried;   /* pending.len at the last decode attempt */
-  int16_t *mono;            /* source-rate mono samples waiting for the resampler */
-  size_t n_mono, cap_mono;
   struct AVSHA *sha;
   uint64_t bytes_in;
-  int16_t frame[FRAME];
-  size_t frame_fill;
-  double noise;
-  int16_t preroll[PREROLL_FRAMES * FRAME];
-  size_t preroll_n;         /* samples in preroll (oldest first) */
-  bool in_utt;
-  stt_stream *st;
-  uint64_t t;               /* 16 kHz frames processed */
-  uint64_t utt_start, last_speech, last_final_end, last_interim;
-  double last_word_end;     /* seconds; < 0 when none */
-  bool utt_end_sent;
+  lchan *ch;                /* AUDIO_CHANNELS_MAX of them; n_out in use */
+  int n_out;                /* channels transcribed: 1, or the source's with multichannel */
   bool closing;             /* this side is closing: stop processing */
 } live;
 
@@ -132,9 +142,12 @@ static void live_unref(live *L) {
     free(it);
     it = n;
   }
-  if (L->st) stt_stream_free(L->st);
+  for (int c = 0; L->ch && c < AUDIO_CHANNELS_MAX; c++) {
+    if (L->ch[c].st) stt_stream_free(L->ch[c].st);
+    free(L->ch[c].mono);
+  }
+  free(L->ch);
   buf_free(&L->pending);
-  free(L->mono);
   av_free(L->sha);
   pthread_cond_destroy(&L->cv);
   pthread_mutex_destroy(&L->mu);
@@ -163,144 +176,145 @@ static json_t *results_meta(const live *L) {
                    L->model_uuid);
 }
 
-static void send_results(live *L, json_t *alt, bool is_final, bool speech_final, bool from_finalize) {
-  double start = (double)L->last_final_end / RATE, dur = (double)(L->t - L->last_final_end) / RATE;
+static void send_results(live *L, lchan *C, json_t *alt, bool is_final, bool speech_final, bool from_finalize) {
+  double start = (double)C->last_final_end / RATE, dur = (double)(C->t - C->last_final_end) / RATE;
   send_json(L, json_pack("{s:s, s:[i, i], s:f, s:f, s:b, s:b, s:b, s:{s:[o]}, s:o}", "type", "Results",
-                         "channel_index", 0, 1, "duration", dur, "start", start, "is_final", is_final,
+                         "channel_index", C->idx, L->n_out, "duration", dur, "start", start, "is_final", is_final,
                          "speech_final", speech_final, "from_finalize", from_finalize, "channel", "alternatives",
                          alt, "metadata", results_meta(L)));
 }
 
 /* ---- utterances ------------------------------------------------------------- */
 
-static void finalize(live *L, bool speech_final, bool from_finalize) {
+static void finalize(live *L, lchan *C, bool speech_final, bool from_finalize) {
   stt_result r = {0};
-  double offset = (double)L->utt_start / RATE;
-  if (L->in_utt) {
-    int rc = stt_stream_end(L->st, &r);
-    stt_stream_free(L->st);
-    L->st = NULL;
-    L->in_utt = false;
+  double offset = (double)C->utt_start / RATE;
+  if (C->in_utt) {
+    int rc = stt_stream_end(C->st, &r);
+    stt_stream_free(C->st);
+    C->st = NULL;
+    C->in_utt = false;
     if (rc) LOG_WARN("deepgram", "live decode failed: %s", err_detail());
   }
-  L->preroll_n = 0;
+  C->preroll_n = 0;
   json_t *alt = dg_alternative(&r, 0, r.n_words, offset, &L->cfg.fmt);
-  send_results(L, alt, true, speech_final && r.n_words > 0, from_finalize);
+  send_results(L, C, alt, true, speech_final && r.n_words > 0, from_finalize);
   if (r.n_words) {
-    L->last_word_end = r.words[r.n_words - 1].end + offset;
-    L->utt_end_sent = false;
+    C->last_word_end = r.words[r.n_words - 1].end + offset;
+    C->utt_end_sent = false;
   }
-  L->last_final_end = L->t;
+  C->last_final_end = C->t;
   stt_result_free(&r);
 }
 
-static void interim(live *L) {
+static void interim(live *L, lchan *C) {
   char *text = NULL;
-  if (stt_stream_partial(L->st, &text) == 0) {
+  if (stt_stream_partial(C->st, &text) == 0) {
     json_t *alt = json_pack("{s:s, s:f, s:[]}", "transcript", text ? text : "", "confidence", 0.0, "words");
-    send_results(L, alt, false, false, false);
+    send_results(L, C, alt, false, false, false);
   }
   free(text);
-  L->last_interim = L->t;
+  C->last_interim = C->t;
 }
 
-static int begin_utterance(live *L) {
-  int rc = stt_stream_begin(L->stt, &L->st);
+static int begin_utterance(live *L, lchan *C) {
+  int rc = stt_stream_begin(L->stt, &C->st);
   if (rc) {
     LOG_WARN("deepgram", "live: no free decoder: %s", err_detail());
     close_with(L, WS_CLOSE_INTERNAL, "NET-0000: no speech decoder is free");
     return rc;
   }
-  L->in_utt = true;
-  L->utt_start = L->t - L->preroll_n;
-  if (L->utt_start < L->last_final_end) L->utt_start = L->last_final_end;
-  L->last_interim = L->t;
-  if (L->preroll_n) stt_stream_feed(L->st, L->preroll, L->preroll_n);
-  L->preroll_n = 0;
+  C->in_utt = true;
+  C->utt_start = C->t - C->preroll_n;
+  if (C->utt_start < C->last_final_end) C->utt_start = C->last_final_end;
+  C->last_interim = C->t;
+  if (C->preroll_n) stt_stream_feed(C->st, C->preroll, C->preroll_n);
+  C->preroll_n = 0;
   if (L->cfg.vad_events)
-    send_json(L, json_pack("{s:s, s:[i, i], s:f}", "type", "SpeechStarted", "channel", 0, 1, "timestamp",
-                           (double)L->t / RATE));
+    send_json(L, json_pack("{s:s, s:[i, i], s:f}", "type", "SpeechStarted", "channel", C->idx, L->n_out, "timestamp",
+                           (double)C->t / RATE));
   return 0;
 }
 
 /* One 10 ms frame through the detector and, inside an utterance, the decoder. */
-static void process_frame(live *L, const int16_t *f) {
+static void process_frame(live *L, lchan *C, const int16_t *f) {
   double e = 0;
   for (int i = 0; i < FRAME; i++) e += (double)f[i] * f[i];
   double rms = sqrt(e / FRAME);
-  bool speech = rms > VAD_MIN_RMS && rms > 3.5 * L->noise;
-  if (!speech) L->noise = 0.95 * L->noise + 0.05 * (rms > 1 ? rms : 1);
-  if (!L->in_utt) {
+  bool speech = rms > VAD_MIN_RMS && rms > 3.5 * C->noise;
+  if (!speech) C->noise = 0.95 * C->noise + 0.05 * (rms > 1 ? rms : 1);
+  if (!C->in_utt) {
     if (speech) {
-      if (begin_utterance(L)) return;
+      if (begin_utterance(L, C)) return;
     } else {
-      if (L->preroll_n == PREROLL_FRAMES * FRAME) {
-        memmove(L->preroll, L->preroll + FRAME, (PREROLL_FRAMES - 1) * FRAME * sizeof(int16_t));
-        L->preroll_n -= FRAME;
+      if (C->preroll_n == PREROLL_FRAMES * FRAME) {
+        memmove(C->preroll, C->preroll + FRAME, (PREROLL_FRAMES - 1) * FRAME * sizeof(int16_t));
+        C->preroll_n -= FRAME;
       }
-      memcpy(L->preroll + L->preroll_n, f, FRAME * sizeof(int16_t));
-      L->preroll_n += FRAME;
+      memcpy(C->preroll + C->preroll_n, f, FRAME * sizeof(int16_t));
+      C->preroll_n += FRAME;
     }
   }
-  if (L->in_utt) stt_stream_feed(L->st, f, FRAME);
-  L->t += FRAME;
-  if (speech) L->last_speech = L->t;
-  if (L->in_utt) {
+  if (C->in_utt) stt_stream_feed(C->st, f, FRAME);
+  C->t += FRAME;
+  if (speech) C->last_speech = C->t;
+  if (C->in_utt) {
     uint64_t ep = (uint64_t)(L->cfg.endpoint_ms < MIN_ENDPOINT_MS ? MIN_ENDPOINT_MS : L->cfg.endpoint_ms) * RATE / 1000;
-    if (L->cfg.endpoint_ms && L->t - L->last_speech >= ep) finalize(L, true, false);
-    else if (L->t - L->utt_start >= (uint64_t)MAX_UTT_S * RATE) finalize(L, false, false);
-    else if (L->cfg.interim && L->t - L->last_interim >= (uint64_t)(INTERIM_EVERY_S * RATE)) interim(L);
+    if (L->cfg.endpoint_ms && C->t - C->last_speech >= ep) finalize(L, C, true, false);
+    else if (C->t - C->utt_start >= (uint64_t)MAX_UTT_S * RATE) finalize(L, C, false, false);
+    else if (L->cfg.interim && C->t - C->last_interim >= (uint64_t)(INTERIM_EVERY_S * RATE)) interim(L, C);
   }
-  if (L->cfg.utterance_end_ms && L->last_word_end >= 0 && !L->utt_end_sent) {
-    double now = (double)L->t / RATE, quiet = (double)(L->t - L->last_speech) / RATE;
+  if (L->cfg.utterance_end_ms && C->last_word_end >= 0 && !C->utt_end_sent) {
+    double now = (double)C->t / RATE, quiet = (double)(C->t - C->last_speech) / RATE;
     double need = L->cfg.utterance_end_ms / 1000.0;
-    if (now - L->last_word_end >= need && quiet >= need) {
-      send_json(L, json_pack("{s:s, s:[i, i], s:f}", "type", "UtteranceEnd", "channel", 0, 1, "last_word_end",
-                             L->last_word_end));
-      L->utt_end_sent = true;
+    if (now - C->last_word_end >= need && quiet >= need) {
+      send_json(L, json_pack("{s:s, s:[i, i], s:f}", "type", "UtteranceEnd", "channel", C->idx, L->n_out, "last_word_end",
+                             C->last_word_end));
+      C->utt_end_sent = true;
     }
   }
 }
 
 /* 16 kHz mono samples, any count, into whole frames. */
-static void feed_16k(live *L, const int16_t *s, size_t n) {
+static void feed_16k(live *L, lchan *C, const int16_t *s, size_t n) {
   for (size_t i = 0; i < n && !L->closing; i++) {
-    L->frame[L->frame_fill++] = s[i];
-    if (L->frame_fill == FRAME) {
-      process_frame(L, L->frame);
-      L->frame_fill = 0;
+    C->frame[C->frame_fill++] = s[i];
+    if (C->frame_fill == FRAME) {
+      process_frame(L, C, C->frame);
+      C->frame_fill = 0;
     }
   }
 }
 
 /* Source-rate mono samples: resampled in 100 ms blocks (whole blocks only
  * unless flushing, so block edges stay few). */
-static void feed_mono(live *L, const int16_t *s, size_t n, bool flush) {
+static void feed_mono(live *L, lchan *C, const int16_t *s, size_t n, bool flush) {
   if (L->src_rate == RATE) {
-    feed_16k(L, s, n);
+    feed_16k(L, C, s, n);
     return;
   }
-  if (L->n_mono + n > L->cap_mono) {
-    size_t cap = (L->n_mono + n) * 2;
-    int16_t *m = realloc(L->mono, cap * sizeof *m);
+  if (C->n_mono + n > C->cap_mono) {
+    size_t cap = (C->n_mono + n) * 2;
+    int16_t *m = realloc(C->mono, cap * sizeof *m);
     if (!m) return;
-    L->mono = m;
-    L->cap_mono = cap;
+    C->mono = m;
+    C->cap_mono = cap;
   }
-  memcpy(L->mono + L->n_mono, s, n * sizeof *s);
-  L->n_mono += n;
+  memcpy(C->mono + C->n_mono, s, n * sizeof *s);
+  C->n_mono += n;
   size_t block = (size_t)L->src_rate / 10;
-  size_t take = flush ? L->n_mono : L->n_mono / block * block;
+  size_t take = flush ? C->n_mono : C->n_mono / block * block;
   if (!take) return;
   int16_t *out = NULL;
   size_t n_out = 0;
-  if (audio_resample_s16(L->mono, take, 1, L->src_rate, RATE, &out, &n_out) == 0) feed_16k(L, out, n_out);
+  if (audio_resample_s16(C->mono, take, 1, L->src_rate, RATE, &out, &n_out) == 0) feed_16k(L, C, out, n_out);
   free(out);
-  memmove(L->mono, L->mono + take, (L->n_mono - take) * sizeof *L->mono);
-  L->n_mono -= take;
+  memmove(C->mono, C->mono + take, (C->n_mono - take) * sizeof *C->mono);
+  C->n_mono -= take;
 }
 
-/* Raw frames in pending (linear16 or G.711, interleaved) to mono. */
+/* Raw frames in pending (linear16 or G.711, interleaved): one run per
+ * transcribed channel, or the downmix. */
 static void feed_raw(live *L, bool flush) {
   size_t bps = L->src_raw == AUDIO_RAW_LINEAR16 ? 2 : 1;
   size_t fsz = bps * (size_t)L->src_channels;
@@ -309,21 +323,23 @@ static void feed_raw(live *L, bool flush) {
   int16_t *m = malloc(n * sizeof *m);
   if (!m) return;
   const uint8_t *p = (const uint8_t *)L->pending.data;
-  for (size_t i = 0; i < n; i++) {
-    int sum = 0;
-    for (int ch = 0; ch < L->src_channels; ch++) {
-      const uint8_t *q = p + i * fsz + (size_t)ch * bps;
-      int16_t v = L->src_raw == AUDIO_RAW_LINEAR16 ? (int16_t)(q[0] | (q[1] << 8))
-                  : L->src_raw == AUDIO_RAW_MULAW  ? g711_mulaw_decode(q[0])
-                                                   : g711_alaw_decode(q[0]);
-      sum += v;
+  for (int out = 0; out < L->n_out; out++) {
+    for (size_t i = 0; i < n; i++) {
+      int sum = 0, from = L->n_out > 1 ? out : 0, to = L->n_out > 1 ? out + 1 : L->src_channels;
+      for (int ch = from; ch < to; ch++) {
+        const uint8_t *q = p + i * fsz + (size_t)ch * bps;
+        int16_t v = L->src_raw == AUDIO_RAW_LINEAR16 ? (int16_t)(q[0] | (q[1] << 8))
+                    : L->src_raw == AUDIO_RAW_MULAW  ? g711_mulaw_decode(q[0])
+                                                     : g711_alaw_decode(q[0]);
+        sum += v;
+      }
+      m[i] = (int16_t)(sum / (to - from));
     }
-    m[i] = (int16_t)(sum / L->src_channels);
+    feed_mono(L, &L->ch[out], m, n, flush);
   }
   size_t used = n * fsz;
   memmove(L->pending.data, L->pending.data + used, L->pending.len - used);
   L->pending.len -= used;
-  feed_mono(L, m, n, flush);
   free(m);
 }
 
@@ -361,6 +377,7 @@ static int sniff_wav(live *L) {
       else return -1;
       L->src_rate = rate;
       L->src_channels = ch;
+      L->n_out = L->cfg.multichannel ? ch : 1;
       memmove(L->pending.data, L->pending.data + off, n - off);
       L->pending.len = n - off;
       return 1;
@@ -392,7 +409,7 @@ static void feed_container(live *L, bool final) {
     size_t keep = final ? 0 : RATE / 10; /* the tail may still change as bytes arrive */
     if (pcm.n_frames > L->container_fed + keep) {
       size_t n = pcm.n_frames - keep - L->container_fed;
-      feed_16k(L, (const int16_t *)pcm.data + L->container_fed, n);
+      feed_16k(L, &L->ch[0], (const int16_t *)pcm.data + L->container_fed, n);
       L->container_fed += n;
     }
   }
@@ -415,7 +432,8 @@ static void on_audio(live *L, const uint8_t *d, size_t n, bool flush) {
   }
   if (L->mode == IN_RAW) feed_raw(L, flush);
   else feed_container(L, flush);
-  if (flush && L->n_mono) feed_mono(L, NULL, 0, true);
+  for (int c = 0; flush && c < L->n_out; c++)
+    if (L->ch[c].n_mono) feed_mono(L, &L->ch[c], NULL, 0, true);
 }
 
 /* ---- the worker --------------------------------------------------------------- */
@@ -429,7 +447,7 @@ static void send_metadata(live *L) {
   api_speech_rfc3339_now(created, sizeof created);
   send_json(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:i, s:[s], s:{s:o}}", "type", "Metadata", "transaction_key",
                          "deprecated", "request_id", L->request_id, "sha256", hex, "created", created, "duration",
-                         (double)L->t / RATE, "channels", 1, "models", L->model_uuid, "model_info", L->model_uuid,
+                         (double)L->ch[0].t / RATE, "channels", L->n_out, "models", L->model_uuid, "model_info", L->model_uuid,
                          dg_stt_model_info()));
 }
 
@@ -470,12 +488,15 @@ static void *live_main(void *arg) {
       } else {
         on_audio(L, NULL, 0, true);
         if (!L->closing) {
-          if (L->frame_fill) { /* the last partial frame, padded with silence */
-            memset(L->frame + L->frame_fill, 0, (FRAME - L->frame_fill) * sizeof(int16_t));
-            L->frame_fill = 0;
-            process_frame(L, L->frame);
+          for (int c = 0; c < L->n_out && !L->closing; c++) {
+            lchan *C = &L->ch[c];
+            if (C->frame_fill) { /* the last partial frame, padded with silence */
+              memset(C->frame + C->frame_fill, 0, (FRAME - C->frame_fill) * sizeof(int16_t));
+              C->frame_fill = 0;
+              process_frame(L, C, C->frame);
+            }
+            finalize(L, C, it->kind == ITEM_CLOSE_STREAM, it->kind == ITEM_FINALIZE);
           }
-          finalize(L, it->kind == ITEM_CLOSE_STREAM, it->kind == ITEM_FINALIZE);
           if (it->kind == ITEM_CLOSE_STREAM) {
             send_metadata(L);
             close_with(L, WS_CLOSE_NORMAL, "");
@@ -573,7 +594,8 @@ static int live_parse(http_req *req, live_cfg *o) {
   bool punct = false, smart = false;
   long rate = 0, ch = 1, ue = 0;
   if (dg_query_bool(req, "interim_results", false, &o->interim) ||
-      dg_query_bool(req, "vad_events", false, &o->vad_events) || dg_query_bool(req, "punctuate", false, &punct) ||
+      dg_query_bool(req, "vad_events", false, &o->vad_events) ||
+      dg_query_bool(req, "multichannel", false, &o->multichannel) || dg_query_bool(req, "punctuate", false, &punct) ||
       dg_query_bool(req, "smart_format", false, &smart) || dg_query_bool(req, "diarize", false, &o->fmt.diarize) ||
       dg_query_int(req, "sample_rate", AUDIO_RATE_MIN, AUDIO_RATE_MAX, 0, &rate) ||
       dg_query_int(req, "channels", 1, AUDIO_CHANNELS_MAX, 1, &ch) ||
@@ -637,8 +659,19 @@ void dg_listen_ws(http_req *req, void *ctx) {
   L->sp = sp;
   L->stt = s;
   L->cfg = cfg;
-  L->noise = 100.0;
-  L->last_word_end = -1;
+  L->ch = calloc(AUDIO_CHANNELS_MAX, sizeof *L->ch);
+  if (!L->ch) {
+    L->refs = 1;
+    live_unref(L);
+    api_error(req, 500, ERR_NOMEM, "starting the session", NULL);
+    return;
+  }
+  for (int c = 0; c < AUDIO_CHANNELS_MAX; c++) {
+    L->ch[c].idx = c;
+    L->ch[c].noise = 100.0;
+    L->ch[c].last_word_end = -1;
+  }
+  L->n_out = 1;
   L->last_activity_ns = time_mono_ns();
   dg_request_uuid(req, L->request_id);
   dg_model_uuid(DG_STT_MODEL_NAME, L->model_uuid);
@@ -647,6 +680,7 @@ void dg_listen_ws(http_req *req, void *ctx) {
     L->src_raw = cfg.raw;
     L->src_rate = cfg.sample_rate;
     L->src_channels = cfg.channels;
+    L->n_out = cfg.multichannel ? cfg.channels : 1;
   } else {
     L->mode = IN_SNIFF;
   }

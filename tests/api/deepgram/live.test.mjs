@@ -158,6 +158,30 @@ test('interim results, vad_events and utterance_end_ms: SpeechStarted first, int
   assert.ok(types.filter((x) => x === 'SpeechStarted').length >= 2, 'a second utterance starts after the pause');
 });
 
+test('multichannel: each channel of a stereo stream gets its own results and channel_index', async (t) => {
+  if (skip) return t.skip(skip);
+  const left = await speak('Go forward ten meters.', 'encoding=linear16&sample_rate=16000&container=none');
+  const right = await speak('Turn left and stop.', 'encoding=linear16&sample_rate=16000&container=none');
+  const n = Math.max(left.length, right.length) / 2 + 8000;
+  const st = Buffer.alloc(n * 4);
+  for (let i = 0; i < left.length / 2; i++) st.writeInt16LE(left.readInt16LE(2 * i), 4 * (i + 4000));
+  for (let i = 0; i < right.length / 2; i++) st.writeInt16LE(right.readInt16LE(2 * i), 4 * (i + 4000) + 2);
+  const c = open('model=nova-3&encoding=linear16&sample_rate=16000&channels=2&multichannel=true&vad_events=true');
+  await c.opened;
+  for (const ch of chunks(st, 6400)) c.ws.send(ch);
+  c.ws.send(JSON.stringify({ type: 'CloseStream' }));
+  assert.equal((await c.closed).code, 1000);
+  const results = c.msgs.filter((m) => m.type === 'Results');
+  const text = (k) => results.filter((m) => m.channel_index[0] === k).map((m) => m.channel.alternatives[0].transcript).join(' ');
+  for (const m of results) assert.equal(m.channel_index[1], 2);
+  assert.match(text(0), /forward|meters/);
+  assert.doesNotMatch(text(0), /stop/);
+  assert.match(text(1), /left|stop|turn/);
+  assert.doesNotMatch(text(1), /forward/);
+  assert.ok(c.msgs.some((m) => m.type === 'SpeechStarted' && m.channel[0] === 1 && m.channel[1] === 2));
+  assert.equal(c.msgs[c.msgs.length - 1].channels, 2);
+});
+
 test('Finalize: a final with from_finalize true, and the socket keeps taking audio', async (t) => {
   if (skip) return t.skip(skip);
   const c = open('model=nova-3&encoding=linear16&sample_rate=16000&endpointing=false');
