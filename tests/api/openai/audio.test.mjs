@@ -313,7 +313,9 @@ test('a long transcription does not hold the HTTP thread: /health answers meanwh
     const r = await job;
     assert.match(r.text.toLowerCase(), /forward/);
     assert.ok(finished === 0 || answered <= finished, 'health waited for the transcription');
-    assert.ok(answered - t0 < 1000, `health took ${answered - t0} ms`);
+    // the handler itself still decodes the upload (fast), so allow for a
+    // loaded or sanitizer build; the point is the order above
+    assert.ok(answered - t0 < 5000, `health took ${answered - t0} ms`);
   } finally {
     await one.stop();
   }
