@@ -182,6 +182,17 @@ test('listen media type matrix: wav, octet-stream, deepgram/audio+video and none
   for (const s of seen) assert.equal(s, seen[0]);
 });
 
+test('listen chunked upload (a stream of unknown length) gives the same transcript as the one-shot upload', async (t) => {
+  if (skip) return t.skip(skip);
+  const { Readable } = await import('node:stream');
+  const one = await transcribe(wav);
+  const parts = [];
+  for (let i = 0; i < wav.length; i += 7000) parts.push(wav.subarray(i, i + 7000));
+  const r = await dg.listen.v1.media.transcribeFile(Readable.from(parts), { model: 'nova-3' });
+  assert.equal(r.results.channels[0].alternatives[0].transcript, one.results.channels[0].alternatives[0].transcript);
+  assert.equal(r.metadata.sha256, one.metadata.sha256);
+});
+
 test('listen punctuate and smart_format: punctuated_word, capitalised transcript', async (t) => {
   if (skip) return t.skip(skip);
   for (const opt of [{ punctuate: true }, { smart_format: true }]) {
