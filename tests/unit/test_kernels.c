@@ -434,6 +434,7 @@ static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int
     if (ops->act[type] == KERN_ACT_F32) memcpy(xa + t * xs, xt, (size_t)n_cols * 4);
     else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8P) ops->quant_q8p(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
