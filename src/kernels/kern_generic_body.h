@@ -290,7 +290,7 @@ GEN_FN static void gen_tile_q4_K(const void *w, int64_t n, const void *x, size_t
         sc[k] = (b12[k + 4] & 15) | (b12[k - 4] >> 6) << 4;
         mn[k] = (b12[k + 4] >> 4) | (b12[k] >> 6) << 4;
       }
-      int32_t isum[GL] = {0}, msum[GL];
+      int32_t isum[GL] = {0};
       for (int l = 0; l < GL; l++)
         for (int h = 0; h < 2; h++) {
           int sb = 2 * (l % 4) + h, s = 0;
@@ -301,11 +301,11 @@ GEN_FN static void gen_tile_q4_K(const void *w, int64_t n, const void *x, size_t
           }
           isum[l] += s * sc[sb];
         }
-      for (int l = 0; l < GL; l++) msum[l] = (xb[ib].bsums[2 * l] + xb[ib].bsums[2 * l + 1]) * mn[l];
-      float dd = d * xb[ib].d, dm = dmin * xb[ib].d;
+      float fsum[GL], dd = d * xb[ib].d;
+      memcpy(fsum, xb[ib].bsums, sizeof fsum);
       for (int l = 0; l < GL; l++) {
         acc[l] = fmaf(dd, (float)isum[l], acc[l]);
-        acc[l] = fmaf(-dm, (float)msum[l], acc[l]);
+        acc[l] = fmaf(-(dmin * (float)mn[l]), fsum[l], acc[l]);
       }
     }
     y[t * ys] = gen_hsum(acc);

@@ -679,8 +679,9 @@ TGT_INL void body_q4_Kx(const void *w, int64_t n, const void *x, size_t xs, int 
     float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
     uint8_t sc[8], mn[8];
     scales12(b->scales, sc, mn);
-    __m128i mn8 = _mm_loadl_epi64((const __m128i *)mn);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    /* dmin x min of sub-block k in lane k, against the activations' fsum */
+    __m256 wmin = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     __m256i s0 = _mm256_shuffle_epi8(sc16, pick0), s1 = _mm256_shuffle_epi8(sc16, pick1);
     __m256i q0 = loadu256(b->qs), q1 = loadu256(b->qs + 32), q2 = loadu256(b->qs + 64),
@@ -706,9 +707,8 @@ TGT_INL void body_q4_Kx(const void *w, int64_t n, const void *x, size_t xs, int 
         p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wh[m], loadu256(xb->qs + 64 * m + 32)));
       }
       __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1));
-      __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(wmin, _mm256_loadu_ps((const float *)xb->bsums), acc[t]);
     }
   }
 #pragma GCC unroll 8

@@ -198,6 +198,10 @@ void kern_q8_K_interleave(block_q8_K *b, int64_t nb) {
             for (int k = 0; k < 4; k++)
               tmp[64 * m + 32 * h + 16 * half + 4 * i + k] = b[ib].qs[32 * (2 * i + h) + 16 * half + 4 * m + k];
     memcpy(b[ib].qs, tmp, sizeof tmp);
+    float fsum[8];
+    for (int k = 0; k < 8; k++) fsum[k] = b[ib].d * (float)(b[ib].bsums[2 * k] + b[ib].bsums[2 * k + 1]);
+    _Static_assert(sizeof fsum == sizeof b[ib].bsums, "fsum fits bsums");
+    memcpy(b[ib].bsums, fsum, sizeof fsum);
   }
 }
 

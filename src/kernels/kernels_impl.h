@@ -115,8 +115,10 @@ void kern_quant_q8_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8_K_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8p_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n);
-/* KERN_ACT_Q8_KX: a block_q8_K (same d and bsums, in natural order) whose
- * 256 qs are reordered so that the 32-byte group at 64m + 32h holds, in its
+/* KERN_ACT_Q8_KX: a block_q8_K whose bsums bytes hold instead 8 floats,
+ * fsum[k] = d * (bsums[2k] + bsums[2k + 1]) (x's sum over 32-element
+ * sub-block k, so a Q4_K kernel applies its mins with one fused
+ * multiply-add per token and super-block), and whose 256 qs are reordered so that the 32-byte group at 64m + 32h holds, in its
  * 4-byte slot i (i = 0..3) elements 4m..4m+3 of 32-element sub-block 2i + h
  * and in slot 4 + i elements 16 + 4m..16 + 4m + 3 of the same sub-block.
  * That is the order a Q4_K kernel gets by transposing the 4-byte words of
