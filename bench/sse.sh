@@ -12,6 +12,9 @@
 # starts differently so the prefix cache saves at most 2 tokens.
 # Not part of the tests.
 #   bench/sse.sh [RUNS=5] [TYPE=Q4_K_M]
+#   MODEL=../shared/models/llama-2-tiny-random.gguf bench/sse.sh 9
+#     (a tiny model: prompt processing takes ~nothing, so ttft - pp is the
+#     HTTP + tokenizer + event path's own time, with little noise)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
@@ -21,7 +24,7 @@ VOCAB=../shared/vocab/ggml-vocab-llama-spm.gguf
 [ -f "$VOCAB" ] || { echo "needs $VOCAB (the shared folder)"; exit 1; }
 dir=build/bench-models
 mkdir -p "$dir"
-model="$dir/tinyllama-$TYPE-spm.gguf"
+model=${MODEL:-$dir/tinyllama-$TYPE-spm.gguf}
 [ -f "$model" ] || { echo "generating $model"; "$BIN" gen-model "$model" --shape tinyllama --type "$TYPE" --vocab "$VOCAB" >/dev/null; }
 
 data=$(mktemp -d)

@@ -1,10 +1,10 @@
 // bench/sse_client.mjs - one streamed legacy completion (POST /v1/completions,
 // stream: true) timed from the client's side, for bench/sse.sh. Not a test.
 //   node bench/sse_client.mjs URL MODEL PROMPT MAX_TOKENS
-// Prints one JSON line: prompt_tokens, completion_tokens, ttft_ms (request
-// written -> first event carrying text), decode_tps (the generation rate the
-// client sees,
-// comparable with `parley bench`'s tg, which times forwards only), events.
+// Prints one JSON line: prompt_tokens, completion_tokens, headers_ms and
+// ttft_ms (request written -> response headers / first event carrying
+// text), decode_tps (the generation rate the client sees, comparable with
+// `parley bench`'s tg, which times forwards only), events.
 // decode_tps is (completion_tokens - 1) / (last text event - first text
 // event): a byte token that completes no character rides in a later event.
 // The EOS token (id 2, llama SPM vocab) is banned with logit_bias so a random
@@ -18,12 +18,19 @@ const body = JSON.stringify({
   stream_options: { include_usage: true }, logit_bias: { '2': -100 },
 });
 
+// The connection is opened (GET /health) before the clock starts, so the
+// time to first token holds no TCP handshake or client start-up.
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+await new Promise((ok, bad) => {
+  http.get(new URL('/health', url), { agent }, (r) => { r.resume(); r.on('end', ok); }).on('error', bad);
+});
 const t0 = process.hrtime.bigint();
 const ms = (t) => Number(t - t0) / 1e6;
 const req = http.request(u, {
-  method: 'POST', agent: false,
+  method: 'POST', agent,
   headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
 }, (res) => {
+  const tHeaders = process.hrtime.bigint();
   if (res.statusCode !== 200) {
     let e = '';
     res.on('data', (d) => { e += d; });
@@ -53,11 +60,12 @@ const req = http.request(u, {
   res.on('end', () => {
     const out = {
       prompt_tokens: usage?.prompt_tokens, completion_tokens: usage?.completion_tokens,
-      ttft_ms: first === null ? null : ms(first),
+      headers_ms: ms(tHeaders), ttft_ms: first === null ? null : ms(first),
       decode_tps: events > 1 && usage ? (usage.completion_tokens - 1) / (Number(last - first) / 1e9) : null,
       events,
     };
     console.log(JSON.stringify(out));
+    agent.destroy();
   });
 });
 req.on('error', (e) => { console.error(e.message); process.exit(1); });
