@@ -315,6 +315,9 @@ static int model_start(manager *mg, manager_model *mm) {
     ep.n_slots = mg->p.n_slots;
     ep.n_ctx = mm->n_ctx;
     ep.n_threads = mg->p.n_threads;
+    /* a long prompt delays other streams' next token by at most ~200 ms
+     * (issue 5 asks <= 250 ms) */
+    ep.chunk_budget_ms = 200;
     int rc = engine_new(mm->m, mm->t, &ep, &mm->eng);
     if (rc) {
       char prefix[600];
