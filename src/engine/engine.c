@@ -678,12 +678,16 @@ static int64_t step_build(engine *e) {
    * that their next token is not delayed by a whole long prefill */
   int64_t limit = e->n_batch;
   if (n > 0 && e->n_chunk > 0 && n + e->n_chunk < limit) limit = n + e->n_chunk;
-  /* ... and to what fits the time budget at the measured cost per token
-   * (at least one prompt token per step, so the prompt always advances) */
+  /* ... and to what fits the time budget at the measured cost per token,
+   * but never below MIN_CHUNK prompt tokens per step: batched tokens cost
+   * far less than a step each, and a stale or load-inflated estimate must
+   * not starve the prompt (one token per step made a 2,000-token prompt
+   * take minutes on a loaded machine) */
+  enum { MIN_CHUNK = 16 };
   if (n > 0 && e->chunk_budget_ns > 0 && e->ns_per_tok > 0) {
     uint64_t fit = e->chunk_budget_ns / e->ns_per_tok;
-    int64_t cap = fit > (uint64_t)n ? (int64_t)(fit - (uint64_t)n) : 1;
-    if (cap < 1) cap = 1;
+    int64_t cap = fit > (uint64_t)n ? (int64_t)(fit - (uint64_t)n) : MIN_CHUNK;
+    if (cap < MIN_CHUNK) cap = MIN_CHUNK;
     if (n + cap < limit) limit = n + cap;
   }
   for (;;) {
