@@ -45,6 +45,11 @@ struct opt {
 static const struct opt OPTS[] = {
   {"host", "PARLEY_HOST", OPT_KIND_STR, "127.0.0.1", 0, 0, OFF(host), "address to listen on"},
   {"port", "PARLEY_PORT", OPT_KIND_INT, "8080", 0, 65535, OFF(port), "TCP port (0 picks a free one)"},
+  {"tls-cert", "PARLEY_TLS_CERT", OPT_KIND_STR, "", 0, 0, OFF(tls_cert),
+   "PEM certificate (chain) file: serve HTTPS and WSS (with --tls-key)"},
+  {"tls-key", "PARLEY_TLS_KEY", OPT_KIND_STR, "", 0, 0, OFF(tls_key), "PEM private key file for --tls-cert"},
+  {"tls-port", "PARLEY_TLS_PORT", OPT_KIND_INT, "0", -1, 65535, OFF(tls_port),
+   "0: the main port serves TLS only; N: plain on the main port and TLS on N (-1 picks a free one)"},
   {"api-key", "PARLEY_API_KEY", OPT_KIND_STR, "", 0, 0, OFF(api_keys_raw),
    "accepted API key(s), comma-separated; none = open"},
   {"no-auth", "PARLEY_NO_AUTH", OPT_KIND_BOOL, "false", 0, 0, OFF(no_auth),

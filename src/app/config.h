@@ -43,6 +43,9 @@ typedef struct config {
   int64_t memory_budget;   /* bytes the loaded models may take (a
                               percentage is resolved against physical RAM);
                               -1 = no limit */
+  char *tls_cert;          /* PEM certificate file, "" = no TLS */
+  char *tls_key;           /* PEM key file */
+  int64_t tls_port;        /* 0 = TLS on the main port; > 0 (or -1: free) a second TLS port */
   char *fetch_hosts;       /* hosts Deepgram url/callback may reach, comma-separated; "" = none */
 } config;
 

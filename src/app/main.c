@@ -91,6 +91,26 @@ static void *shutdown_thread(void *arg) {
 /* Builds the registry from the configuration: explicit models
  * ("[NAME=]PATH,..."), aliases ("ALIAS=MODEL,..."), the default, then a
  * first scan. Errors name the option. */
+/* Reads a whole (small, text) file such as a PEM certificate; errors name
+ * the option and the path. */
+static int read_text_file(const char *path, const char *option, char **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return err_set(ERR_IO, "%s %s: %s", option, path, strerror(errno));
+  buf b = BUF_INIT;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20)) buf_append(&b, chunk, n);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad || !b.len || b.len >= (1u << 20)) {
+    buf_free(&b);
+    return err_set(ERR_INVALID, "%s %s: %s", option, path, bad ? "read error" : "empty or larger than 1 MiB");
+  }
+  *out = b.data;
+  return 0;
+}
+
 static int serve_registry(const config *cfg, registry **out) {
   registry *r = NULL;
   int rc = registry_new(&r);
@@ -144,6 +164,20 @@ static int cmd_serve(int argc, char **argv) {
     return 2;
   }
 
+  /* TLS: the certificate and key files are read once, here. */
+  char *tls_cert = NULL, *tls_key = NULL;
+  bool want_tls = *cfg.tls_cert || *cfg.tls_key;
+  if (want_tls && (!*cfg.tls_cert || !*cfg.tls_key)) {
+    fprintf(stderr, "parley: --tls-cert and --tls-key go together (one of them is missing)\n");
+    config_free(&cfg);
+    return 2;
+  }
+  if (want_tls && (read_text_file(cfg.tls_cert, "--tls-cert", &tls_cert) || read_text_file(cfg.tls_key, "--tls-key", &tls_key))) {
+    fprintf(stderr, "parley: %s\n", err_detail());
+    free(tls_cert);
+    config_free(&cfg);
+    return 2;
+  }
   /* The store creates the data directory and its spool (emptied at open);
    * the HTTP layer spools uploads there so that adopting one is a rename. */
   store *st = NULL;
@@ -173,6 +207,9 @@ static int cmd_serve(int argc, char **argv) {
 
   admin_ctx actx = {.server = NULL, .started_ns = time_mono_ns()};
   http_config hc = {
+      .tls_cert_pem = tls_cert,
+      .tls_key_pem = tls_key,
+      .tls_port = (int)cfg.tls_port,
       .host = cfg.host,
       .port = (int)cfg.port,
       .api_keys = (const char *const *)cfg.api_keys,
@@ -261,12 +298,17 @@ static int cmd_serve(int argc, char **argv) {
     registry_free(reg);
     store_close(st);
     config_free(&cfg);
+    free(tls_cert);
+    free(tls_key);
     return 1;
   }
   LOG_INFO("app", "parley %s listening on http://%s:%d (data in %s, %s)", PARLEY_VERSION, cfg.host,
            http_server_port(srv), cfg.data_dir, cfg.n_api_keys ? "API key required" : "no API key");
-  /* A line on stdout that tests and scripts wait for. */
-  printf("listening on http://%s:%d\n", cfg.host, http_server_port(srv));
+  /* A line on stdout that tests and scripts wait for (and one for a
+   * separate TLS listener). */
+  bool main_tls = http_server_tls_port(srv) == http_server_port(srv);
+  printf("listening on %s://%s:%d\n", main_tls ? "https" : "http", cfg.host, http_server_port(srv));
+  if (http_server_tls_port(srv) && !main_tls) printf("tls listening on https://%s:%d\n", cfg.host, http_server_tls_port(srv));
   fflush(stdout);
 
   int sig = 0;
@@ -300,6 +342,8 @@ static int cmd_serve(int argc, char **argv) {
   registry_free(reg);
   store_close(st);
   config_free(&cfg);
+  free(tls_cert);
+  free(tls_key);
   LOG_INFO("app", "stopped");
   return 0;
 }

@@ -93,6 +93,14 @@ typedef struct http_config {
   size_t ws_max_message;        /* bytes; default 16 MiB; larger -> close 1009 */
   size_t max_form_field;        /* bytes per multipart plain field; default 1 MiB (413 past it) */
   bool access_log;              /* one log line per request */
+  /* TLS (HTTPS and WSS through libmicrohttpd's GnuTLS support): PEM text of
+   * the certificate chain and of the private key, both or neither. With
+   * tls_port 0 the main port serves TLS only; with tls_port > 0 the main
+   * port stays plain and a second listener on tls_port serves TLS (-1 there
+   * picks a free port, see http_server_tls_port). */
+  const char *tls_cert_pem;
+  const char *tls_key_pem;
+  int tls_port;
   http_error_fn on_error;
   http_decorate_fn decorate;
   void *hook_ctx;               /* ctx for on_error and decorate */
@@ -111,6 +119,9 @@ int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_
 int http_server_add_alias(http_server *srv, const char *from, const char *to);
 int http_server_start(http_server *srv);
 int http_server_port(const http_server *srv);
+/* The TLS listener's port: the main port when it serves TLS, the second
+ * listener's when there is one, 0 without TLS. */
+int http_server_tls_port(const http_server *srv);
 /* Graceful stop: stop accepting, end open streams (their producers see
  * ERR_CANCELLED), close WebSockets with 1001, wait for handlers, free. */
 void http_server_free(http_server *srv);

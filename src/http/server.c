@@ -92,6 +92,8 @@ struct http_server {
   char **keys;
   router *rt;
   struct MHD_Daemon *d;
+  struct MHD_Daemon *d_tls;  /* second listener serving TLS, or NULL */
+  int tls_port;              /* 0 without TLS */
   int listen_fd_quiesced;
   ws_loop *ws;           /* NULL once stopping; read under ws_mu */
   pthread_mutex_t ws_mu; /* held across ws_loop_adopt, so free waits for it */
@@ -1056,6 +1058,27 @@ int http_server_add_alias(http_server *srv, const char *from, const char *to) {
   return router_add_alias(srv->rt, from, to);
 }
 
+/* One listener with every callback of the server; tls adds GnuTLS with the
+ * configured certificate and key. */
+static struct MHD_Daemon *start_daemon(http_server *srv, unsigned flags, struct sockaddr *sa, uint16_t port, bool tls) {
+  if (tls)
+    return MHD_start_daemon(flags | MHD_USE_TLS, port, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR, sa,
+                            MHD_OPTION_HTTPS_MEM_CERT, srv->cfg.tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY,
+                            srv->cfg.tls_key_pem, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)srv->cfg.n_threads,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                            NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
+  return MHD_start_daemon(flags, port, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR, sa,
+                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)srv->cfg.n_threads,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
+                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                          MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
+}
+
 int http_server_start(http_server *srv) {
   if (srv->started) return err_set(ERR_INVALID, "http server already started");
   struct sockaddr_storage ss;
@@ -1082,31 +1105,47 @@ int http_server_start(http_server *srv) {
     LOG_WARN("http", "WebSocket loop unavailable: %s", err_detail());
     srv->ws = NULL;
   }
-  srv->d = MHD_start_daemon(flags, (uint16_t)srv->cfg.port, NULL, NULL, on_access, srv,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)srv->cfg.n_threads,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1,
-                            MHD_OPTION_END);
+  bool tls = srv->cfg.tls_cert_pem && srv->cfg.tls_key_pem;
+  if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    if (srv->ws) ws_loop_free(srv->ws);
+    srv->ws = NULL;
+    return err_set(ERR_UNSUPPORTED, "TLS was asked for, but this libmicrohttpd was built without TLS support");
+  }
+  bool main_tls = tls && srv->cfg.tls_port == 0;
+  srv->d = start_daemon(srv, flags, (struct sockaddr *)&ss, (uint16_t)srv->cfg.port, main_tls);
   if (!srv->d) {
     if (srv->ws) ws_loop_free(srv->ws);
     srv->ws = NULL;
-    return err_set(ERR_IO, "cannot listen on %s:%d (address in use or not permitted)", srv->host, srv->cfg.port);
+    return err_set(ERR_IO, "cannot listen on %s:%d (address in use or not permitted%s)", srv->host, srv->cfg.port,
+                   main_tls ? ", or the TLS certificate and key do not load" : "");
+  }
+  if (tls && !main_tls) {
+    int tp = srv->cfg.tls_port < 0 ? 0 : srv->cfg.tls_port;
+    if (ss.ss_family == AF_INET) a4->sin_port = htons((uint16_t)tp);
+    else a6->sin6_port = htons((uint16_t)tp);
+    srv->d_tls = start_daemon(srv, flags, (struct sockaddr *)&ss, (uint16_t)tp, true);
+    if (!srv->d_tls) {
+      MHD_stop_daemon(srv->d);
+      srv->d = NULL;
+      if (srv->ws) ws_loop_free(srv->ws);
+      srv->ws = NULL;
+      return err_set(ERR_IO, "cannot serve TLS on %s:%d (address in use, or the certificate and key do not load)",
+                     srv->host, tp);
+    }
+    const union MHD_DaemonInfo *ti = MHD_get_daemon_info(srv->d_tls, MHD_DAEMON_INFO_BIND_PORT);
+    srv->tls_port = ti ? ti->port : tp;
   }
   stream_hub_set_tick(srv->hub, guard_tick, srv);
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
   srv->port = info ? info->port : srv->cfg.port;
+  if (main_tls) srv->tls_port = srv->port;
   srv->started = true;
   LOG_INFO("http", "listening on %s:%d (%u threads)", srv->host, srv->port, srv->cfg.n_threads);
   return 0;
 }
 
 int http_server_port(const http_server *srv) { return srv->port; }
+int http_server_tls_port(const http_server *srv) { return srv->tls_port; }
 
 void http_server_free(http_server *srv) {
   if (!srv) return;
@@ -1123,6 +1162,8 @@ void http_server_free(http_server *srv) {
     srv->ws = NULL; /* upgrades that complete from now on are closed */
     pthread_mutex_unlock(&srv->ws_mu);
     if (ws) ws_loop_free(ws);
+    if (srv->d_tls) MHD_stop_daemon(srv->d_tls);
+    srv->d_tls = NULL;
     MHD_stop_daemon(srv->d);
     srv->d = NULL;
   }
