@@ -23,6 +23,7 @@
 #include "api/api.h"
 #include "api/gen.h"
 #include "api/openai/openai.h"
+#include "api/ollama/ollama.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
@@ -196,11 +197,19 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  ollama_ctx olctx;
+  int olrc = ollama_init(&olctx, reg, mgr, cfg.data_dir);
+  if (!rc && olrc) LOG_WARN("app", "ollama: %s", err_detail());
+  if (!rc && !olrc) {
+    n_routes = ollama_routes(&olctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    ollama_free(&olctx);
     manager_free(mgr);
     registry_free(reg);
     store_close(st);
@@ -237,6 +246,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
+  ollama_free(&olctx);
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);
