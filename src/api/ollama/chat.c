@@ -157,7 +157,7 @@ static int check_tools(http_req *req, const json_t *tools) {
 void ollama_chat(http_req *req, void *ctx) {
   ollama_ctx *oc = ctx;
   uint64_t t0 = time_mono_ns();
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   manager_model *mm = NULL;
   json_t *over = NULL, *msgs = NULL;
@@ -220,7 +220,9 @@ void ollama_chat(http_req *req, void *ctx) {
     goto done;
   }
   if (json_array_size(tools) && !(mm->fam.caps & FAMILY_CAP_TOOLS)) {
-    ollama_err(req, 400, ERR_UNSUPPORTED, "registry.ollama.ai/library/%s does not support tools", mname);
+    char full[1100];
+    ollama_full_name(mname, full, sizeof full);
+    ollama_err(req, 400, ERR_UNSUPPORTED, "%s does not support tools", full);
     goto done;
   }
   if (has_images) {

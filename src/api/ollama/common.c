@@ -425,3 +425,32 @@ json_t *ollama_overlay_get(ollama_ctx *c, const char *name) {
   pthread_mutex_unlock(&c->lock);
   return found;
 }
+
+const char *ollama_resolve(ollama_ctx *c, const char *name, char *out, size_t cap) {
+  json_t *m = ollama_overlay_get(c, name);
+  const char *n = m ? json_string_value(json_object_get(m, "name")) : NULL;
+  snprintf(out, cap, "%s", n ? n : name ? name : "");
+  json_decref(m);
+  return out;
+}
+
+json_t *ollama_body(http_req *req) {
+  size_t len = 0;
+  const char *b = http_req_body(req, &len);
+  bool blank = true;
+  for (size_t i = 0; b && i < len && blank; i++) blank = isspace((unsigned char)b[i]);
+  if (!b || blank) {
+    api_error(req, 400, ERR_INVALID, "missing request body", NULL);
+    return NULL;
+  }
+  return api_parse_body(req);
+}
+
+void ollama_full_name(const char *name, char *out, size_t cap) {
+  int slashes = 0;
+  for (const char *p = name; *p; p++) slashes += *p == '/';
+  const char *last = strrchr(name, '/');
+  bool tag = strchr(last ? last : name, ':') != NULL;
+  snprintf(out, cap, "%s%s%s", slashes == 0 ? "registry.ollama.ai/library/" : slashes == 1 ? "registry.ollama.ai/" : "",
+           name, tag ? "" : ":latest");
+}

@@ -58,7 +58,7 @@ static bool finite_all(const float *v, int64_t n) {
 void ollama_embed(http_req *req, void *ctx) {
   ollama_ctx *oc = ctx;
   uint64_t t0 = time_mono_ns();
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   manager_model *mm = NULL;
   float *vec = NULL;
@@ -177,7 +177,7 @@ done:
 
 void ollama_embeddings(http_req *req, void *ctx) {
   ollama_ctx *oc = ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   manager_model *mm = NULL;
   float *vec = NULL;

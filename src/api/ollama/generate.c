@@ -351,7 +351,7 @@ int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t 
 void ollama_generate(http_req *req, void *ctx) {
   ollama_ctx *oc = ctx;
   uint64_t t0 = time_mono_ns();
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   manager_model *mm = NULL;
   json_t *over = NULL, *msgs = NULL;
@@ -458,14 +458,16 @@ void ollama_generate(http_req *req, void *ctx) {
     rc = gen_tokenize(mm->t, prompt, strlen(prompt), true, &ids);
   } else if (*suffix) {
     if (!(mm->fam.caps & FAMILY_CAP_INSERT)) {
-      ollama_err(req, 400, ERR_UNSUPPORTED, "registry.ollama.ai/library/%s does not support insert", mname);
+      char full[1100];
+      ollama_full_name(mname, full, sizeof full);
+      ollama_err(req, 400, ERR_UNSUPPORTED, "%s does not support insert", full);
       goto done;
     }
     rc = *tmpl_text ? ollama_gotmpl_render(tmpl_text, system, prompt, suffix, &text) : fim_prompt(mm->t, prompt, suffix, &ids);
     if (!rc && *tmpl_text) rc = gen_tokenize(mm->t, text.data ? text.data : "", text.len, true, &ids);
   } else if (*tmpl_text) {
     if ((rc = ollama_gotmpl_render(tmpl_text, system, prompt, "", &text))) {
-      ollama_err(req, 500, rc, "template: %s", err_detail());
+      ollama_err(req, 500, rc, "%s", err_detail());
       goto done;
     }
     rc = gen_tokenize(mm->t, text.data ? text.data : "", text.len, true, &ids);

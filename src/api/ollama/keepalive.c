@@ -21,7 +21,8 @@
 int ollama_model_get(ollama_ctx *c, const char *name, bool ka_set, int64_t ka_ms, manager_model **out) {
   (void)ka_set;
   (void)ka_ms;
-  return manager_get(c->mgr, name, out);
+  char canon[1024];
+  return manager_get(c->mgr, ollama_resolve(c, name, canon, sizeof canon), out);
 }
 
 void ollama_model_unload(ollama_ctx *c, const char *name) {

@@ -294,7 +294,7 @@ static void parameters_text(const json_t *params, buf *out) {
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     for (size_t i = 0; i < n; i++) {
       const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
-      char *val = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT);
+      char *val = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(7));
       if (out->len) buf_append_byte(out, '\n');
       buf_appendf(out, "%-30s %s", k, val ? val : "");
       free(val);
@@ -304,7 +304,7 @@ static void parameters_text(const json_t *params, buf *out) {
 
 void ollama_show(http_req *req, void *ctx) {
   ollama_ctx *c = ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   registry_entry *e = NULL;
   json_t *over = NULL, *resp = NULL;
@@ -321,7 +321,8 @@ void ollama_show(http_req *req, void *ctx) {
     ollama_err(req, 400, ERR_INVALID, "invalid model name");
     goto done;
   }
-  if (registry_lookup(c->reg, name, &e)) {
+  char rname[1024];
+  if (registry_lookup(c->reg, ollama_resolve(c, name, rname, sizeof rname), &e)) {
     ollama_err(req, 404, ERR_NOT_FOUND, "model '%s' not found", name);
     goto done;
   }
@@ -414,7 +415,7 @@ static int check_destination(http_req *req, ollama_ctx *c, const char *dest) {
 
 void ollama_copy(http_req *req, void *ctx) {
   ollama_ctx *c = ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   const char *src = json_string_value(json_object_get(body, "source"));
   const char *dst = json_string_value(json_object_get(body, "destination"));
@@ -423,7 +424,7 @@ void ollama_copy(http_req *req, void *ctx) {
     ollama_err(req, 400, ERR_INVALID, "source and destination are required");
   } else if (!ollama_name_valid(src) || !ollama_name_valid(dst)) {
     ollama_err(req, 400, ERR_INVALID, "invalid model name");
-  } else if (registry_resolve(c->reg, src, canon, sizeof canon)) {
+  } else if (registry_resolve(c->reg, ollama_resolve(c, src, dest, sizeof dest), canon, sizeof canon)) {
     ollama_err(req, 404, ERR_NOT_FOUND, "model \"%s\" not found", src);
   } else {
     with_tag(dst, dest, sizeof dest);
@@ -443,7 +444,7 @@ void ollama_copy(http_req *req, void *ctx) {
 
 void ollama_delete(http_req *req, void *ctx) {
   ollama_ctx *c = ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   const char *name = json_string_value(json_object_get(body, "model"));
   if (!name || !*name) name = json_string_value(json_object_get(body, "name"));
@@ -583,7 +584,7 @@ static int write_status(http_stream *s, const char *status) {
 
 void ollama_create(http_req *req, void *ctx) {
   ollama_ctx *c = ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   json_t *m = NULL;
   gguf_file *f = NULL;
@@ -638,7 +639,7 @@ void ollama_create(http_req *req, void *ctx) {
     if (files_gguf(req, c, files, path, sizeof path, &digest)) goto done;
     m = json_pack("{s:s}", "path", path);
     parse_status = "parsing GGUF";
-  } else if (registry_resolve(c->reg, from, canon, sizeof canon) == 0) {
+  } else if (registry_resolve(c->reg, ollama_resolve(c, from, path, sizeof path), canon, sizeof canon) == 0) {
     m = based_on(c, from, canon);
   } else if ((from[0] == '/' || from[0] == '.' || from[0] == '~') && access(from, R_OK) == 0) {
     if (!realpath(from, path)) snprintf(path, sizeof path, "%s", from);
@@ -713,7 +714,7 @@ done:
 
 void ollama_push(http_req *req, void *ctx) {
   (void)ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   ollama_err(req, 501, ERR_UNSUPPORTED,
              "pushing models is not supported locally: parley serves the models on this machine and has no registry "

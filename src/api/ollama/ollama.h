@@ -73,6 +73,15 @@ int64_t ollama_now_ns(void);
 /* The Ollama name grammar: [host/][namespace/]model[:tag]. */
 bool ollama_name_valid(const char *name);
 
+/* The name to give the registry/manager: an overlay model's stored name
+ * ("mycopy" -> "mycopy:latest"), else name itself; written into out. */
+const char *ollama_resolve(ollama_ctx *c, const char *name, char *out, size_t cap);
+/* The body as a JSON object; an empty body is 400 `missing request body`. */
+json_t *ollama_body(http_req *req);
+/* registry.ollama.ai/library/NAME:latest as Ollama spells a model in
+ * capability errors. */
+void ollama_full_name(const char *name, char *out, size_t cap);
+
 /* A copy of the overlay entry for name (case-insensitive, ":latest"
  * tried), or NULL. */
 json_t *ollama_overlay_get(ollama_ctx *c, const char *name);

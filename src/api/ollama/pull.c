@@ -14,7 +14,7 @@
 
 void ollama_pull(http_req *req, void *ctx) {
   (void)ctx;
-  json_t *body = api_parse_body(req);
+  json_t *body = ollama_body(req);
   if (!body) return;
   const char *name = json_string_value(json_object_get(body, "model"));
   if (!name || !*name) name = json_string_value(json_object_get(body, "name"));
