@@ -62,6 +62,7 @@ void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schem
 }
 
 void gen_params_free(gen_params *g) {
+  free(g->gbnf);
   for (size_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
   free(g->stop);
   free(g->bias);
@@ -160,6 +161,84 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
   return 0;
 }
 
+/* The call object of one tool: {"name": const, ARGS_KEY: parameters}. */
+static json_t *call_schema(const json_t *tool, const char *args_key) {
+  const json_t *fn = json_object_get(tool, "function");
+  const json_t *name = json_object_get(fn, "name");
+  const json_t *params = json_object_get(fn, "parameters");
+  json_t *args = NULL;
+  if (json_is_object(params)) { /* keep it only if the grammar can express it */
+    char *text = NULL;
+    size_t len = 0;
+    if (json_schema_to_gbnf(params, &text, &len) == 0) args = json_deep_copy(params);
+    free(text);
+  }
+  if (!args) args = json_pack("{s:s}", "type", "object");
+  return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const", name,
+                   args_key, args, "required", "name", args_key, "additionalProperties", 0);
+}
+
+int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g) {
+  if ((c->tool_choice != GEN_TOOL_REQUIRED && c->tool_choice != GEN_TOOL_FUNCTION) || g->format != GEN_FORMAT_TEXT)
+    return 0;
+  if (!json_is_array(c->tools) || !json_array_size(c->tools)) return 0;
+  const char *open = NULL, *close = NULL, *args_key = "arguments";
+  switch (mm->fam.parser) {
+    case FAMILY_PARSER_HERMES:
+      open = "\"<tool_call>\\n\" ";
+      close = " \"\\n</tool_call>\"";
+      break;
+    case FAMILY_PARSER_LLAMA3:
+      open = close = "";
+      args_key = "parameters";
+      break;
+    default:
+      LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
+      return 0;
+  }
+  json_t *any = json_array();
+  size_t i;
+  json_t *tool;
+  json_array_foreach(c->tools, i, tool) {
+    const char *n = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+    if (!n || (c->tool_choice == GEN_TOOL_FUNCTION && (!name || strcmp(n, name) != 0))) continue;
+    json_t *sch = call_schema(tool, args_key);
+    if (!sch || json_array_append_new(any, sch)) {
+      json_decref(any);
+      return err_set(ERR_NOMEM, "out of memory");
+    }
+  }
+  if (!json_array_size(any)) {
+    json_decref(any);
+    return err_set(ERR_NOT_FOUND, "tool_choice: no tool named '%.128s' in tools", name ? name : "");
+  }
+  json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
+  json_decref(any);
+  char *text = NULL;
+  size_t len = 0;
+  int rc = schema ? json_schema_to_gbnf(schema, &text, &len) : err_set(ERR_NOMEM, "out of memory");
+  json_decref(schema);
+  if (rc) return rc;
+  /* The schema's start rule becomes "call"; ours wraps it. */
+  buf out = BUF_INIT;
+  char *line = strstr(text, "root ::= ");
+  if (!line || (line != text && line[-1] != '\n')) {
+    free(text);
+    return err_set(ERR_INTERNAL, "tool-call grammar: no root rule");
+  }
+  buf_append(&out, text, (size_t)(line - text));
+  buf_append_str(&out, "call ::= ");
+  buf_append_str(&out, line + strlen("root ::= "));
+  buf_appendf(&out, "\nroot ::= %scall%s\n", open, close);
+  free(text);
+  if (!out.data) return err_set(ERR_NOMEM, "out of memory");
+  free(g->gbnf);
+  g->gbnf = out.data; /* buf's storage is a malloc'ed NUL-terminated string */
+  g->format = GEN_FORMAT_GRAMMAR;
+  g->format_param = "tool_choice";
+  return 0;
+}
+
 /* ---- the job ---------------------------------------------------------------- */
 
 struct parse_ctx {
@@ -180,6 +259,7 @@ struct gen_job {
   struct parse_ctx *pcs;   /* [res.n] the parsers' callback contexts */
   buf *raw;                /* [res.n] everything generated per choice */
   gen_result res;
+  bool detached;           /* producer thread without a client stream */
   int write_rc;            /* a streaming write failed: the client is gone */
   const char *prompt_param;
 };
@@ -198,8 +278,12 @@ http_stream *gen_job_stream(gen_job *j) { return j->s; }
 
 bool gen_choice_has_calls(const gen_choice *c) { return c->tool_calls && json_array_size(c->tool_calls) > 0; }
 
+void gen_job_cancel(gen_job *j) {
+  if (j && j->h) engine_req_cancel(j->h);
+}
+
 int gen_job_write_sse_raw(gen_job *j, const char *event, const char *data, size_t len) {
-  if (!j->s) return ERR_INVALID;
+  if (!j->s) return j->detached ? 0 : ERR_INVALID;
   if (!j->write_rc) j->write_rc = http_stream_sse(j->s, event, data, len);
   return j->write_rc;
 }
@@ -213,7 +297,7 @@ int gen_job_write_sse(gen_job *j, const char *event, const json_t *v) {
 }
 
 int gen_job_write_ndjson(gen_job *j, const json_t *v) {
-  if (!j->s) return ERR_INVALID;
+  if (!j->s) return j->detached ? 0 : ERR_INVALID;
   char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
   if (!text) return j->write_rc ? j->write_rc : ERR_NOMEM;
   if (!j->write_rc) j->write_rc = http_stream_ndjson(j->s, text, strlen(text));
@@ -232,7 +316,7 @@ static void on_parse(void *arg, const outparse_event *ev) {
   int ix = ((struct parse_ctx *)arg)->index;
   gen_choice *c = &j->res.ch[ix];
   const gen_sink *k = j->sink;
-  bool live = j->s && !j->write_rc;
+  bool live = (j->s || j->detached) && !j->write_rc;
   switch (ev->kind) {
     case OUTPARSE_TEXT:
     case OUTPARSE_REASONING: {
@@ -300,7 +384,7 @@ static void on_event(gen_job *j, engine_event *ev) {
   }
   /* FINISH */
   if (!c->parse_failed && outparse_finish(j->parsers[ix])) c->parse_failed = true;
-  if (c->parse_failed && !j->s) { /* answer the raw text rather than nothing */
+  if (c->parse_failed && !j->s && !j->detached) { /* answer the raw text rather than nothing */
     buf_reset(&c->content);
     buf_reset(&c->reasoning);
     if (j->raw[ix].len) buf_append(&c->content, j->raw[ix].data, j->raw[ix].len);
@@ -314,7 +398,7 @@ static void on_event(gen_job *j, engine_event *ev) {
     j->res.err_code = ev->err_code ? ev->err_code : ERR_INTERNAL;
     j->res.err_msg = str_dup(ev->err_msg ? ev->err_msg : err_message(j->res.err_code));
   }
-  if (j->s && !j->write_rc && ev->finish != ENGINE_FINISH_ERROR && j->sink->on_choice_end)
+  if ((j->s || j->detached) && !j->write_rc && ev->finish != ENGINE_FINISH_ERROR && j->sink->on_choice_end)
     note(j, j->sink->on_choice_end(j->ctx, j, c));
 }
 
@@ -366,27 +450,29 @@ static void *stream_main(void *arg) {
   if (j->res.n && j->res.ch[0].finish == ENGINE_FINISH_CANCELLED)
     LOG_INFO("gen", "stream cancelled (client gone) after %lld completion tokens", (long long)j->res.n_completion);
   if (j->sink->on_end) j->sink->on_end(j->ctx, j, &j->res);
-  http_stream_close(j->s);
+  if (j->s) http_stream_close(j->s);
   job_free(j);
   g_n_streams--;
   return NULL;
 }
 
 /* Answers an error before the job started and frees everything. */
-static void fail(http_req *req, gen_job *j, int status, int code, const char *msg, const char *param) {
-  api_error(req, status, code, msg, param);
+static int fail(http_req *req, gen_job *j, int status, int code, const char *msg, const char *param) {
+  if (req) api_error(req, status, code, msg, param);
+  else err_set(code ? code : ERR_INTERNAL, "%s", msg);
   job_free(j);
+  return code ? code : ERR_INTERNAL;
 }
 
-void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
-             const gen_opts *opts, const gen_sink *sink, void *ctx) {
+int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
+            const gen_opts *opts, const gen_sink *sink, void *ctx) {
   gen_job *j = calloc(1, sizeof *j);
   if (!j) {
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    if (req) api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     gen_params_free(g);
     if (sink->free) sink->free(ctx);
     manager_release(mm);
-    return;
+    return ERR_NOMEM;
   }
   j->mm = mm;
   j->g = *g;
@@ -395,8 +481,7 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
   j->ctx = ctx;
   j->prompt_param = opts->prompt_param ? opts->prompt_param : "messages";
   if (!mm->eng) {
-    fail(req, j, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
-    return;
+    return fail(req, j, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
   }
   /* A prompt that cannot fit is refused before a stream opens, so streaming
    * clients get the same 400 as the others. */
@@ -406,19 +491,18 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
     snprintf(msg, sizeof msg,
              "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
              ids->n, (long long)n_ctx);
-    fail(req, j, 400, ERR_CONTEXT, msg, j->prompt_param);
-    return;
+    return fail(req, j, 400, ERR_CONTEXT, msg, j->prompt_param);
   }
   if (j->g.format != GEN_FORMAT_TEXT) {
     json_t *any = j->g.format == GEN_FORMAT_JSON ? json_pack("{s:s}", "type", "object") : NULL;
-    int rc = json_schema_grammar(any ? any : j->g.schema, &j->gram);
+    int rc = j->g.format == GEN_FORMAT_GRAMMAR ? grammar_parse(j->g.gbnf, strlen(j->g.gbnf), "root", &j->gram)
+                                              : json_schema_grammar(any ? any : j->g.schema, &j->gram);
     json_decref(any);
     if (rc) {
       char msg[600];
       snprintf(msg, sizeof msg, "%s: the JSON schema cannot be enforced: %s",
                j->g.format_param ? j->g.format_param : "format", err_detail());
-      fail(req, j, 400, rc, msg, j->g.format_param);
-      return;
+      return fail(req, j, 400, rc, msg, j->g.format_param);
     }
     j->g.er.grammar = j->gram;
   }
@@ -428,8 +512,7 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
   j->raw = calloc((size_t)j->res.n, sizeof *j->raw);
   struct parse_ctx *pcs = j->pcs = calloc((size_t)j->res.n, sizeof *pcs);
   if (!j->res.ch || !j->parsers || !j->raw || !pcs) {
-    fail(req, j, 500, ERR_NOMEM, "out of memory", NULL);
-    return;
+    return fail(req, j, 500, ERR_NOMEM, "out of memory", NULL);
   }
   outparse_config plain = {.format = OUTPARSE_PLAIN};
   for (int i = 0; i < j->res.n; i++) {
@@ -437,8 +520,7 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
     j->res.ch[i].stop_index = -1;
     pcs[i] = (struct parse_ctx){.j = j, .index = i};
     if (outparse_new(pc ? pc : &plain, on_parse, &pcs[i], &j->parsers[i])) {
-      fail(req, j, 500, ERR_INTERNAL, err_detail(), NULL);
-      return;
+      return fail(req, j, 500, ERR_INTERNAL, err_detail(), NULL);
     }
   }
   j->g.er.prompt = ids->ids;
@@ -449,21 +531,20 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
   j->g.er.n_prompt = 0;
   if (rc) {
     int status = rc == ERR_OVERLOADED ? 429 : rc == ERR_UNAVAILABLE ? 503 : 0;
-    fail(req, j, status, rc, err_detail(), NULL);
-    return;
+    return fail(req, j, status, rc, err_detail(), NULL);
   }
-  if (!opts->stream) {
+  if (!opts->stream && !opts->detached) {
     j->req = req;
     consume(j);
     if (sink->on_end) sink->on_end(ctx, j, &j->res);
     j->req = NULL;
     job_free(j);
-    return;
+    return 0;
   }
-  j->s = http_stream_open(req, 200, opts->content_type, opts->stream_kind);
-  if (!j->s) {
-    fail(req, j, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
-    return;
+  j->detached = opts->detached;
+  if (!j->detached) j->s = http_stream_open(req, 200, opts->content_type, opts->stream_kind);
+  if (!j->s && !j->detached) {
+    return fail(req, j, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
   }
   pthread_t t;
   pthread_attr_t attr;
@@ -476,7 +557,13 @@ void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids
     g_n_streams--;
     LOG_WARN("gen", "cannot start a stream thread: %s", strerror(rc));
     engine_req_cancel(j->h);
-    http_stream_close(j->s);
-    job_free(j);
+    if (j->s) {
+      http_stream_close(j->s);
+      j->s = NULL;
+      job_free(j);
+      return 0; /* the stream was answered (and ended) */
+    }
+    return fail(req, j, 500, ERR_INTERNAL, "cannot start a producer thread", NULL);
   }
+  return 0;
 }

@@ -54,7 +54,8 @@
 enum gen_format {
   GEN_FORMAT_TEXT = 0,   /* unconstrained */
   GEN_FORMAT_JSON = 1,   /* any JSON object */
-  GEN_FORMAT_SCHEMA = 2  /* a document valid against gen_params.schema */
+  GEN_FORMAT_SCHEMA = 2, /* a document valid against gen_params.schema */
+  GEN_FORMAT_GRAMMAR = 3 /* gen_params.gbnf (forced tool calls) */
 };
 
 typedef struct gen_params {
@@ -68,6 +69,8 @@ typedef struct gen_params {
   json_t *schema;         /* GEN_FORMAT_SCHEMA: owned reference */
   const char *format_param; /* JSON path named when the schema cannot be
                                compiled ("response_format", "format", ...) */
+  char *gbnf;             /* GEN_FORMAT_GRAMMAR: owned grammar text, start
+                             rule "root" */
 } gen_params;
 
 /* Zeroed parameters with engine_request_default(). */
@@ -116,6 +119,19 @@ typedef struct gen_chat {
  * ERR_INVALID a template error (the detail names line and column) or an
  * empty prompt; ERR_TYPE a malformed message; ERR_NOMEM. */
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc);
+
+/* Forces a tool call when c->tool_choice is REQUIRED (any of the tools)
+ * or FUNCTION (named by name): sets g to a grammar that makes the model
+ * write one call in its family's syntax, which the output parser then
+ * reads as a tool call — {"name": <a tool>, "arguments": <its parameters
+ * schema>} inside <tool_call>...</tool_call> (Hermes: Qwen, Hermes,
+ * SmolLM) or bare with "parameters" (Llama 3.x). A parameters schema the
+ * grammar cannot express falls back to any object. Nothing changes when
+ * the choice is auto/none, there are no tools, g already has a format, or
+ * the family's syntax needs control tokens a grammar cannot produce (then
+ * the choice is advisory). ERR_NOT_FOUND when name is no tool's name;
+ * ERR_NOMEM. */
+int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g);
 
 /* Encodes text with special-token parsing (or not) and a leading BOS when
  * the vocabulary adds one and the text does not already start with it. */
@@ -184,6 +200,11 @@ typedef struct gen_sink {
 
 typedef struct gen_opts {
   bool stream;
+  bool detached;                     /* run on a producer thread with no
+                                        client stream (background work): the
+                                        streaming callbacks are made, writes
+                                        go nowhere, gen_run does not answer
+                                        req when it accepts the job */
   enum http_stream_kind stream_kind;  /* HTTP_STREAM_SSE or _NDJSON */
   const char *content_type;          /* NULL: the kind's default */
   const char *prompt_param;          /* JSON path named by a context error
@@ -197,8 +218,16 @@ typedef struct gen_opts {
  * request (no generative model, prompt longer than the context, a schema
  * that does not compile, queue full: 429/503) are answered here with
  * api_error in the request's dialect. */
-void gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
-             const gen_opts *opts, const gen_sink *sink, void *ctx);
+int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids, const outparse_config *pc,
+            const gen_opts *opts, const gen_sink *sink, void *ctx);
+/* Returns 0 when the job was accepted (and, unless detached, req answered
+ * or streaming), or the error it answered req with. A detached job may
+ * have no request at all (req NULL: WebSocket sessions): a refusal is then
+ * only returned, with err_detail(). */
+
+/* Asks the engine to stop the job (any thread, while the job runs: from
+ * its callbacks, or under a lock that on_end also takes). */
+void gen_job_cancel(gen_job *j);
 
 /* For callbacks: the job's model, parameters, results so far, the request
  * (not streaming: valid until on_end returns) and the stream (streaming).

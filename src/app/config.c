@@ -18,12 +18,17 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine/manager.h"
 
 enum opt_kind {
   OPT_KIND_STR,   /* char * */
   OPT_KIND_INT,   /* int64_t within [min, max] */
   OPT_KIND_SIZE,  /* int64_t bytes; accepts K, M, G suffixes (powers of 1024) */
   OPT_KIND_BOOL,  /* bool; a bare flag means true; env 1/0/true/false/yes/no */
+  OPT_KIND_DURATION, /* int64_t milliseconds: "5m", "30s", "1h30m", a number
+                        of seconds; any negative = -1 (forever) */
+  OPT_KIND_BUDGET,   /* int64_t bytes: a size ("8G"), a percentage of
+                        physical RAM ("75%"), or none/off/unlimited = -1 */
 };
 
 struct opt {
@@ -72,6 +77,10 @@ static const struct opt OPTS[] = {
    "requests one loaded model runs at once (engine slots)"},
   {"ctx-size", "PARLEY_CTX_SIZE", OPT_KIND_INT, "0", 0, INT64_C(1) << 24, OFF(ctx_size),
    "context positions per slot (0 = the model's trained context)"},
+  {"keep-alive", "PARLEY_KEEP_ALIVE", OPT_KIND_DURATION, "5m", 0, 0, OFF(keep_alive_ms),
+   "how long an idle model stays loaded (5m, 30s, 1h; -1 = forever, 0 = unload at once)"},
+  {"memory-budget", "PARLEY_MEMORY_BUDGET", OPT_KIND_BUDGET, "75%", 0, 0, OFF(memory_budget),
+   "memory the loaded models may take: bytes (8G), a percentage of RAM, or none"},
 };
 #undef OFF
 
@@ -86,6 +95,7 @@ static int parse_size(const char *s, int64_t *out) {
       case 'k': case 'K': mul = 1024; break;
       case 'm': case 'M': mul = 1024 * 1024; break;
       case 'g': case 'G': mul = INT64_C(1024) * 1024 * 1024; break;
+      case 't': case 'T': mul = INT64_C(1024) * 1024 * 1024 * 1024; break;
       default: return ERR_INVALID;
     }
     end++;
@@ -95,6 +105,37 @@ static int parse_size(const char *s, int64_t *out) {
   }
   if (v > INT64_MAX / mul) return ERR_INVALID;
   *out = v * mul;
+  return 0;
+}
+
+/* A memory budget: a size, "N%" of physical RAM (1..100), or no limit. */
+static int parse_budget(const char *s, const char *source, int64_t *out) {
+  if (strcasecmp(s, "none") == 0 || strcasecmp(s, "off") == 0 || strcasecmp(s, "unlimited") == 0) {
+    *out = -1;
+    return 0;
+  }
+  size_t n = strlen(s);
+  if (n > 1 && s[n - 1] == '%') {
+    char *end = NULL;
+    errno = 0;
+    double pct = strtod(s, &end);
+    if (errno || end != s + n - 1 || !(pct > 0 && pct <= 100))
+      return err_set(ERR_INVALID, "%s: invalid percentage '%s' (expected more than 0%% and at most 100%%)", source, s);
+    uint64_t phys = manager_physical_memory();
+    if (!phys)
+      return err_set(ERR_INVALID, "%s: cannot read the physical memory size to resolve '%s'; give bytes (8G)",
+                     source, s);
+    double v = (double)phys * pct / 100.0;
+    *out = v >= 1 ? (int64_t)v : 1;
+    return 0;
+  }
+  int64_t v = 0;
+  if (parse_size(s, &v) || v < 1)
+    return err_set(ERR_INVALID,
+                   "%s: invalid memory budget '%s' (expected bytes with an optional K/M/G/T suffix, a percentage "
+                   "of RAM like 75%%, or none)",
+                   source, s);
+  *out = v;
   return 0;
 }
 
@@ -146,6 +187,18 @@ static int opt_set(config *cfg, const struct opt *o, const char *val, const char
       *(bool *)(void *)field = b;
       return 0;
     }
+    case OPT_KIND_DURATION: {
+      int64_t ms = 0;
+      if (manager_parse_keep_alive(val, &ms)) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", err_detail());
+        return err_set(ERR_INVALID, "%s: %s", source, detail);
+      }
+      *(int64_t *)(void *)field = ms;
+      return 0;
+    }
+    case OPT_KIND_BUDGET:
+      return parse_budget(val, source, (int64_t *)(void *)field);
   }
   return ERR_INTERNAL;
 }
@@ -169,14 +222,14 @@ static char *default_data_dir(void) {
 /* Splits api_keys_raw on commas into api_keys (pointers into one copy). */
 static int split_keys(config *cfg) {
   cfg->n_api_keys = 0;
-  for (char *tok = strtok(cfg->api_keys_raw, ","); tok; tok = strtok(NULL, ",")) {
-    while (*tok == ' ') tok++;
-    size_t n = strlen(tok);
-    while (n && tok[n - 1] == ' ') tok[--n] = '\0';
+  for (char *key = strtok(cfg->api_keys_raw, ","); key; key = strtok(NULL, ",")) {
+    while (*key == ' ') key++;
+    size_t n = strlen(key);
+    while (n && key[n - 1] == ' ') key[--n] = '\0';
     if (!n) continue;
     if (cfg->n_api_keys == CONFIG_MAX_KEYS)
       return err_set(ERR_INVALID, "api-key: more than %d keys", CONFIG_MAX_KEYS);
-    cfg->api_keys[cfg->n_api_keys++] = tok;
+    cfg->api_keys[cfg->n_api_keys++] = key;
   }
   return 0;
 }

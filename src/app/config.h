@@ -38,6 +38,11 @@ typedef struct config {
   char *default_model;     /* model used when a request names none */
   int64_t parallel;        /* engine slots per loaded model */
   int64_t ctx_size;        /* positions per slot; 0 = the trained context */
+  int64_t keep_alive_ms;   /* idle time before a model unloads; -1 = never,
+                              0 = as soon as idle */
+  int64_t memory_budget;   /* bytes the loaded models may take (a
+                              percentage is resolved against physical RAM);
+                              -1 = no limit */
 } config;
 
 /* Fills cfg with defaults, then applies the environment (getenv), then argv

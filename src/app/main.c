@@ -180,10 +180,15 @@ static int cmd_serve(int argc, char **argv) {
       .decorate = api_http_decorate,
       .hook_ctx = NULL,
   };
-  manager_params mp = {.n_slots = (int32_t)cfg.parallel, .n_ctx = cfg.ctx_size, .n_threads = 0};
+  manager_params mp = {.n_slots = (int32_t)cfg.parallel,
+                       .n_ctx = cfg.ctx_size,
+                       .n_threads = 0,
+                       .keep_alive_set = true,
+                       .keep_alive_ms = cfg.keep_alive_ms,
+                       .memory_budget = cfg.memory_budget};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
-  openai_ctx octx = {.reg = reg, .mgr = mgr};
+  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -195,6 +200,10 @@ static int cmd_serve(int argc, char **argv) {
   if (!rc) rc = http_server_add_routes(srv, file_routes, n_file_routes);
   if (!rc) {
     n_routes = openai_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   ollama_ctx olctx;

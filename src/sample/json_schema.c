@@ -18,6 +18,7 @@
  */
 #include "sample/json_schema.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -743,19 +744,216 @@ static int gen_array(jsctx *c, const json_t *s, const char *path, buf *body) {
   return buf_append_str(body, "\"]\"");
 }
 
+
+/* ---- numeric bounds ----------------------------------------------------- */
+
+/* Integers have at most 18 digits in our grammar (j-integer), so every
+ * bound is clamped to +-(10^18 - 1). */
+#define JS_INT_LIMIT 999999999999999999LL
+
+/* Digits of v (v >= 0) into d, zero-padded on the left to n. */
+static void digits_of(long long v, int n, char *d) {
+  for (int i = n - 1; i >= 0; i--, v /= 10) d[i] = (char)('0' + v % 10);
+  d[n] = 0;
+}
+
+static int n_digits(long long v) {
+  int n = 1;
+  while (v >= 10) v /= 10, n++;
+  return n;
+}
+
+/* Alternatives matching the digit strings from lo to hi (same length n,
+ * lo <= hi, as decimal digit strings) appended to b as one group. */
+static int range_same_len(buf *b, const char *lo, const char *hi, int n) {
+  if (n == 0) return buf_append_str(b, "\"\"");
+  if (strncmp(lo, hi, (size_t)n) == 0) return buf_appendf(b, "\"%.*s\"", n, lo);
+  if (lo[0] == hi[0]) {
+    int rc = buf_appendf(b, "\"%c\" ", lo[0]);
+    return rc ? rc : range_same_len(b, lo + 1, hi + 1, n - 1);
+  }
+  int rc = buf_append_str(b, "( ");
+  bool first = true;
+  char nines[20], zeros[20];
+  memset(nines, '9', sizeof nines);
+  memset(zeros, '0', sizeof zeros);
+  bool lo_rest_zero = strspn(lo + 1, "0") >= (size_t)(n - 1);
+  bool hi_rest_nine = strspn(hi + 1, "9") >= (size_t)(n - 1);
+  char from = lo[0], to = hi[0];
+  if (!lo_rest_zero) { /* lo[0] followed by lo[1:]..99 */
+    rc = rc ? rc : buf_appendf(b, "\"%c\" ", lo[0]);
+    rc = rc ? rc : range_same_len(b, lo + 1, nines, n - 1);
+    first = false;
+    from++;
+  }
+  if (!hi_rest_nine) to--;
+  if (!rc && from <= to) {
+    rc = buf_appendf(b, "%s[%c-%c]", first ? "" : " | ", from, to);
+    for (int i = 1; !rc && i < n; i++) rc = buf_append_str(b, " [0-9]");
+    first = false;
+  }
+  if (!rc && !hi_rest_nine) { /* hi[0] followed by 00..hi[1:] */
+    rc = buf_appendf(b, "%s\"%c\" ", first ? "" : " | ", hi[0]);
+    rc = rc ? rc : range_same_len(b, zeros, hi + 1, n - 1);
+  }
+  return rc ? rc : buf_append_str(b, " )");
+}
+
+/* A group matching the decimal forms (no leading zeros) of lo..hi, with
+ * 0 <= lo <= hi <= JS_INT_LIMIT. */
+static int range_nonneg(buf *b, long long lo, long long hi) {
+  int rc = buf_append_str(b, "( ");
+  bool first = true;
+  for (int n = n_digits(lo); !rc && n <= n_digits(hi); n++) {
+    long long pow = 1;
+    for (int i = 1; i < n; i++) pow *= 10;
+    long long a = n == n_digits(lo) ? lo : pow, z = n == n_digits(hi) ? hi : pow * 10 - 1;
+    char da[20], dz[20];
+    digits_of(a, n, da);
+    digits_of(z, n, dz);
+    if (!first) rc = buf_append_str(b, " | ");
+    if (!rc) rc = range_same_len(b, da, dz, n);
+    first = false;
+  }
+  return rc ? rc : buf_append_str(b, " )");
+}
+
+/* Reads minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 6+
+ * numbers, or draft 4 booleans) as an inclusive integer range. Bounds that
+ * are not integers are rounded inwards: the grammar then accepts a subset
+ * of the numbers the schema accepts, never more. */
+static int int_bounds(const json_t *s, const char *path, long long *lo, long long *hi) {
+  *lo = -JS_INT_LIMIT;
+  *hi = JS_INT_LIMIT;
+  static const char *const KEYS[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+  for (size_t k = 0; k < 4; k++) {
+    const json_t *v = json_object_get(s, KEYS[k]);
+    if (!v || json_is_boolean(v)) continue;
+    if (!json_is_number(v)) return path_err(ERR_INVALID, path, KEYS[k], "must be a number");
+    bool is_min = k < 2;
+    bool excl = k == 1 || k == 3 || json_is_true(json_object_get(s, is_min ? "exclusiveMinimum" : "exclusiveMaximum"));
+    double x = json_number_value(v);
+    if (x > 1e18) x = 1e18;
+    if (x < -1e18) x = -1e18;
+    long long r;
+    if (is_min) {
+      double c = ceil(x);
+      r = (long long)c + (excl && c == x ? 1 : 0);
+      if (r > *lo) *lo = r;
+    } else {
+      double f = floor(x);
+      r = (long long)f - (excl && f == x ? 1 : 0);
+      if (r < *hi) *hi = r;
+    }
+  }
+  if (*lo < -JS_INT_LIMIT) *lo = -JS_INT_LIMIT;
+  if (*hi > JS_INT_LIMIT) *hi = JS_INT_LIMIT;
+  if (*lo > *hi)
+    return path_err(ERR_UNSUPPORTED, path, "minimum", "no integer lies within minimum..maximum (the grammar writes numbers with integer bounds)");
+  return 0;
+}
+
+/* multipleOf for integers: a decimal automaton over residues (k <= 1000),
+ * one rule per residue, written once per schema. Writes the rule name of
+ * the digits that follow a first digit into *start_rule. */
+static int multiple_rules(jsctx *c, long long k, int *base) {
+  *base = c->n_rules;
+  c->n_rules += (int)k;
+  int rc = 0;
+  for (long long r = 0; !rc && r < k; r++) {
+    rc = buf_appendf(&c->out, "r%lld ::= ", *base + r);
+    for (int d = 0; !rc && d <= 9; d++)
+      rc = buf_appendf(&c->out, "%s\"%d\" r%lld", d ? " | " : "", d, *base + (r * 10 + d) % k);
+    if (!rc && r == 0) rc = buf_append_str(&c->out, " | \"\"");
+    if (!rc) rc = buf_append_str(&c->out, "\n");
+  }
+  return rc;
+}
+
+/* Body for an integer or number with bounds or multipleOf. */
+static int gen_number(jsctx *c, const json_t *s, bool integer, const char *path, buf *body) {
+  const json_t *mo = json_object_get(s, "multipleOf");
+  bool bounded = json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
+                 json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum");
+  int rc;
+  if (mo) {
+    if (!json_is_number(mo) || !(json_number_value(mo) > 0))
+      return path_err(ERR_INVALID, path, "multipleOf", "must be a number above 0");
+    double m = json_number_value(mo);
+    if (bounded) return path_err(ERR_UNSUPPORTED, path, "multipleOf", "not supported together with minimum/maximum");
+    if (m == floor(m) && m <= 1000) {
+      long long k = (long long)m;
+      if (k == 1) return buf_append_str(body, "j-integer");
+      int base;
+      if ((rc = multiple_rules(c, k, &base))) return rc;
+      /* 0, or an optional minus and a first digit 1-9 then the automaton
+       * from that digit's residue. */
+      if ((rc = buf_append_str(body, "( \"0\" | \"-\"? ( "))) return rc;
+      for (int d = 1; !rc && d <= 9; d++) rc = buf_appendf(body, "%s\"%d\" r%lld", d > 1 ? " | " : "", d, base + d % k);
+      return rc ? rc : buf_append_str(body, " ) )");
+    }
+    if (!integer) { /* 10^-n: at most n decimals */
+      for (int n = 1; n <= 20; n++) {
+        double p = pow(10.0, -n);
+        if (fabs(m - p) < p * 1e-9)
+          return buf_appendf(body, "\"-\"? ( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,%d} )?", n);
+      }
+    }
+    return path_err(ERR_UNSUPPORTED, path, "multipleOf",
+                    "supported values: an integer up to 1000, or 0.1, 0.01, ... for numbers");
+  }
+  if (!bounded) return buf_append_str(body, integer ? "j-integer" : "j-number");
+  long long lo, hi;
+  if ((rc = int_bounds(s, path, &lo, &hi))) return rc;
+  const char *frac = integer ? "" : " ( \".\" [0-9]{1,20} )?";
+  rc = buf_append_str(body, "( ");
+  bool first = true;
+  if (!rc && lo < 0) { /* negative values -m, m in [max(1,-hi), -lo] */
+    long long m_lo = hi < 0 ? -hi : 1, m_hi = -lo;
+    /* A fraction moves -m further down: only below -lo's magnitude. */
+    if (!integer && m_hi - 1 >= (hi < 0 ? -hi : 0)) {
+      rc = buf_append_str(body, "\"-\" ");
+      if (!rc) rc = range_nonneg(body, hi < 0 ? -hi : 0, m_hi - 1);
+      if (!rc) rc = buf_append_str(body, " \".\" [0-9]{1,20}");
+      first = false;
+    }
+    if (!rc && m_lo <= m_hi) {
+      rc = buf_appendf(body, "%s\"-\" ", first ? "" : " | ");
+      if (!rc) rc = range_nonneg(body, m_lo, m_hi);
+      first = false;
+    }
+  }
+  if (!rc && hi >= 0) { /* values in [max(0,lo), hi]; a fraction only below hi */
+    long long a = lo > 0 ? lo : 0;
+    if (!integer && a <= hi - 1) {
+      rc = buf_appendf(body, "%s", first ? "" : " | ");
+      if (!rc) rc = range_nonneg(body, a, hi - 1);
+      if (!rc) rc = buf_appendf(body, "%s", frac);
+      first = false;
+    }
+    if (!rc) {
+      rc = buf_appendf(body, "%s", first ? "" : " | ");
+      if (!rc) rc = integer ? range_nonneg(body, a, hi) : range_nonneg(body, hi, hi);
+      first = false;
+    }
+  }
+  return rc ? rc : buf_append_str(body, " )");
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char *const TYPE_KEYS[] = {
-    "type",     "properties", "required",  "additionalProperties", "items", "minItems",
-    "maxItems", "minLength",  "maxLength", "pattern",              "format", NULL};
+    "type",     "properties", "required",  "additionalProperties", "items",            "minItems",
+    "maxItems", "minLength",  "maxLength", "pattern",              "format",           "minimum",
+    "maximum",  "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
 
 /* Body for one type name, with s's type-specific keywords. */
 static int gen_type(jsctx *c, const json_t *s, const char *type, const char *path, buf *body) {
   if (strcmp(type, "object") == 0) return gen_object(c, s, path, body);
   if (strcmp(type, "array") == 0) return gen_array(c, s, path, body);
   if (strcmp(type, "string") == 0) return gen_string(c, s, path, body);
-  if (strcmp(type, "number") == 0) return buf_append_str(body, "j-number");
-  if (strcmp(type, "integer") == 0) return buf_append_str(body, "j-integer");
+  if (strcmp(type, "number") == 0) return gen_number(c, s, false, path, body);
+  if (strcmp(type, "integer") == 0) return gen_number(c, s, true, path, body);
   if (strcmp(type, "boolean") == 0) return buf_append_str(body, "j-boolean");
   if (strcmp(type, "null") == 0) return buf_append_str(body, "\"null\"");
   char what[160];
@@ -768,9 +966,15 @@ static int gen_type(jsctx *c, const json_t *s, const char *type, const char *pat
 static int gen_typed(jsctx *c, const json_t *s, const char *path, buf *body) {
   static const char *const NUMERIC[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                         "multipleOf", NULL};
-  for (size_t i = 0; NUMERIC[i]; i++)
+  const json_t *ty = json_object_get(s, "type");
+  bool numeric = false;
+  for (size_t i = 0; ty && i < (json_is_array(ty) ? json_array_size(ty) : 1); i++) {
+    const char *t = json_string_value(json_is_array(ty) ? json_array_get(ty, i) : ty);
+    numeric |= t && (strcmp(t, "number") == 0 || strcmp(t, "integer") == 0);
+  }
+  for (size_t i = 0; NUMERIC[i] && !numeric; i++)
     if (json_object_get(s, NUMERIC[i]))
-      return path_err(ERR_UNSUPPORTED, path, NUMERIC[i], "keyword not supported (numeric bounds)");
+      return path_err(ERR_UNSUPPORTED, path, NUMERIC[i], "applies only to a schema of type number or integer");
   int rc = check_keys(s, path, TYPE_KEYS, NULL);
   if (rc) return rc;
   const json_t *type = json_object_get(s, "type");

@@ -16,10 +16,16 @@
  *   {m,n}, ^ and $ at the ends; unanchored patterns may have any text around
  *   them), format date, time, date-time, uuid, $ref to "#", "#/$defs/...",
  *   "#/definitions/..." (any JSON pointer into the document, recursion
- *   allowed), $defs / definitions, and the boolean schema true. Annotations
+ *   allowed), $defs / definitions, the boolean schema true, and for
+ *   integer/number: minimum, maximum, exclusiveMinimum, exclusiveMaximum
+ *   (draft 6+ numbers or draft 4 booleans; digit-range alternations; bounds
+ *   that are not integers round inwards, and a number's fraction is only
+ *   allowed strictly inside the integer bounds: a subset, never more) and
+ *   multipleOf (integers up to 1000 by a residue automaton, not combined
+ *   with bounds; 0.1, 0.01, ... as a cap on decimals). Annotations
  *   are ignored: title, description, default, examples, $schema, $id,
  *   $comment, readOnly, writeOnly, deprecated.
- * Anything else (minimum, maximum, multipleOf, prefixItems, uniqueItems,
+ * Anything else (prefixItems, uniqueItems,
  * not, if/then/else, patternProperties, other formats, ...) gives
  * ERR_UNSUPPORTED with the JSON pointer of the keyword in the detail, e.g.
  * "json schema /properties/age/minimum: keyword not supported".

@@ -138,6 +138,15 @@ bool schema_validate(const json_t *v, const json_t *s, const json_t *root) {
     for (size_t i = 0; items && i < json_array_size(v); i++)
       if (!schema_validate(json_array_get(v, i), items, root)) return false;
   }
+  if (json_is_number(v)) { /* numeric bounds, draft 6+ numbers and draft 4 booleans */
+    double x = json_number_value(v);
+    const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
+    const json_t *emn = json_object_get(s, "exclusiveMinimum"), *emx = json_object_get(s, "exclusiveMaximum");
+    if (json_is_number(mn) && (json_is_true(emn) ? x <= json_number_value(mn) : x < json_number_value(mn))) return false;
+    if (json_is_number(mx) && (json_is_true(emx) ? x >= json_number_value(mx) : x > json_number_value(mx))) return false;
+    if (json_is_number(emn) && x <= json_number_value(emn)) return false;
+    if (json_is_number(emx) && x >= json_number_value(emx)) return false;
+  }
   if (json_is_string(v)) {
     const char *str = json_string_value(v);
     size_t n = json_string_length(v), cps = utf8_count(str, n);

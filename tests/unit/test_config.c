@@ -6,10 +6,12 @@
 
 #include "app/config.h"
 #include "base/err.h"
+#include "engine/manager.h"
 
 static void clear_env(void) {
   const char *vars[] = {"PARLEY_HOST", "PARLEY_PORT", "PARLEY_API_KEY", "PARLEY_DATA_DIR", "PARLEY_MODELS_DIR",
-                        "PARLEY_LOG_LEVEL", "PARLEY_MAX_BODY", "PARLEY_NO_AUTH", "PARLEY_ACCESS_LOG"};
+                        "PARLEY_LOG_LEVEL", "PARLEY_MAX_BODY", "PARLEY_NO_AUTH", "PARLEY_ACCESS_LOG",
+                        "PARLEY_KEEP_ALIVE", "PARLEY_MEMORY_BUDGET"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -87,4 +89,53 @@ TEST(config_loopback_detection) {
   EXPECT_FALSE(config_host_is_loopback("0.0.0.0"));
   EXPECT_FALSE(config_host_is_loopback("::"));
   EXPECT_FALSE(config_host_is_loopback("192.168.1.2"));
+}
+
+TEST(config_keep_alive_and_memory_budget) {
+  clear_env();
+  config c;
+  ASSERT_INT_EQ(config_load(&c, 0, NULL), 0);
+  EXPECT_INT_EQ(c.keep_alive_ms, 5 * 60 * 1000);
+  uint64_t phys = manager_physical_memory();
+  if (phys) { /* 75% of RAM, give or take rounding */
+    EXPECT_TRUE(c.memory_budget > 0);
+    EXPECT_NEAR((double)c.memory_budget, (double)phys * 0.75, 1.0);
+  }
+  config_free(&c);
+  setenv("PARLEY_KEEP_ALIVE", "-1", 1);
+  setenv("PARLEY_MEMORY_BUDGET", "none", 1);
+  ASSERT_INT_EQ(config_load(&c, 0, NULL), 0);
+  EXPECT_INT_EQ(c.keep_alive_ms, -1);
+  EXPECT_INT_EQ(c.memory_budget, -1);
+  config_free(&c);
+  char *a1[] = {"--keep-alive", "30s", "--memory-budget", "8G"};
+  ASSERT_INT_EQ(config_load(&c, 4, a1), 0);
+  EXPECT_INT_EQ(c.keep_alive_ms, 30000);
+  EXPECT_INT_EQ(c.memory_budget, 8LL * 1024 * 1024 * 1024);
+  config_free(&c);
+  char *a2[] = {"--keep-alive=0", "--memory-budget=1T"};
+  ASSERT_INT_EQ(config_load(&c, 2, a2), 0);
+  EXPECT_INT_EQ(c.keep_alive_ms, 0);
+  EXPECT_INT_EQ(c.memory_budget, 1024LL * 1024 * 1024 * 1024);
+  config_free(&c);
+  if (phys) {
+    char *a3[] = {"--memory-budget", "50%"};
+    ASSERT_INT_EQ(config_load(&c, 2, a3), 0);
+    EXPECT_NEAR((double)c.memory_budget, (double)phys * 0.5, 1.0);
+    config_free(&c);
+  }
+  char *b1[] = {"--keep-alive", "5 minutes"};
+  EXPECT_INT_EQ(config_load(&c, 2, b1), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "--keep-alive: keep-alive '5 minutes'");
+  config_free(&c);
+  char *b2[] = {"--memory-budget", "150%"};
+  EXPECT_INT_EQ(config_load(&c, 2, b2), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "--memory-budget: invalid percentage '150%'");
+  config_free(&c);
+  char *b3[] = {"--memory-budget", "0"};
+  EXPECT_INT_EQ(config_load(&c, 2, b3), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "--memory-budget: invalid memory budget '0'");
+  config_free(&c);
+  unsetenv("PARLEY_KEEP_ALIVE");
+  unsetenv("PARLEY_MEMORY_BUDGET");
 }

@@ -17,6 +17,7 @@
 #include "base/err.h"
 #include "sample/json_schema.h"
 #include "schema_validate.h"
+#include "base/util.h"
 #include "test.h"
 
 static grammar *js_compile(const char *schema_text) {
@@ -196,9 +197,14 @@ TEST(json_schema_arrays_refs_patterns_formats) {
 }
 
 TEST(json_schema_errors_name_the_keyword) {
-  EXPECT_INT_EQ(js_rc("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\",\"minimum\":0}}}"),
+  EXPECT_INT_EQ(js_rc("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"string\",\"minimum\":0}}}"),
                 ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "/properties/age/minimum");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "minimum");
+  EXPECT_INT_EQ(js_rc("{\"type\":\"integer\",\"multipleOf\":7,\"maximum\":9}"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(js_rc("{\"type\":\"integer\",\"multipleOf\":0}"), ERR_INVALID);
+  EXPECT_INT_EQ(js_rc("{\"type\":\"number\",\"multipleOf\":0.3}"), ERR_UNSUPPORTED);
   EXPECT_INT_EQ(js_rc("{\"type\":\"array\",\"prefixItems\":[]}"), ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "/prefixItems");
   EXPECT_INT_EQ(js_rc("{\"type\":\"string\",\"format\":\"email\"}"), ERR_UNSUPPORTED);
@@ -389,4 +395,102 @@ TEST(json_schema_walk_additional_schema) {
   walk_schema("{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],"
               "\"additionalProperties\":{\"type\":\"string\",\"maxLength\":5}}",
               100);
+}
+
+/* Integer bounds: for many ranges, every integer in a window is accepted
+ * exactly when it lies in the range (arithmetic is the oracle). */
+static void check_int_range(const char *schema, long long lo, long long hi, long long from, long long to) {
+  grammar *g = js_compile(schema);
+  TEST_CHECK_(g != NULL, 1, "compile %s", schema);
+  if (!g) return;
+  int bad = 0;
+  for (long long i = from; i <= to && bad < 3; i++) {
+    char t[32];
+    snprintf(t, sizeof t, "%lld", i);
+    int want = i >= lo && i <= hi ? 1 : -1;
+    int got = doc(g, t);
+    if (got == 0) got = -1; /* a prefix of a longer accepted number */
+    if (got != want) {
+      test_fail_at(__FILE__, __LINE__, "%s: %s gave %d, want %d", schema, t, got, want);
+      bad++;
+    }
+  }
+  grammar_free(g);
+}
+
+TEST(json_schema_integer_bounds) {
+  struct { long long lo, hi; } cases[] = {{0, 0}, {1, 9}, {0, 100}, {7, 1234}, {-5, 5}, {-100, -7}, {-1, 0},
+                                          {10, 10}, {99, 101}, {-1000, 999}, {123, 4567}, {-4567, -123}};
+  for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    char s[160];
+    snprintf(s, sizeof s, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}", cases[i].lo, cases[i].hi);
+    check_int_range(s, cases[i].lo, cases[i].hi, -5000, 5000);
+  }
+  uint64_t x = 42;
+  for (int k = 0; k < 20; k++) { /* random ranges */
+    long long a = (long long)(rng_next(&x) % 20001) - 10000, b = (long long)(rng_next(&x) % 20001) - 10000;
+    if (a > b) { long long t = a; a = b; b = t; }
+    char s[160];
+    snprintf(s, sizeof s, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}", a, b);
+    check_int_range(s, a, b, a - 300, b + 300);
+  }
+  /* exclusive bounds (numbers and draft-4 booleans), one-sided, rounding */
+  check_int_range("{\"type\":\"integer\",\"exclusiveMinimum\":3,\"exclusiveMaximum\":9}", 4, 8, -50, 50);
+  check_int_range("{\"type\":\"integer\",\"minimum\":3,\"exclusiveMinimum\":true,\"maximum\":9}", 4, 9, -50, 50);
+  check_int_range("{\"type\":\"integer\",\"minimum\":1}", 1, 999999999, -2000, 2000);
+  check_int_range("{\"type\":\"integer\",\"maximum\":-3}", -999999999, -3, -2000, 2000);
+  check_int_range("{\"type\":\"integer\",\"minimum\":0.5,\"maximum\":4.5}", 1, 4, -50, 50);
+  grammar *g = js_compile("{\"type\":\"integer\",\"minimum\":0,\"maximum\":100}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "007"), -1);
+  EXPECT_INT_EQ(doc(g, "-0"), -1);
+  EXPECT_INT_EQ(doc(g, "5.0"), -1);
+  grammar_free(g);
+}
+
+TEST(json_schema_number_bounds_are_sound) {
+  grammar *g = js_compile("{\"type\":\"number\",\"minimum\":-3,\"maximum\":2}");
+  ASSERT_TRUE(g != NULL);
+  /* every accepted document is within the bounds; integers inside all are */
+  const char *probe[] = {"-3", "-2.5", "-3.5", "-3.0001", "-0.25", "0", "0.75", "1.999", "2", "2.5", "2.0001",
+                         "3", "-4", "1e3", "-2", "1.5"};
+  for (size_t i = 0; i < ARRAY_LEN(probe); i++) {
+    double v = strtod(probe[i], NULL);
+    int got = doc(g, probe[i]);
+    if (got == 1) EXPECT_TRUE(v >= -3 && v <= 2);
+    if (v == (long long)v && v >= -3 && v <= 2 && !strchr(probe[i], 'e')) EXPECT_INT_EQ(got, 1);
+  }
+  EXPECT_INT_EQ(doc(g, "1.5"), 1);
+  EXPECT_INT_EQ(doc(g, "-2.5"), 1);
+  grammar_free(g);
+}
+
+TEST(json_schema_multiple_of) {
+  long long ks[] = {2, 3, 7, 10, 25};
+  for (size_t i = 0; i < ARRAY_LEN(ks); i++) {
+    char s[96];
+    snprintf(s, sizeof s, "{\"type\":\"integer\",\"multipleOf\":%lld}", ks[i]);
+    grammar *g = js_compile(s);
+    ASSERT_TRUE(g != NULL);
+    for (long long v = -600; v <= 600; v++) {
+      char t[32];
+      snprintf(t, sizeof t, "%lld", v);
+      int got = doc(g, t);
+      /* a non-multiple may still be a prefix of one (e.g. 1 -> 10): complete only for multiples */
+      EXPECT_TRUE((got == 1) == (v % ks[i] == 0));
+    }
+    grammar_free(g);
+  }
+  grammar *g = js_compile("{\"type\":\"number\",\"multipleOf\":0.01}");
+  ASSERT_TRUE(g != NULL);
+  EXPECT_INT_EQ(doc(g, "3.14"), 1);
+  EXPECT_INT_EQ(doc(g, "-0.5"), 1);
+  EXPECT_INT_EQ(doc(g, "3.141"), -1);
+  grammar_free(g);
+}
+
+TEST(json_schema_walk_numeric_bounds) {
+  walk_schema("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":-20,\"maximum\":300},"
+              "\"x\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},\"required\":[\"n\",\"x\"]}",
+              60);
 }

@@ -453,6 +453,11 @@ void openai_chat_completions(http_req *req, void *ctx) {
     api_error(req, 400, rc, err_detail(), "messages");
     goto done;
   }
+  const char *forced = json_string_value(json_object_get(json_object_get(json_object_get(body, "tool_choice"), "function"), "name"));
+  if ((rc = gen_chat_force_tools(mm, &chat, forced, &g.p))) {
+    api_error(req, 400, rc, err_detail(), "tool_choice");
+    goto done;
+  }
   openai_generate(req, mm, model_name, &g, &ids, OPENAI_KIND_CHAT, &pc, NULL);
   mm = NULL; /* the job holds the reference now */
 done:

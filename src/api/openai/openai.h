@@ -25,13 +25,18 @@
 #include "http/http.h"
 #include "model/registry.h"
 
+struct store;
+
 typedef struct openai_ctx {
   registry *reg;
   manager *mgr;
+  struct store *st;          /* responses and conversations */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
 size_t openai_routes(openai_ctx *octx, const http_route **out);
+/* Responses and Conversations (responses.c). */
+size_t openai_responses_routes(openai_ctx *octx, const http_route **out);
 
 /* ---- shared by the handlers (common.c) --------------------------------- */
 

@@ -23,7 +23,10 @@ export const CHAT_TEMPLATE =
 // Generates models into a fresh directory laid out as a models dir:
 // <dir>/org/tiny.gguf (listed as "org/tiny"). Returns { dir, skip } where skip
 // is a reason string when the shared vocabulary is missing.
-export async function makeModelsDir({ bert = false } = {}) {
+// With hermes: also <dir>/org/hermes.gguf carrying the real Qwen2.5 chat
+// template from ../shared/templates (a Hermes-style tool-call family), or
+// hermesSkip saying why not.
+export async function makeModelsDir({ bert = false, hermes = false } = {}) {
   if (!existsSync(LLAMA_VOCAB)) return { skip: `shared vocabulary not found at ${LLAMA_VOCAB}` };
   const dir = mkdtempSync(path.join(tmpdir(), 'parley-models-'));
   mkdirSync(path.join(dir, 'org'));
@@ -41,5 +44,15 @@ export async function makeModelsDir({ bert = false } = {}) {
       if (b.code !== 0) bertSkip = `gen-model --arch bert failed: ${b.stderr.trim()}`;
     }
   }
-  return { dir, bertSkip, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  let hermesSkip = null;
+  if (hermes) {
+    const qwen = path.join(SHARED, 'templates/Qwen-Qwen2.5-7B-Instruct.jinja');
+    if (!existsSync(qwen)) hermesSkip = `shared template not found at ${qwen}`;
+    else {
+      const h = await runCli(['gen-model', path.join(dir, 'org/hermes.gguf'), '--vocab', LLAMA_VOCAB,
+        '--chat-template', qwen, '--ctx', '1024']);
+      if (h.code !== 0) hermesSkip = `gen-model (hermes) failed: ${h.stderr.trim()}`;
+    }
+  }
+  return { dir, bertSkip, hermesSkip, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
