@@ -92,19 +92,39 @@ test('show errors: model required 400, unknown 404, GET 405', async (t) => {
   assert.equal((await fetch(`${ctx.srv.url}/api/nothing-here`)).status, 404);
 });
 
-test('ps: {"models": [...]} with the list shape', async (t) => {
+test('ps: empty, then the loaded model with size, future expires_at, size_vram, context_length; unload and expiry', async (t) => {
   if (skipped(t)) return;
-  const r = await ctx.client.ps();
-  assert.ok(Array.isArray(r.models));
-  await ctx.client.generate({ model: MODEL, prompt: '' });
-  const after1 = await ctx.client.ps();
-  for (const m of after1.models) {
-    assert.equal(typeof m.name, 'string');
-    assert.ok(m.size > 0);
-    assert.ok(Date.parse(m.expires_at) > 0);
-    assert.equal(typeof m.size_vram, 'number');
-    assert.ok(m.context_length > 0);
-  }
+  const loaded = async () => (await ctx.client.ps()).models;
+  await ctx.client.generate({ model: MODEL, prompt: '', keep_alive: 0 });
+  assert.deepEqual(await loaded(), []);
+  const raw = await fetch(`${ctx.srv.url}/api/ps`);
+  assert.equal(await raw.text(), '{"models":[]}');
+  const l = await ctx.client.generate({ model: MODEL, prompt: '' });
+  assert.equal(l.done_reason, 'load');
+  let ms = await loaded();
+  assert.equal(ms.length, 1);
+  const m = ms[0];
+  assert.equal(m.name, MODEL);
+  assert.ok(m.size > 0);
+  assert.match(m.digest, /^[0-9a-f]{64}$/);
+  assert.ok(Date.parse(m.expires_at) > Date.now(), m.expires_at);
+  assert.equal(typeof m.size_vram, 'number');
+  assert.ok(m.context_length > 0);
+  assert.equal(m.details.family, 'llama');
+  await ctx.client.generate({ model: MODEL, prompt: '', keep_alive: -1 });
+  ms = await loaded();
+  assert.ok(Date.parse(ms[0].expires_at) > Date.now() + 100 * 365 * 86400e3, 'keep_alive -1 is far in the future');
+  const u = await ctx.client.generate({ model: MODEL, prompt: '', keep_alive: 0 });
+  assert.equal(u.done_reason, 'unload');
+  assert.deepEqual(await loaded(), []);
+  const again = await ctx.client.generate({ model: MODEL, prompt: '', keep_alive: 0 });
+  assert.equal(again.done_reason, 'unload');
+  assert.deepEqual(await loaded(), [], 'unload does not load');
+  await ctx.client.chat({ model: MODEL, messages: [{ role: 'user', content: 'x' }], keep_alive: '1s', options: { num_predict: 1 } });
+  assert.equal((await loaded()).length, 1);
+  const t0 = Date.now();
+  while ((await loaded()).length && Date.now() - t0 < 8000) await new Promise((r) => setTimeout(r, 200));
+  assert.deepEqual(await loaded(), [], 'keep_alive 1s: gone after the model idled');
 });
 
 test('copy: 200 with an empty body, visible in list and usable; missing source 404; invalid names 400', async (t) => {
