@@ -240,36 +240,6 @@ int ollama_think(http_req *req, const json_t *think, int *out) {
   return ERR_INVALID;
 }
 
-/* Go duration text ("1h30m", "10m", "42.5s", "500ms", "-1m") to ms. */
-static int parse_duration(const char *s, int64_t *ms) {
-  const char *p = s;
-  bool neg = false;
-  if (*p == '-' || *p == '+') neg = *p++ == '-';
-  if (!*p) return ERR_INVALID;
-  double total = 0;
-  while (*p) {
-    char *end;
-    double v = strtod(p, &end);
-    if (end == p) return ERR_INVALID;
-    p = end;
-    double unit;
-    if (!*p) {
-      if (total == 0 && v == 0) break; /* "0" alone */
-      return ERR_INVALID;
-    }
-    if (!strncmp(p, "ns", 2)) unit = 1e-6, p += 2;
-    else if (!strncmp(p, "us", 2) || !strncmp(p, "µs", 3)) unit = 1e-3, p += p[0] == 'u' ? 2 : 3;
-    else if (!strncmp(p, "ms", 2)) unit = 1, p += 2;
-    else if (*p == 's') unit = 1000, p++;
-    else if (*p == 'm') unit = 60000, p++;
-    else if (*p == 'h') unit = 3600000, p++;
-    else return ERR_INVALID;
-    total += v * unit;
-  }
-  *ms = neg && total > 0 ? -1 : (int64_t)total;
-  return 0;
-}
-
 int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms) {
   *set = false;
   *ms = 0;
@@ -282,10 +252,7 @@ int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms) {
   }
   if (json_is_string(v)) {
     const char *s = json_string_value(v);
-    char *end;
-    double d = strtod(s, &end);
-    if (*s && !*end) *ms = d < 0 ? -1 : (int64_t)(d * 1000.0); /* a bare number is seconds */
-    else if (parse_duration(s, ms)) {
+    if (manager_parse_keep_alive(s, ms)) { /* seconds, or a Go duration */
       ollama_err(req, 400, ERR_INVALID, "keep_alive: time: invalid duration \"%.64s\"", s);
       return ERR_INVALID;
     }
