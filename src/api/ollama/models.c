@@ -573,6 +573,23 @@ static int files_gguf(http_req *req, ollama_ctx *c, const json_t *files, char *p
   return 0;
 }
 
+/* A GGUF path on the server ("~/" is the server's home) made absolute, so
+ * the registered model does not depend on the working directory. */
+static int local_path(const char *from, char *out, size_t cap) {
+  char expanded[4096];
+  const char *home = getenv("HOME");
+  if (from[0] == '~' && from[1] == '/' && home) snprintf(expanded, sizeof expanded, "%s%s", home, from + 1);
+  else snprintf(expanded, sizeof expanded, "%s", from);
+  char *abs = realpath(expanded, NULL);
+  if (!abs || access(abs, R_OK) != 0 || strlen(abs) >= cap) {
+    free(abs);
+    return ERR_NOT_FOUND;
+  }
+  snprintf(out, cap, "%s", abs);
+  free(abs);
+  return 0;
+}
+
 static int write_status(http_stream *s, const char *status) {
   json_t *r = json_pack("{s:s}", "status", status);
   char *t = r ? json_dumps(r, JSON_COMPACT) : NULL;
@@ -641,8 +658,7 @@ void ollama_create(http_req *req, void *ctx) {
     parse_status = "parsing GGUF";
   } else if (registry_resolve(c->reg, ollama_resolve(c, from, path, sizeof path), canon, sizeof canon) == 0) {
     m = based_on(c, from, canon);
-  } else if ((from[0] == '/' || from[0] == '.' || from[0] == '~') && access(from, R_OK) == 0) {
-    if (!realpath(from, path)) snprintf(path, sizeof path, "%s", from);
+  } else if ((from[0] == '/' || from[0] == '.' || from[0] == '~') && local_path(from, path, sizeof path) == 0) {
     m = json_pack("{s:s}", "path", path);
     parse_status = "parsing GGUF";
   } else {

@@ -151,3 +151,26 @@ test('error paths: model required, unknown model, invalid name, bad role, bad to
   const wrong = await fetch(`${ctx.srv.url}/api/chat`);
   assert.equal(wrong.status, 405);
 });
+
+test('the same conversation as OpenAI chat and Ollama chat renders to the same prompt tokens', async (t) => {
+  if (skipped(t)) return;
+  const { default: OpenAI } = await import('openai');
+  const oa = new OpenAI({ baseURL: `${ctx.srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const conv = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Weather in Paris?' },
+  ];
+  const o = await oa.chat.completions.create({ model: MODEL, messages: conv, max_tokens: 1 });
+  const l = await ctx.client.chat({ model: MODEL, messages: conv, stream: false, options: { num_predict: 1 } });
+  assert.equal(l.prompt_eval_count, o.usage.prompt_tokens);
+  // with a tool round trip: OpenAI sends arguments as JSON text, Ollama as an object
+  const oaConv = [...conv,
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '18 C' }];
+  const olConv = [...conv,
+    { role: 'assistant', content: '', tool_calls: [{ id: 'call_1', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '18 C' }];
+  const o2 = await oa.chat.completions.create({ model: MODEL, messages: oaConv, tools, max_tokens: 1 });
+  const l2 = await ctx.client.chat({ model: MODEL, messages: olConv, tools, stream: false, options: { num_predict: 1 } });
+  assert.equal(l2.prompt_eval_count, o2.usage.prompt_tokens);
+});
