@@ -402,15 +402,16 @@ static void on_event(gen_job *j, engine_event *ev) {
     note(j, j->sink->on_choice_end(j->ctx, j, c));
 }
 
+/* The stream's cancel callback (client gone, server stopping): stop the
+ * engine request; its FINISH then ends consume. */
+static void on_stream_cancel(void *arg) { engine_req_cancel(((gen_job *)arg)->h); }
+
 static void consume(gen_job *j) {
   engine_event ev;
   for (;;) {
-    int rc = engine_req_next(j->h, j->s ? 100 : -1, &ev);
+    int rc = engine_req_next(j->h, -1, &ev);
     if (rc == ERR_NOT_FOUND) break;
-    if (rc == ERR_TIMEOUT) {
-      if (j->s && (j->write_rc || http_stream_cancelled(j->s))) engine_req_cancel(j->h);
-      continue;
-    }
+    if (rc == ERR_TIMEOUT) continue;
     if (rc) break;
     on_event(j, &ev);
     engine_event_free(&ev);
@@ -445,6 +446,7 @@ static void job_free(gen_job *j) {
 
 static void *stream_main(void *arg) {
   gen_job *j = arg;
+  if (j->s) http_stream_on_cancel(j->s, on_stream_cancel, j);
   if (j->sink->on_start) note(j, j->sink->on_start(j->ctx, j));
   consume(j);
   if (j->res.n && j->res.ch[0].finish == ENGINE_FINISH_CANCELLED)

@@ -30,9 +30,10 @@
  * consumes the engine's events on that thread and calls on_end there to
  * answer. With streaming it opens the stream, starts a producer thread of
  * its own that owns the job, and returns; every sink callback then runs on
- * that thread, in engine order. The producer polls for a vanished client
- * every 100 ms and cancels the engine request (a notify-driven producer
- * pool is later work).
+ * that thread, in engine order. The stream's cancel callback (client gone,
+ * server stopping) cancels the engine request, so the slot is freed within
+ * a step even while nothing is being written (a notify-driven producer pool
+ * instead of a thread per stream is later work).
  */
 #ifndef PARLEY_API_GEN_H
 #define PARLEY_API_GEN_H

@@ -178,7 +178,9 @@ int http_stream_sse(http_stream *s, const char *event, const char *data, size_t 
 int http_stream_ndjson(http_stream *s, const char *data, size_t len);
 bool http_stream_cancelled(const http_stream *s);
 /* fn(arg) is called once, on some thread, when the client goes away or the
- * server stops. Set it right after open. */
+ * server stops. Set it right after open. It is never called after
+ * http_stream_close returns (close waits for a call in progress), so arg
+ * may be freed then; fn must not close the stream itself. */
 void http_stream_on_cancel(http_stream *s, void (*fn)(void *arg), void *arg);
 /* The producer is done: flush what is queued, end the chunked body. The
  * stream must not be used afterwards. */

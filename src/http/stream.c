@@ -59,6 +59,7 @@ struct http_stream {
   bool suspended;
   bool mhd_done;
   bool cancel_fired;
+  bool cancel_running; /* the callback is being called; close waits */
   void (*cancel_fn)(void *arg);
   void *cancel_arg;
   uint64_t last_activity_ns;
@@ -107,10 +108,25 @@ static bool cancel_locked(http_stream *s) {
   /* cancel_fn is cleared by http_stream_close: a finished producer is never called. */
   if (s->cancel_fired || !s->cancel_fn) return false;
   s->cancel_fired = true;
+  s->cancel_running = true;
   return true;
 }
 
-static void fire(http_stream *s) { s->cancel_fn(s->cancel_arg); }
+/* Calls the cancel callback (never under s->mu). The function and its
+ * argument are read under the lock, and http_stream_close waits while
+ * cancel_running: a producer that closes its stream may free the
+ * callback's argument right after close returns. */
+static void fire(http_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  void (*fn)(void *) = s->cancel_fn;
+  void *arg = s->cancel_arg;
+  pthread_mutex_unlock(&s->mu);
+  if (fn) fn(arg);
+  pthread_mutex_lock(&s->mu);
+  s->cancel_running = false;
+  pthread_cond_broadcast(&s->space);
+  pthread_mutex_unlock(&s->mu);
+}
 
 static void hub_wake(stream_hub *h) {
   uint64_t one = 1;
@@ -328,9 +344,9 @@ void http_stream_on_cancel(http_stream *s, void (*fn)(void *arg), void *arg) {
   s->cancel_fn = fn;
   s->cancel_arg = arg;
   bool now = (s->cancelled || (s->mhd_done && !s->closed)) && !s->cancel_fired && fn;
-  if (now) s->cancel_fired = true;
+  if (now) s->cancel_fired = s->cancel_running = true;
   pthread_mutex_unlock(&s->mu);
-  if (now) fn(arg);
+  if (now) fire(s);
 }
 
 void http_stream_close(http_stream *s) {
@@ -338,6 +354,7 @@ void http_stream_close(http_stream *s) {
   pthread_mutex_lock(&s->mu);
   s->closed = true;
   s->cancel_fn = NULL; /* the producer is gone: never call it back */
+  while (s->cancel_running) pthread_cond_wait(&s->space, &s->mu); /* ... nor let a call outlive close */
   if (s->suspended && s->conn) {
     s->suspended = false;
     MHD_resume_connection(s->conn);
