@@ -241,6 +241,7 @@ void ollama_chat(http_req *req, void *ctx) {
     ollama_err(req, rc == ERR_NOMEM ? 500 : 400, rc, "%s", err_detail());
     goto done;
   }
+  if (ollama_debug_render(req, body, mm, OLLAMA_CHAT, mname, &ids)) goto done;
   ollama_run run = {.kind = OLLAMA_CHAT, .model = mname, .stream = stream, .logprobs = lp, .think_off = think == 0, .top_logprobs = top,
                     .t0_ns = t0, .load_ns = load_ns};
   ollama_generate_run(req, mm, &g, &ids, &pc, &run);

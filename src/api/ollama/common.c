@@ -410,6 +410,11 @@ json_t *ollama_body(http_req *req) {
     api_error(req, 400, ERR_INVALID, "missing request body", NULL);
     return NULL;
   }
+  /* Go decodes a JSON null into an empty request: the handler then names
+   * the missing field ("model is required") */
+  while (len && isspace((unsigned char)*b)) b++, len--;
+  while (len && isspace((unsigned char)b[len - 1])) len--;
+  if (len == 4 && memcmp(b, "null", 4) == 0) return json_object();
   return api_parse_body(req);
 }
 

@@ -272,6 +272,24 @@ void ollama_answer_load(http_req *req, enum ollama_kind kind, const char *mname,
   json_decref(r);
 }
 
+bool ollama_debug_render(http_req *req, const json_t *body, const manager_model *mm, enum ollama_kind kind,
+                         const char *name, const tok_ids *ids) {
+  if (!json_is_true(json_object_get(body, "_debug_render_only"))) return false;
+  buf text = BUF_INIT;
+  tok_decode(mm->t, ids->ids, ids->n, TOK_DECODE_SPECIAL | TOK_DECODE_STRIP_SPACE, &text);
+  char ts[48];
+  ollama_time(ollama_now_ns(), ts, sizeof ts);
+  json_t *r = json_pack("{s:s, s:s, s:b, s:{s:s%, s:i}}", "model", name, "created_at", ts, "done", 1, "_debug_info",
+                        "rendered_template", text.data ? text.data : "", text.len, "image_count", 0);
+  if (r && kind == OLLAMA_CHAT) json_object_set_new(r, "message", json_pack("{s:s, s:s}", "role", "assistant", "content", ""));
+  else if (r) json_object_set_new(r, "response", json_string(""));
+  if (r) ollama_json(req, 200, r);
+  else ollama_err(req, 500, ERR_NOMEM, "out of memory");
+  json_decref(r);
+  buf_free(&text);
+  return true;
+}
+
 void ollama_error_manager(http_req *req, int rc, const char *name) {
   if (rc == ERR_NOT_FOUND) ollama_err(req, 404, rc, "model '%s' not found", name ? name : "");
   else if (rc == ERR_OVERLOADED) api_error(req, 503, rc, "server busy, please try again.  maximum pending requests exceeded", NULL);
@@ -505,6 +523,7 @@ void ollama_generate(http_req *req, void *ctx) {
       goto done;
     }
   }
+  if (ollama_debug_render(req, body, mm, OLLAMA_GENERATE, mname, &ids)) goto done;
   ollama_run run = {.kind = OLLAMA_GENERATE, .model = mname, .stream = stream, .context = !raw,
                     .logprobs = lp, .think_off = think == 0, .top_logprobs = top, .t0_ns = t0, .load_ns = load_ns};
   ollama_generate_run(req, mm, &g, &ids, pcp, &run);

@@ -142,6 +142,10 @@ void ollama_generate_run(http_req *req, manager_model *mm, gen_params *g, const 
                          const outparse_config *pc, const ollama_run *run);
 /* The load / unload answer of an empty generate or chat. */
 void ollama_answer_load(http_req *req, enum ollama_kind kind, const char *model, const char *reason);
+/* `_debug_render_only`: answers the rendered prompt (ids decoded with
+ * their special tokens) instead of generating; false when not asked. */
+bool ollama_debug_render(http_req *req, const json_t *body, const manager_model *mm, enum ollama_kind kind,
+                         const char *name, const tok_ids *ids);
 /* 404 `model 'NAME' not found` (or a manager error). */
 void ollama_error_manager(http_req *req, int rc, const char *name);
 /* Maps a "does not support" check: 400 `"<name>" does not support WHAT`. */

@@ -80,6 +80,8 @@ test('tools are accepted; a tool round trip (assistant tool_calls, role tool wit
 
 test('role case is folded ("USER" is user); thinking of earlier turns is accepted', async (t) => {
   if (skipped(t)) return;
+  const dbg = (await post(ctx.srv, '/api/chat', { model: MODEL, messages: [{ role: 'USER', content: 'hey' }], _debug_render_only: true })).json();
+  assert.match(dbg._debug_info.rendered_template, /<\|user\|>\nhey/);
   const r = await ctx.client.chat({
     model: MODEL, stream: false, options: { num_predict: 2 },
     messages: [{ role: 'USER', content: 'a' }, { role: 'assistant', content: 'b', thinking: 'hmm' }, { role: 'user', content: 'c' }],
@@ -129,7 +131,7 @@ test('error paths: model required, unknown model, invalid name, bad role, bad to
   if (skipped(t)) return;
   const cases = [
     [{ model: '', messages: msgs }, 400, 'model is required'],
-    ['null', 400, null],
+    ['null', 400, 'model is required'],
     [{ model: 'nope', messages: msgs }, 404, "model 'nope' not found"],
     [{ model: 'a/b/c/d/e', messages: msgs }, 400, 'invalid model name'],
     [{ model: MODEL, messages: [{ role: 'wizard', content: 'x' }] }, 400, null],

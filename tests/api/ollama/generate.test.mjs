@@ -93,6 +93,14 @@ test('template override (Go template subset) renders .System and .Prompt; an uns
     template: '{{ if .System }}{{ .System }} {{ end }}### USER {{ .Prompt }} ', stream: false, options: { num_predict: 2 },
   });
   checkDone(r, { generate: true });
+  const dbg = (await post(ctx.srv, '/api/generate', {
+    model: MODEL, prompt: 'Help me write tests.', system: 'You can perform magic tricks.',
+    template: '{{ if .System }}{{ .System }} {{ end }}### USER {{ .Prompt }} ', _debug_render_only: true,
+  })).json();
+  assert.ok(dbg._debug_info.rendered_template.endsWith('You can perform magic tricks. ### USER Help me write tests. '),
+    JSON.stringify(dbg._debug_info));
+  const rawDbg = (await post(ctx.srv, '/api/generate', { model: MODEL, prompt: 'verbatim text', raw: true, _debug_render_only: true })).json();
+  assert.ok(rawDbg._debug_info.rendered_template.endsWith('verbatim text'));
   const bad = await post(ctx.srv, '/api/generate', { model: MODEL, prompt: 'x', template: '{{ range .Messages }}{{ end }}', stream: false });
   assert.equal(bad.status, 500);
   assert.match(bad.json().error, /unsupported action/);
