@@ -25,7 +25,8 @@ enum api_dialect {
 };
 
 /* Decides the dialect from the path prefix and, for /v1 paths shared by
- * OpenAI and Anthropic, the anthropic-version header. */
+ * OpenAI and Anthropic, the anthropic-version header (/v1/messages is
+ * always Anthropic). */
 enum api_dialect api_dialect_of(const http_req *req);
 const char *api_dialect_name(enum api_dialect d);
 

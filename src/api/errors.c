@@ -42,7 +42,7 @@ enum api_dialect api_dialect_of(const http_req *req) {
   if (path_has_prefix(p, "/api") || strcmp(p, "/") == 0) return API_DIALECT_OLLAMA;
   if (path_has_prefix(p, "/admin") || path_has_prefix(p, "/health") || path_has_prefix(p, "/metrics"))
     return API_DIALECT_ADMIN;
-  if (http_req_header(req, "anthropic-version")) return API_DIALECT_ANTHROPIC;
+  if (http_req_header(req, "anthropic-version") || path_has_prefix(p, "/v1/messages")) return API_DIALECT_ANTHROPIC;
   return API_DIALECT_OPENAI;
 }
 

@@ -115,6 +115,23 @@ static void arguments_as_objects(json_t *messages) {
   }
 }
 
+/* continue_final: templates close every message, so the text is cut right
+ * after the last occurrence of the final message's content (as Hugging
+ * Face's continue_final_message does) and the model goes on writing it. */
+static void cut_after_final(const json_t *messages, buf *text) {
+  const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+  const json_t *content = json_object_get(last, "content");
+  size_t n = json_string_length(content);
+  if (!json_is_string(content) || !n || !text->data || n > text->len) return;
+  const char *s = json_string_value(content);
+  for (size_t at = text->len - n + 1; at-- > 0;)
+    if (memcmp(text->data + at, s, n) == 0) {
+      text->len = at + n;
+      text->data[text->len] = '\0';
+      return;
+    }
+}
+
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc) {
   if (!mm->chat)
     return err_set(ERR_UNSUPPORTED, "model '%s' has no chat template (send a raw prompt instead)", mm->name);
@@ -144,6 +161,7 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
   }
   if (h) tmpl_heap_free(h);
   json_decref(req);
+  if (!rc && c->continue_final) cut_after_final(c->messages, text);
   if (!rc) rc = gen_tokenize(mm->t, text->data ? text->data : "", text->len, true, ids);
   if (!rc && !ids->n) rc = err_set(ERR_INVALID, "the rendered prompt is empty");
   buf_free(&local);

@@ -92,8 +92,8 @@ enum gen_tool_choice {
   GEN_TOOL_AUTO = 0,      /* the model decides */
   GEN_TOOL_NONE = 1,      /* tools are shown to the template but calls are
                              not parsed out of the text */
-  GEN_TOOL_REQUIRED = 2,  /* some call (not yet forced by a grammar) */
-  GEN_TOOL_FUNCTION = 3   /* a named call (not yet forced by a grammar) */
+  GEN_TOOL_REQUIRED = 2,  /* some call (forced by gen_chat_force_tools) */
+  GEN_TOOL_FUNCTION = 3   /* a named call (forced by gen_chat_force_tools) */
 };
 
 typedef struct gen_chat {
@@ -109,7 +109,8 @@ typedef struct gen_chat {
                                     and the parser's starting state */
   const json_t *template_kwargs; /* extra template globals, or NULL */
   bool continue_final;           /* no generation prompt: the model goes on
-                                    writing the last (assistant) message */
+                                    writing the last (assistant) message
+                                    (the text is cut after its content) */
 } gen_chat;
 
 /* Renders c through mm's chat template (the tool_use variant when tools are

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api/admin/admin.h"
+#include "api/anthropic/anthropic.h"
 #include "api/openai/files.h"
 #include "api/api.h"
 #include "api/gen.h"
@@ -189,6 +190,7 @@ static int cmd_serve(int argc, char **argv) {
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
   openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
+  anthropic_ctx anctx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
   size_t n_routes = admin_routes(&actx, &routes);
@@ -204,6 +206,10 @@ static int cmd_serve(int argc, char **argv) {
   }
   if (!rc) {
     n_routes = openai_responses_routes(&octx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   ollama_ctx olctx;

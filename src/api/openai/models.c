@@ -4,9 +4,12 @@
  * source, executable or not), with created = the file's modification time.
  * Ids may hold '/' ("hf.co/owner/repo:Q4_K_M"): the route's final
  * {model...} segment takes the rest of the path, percent-decoded.
+ * Requests with an anthropic-version header get the Anthropic shape
+ * (api/anthropic/models.c) from the same routes.
  */
 #include <string.h>
 
+#include "api/anthropic/anthropic.h"
 #include "api/api.h"
 #include "api/openai/openai.h"
 #include "base/err.h"
@@ -19,6 +22,10 @@ static json_t *model_object(const registry_entry *e) {
 
 void openai_models_list(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
+  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) { /* same path, Anthropic SDK */
+    anthropic_models_list(req, oc->reg);
+    return;
+  }
   registry_snapshot *snap = registry_snapshot_acquire(oc->reg);
   json_t *data = json_array();
   size_t n = registry_snapshot_count(snap);
@@ -41,6 +48,10 @@ void openai_models_list(http_req *req, void *ctx) {
 
 void openai_models_get(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
+  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) {
+    anthropic_models_get(req, oc->reg);
+    return;
+  }
   const char *id = http_req_param(req, "model");
   registry_entry *e = NULL;
   if (!id || !*id || registry_lookup(oc->reg, id, &e)) {
