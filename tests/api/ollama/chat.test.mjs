@@ -154,7 +154,7 @@ test('error paths: model required, unknown model, invalid name, bad role, bad to
   assert.equal(wrong.status, 405);
 });
 
-test('the same conversation as OpenAI chat and Ollama chat renders to the same prompt tokens', async (t) => {
+test('the same conversation as OpenAI chat, Anthropic messages and Ollama chat renders to the same prompt tokens', async (t) => {
   if (skipped(t)) return;
   const { default: OpenAI } = await import('openai');
   const oa = new OpenAI({ baseURL: `${ctx.srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
@@ -165,6 +165,12 @@ test('the same conversation as OpenAI chat and Ollama chat renders to the same p
   const o = await oa.chat.completions.create({ model: MODEL, messages: conv, max_tokens: 1 });
   const l = await ctx.client.chat({ model: MODEL, messages: conv, stream: false, options: { num_predict: 1 } });
   assert.equal(l.prompt_eval_count, o.usage.prompt_tokens);
+  const { default: Anthropic } = await import('@anthropic-ai/sdk');
+  const an = new Anthropic({ baseURL: ctx.srv.url, apiKey: 'x', maxRetries: 0 });
+  const a = await an.messages.create({ model: MODEL, system: 'Be brief.', messages: [conv[1]], max_tokens: 1 });
+  // Anthropic counts cache reads apart from input_tokens
+  assert.equal(a.usage.input_tokens + (a.usage.cache_read_input_tokens ?? 0) + (a.usage.cache_creation_input_tokens ?? 0),
+    l.prompt_eval_count);
   // with a tool round trip: OpenAI sends arguments as JSON text, Ollama as an object
   const oaConv = [...conv,
     { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
