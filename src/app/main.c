@@ -23,8 +23,10 @@
 #include "api/openai/files.h"
 #include "api/api.h"
 #include "api/gen.h"
+#include "api/lmstudio/lmstudio.h"
 #include "api/openai/openai.h"
 #include "api/ollama/ollama.h"
+#include "api/openai/unimplemented.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
@@ -33,6 +35,7 @@
 #include "base/version.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 #include "store/store.h"
 
@@ -47,6 +50,8 @@ static const struct command {
     {"serve", cmd_serve, "start the server"},
     {"tokenize", cmd_tokenize, "print the token ids and pieces of a text: tokenize MODEL.gguf TEXT [--json]"},
     {"list", cmd_list, "list models from every source: list [--json] [--model [NAME=]PATH] [--alias N=MODEL]"},
+    {"pull", cmd_pull, "download a model: pull NAME (llama3.2:1b, hf.co/OWNER/REPO:QUANT) [--file PATTERN]"},
+    {"rm", cmd_rm, "delete a model parley pulled: rm NAME"},
     {"run", cmd_run, "raw completion: run MODEL.gguf (-p TEXT | --tokens 1,2,3) [-n N] [--temp T] [--seed S] [-t N]"},
     {"bench", cmd_bench, "tokens/s: bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]"},
     {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama] [--type T]"},
@@ -189,7 +194,14 @@ static int cmd_serve(int argc, char **argv) {
                        .memory_budget = cfg.memory_budget};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
-  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
+  /* Pulled models go to the models dir; downloads a restart interrupted resume. */
+  puller *pull = NULL;
+  pull_config pcfg = {.models_dir = cfg.models_dir, .st = st, .reg = reg};
+  if (!rc) rc = puller_new(&pcfg, &pull);
+  size_t n_resumed = 0;
+  if (!rc && puller_resume_interrupted(pull, &n_resumed)) LOG_WARN("app", "resuming downloads: %s", err_detail());
+  if (n_resumed) LOG_INFO("app", "resumed %zu interrupted download(s)", n_resumed);
+  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
   anthropic_ctx anctx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
@@ -208,23 +220,32 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
+  n_routes = lmstudio_routes(&lctx, &routes);
+  if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
   if (!rc) {
     n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   ollama_ctx olctx;
   int olrc = ollama_init(&olctx, reg, mgr, cfg.data_dir);
+  olctx.puller = pull;
   if (!rc && olrc) LOG_WARN("app", "ollama: %s", err_detail());
   if (!rc && !olrc) {
     n_routes = ollama_routes(&olctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  /* Last, though order does not matter: the OpenAI 501 fallbacks (real
+   * routes always win) and the /v1-less and /v1/v1 path aliases. */
+  if (!rc) rc = openai_surface_install(srv);
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
     ollama_free(&olctx);
+    lmstudio_shutdown(&lctx);
+    puller_free(pull);
     manager_free(mgr);
     registry_free(reg);
     store_close(st);
@@ -261,7 +282,9 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
-  ollama_free(&olctx);
+  ollama_free(&olctx); /* waits for its pull progress streams */
+  lmstudio_shutdown(&lctx);
+  puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);

@@ -150,6 +150,9 @@ int ollama_init(ollama_ctx *c, registry *reg, manager *mgr, const char *data_dir
 
 void ollama_free(ollama_ctx *c) {
   if (!c) return;
+  /* pull progress threads end within a poll once the server cancelled
+   * their streams; they use the puller, which is freed after this */
+  for (int waited = 0; c->n_pull_streams > 0 && waited < 5000; waited += 10) usleep(10000);
   json_decref(c->overlay);
   json_decref(c->info_cache);
   free(c->dir);
@@ -462,9 +465,15 @@ void ollama_delete(http_req *req, void *ctx) {
     } else if (registry_lookup(c->reg, name, &e)) {
       ollama_err(req, 404, ERR_NOT_FOUND, "model '%s' not found", name);
     } else {
-      ollama_err(req, 403, ERR_FORBIDDEN,
-                 "parley does not delete model files it did not create ('%s' is %s, from %s)", name,
-                 e->path ? e->path : "?", registry_source_name(e->source));
+      /* a model parley pulled is removed by the puller; anything else
+       * (another tool's files, --model paths) is refused */
+      int rc = c->puller ? pull_remove(c->puller, e->name, NULL, 0) : ERR_FORBIDDEN;
+      if (!rc) http_respond(req, 200, "application/json; charset=utf-8", "", 0);
+      else if (rc == ERR_FORBIDDEN)
+        ollama_err(req, 403, ERR_FORBIDDEN,
+                   "parley does not delete model files it did not download or create ('%s' is %s, from %s)", name,
+                   e->path ? e->path : "?", registry_source_name(e->source));
+      else ollama_err(req, 0, rc, "%s", err_detail());
     }
     json_decref(over);
   }

@@ -33,6 +33,7 @@
 #include "api/gen.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 
 /* The Ollama version /api/version reports (clients gate features on it). */
@@ -41,7 +42,9 @@
 typedef struct ollama_ctx {
   registry *reg;
   manager *mgr;
-  void *puller;            /* model/pull.h puller, or NULL when absent */
+  puller *puller;          /* downloads (/api/pull, /api/delete of pulled
+                              models); NULL: pull answers 501 */
+  _Atomic int n_pull_streams; /* pull progress threads alive */
   char *dir;               /* data_dir/ollama */
   char *blob_dir;          /* data_dir/ollama/blobs */
   char *overlay_path;      /* data_dir/ollama/models.json */

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 
 struct store;
@@ -31,6 +32,7 @@ typedef struct openai_ctx {
   registry *reg;
   manager *mgr;
   struct store *st;          /* responses and conversations */
+  puller *pull;              /* DELETE /v1/models/{id} removes pulled models; may be NULL */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
@@ -85,6 +87,7 @@ void openai_generate(http_req *req, manager_model *mm, const char *model_label, 
 /* ---- handlers ------------------------------------------------------------ */
 void openai_models_list(http_req *req, void *ctx);
 void openai_models_get(http_req *req, void *ctx);
+void openai_models_delete(http_req *req, void *ctx);
 void openai_chat_completions(http_req *req, void *ctx);
 void openai_completions(http_req *req, void *ctx);
 void openai_embeddings(http_req *req, void *ctx);
