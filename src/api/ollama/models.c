@@ -9,8 +9,9 @@
  * What parley does differently from Ollama: models are read in place, so
  * /api/copy makes an alias (with the source's settings), /api/create
  * registers the GGUF file (a local path, or an uploaded blob) under the new
- * name, and /api/delete removes what the overlay made; it refuses to delete
- * other tools' model files. /api/push has no registry to push to.
+ * name, and /api/delete removes what the overlay made or the puller
+ * downloaded (pull_remove); it refuses to delete other tools' model files.
+ * /api/push has no registry to push to.
  */
 #include <errno.h>
 #include <stdio.h>
