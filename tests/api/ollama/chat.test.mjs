@@ -8,7 +8,19 @@ import { setup, teardown, post, ndjson, checkDone, MODEL } from './setup.mjs';
 
 let ctx;
 const skipped = (t) => { if (ctx.skip) { t.skip(ctx.skip); return true; } return false; };
-before(async () => { ctx = await setup(); });
+// A second llama whose template knows no tools (no `tools` capability).
+async function addPlainModel(dir) {
+  const { writeFileSync, rmSync } = await import('node:fs');
+  const path = (await import('node:path')).default;
+  const { runCli } = await import('../lib/server.mjs');
+  const { LLAMA_VOCAB } = await import('../lib/models.mjs');
+  const tmpl = path.join(dir, 'plain.jinja.txt');
+  writeFileSync(tmpl, "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}</s>\n{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}");
+  const r = await runCli(['gen-model', path.join(dir, 'plain.gguf'), '--vocab', LLAMA_VOCAB, '--chat-template', tmpl, '--ctx', '512']);
+  rmSync(tmpl);
+  if (r.code !== 0) throw new Error(`gen-model failed: ${r.stderr}`);
+}
+before(async () => { ctx = await setup({ prepare: addPlainModel }); });
 after(async () => { await teardown(ctx); });
 
 const msgs = [{ role: 'user', content: 'Hello there' }];
@@ -181,4 +193,17 @@ test('the same conversation as OpenAI chat, Anthropic messages and Ollama chat r
   const o2 = await oa.chat.completions.create({ model: MODEL, messages: oaConv, tools, max_tokens: 1 });
   const l2 = await ctx.client.chat({ model: MODEL, messages: olConv, tools, stream: false, options: { num_predict: 1 } });
   assert.equal(l2.prompt_eval_count, o2.usage.prompt_tokens);
+});
+
+test('tools on a model without the tools capability: 400 naming the full model name', async (t) => {
+  if (skipped(t)) return;
+  const caps = (await ctx.client.show({ model: 'plain' })).capabilities;
+  assert.ok(caps.includes('completion') && !caps.includes('tools'), caps.join());
+  await assert.rejects(ctx.client.chat({ model: 'plain', messages: msgs, tools }), (e) => {
+    assert.equal(e.status_code, 400);
+    assert.equal(e.error, 'registry.ollama.ai/library/plain:latest does not support tools');
+    return true;
+  });
+  const ok = await ctx.client.chat({ model: 'plain', messages: msgs, stream: false, options: { num_predict: 1 } });
+  assert.equal(ok.done, true);
 });

@@ -11,9 +11,11 @@ export const MODEL = 'org/tiny';
 export const EMBED = 'embed';
 
 // Starts a server; returns { srv, client, models, skip } (skip: a reason).
-export async function setup({ bert = false, args = [] } = {}) {
+// prepare(dir), when given, may add files to the models directory first.
+export async function setup({ bert = false, args = [], prepare = null } = {}) {
   const models = await makeModelsDir({ bert });
   if (models.skip) return { skip: models.skip };
+  if (prepare) await prepare(models.dir);
   const srv = await startServer({
     args: ['--models-dir', models.dir, '--parallel', '2', ...args],
     env: { PARLEY_NO_EXTERNAL_MODELS: '1' },
