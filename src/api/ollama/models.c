@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "gguf/gguf.h"
+#include "kernels/tensor_type.h"
 
 /* ---- the overlay ------------------------------------------------------------ */
 
@@ -374,6 +375,17 @@ void ollama_show(http_req *req, void *ctx) {
   if (resp && system) json_object_set_new(resp, "system", json_string(system));
   if (resp && over && json_array_size(json_object_get(over, "messages")))
     json_object_set(resp, "messages", json_object_get(over, "messages"));
+  if (resp && f && verbose) { /* tensors: every one, so only when asked */
+    json_t *ts_arr = json_array();
+    for (size_t i = 0; ts_arr && i < gguf_n_tensors(f); i++) {
+      const gguf_tensor *t = gguf_tensor_at(f, i);
+      json_t *shape = json_array();
+      for (uint32_t d = 0; shape && d < t->n_dims; d++) json_array_append_new(shape, json_integer((json_int_t)t->dims[d]));
+      json_array_append_new(ts_arr, json_pack("{s:s, s:s, s:o}", "name", t->name, "type", tensor_type_name(t->type),
+                                              "shape", shape ? shape : json_array()));
+    }
+    if (ts_arr) json_object_set_new(resp, "tensors", ts_arr);
+  }
   if (resp && f) {
     const char *lic = NULL;
     if (!gguf_get_str(f, "general.license", &lic) && lic && *lic) json_object_set_new(resp, "license", json_string(lic));

@@ -77,6 +77,9 @@ test('show: model_info with GGUF keys, details, capabilities, template, paramete
   assert.ok(!Number.isNaN(Date.parse(s.modified_at)));
   const v = await ctx.client.show({ model: MODEL, verbose: true });
   assert.ok(v.model_info['tokenizer.ggml.tokens'].length > 100);
+  assert.ok(v.tensors.length > 3);
+  const emb = v.tensors.find((x) => x.name === 'token_embd.weight');
+  assert.ok(emb && emb.shape.length === 2 && typeof emb.type === 'string', JSON.stringify(emb));
   const byName = (await post(ctx.srv, '/api/show', { name: MODEL })).json();
   assert.equal(byName.details.family, 'llama');
 });
