@@ -181,6 +181,9 @@ test('error paths: empty/unknown/invalid model, empty and bad bodies, top_logpro
     [{ model: MODEL, prompt: 'x', options: { temperature: 'hot' } }, 400, 'option "temperature" must be of type float32'],
     [{ model: MODEL, prompt: 'x', keep_alive: true }, 400, null],
     [{ model: MODEL, prompt: 'x', images: ['not base64!'] }, 400, null],
+    // refused by the sampler before the stream opens: a status and one JSON object, not NDJSON
+    [{ model: MODEL, prompt: 'x', options: { min_p: 5 } }, 400, null],
+    [{ model: MODEL, prompt: 'x'.repeat(6000) }, 400, null],
   ];
   for (const [body, status, msg] of cases) {
     const r = await post(ctx.srv, '/api/generate', body);
