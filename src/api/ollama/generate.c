@@ -292,7 +292,8 @@ bool ollama_debug_render(http_req *req, const json_t *body, const manager_model 
 
 void ollama_error_manager(http_req *req, int rc, const char *name) {
   if (rc == ERR_NOT_FOUND) ollama_err(req, 404, rc, "model '%s' not found", name ? name : "");
-  else if (rc == ERR_OVERLOADED) api_error(req, 503, rc, "server busy, please try again.  maximum pending requests exceeded", NULL);
+  else if (rc == ERR_OVERLOADED) /* busy models hold the memory another load needs */
+    ollama_err(req, 503, rc, "server busy, please try again: %s", err_detail());
   else api_error(req, 0, rc, err_detail(), NULL);
 }
 
