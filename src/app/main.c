@@ -26,6 +26,7 @@
 #include "api/lmstudio/lmstudio.h"
 #include "api/openai/openai.h"
 #include "api/ollama/ollama.h"
+#include "api/openai/realtime.h"
 #include "api/openai/unimplemented.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -220,6 +221,12 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  openai_realtime_ctx rctx = {.reg = reg, .mgr = mgr, .st = st, .api_keys = (const char *const *)cfg.api_keys,
+                              .n_api_keys = cfg.n_api_keys};
+  if (!rc) {
+    n_routes = openai_realtime_routes(&rctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
   n_routes = lmstudio_routes(&lctx, &routes);
   if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
@@ -244,7 +251,6 @@ static int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
     ollama_free(&olctx);
-    lmstudio_shutdown(&lctx);
     puller_free(pull);
     manager_free(mgr);
     registry_free(reg);
@@ -283,7 +289,7 @@ static int cmd_serve(int argc, char **argv) {
   }
   gen_wait_streams(5000);
   ollama_free(&olctx); /* waits for its pull progress streams */
-  lmstudio_shutdown(&lctx);
+  openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */
   puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);

@@ -717,7 +717,7 @@ int manager_list_loaded(manager *mg, manager_loaded **out, size_t *n) {
   size_t i = 0;
   for (struct slot *s = mg->slots; s; s = s->next)
     if (s->state == SLOT_READY) v[i++] = s;
-  qsort(v, k, sizeof *v, cmp_recent);
+  if (k) qsort(v, k, sizeof *v, cmp_recent); /* v may be NULL when nothing is loaded */
   int64_t now_ns = (int64_t)time_mono_ns(), now_ms = time_wall_ms();
   for (i = 0; i < k; i++) {
     const manager_model *mm = v[i]->mm;

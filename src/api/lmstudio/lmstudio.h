@@ -48,11 +48,9 @@ typedef struct lmstudio_ctx {
 } lmstudio_ctx;
 
 /* Fills lctx's private part and returns the route table (every entry's ctx
- * is lctx). Call lmstudio_shutdown before manager_free. */
+ * is lctx). The dialect keeps nothing between requests: instances live in
+ * the manager, conversations in the store. */
 size_t lmstudio_routes(lmstudio_ctx *lctx, const http_route **out);
-/* Ends what the dialect keeps between requests (nothing now: instances
- * live in the manager); kept so the wiring in main does not change. */
-void lmstudio_shutdown(lmstudio_ctx *lctx);
 
 /* ---- shared by the handlers (common.c) --------------------------------- */
 

@@ -31,14 +31,10 @@
 #include "base/util.h"
 #include "model/pull.h"
 
-void lmstudio_shutdown(lmstudio_ctx *lc) { (void)lc; }
-
-/* manager_list_loaded, skipped when nothing is loaded (the manager then
- * hands qsort a NULL array, which UBSan rejects: reported to its owner). */
 static int list_loaded(manager *mg, manager_loaded **v, size_t *n) {
   *v = NULL;
   *n = 0;
-  return manager_n_loaded(mg) > 0 ? manager_list_loaded(mg, v, n) : 0;
+  return manager_list_loaded(mg, v, n);
 }
 
 int64_t lms_loaded_ctx(lmstudio_ctx *lc, const char *name) {

@@ -133,6 +133,9 @@ const IMPLEMENTED = {
   'DELETE /responses/{response_id}': async (pre, q) => jsonReq('DELETE', `${pre}/responses/${await newResponse()}${q}`),
   'POST /responses/{response_id}/cancel': async (pre, q) =>
     jsonReq('POST', `${pre}/responses/${await newResponse({ background: true })}/cancel${q}`),
+  'POST /realtime/client_secrets': (pre, q) => jsonReq('POST', `${pre}/realtime/client_secrets${q}`, { session: { type: 'realtime' } }),
+  'POST /realtime/sessions': (pre, q) => jsonReq('POST', `${pre}/realtime/sessions${q}`, { modalities: ['text'] }),
+  'POST /realtime/transcription_sessions': (pre, q) => jsonReq('POST', `${pre}/realtime/transcription_sessions${q}`, {}),
   'GET /responses/{response_id}/input_items': async (pre, q) =>
     jsonReq('GET', `${pre}/responses/${await newResponse()}/input_items${q}`),
   'POST /conversations': (pre, q) => jsonReq('POST', `${pre}/conversations${q}`, {}),
