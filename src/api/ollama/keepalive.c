@@ -37,9 +37,7 @@ void ollama_ps(http_req *req, void *ctx) {
   ollama_ctx *c = ctx;
   manager_loaded *v = NULL;
   size_t n = 0;
-  /* manager_list_loaded qsorts an empty NULL array when nothing is loaded
-   * (undefined behaviour UBSan stops on): ask only when something is */
-  if (manager_n_loaded(c->mgr) > 0 && manager_list_loaded(c->mgr, &v, &n)) {
+  if (manager_list_loaded(c->mgr, &v, &n)) {
     ollama_err(req, 500, ERR_NOMEM, "cannot list the loaded models: %s", err_detail());
     return;
   }
