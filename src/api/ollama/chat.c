@@ -23,7 +23,6 @@
 #include "base/err.h"
 #include "base/util.h"
 
-int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top);
 
 /* Builds the canonical messages (a new array) or answers 400. */
 static json_t *canonical_messages(http_req *req, const json_t *msgs, const json_t *over, bool *has_images) {

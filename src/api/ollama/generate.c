@@ -345,8 +345,6 @@ static int opt_str(http_req *req, const json_t *body, const char *key, const cha
   return rc;
 }
 
-/* logprobs / top_logprobs (0..20, checked before the model). */
-int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top);
 int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top) {
   *lp = false;
   *top = 0;

@@ -151,7 +151,9 @@ bool ollama_debug_render(http_req *req, const json_t *body, const manager_model 
                          const char *name, const tok_ids *ids);
 /* 404 `model 'NAME' not found` (or a manager error). */
 void ollama_error_manager(http_req *req, int rc, const char *name);
-/* Maps a "does not support" check: 400 `"<name>" does not support WHAT`. */
+/* logprobs / top_logprobs (0..20, checked before the model is looked up,
+ * as Ollama does). Answers 400 itself and returns nonzero. */
+int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top);
 
 /* ---- Go template subset (gotmpl.c) --------------------------------------- */
 
