@@ -81,6 +81,8 @@ static const struct opt OPTS[] = {
    "how long an idle model stays loaded (5m, 30s, 1h; -1 = forever, 0 = unload at once)"},
   {"memory-budget", "PARLEY_MEMORY_BUDGET", OPT_KIND_BUDGET, "75%", 0, 0, OFF(memory_budget),
    "memory the loaded models may take: bytes (8G), a percentage of RAM, or none"},
+  {"fetch-hosts", "PARLEY_FETCH_HOSTS", OPT_KIND_STR, "", 0, 0, OFF(fetch_hosts),
+   "hosts a Deepgram {\"url\"} body or callback may reach, comma-separated (* = any); none by default"},
 };
 #undef OFF
 

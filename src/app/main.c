@@ -20,7 +20,10 @@
 
 #include "api/admin/admin.h"
 #include "api/anthropic/anthropic.h"
+#include "api/deepgram/deepgram.h"
+#include "api/openai/audio.h"
 #include "api/openai/files.h"
+#include "api/speech_svc.h"
 #include "api/api.h"
 #include "api/gen.h"
 #include "api/lmstudio/lmstudio.h"
@@ -245,12 +248,24 @@ static int cmd_serve(int argc, char **argv) {
   /* Last, though order does not matter: the OpenAI 501 fallbacks (real
    * routes always win) and the /v1-less and /v1/v1 path aliases. */
   if (!rc) rc = openai_surface_install(srv);
+  api_speech *speech = NULL; /* speech engines open on first use */
+  if (!rc) rc = api_speech_new(&speech);
+  if (!rc) rc = api_speech_set_fetch(speech, cfg.fetch_hosts, (uint64_t)cfg.max_upload);
+  if (!rc) {
+    n_routes = openai_audio_routes(speech, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = deepgram_routes(speech, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   actx.server = srv;
   if (!rc) rc = http_server_start(srv);
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
     ollama_free(&olctx);
+    api_speech_free(speech);
     puller_free(pull);
     manager_free(mgr);
     registry_free(reg);
@@ -290,6 +305,7 @@ static int cmd_serve(int argc, char **argv) {
   gen_wait_streams(5000);
   ollama_free(&olctx); /* waits for its pull progress streams */
   openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */
+  api_speech_free(speech);
   puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);

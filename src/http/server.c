@@ -1112,7 +1112,11 @@ void http_server_free(http_server *srv) {
   if (!srv) return;
   if (srv->hub) stream_hub_set_tick(srv->hub, NULL, NULL);
   if (srv->d) {
-    MHD_socket lfd = MHD_quiesce_daemon(srv->d);
+    /* No MHD_quiesce_daemon first: with a worker pool on epoll it races the
+     * workers' own removal of the listen socket and MHD aborts the process
+     * ("Failed to remove listen FD from epoll set", libmicrohttpd 0.9.x).
+     * A connection accepted during shutdown is closed by MHD_stop_daemon,
+     * which also closes the listen socket. */
     if (srv->hub) stream_hub_cancel_all(srv->hub);
     pthread_mutex_lock(&srv->ws_mu);
     ws_loop *ws = srv->ws;
@@ -1120,7 +1124,6 @@ void http_server_free(http_server *srv) {
     pthread_mutex_unlock(&srv->ws_mu);
     if (ws) ws_loop_free(ws);
     MHD_stop_daemon(srv->d);
-    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     srv->d = NULL;
   }
   if (srv->ws) ws_loop_free(srv->ws);
