@@ -347,6 +347,9 @@ void ollama_show(http_req *req, void *ctx) {
     }
     if (gguf_get_str(f, "tokenizer.chat_template", &chat_template)) chat_template = "";
   }
+  /* GitHub Copilot Chat shows general.basename as the model's name */
+  const char *ua = http_req_header(req, "user-agent");
+  if (info && ua && str_starts_with(ua, "GitHubCopilotChat/")) json_object_set_new(info, "general.basename", json_string(name));
   const char *tmpl_text = over ? json_string_value(json_object_get(over, "template")) : NULL;
   const char *system = over ? json_string_value(json_object_get(over, "system")) : NULL;
   const json_t *op = over ? json_object_get(over, "parameters") : NULL;

@@ -82,6 +82,10 @@ test('show: model_info with GGUF keys, details, capabilities, template, paramete
   assert.ok(emb && emb.shape.length === 2 && typeof emb.type === 'string', JSON.stringify(emb));
   const byName = (await post(ctx.srv, '/api/show', { name: MODEL })).json();
   assert.equal(byName.details.family, 'llama');
+  const copilot = await fetch(`${ctx.srv.url}/api/show`, {
+    method: 'POST', headers: { 'user-agent': 'GitHubCopilotChat/0.30.0' }, body: JSON.stringify({ model: MODEL }),
+  });
+  assert.equal((await copilot.json()).model_info['general.basename'], MODEL);
 });
 
 test('show errors: model required 400, unknown 404, GET 405', async (t) => {
