@@ -1,13 +1,14 @@
 /*
  * test_ollama.c - the pure parts of the Ollama dialect: SHA-256 against the
  * FIPS 180-4 vectors, the Go-template subset, the model-name grammar and
- * the base64 check for images.
+ * the base64 check for images; registry_remove_name, which /api/delete uses.
  */
 #include <string.h>
 
 #include "api/ollama/ollama.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "model/registry.h"
 #include "test.h"
 
 static void sha_hex(const char *s, size_t n, char out[65]) {
@@ -85,4 +86,26 @@ TEST(ollama_names_and_base64) {
   EXPECT_FALSE(ollama_base64_valid("Q=JD", 4));
   const char *d = "data:image/png;base64,QUJD";
   EXPECT_FALSE(ollama_base64_valid(d, strlen(d)));
+}
+
+/* registry_remove_name: what /api/delete uses for copies and created models. */
+TEST(ollama_registry_remove_name) {
+  registry *r = NULL;
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  EXPECT_INT_EQ(registry_add_alias(r, "copy:latest", "org/tiny"), 0);
+  EXPECT_INT_EQ(registry_add_model(r, "/nonexistent/x.gguf", "made:latest"), 0);
+  registry_alias *v = NULL;
+  size_t n = 0;
+  EXPECT_INT_EQ(registry_aliases(r, &v, &n), 0);
+  EXPECT_INT_EQ(n, 1);
+  registry_aliases_free(v, n);
+  EXPECT_INT_EQ(registry_remove_name(r, "COPY:latest"), 0); /* aliases fold case */
+  EXPECT_INT_EQ(registry_aliases(r, &v, &n), 0);
+  EXPECT_INT_EQ(n, 0);
+  registry_aliases_free(v, n);
+  EXPECT_INT_EQ(registry_remove_name(r, "made:latest"), 0);
+  EXPECT_INT_EQ(registry_remove_name(r, "made:latest"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(registry_add_model(r, "/nonexistent/x.gguf", "made:latest"), 0); /* the name is free again */
+  EXPECT_INT_EQ(registry_remove_name(r, ""), ERR_INVALID);
+  registry_free(r);
 }
