@@ -580,7 +580,8 @@ TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
   memcpy(mn + 4, &v, 4);
 }
 
-/* Q4_K (has_qh 0) and Q5_K (has_qh 1): element 64p + 32h + l is nibble h of
+/* Q5_K (has_qh 1; has_qh 0 is Q4_K against plain block_q8_K, kept as the
+ * reading of the format body_q4_Kx reorders): element 64p + 32h + l is nibble h of
  * qs[32p + l] (plus bit 2p + h of qh[l] as bit 4), sub-block 2p + h. */
 TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys, int has_qh) {
@@ -649,13 +650,78 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
 
-TGT_INL void body_q4_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  tile_q45k(w, n, x, xs, nt, y, ys, 0);
-}
 TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   tile_q45k(w, n, x, xs, nt, y, ys, 1);
 }
-DEFINE_TILE8(tile_q4_K, body_q4_K)
+
+/* Q4_K against KERN_ACT_Q8_KX activations (kernels_impl.h). The four
+ * 32-byte nibble vectors Q_p of a super-block are transposed in 4-byte
+ * words within each 128-bit half (8 unpacks, once per row and super-block,
+ * shared by the nt tokens): U_m's word i is Q_i's word m, so U_m & 15 holds
+ * in every word i a piece of sub-block 2i and U_m >> 4 one of 2i + 1, the
+ * order the activations were stored in. Per token and parity h the four
+ * u8 x s8 products (maddubs, 16 bits) are added in 16 bits (|sum| <= 4 x 2
+ * x 15 x 127 = 15240, exact) and multiplied by the scales once (madd):
+ * 8 maddubs + 2 madd + 8 adds per 256 weights instead of 8 + 8 + 8. Lane L
+ * of the int32 sum: half L / 4 of sub-blocks 2 (L % 4) + h, h = 0, 1. */
+TGT_INL void body_q4_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  /* int16 lane j of a 128-bit half -> scale 2 (j / 2) + h (sc16's int16 order) */
+  const __m256i pick0 = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                         0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  const __m256i pick1 = _mm256_add_epi8(pick0, _mm256_set1_epi8(2));
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const block_q4_K *b = (const block_q4_K *)w + ib;
+    float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
+    uint8_t sc[8], mn[8];
+    scales12(b->scales, sc, mn);
+    /* dmin x min of sub-block k in lane k, against the activations' fsum */
+    __m256 wmin = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
+    __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256i s0 = _mm256_shuffle_epi8(sc16, pick0), s1 = _mm256_shuffle_epi8(sc16, pick1);
+    __m256i q0 = loadu256(b->qs), q1 = loadu256(b->qs + 32), q2 = loadu256(b->qs + 64),
+            q3 = loadu256(b->qs + 96);
+    __m256i t0 = _mm256_unpacklo_epi32(q0, q1), t1 = _mm256_unpackhi_epi32(q0, q1);
+    __m256i t2 = _mm256_unpacklo_epi32(q2, q3), t3 = _mm256_unpackhi_epi32(q2, q3);
+    __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                    _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+      wl[m] = _mm256_and_si256(u[m], lo4);
+      wh[m] = _mm256_and_si256(_mm256_srli_epi16(u[m], 4), lo4);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i p0 = _mm256_maddubs_epi16(wl[0], loadu256(xb->qs));
+      __m256i p1 = _mm256_maddubs_epi16(wh[0], loadu256(xb->qs + 32));
+#pragma GCC unroll 3
+      for (int m = 1; m < 4; m++) {
+        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wl[m], loadu256(xb->qs + 64 * m)));
+        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wh[m], loadu256(xb->qs + 64 * m + 32)));
+      }
+      __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(wmin, _mm256_loadu_ps((const float *)xb->bsums), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+DEFINE_TILE8(tile_q4_Kx, body_q4_Kx)
+
+/* The Q4_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K_interleave (so every variant's agree). */
+TGT static void quant_q8_Kx_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K_interleave(dst, n / QK_K);
+}
 DEFINE_TILE8(tile_q5_K, body_q5_K)
 
 /* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
@@ -826,6 +892,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8 = quant_q8_x86;
   ops->quant_q8_K = quant_q8_K_x86;
   ops->quant_q8p = quant_q8p_x86;
+  ops->quant_q8_Kx = quant_q8_Kx_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
@@ -836,7 +903,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q5_0] = tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = tile_q5_1;
-  ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_K;
+  ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_Kx;
   ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
@@ -856,7 +923,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;

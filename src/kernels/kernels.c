@@ -188,10 +188,33 @@ void kern_quant_q8p_c(const float *x, void *dst, int64_t n) {
   }
 }
 
+void kern_q8_K_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    int8_t tmp[QK_K];
+    for (int m = 0; m < 4; m++)
+      for (int h = 0; h < 2; h++)
+        for (int half = 0; half < 2; half++)
+          for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+              tmp[64 * m + 32 * h + 16 * half + 4 * i + k] = b[ib].qs[32 * (2 * i + h) + 16 * half + 4 * m + k];
+    memcpy(b[ib].qs, tmp, sizeof tmp);
+    float fsum[8];
+    for (int k = 0; k < 8; k++) fsum[k] = b[ib].d * (float)(b[ib].bsums[2 * k] + b[ib].bsums[2 * k + 1]);
+    _Static_assert(sizeof fsum == sizeof b[ib].bsums, "fsum fits bsums");
+    memcpy(b[ib].bsums, fsum, sizeof fsum);
+  }
+}
+
+void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K_interleave(dst, n / QK_K);
+}
+
 size_t kern_act_row_bytes(int act, int64_t n_cols) {
   switch ((enum kern_act)act) {
   case KERN_ACT_Q8: return (size_t)(n_cols / 32) * sizeof(kern_block_q8);
-  case KERN_ACT_Q8_K: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
+  case KERN_ACT_Q8_K:
+  case KERN_ACT_Q8_KX: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
   case KERN_ACT_Q8P: return (size_t)((n_cols / 32 + 1) / 2) * sizeof(kern_pair_q8);
   case KERN_ACT_F32: break;
   }
@@ -342,6 +365,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
     case KERN_ACT_F32: j.xa = (const uint8_t *)x; break;
     case KERN_ACT_Q8: j.quant = ops->quant_q8; break;
     case KERN_ACT_Q8_K: j.quant = ops->quant_q8_K; break;
+    case KERN_ACT_Q8_KX: j.quant = ops->quant_q8_Kx; break;
     case KERN_ACT_Q8P: j.quant = ops->quant_q8p; break;
     }
     if (j.quant) {

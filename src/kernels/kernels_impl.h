@@ -58,6 +58,7 @@ enum kern_act {
   KERN_ACT_Q8,      /* x quantized to kern_block_q8 rows (blocks of 32) */
   KERN_ACT_Q8_K,    /* x quantized to block_q8_K rows */
   KERN_ACT_Q8P,     /* x quantized to kern_pair_q8 rows (pairs of 32-blocks) */
+  KERN_ACT_Q8_KX,   /* block_q8_K rows with qs interleaved for Q4_K (below) */
 };
 
 /* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..tile_nt of the type), where
@@ -80,6 +81,7 @@ struct kern_ops {
   kern_quant_fn quant_q8;
   kern_quant_fn quant_q8_K;
   kern_quant_fn quant_q8p;
+  kern_quant_fn quant_q8_Kx;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
@@ -112,6 +114,18 @@ void *tpool_scratch(thread_pool *tp, int ith, size_t bytes);
 void kern_quant_q8_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8_K_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8p_c(const float *x, void *dst, int64_t n);
+void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_KX: a block_q8_K whose bsums bytes hold instead 8 floats,
+ * fsum[k] = d * (bsums[2k] + bsums[2k + 1]) (x's sum over 32-element
+ * sub-block k, so a Q4_K kernel applies its mins with one fused
+ * multiply-add per token and super-block), and whose 256 qs are reordered so that the 32-byte group at 64m + 32h holds, in its
+ * 4-byte slot i (i = 0..3) elements 4m..4m+3 of 32-element sub-block 2i + h
+ * and in slot 4 + i elements 16 + 4m..16 + 4m + 3 of the same sub-block.
+ * That is the order a Q4_K kernel gets by transposing the 4-byte words of
+ * its four 32-byte nibble vectors: every 4-byte slot of the 4 groups of one
+ * h belongs to one sub-block, so their 8-bit products can be summed in 16
+ * bits before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K_interleave(block_q8_K *b, int64_t nb);
 /* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
  * every variant's pair quantizer, so their outputs agree bit for bit). */
 void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);

@@ -412,6 +412,27 @@ TEST(kernels_activation_quantizers) {
   EXPECT_INT_EQ(a[0].qs[1], -64);
   EXPECT_INT_EQ(a[0].qs[2], 0);
   EXPECT_TRUE(a[0].s == 63.0f);
+  /* the interleaved Q4_K activations (kernels_impl.h): the same quantized
+   * values, element e of sub-block sb at 64 (e % 16 / 4) + 32 (sb % 2) +
+   * 16 (e / 16) + 4 (sb / 2) + e % 4, bsums replaced by d x 32-sums; every
+   * variant's quantizer gives the portable one's bytes */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_Kx_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++)
+      for (int sb = 0; sb < 8; sb++)
+        for (int e = 0; e < 32; e++)
+          EXPECT_INT_EQ(xa[ib].qs[64 * (e % 16 / 4) + 32 * (sb % 2) + 16 * (e / 16) + 4 * (sb / 2) + e % 4],
+                        ka[ib].qs[32 * sb + e]);
+    float fs[8];
+    memcpy(fs, xa[1].bsums, sizeof fs);
+    for (int k = 0; k < 8; k++)
+      EXPECT_TRUE(fs[k] == ka[1].d * (float)(ka[1].bsums[2 * k] + ka[1].bsums[2 * k + 1]));
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_Kx(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
   /* Q8_K block sums: 16-element sums of qs */
   for (int k = 0; k < 16; k++) {
     int s = 0;
@@ -434,6 +455,7 @@ static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int
     if (ops->act[type] == KERN_ACT_F32) memcpy(xa + t * xs, xt, (size_t)n_cols * 4);
     else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8P) ops->quant_q8p(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
@@ -454,7 +476,9 @@ TEST(kernels_isa_variants_agree) {
       struct kt_case c;
       /* 3 blocks (an odd count: Q4_0's last pair is half empty); 123
        * floats = 7 x 16 + 8 + 3 covers every float tail */
-      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 1, bs == 1 ? 123 : 3 * bs, KT_NT), 0);
+      /* rows 0 (all weights positive: K-quant mins 0) and 1 (signed: mins
+       * used), so both the scale and the min terms are compared */
+      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : 3 * bs, KT_NT), 0);
       size_t xs = (size_t)c.n_cols * 4 + 64;
       uint8_t *xa0 = calloc(KT_NT, xs), *xa1 = calloc(KT_NT, xs);
       ASSERT_TRUE(xa0 && xa1);
@@ -463,14 +487,17 @@ TEST(kernels_isa_variants_agree) {
       EXPECT_MEM_EQ(xa0, xa1, KT_NT * xs);
       int nt_max = v[0].tile_nt[type] ? v[0].tile_nt[type] : KERN_TILE_TOKENS;
       EXPECT_INT_EQ(nt_max, v[vi].tile_nt[type] ? v[vi].tile_nt[type] : KERN_TILE_TOKENS);
-      for (int nt = 1; nt <= nt_max; nt++) {
-        float y0[2 * KT_NT], y1[2 * KT_NT];
-        v[0].tile[type](c.W, c.n_cols, xa0, xs, nt, y0, 2);
-        v[vi].tile[type](c.W, c.n_cols, xa1, xs, nt, y1, 2);
-        for (int t = 0; t < nt; t++)
-          TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0, "%s vs %s, %s nt %d token %d: %.9g vs %.9g",
-                      v[0].isa, v[vi].isa, tensor_type_name((uint32_t)type), nt, t, y0[2 * t], y1[2 * t]);
-      }
+      for (int r = 0; r < 2; r++)
+        for (int nt = 1; nt <= nt_max; nt++) {
+          float y0[2 * KT_NT], y1[2 * KT_NT];
+          const uint8_t *wr = (const uint8_t *)c.W + r * c.row_bytes;
+          v[0].tile[type](wr, c.n_cols, xa0, xs, nt, y0, 2);
+          v[vi].tile[type](wr, c.n_cols, xa1, xs, nt, y1, 2);
+          for (int t = 0; t < nt; t++)
+            TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0,
+                        "%s vs %s, %s row %d nt %d token %d: %.9g vs %.9g", v[0].isa, v[vi].isa,
+                        tensor_type_name((uint32_t)type), r, nt, t, y0[2 * t], y1[2 * t]);
+        }
       free(xa0);
       free(xa1);
       kt_case_free(&c);
