@@ -28,6 +28,7 @@
 #include "api/gen.h"
 #include "api/lmstudio/lmstudio.h"
 #include "api/openai/openai.h"
+#include "api/ollama/ollama.h"
 #include "api/openai/realtime.h"
 #include "api/openai/unimplemented.h"
 #include "app/commands.h"
@@ -273,6 +274,14 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = anthropic_routes(&anctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  ollama_ctx olctx;
+  int olrc = ollama_init(&olctx, reg, mgr, cfg.data_dir);
+  olctx.puller = pull;
+  if (!rc && olrc) LOG_WARN("app", "ollama: %s", err_detail());
+  if (!rc && !olrc) {
+    n_routes = ollama_routes(&olctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
   /* Last, though order does not matter: the OpenAI 501 fallbacks (real
    * routes always win) and the /v1-less and /v1/v1 path aliases. */
   if (!rc) rc = openai_surface_install(srv);
@@ -292,6 +301,7 @@ static int cmd_serve(int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    ollama_free(&olctx);
     api_speech_free(speech);
     puller_free(pull);
     manager_free(mgr);
@@ -335,6 +345,7 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
+  ollama_free(&olctx); /* waits for its pull progress streams */
   openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */
   api_speech_free(speech);
   puller_free(pull); /* cancels downloads; their jobs resume at the next start */

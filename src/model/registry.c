@@ -334,6 +334,31 @@ int registry_add_alias(registry *r, const char *alias, const char *target) {
   return rc;
 }
 
+int registry_remove_name(registry *r, const char *name) {
+  if (!r || !name || !*name) return err_set(ERR_INVALID, "registry_remove_name: empty name");
+  int rc = ERR_NOT_FOUND;
+  pthread_mutex_lock(&r->lock);
+  for (size_t i = 0; i < r->n_aliases && rc; i++)
+    if (strcasecmp(r->aliases[i].a, name) == 0) {
+      free(r->aliases[i].a);
+      free(r->aliases[i].b);
+      memmove(&r->aliases[i], &r->aliases[i + 1], (r->n_aliases - i - 1) * sizeof *r->aliases);
+      r->n_aliases--;
+      rc = 0;
+    }
+  for (size_t i = 0; i < r->n_models && rc; i++)
+    if (r->models[i].a && strcmp(r->models[i].a, name) == 0) {
+      free(r->models[i].a);
+      free(r->models[i].b);
+      memmove(&r->models[i], &r->models[i + 1], (r->n_models - i - 1) * sizeof *r->models);
+      r->n_models--;
+      rc = 0;
+    }
+  pthread_mutex_unlock(&r->lock);
+  if (rc) err_set(rc, "no alias or explicit model named '%s'", name);
+  return rc;
+}
+
 int registry_add_alias_spec(registry *r, const char *spec) {
   const char *eq = spec ? strchr(spec, '=') : NULL;
   if (!eq || eq == spec || !eq[1])

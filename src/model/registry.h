@@ -121,6 +121,11 @@ int registry_add_model(registry *r, const char *path, const char *name);
 /* "alias" -> "target" (a model name or another alias; resolved at lookup).
  * ERR_INVALID for empty names, ERR_EXISTS for a second alias of that name. */
 int registry_add_alias(registry *r, const char *alias, const char *target);
+/* Removes an alias (case-insensitive) or an explicit model (exact name)
+ * added at run time (Ollama's /api/delete of a copy or a created model);
+ * an explicit model leaves the list at the next refresh. ERR_NOT_FOUND
+ * when the name is neither. */
+int registry_remove_name(registry *r, const char *name);
 /* Parses "alias=target". */
 int registry_add_alias_spec(registry *r, const char *spec);
 /* The model used when a request names none (NULL clears it). */

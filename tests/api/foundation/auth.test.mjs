@@ -74,11 +74,11 @@ test('Anthropic SDK with a wrong key raises AuthenticationError', async () => {
   await assert.rejects(client.models.list(), (e) => e instanceof Anthropic.AuthenticationError && e.status === 401);
 });
 
-test('Ollama client with a bearer key passes auth (404 route, not 401)', async () => {
+test('Ollama client with a bearer key passes auth (404 unknown model, not 401)', async () => {
   const ok = new Ollama({ host: srv.url, headers: { Authorization: `Bearer ${KEY}` } });
-  await assert.rejects(ok.ps(), (e) => e.status_code === 404);
+  await assert.rejects(ok.show({ model: 'nope' }), (e) => e.status_code === 404);
   const bad = new Ollama({ host: srv.url });
-  await assert.rejects(bad.ps(), (e) => e.status_code === 401);
+  await assert.rejects(bad.show({ model: 'nope' }), (e) => e.status_code === 401);
 });
 
 function wsOpen(url, protocols, options) {

@@ -86,12 +86,12 @@ test('Anthropic SDK: unknown route is a NotFoundError of type not_found_error wi
   });
 });
 
-test('Ollama client: unknown route gives a ResponseError with status 404', async () => {
+test('Ollama client: unknown route / unknown model give a ResponseError with status 404', async () => {
   const r = await fetch(`${srv.url}/api/nope`);
   assert.equal(r.status, 404);
   assert.equal(await r.text(), '404 page not found');
   const ollama = new Ollama({ host: srv.url });
-  await assert.rejects(ollama.ps(), (err) => { assert.equal(err.status_code, 404); return true; });
+  await assert.rejects(ollama.show({ model: 'nope' }), (err) => { assert.equal(err.status_code, 404); return true; });
 });
 
 test('Deepgram SDK: unknown route is an error carrying err_code, err_msg and a UUID request_id', async () => {
