@@ -43,6 +43,7 @@ typedef struct config {
   int64_t memory_budget;   /* bytes the loaded models may take (a
                               percentage is resolved against physical RAM);
                               -1 = no limit */
+  int cache_type;          /* enum model_kv_type of the engines' KV caches */
 } config;
 
 /* Fills cfg with defaults, then applies the environment (getenv), then argv
