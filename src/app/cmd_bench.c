@@ -143,7 +143,7 @@ int cmd_bench(int argc, char **argv) {
   }
   model_ctx_params cp = model_ctx_default_params();
   cp.n_ctx = need;
-  cp.n_batch = n_pp > 0 ? n_pp : 1;
+  cp.n_batch = n_pp > 0 ? n_pp : depth > 0 ? 512 : 1;
   cp.n_threads = (int)n_threads;
   cp.kv_type = kv_type;
   if (model_ctx_new(m, &cp, &ctx)) {

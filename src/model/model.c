@@ -390,7 +390,8 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   size_t per_layer = 0, kv_total = 0;
   /* positions rounded up to whole attention tiles (the v layout) */
   c->n_ctx_pad = (c->n_ctx + ATT_TILE_POS - 1) / ATT_TILE_POS * ATT_TILE_POS;
-  if (!size_mul((size_t)hp->n_head_kv * c->kv_row, (size_t)c->n_ctx_pad, &per_layer) || !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total) ||
+  if (!size_mul((size_t)hp->n_head_kv * c->kv_row, (size_t)c->n_ctx_pad, &per_layer) ||
+      !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total) ||
       !size_mul(kv_total, (size_t)c->n_seq, &kv_total)) {
     rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %d x %lld positions overflows", c->n_seq,
                  (long long)c->n_ctx);
@@ -642,7 +643,8 @@ int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
     uint8_t *kd = kv_block(c, dst, l, 0), *vd = kv_block(c, dst, l, 1);
     const uint8_t *ks = kv_block(c, src, l, 0), *vs = kv_block(c, src, l, 1);
     for (int64_t g = 0; g < hp->n_head_kv; g++) {
-      size_t k0 = row_off(c, g, 0), v0 = c->kv_type == MODEL_KV_Q8_0 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem;
+      size_t k0 = row_off(c, g, 0);
+      size_t v0 = c->kv_type == MODEL_KV_Q8_0 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem;
       memcpy(kd + k0, ks + k0, (size_t)n * row);
       if (c->kv_type == MODEL_KV_Q8_0) { /* values are rows too */
         memcpy(vd + v0, vs + v0, (size_t)n * row);
@@ -720,7 +722,8 @@ static int att_task(struct att_job *j, float *scr, int64_t task) {
     sum[i] = 0.0f;
   }
   const uint8_t *kb = kv_block(c, run->seq, j->l, 0) + row_off(c, g, 0);
-  const uint8_t *vb = kv_block(c, run->seq, j->l, 1) + (q8 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem);
+  const uint8_t *vb =
+      kv_block(c, run->seq, j->l, 1) + (q8 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem);
   int64_t p_end = pos0 + (t1 - t0); /* positions 0..p_end-1 are visible to some token of the task */
   int rc;
   for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
