@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -664,18 +665,29 @@ int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* Walks the destination row by row (contiguous stores; the source tile,
+ * np x 34 x hd/32 bytes, stays in L1): writing position by position instead
+ * scatters stores 512 bytes apart over a 32 KiB tile and measured 1.4x
+ * slower attention than the F16 cache. */
 void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt) {
   const int64_t TP = ATT_TILE_POS, nb = hd / QK8_0;
-  const block_q8_0 *blk = rows;
-  for (int64_t p = 0; p < np; p++)
-    for (int64_t b = 0; b < nb; b++) {
-      const block_q8_0 *q = &blk[p * nb + b];
-      float d = fp16_to_f32(q->d);
-      float *dst = vt + b * QK8_0 * TP + p;
-      for (int j = 0; j < QK8_0; j++) dst[j * TP] = (float)q->qs[j] * d;
+  const size_t rb = (size_t)nb * sizeof(block_q8_0);
+  const uint8_t *base = rows;
+  float dsc[ATT_TILE_POS];
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk0 = base + (size_t)b * sizeof(block_q8_0);
+    for (int64_t p = 0; p < np; p++) {
+      uint16_t h;
+      memcpy(&h, blk0 + (size_t)p * rb + offsetof(block_q8_0, d), sizeof h);
+      dsc[p] = fp16_to_f32(h);
     }
-  if (np < TP)
-    for (int64_t e = 0; e < hd; e++) memset(vt + e * TP + np, 0, (size_t)(TP - np) * sizeof(float));
+    for (int j = 0; j < QK8_0; j++) {
+      float *dst = vt + (b * QK8_0 + j) * TP;
+      const int8_t *src = (const int8_t *)(blk0 + offsetof(block_q8_0, qs)) + j;
+      for (int64_t p = 0; p < np; p++) dst[p] = (float)src[(size_t)p * rb] * dsc[p];
+      for (int64_t p = np; p < TP; p++) dst[p] = 0.0f;
+    }
+  }
 }
 
 struct att_job {
