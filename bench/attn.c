@@ -8,7 +8,7 @@
  * machine the minimum is the steadier figure. Not a test; built and run by
  * bench/attn.sh against build/libparley.a.
  *
- *   attn [depth=4096] [runs=200] [threads=2]
+ *   attn [depth=4096] [runs=200] [threads=2]      ATTN_DECODE_ONLY=1: skip the chunk
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
   printf("%-22s %-6s %12s %12s %10s\n", "case", "cache", "min ms", "median ms", "KV MiB");
   int64_t ntoks[2] = {1, 64};
   double *tm = malloc((size_t)runs * 2 * sizeof *tm);
-  for (int ci = 0; ci < 2; ci++) {
+  int n_cases = getenv("ATTN_DECODE_ONLY") ? 1 : 2; /* for profiling */
+  for (int ci = 0; ci < n_cases; ci++) {
     int64_t n = ntoks[ci];
     model_step s = {.n = n, .seq = seq, .pos = pos + depth - n + 1};
     for (int i = 0; i < 2; i++) model_attention(c[i], 0, &s, q, out, 0.125f); /* warm-up */
