@@ -7,4 +7,5 @@ bash bench/http.sh
 [ -f bench/kernels.sh ] && bash bench/kernels.sh
 bash bench/model.sh
 [ -f bench/serve.sh ] && bash bench/serve.sh
+[ -f bench/sse.sh ] && bash bench/sse.sh
 [ -f bench/grammar.sh ] && bash bench/grammar.sh

@@ -13,6 +13,9 @@
  *   -L N            long prompt length (default 2000)
  *   -c N            n_chunk: prompt tokens per step while others decode
  *                   (default 0 = up to n_batch)
+ *   -b MS           chunk_budget_ms: also cap those tokens to what the
+ *                   measured time per token fits in MS (default 200, as
+ *                   `parley serve`; 0 = no time cap)
  *   --streams LIST  comma list of concurrency levels (default 1,4,8; 0 =
  *                   skip to the long-prompt part)
  *   --small         use the small test shape instead (quick smoke run)
@@ -97,7 +100,7 @@ static int submit(engine *e, const int32_t *p, int n_prompt, int n_gen, stream *
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  int n_threads = 2, n_gen = 32, n_prompt = 32, n_long = 2000, n_chunk = 0;
+  int n_threads = 2, n_gen = 32, n_prompt = 32, n_long = 2000, n_chunk = 0, budget_ms = 200;
   bool small = false;
   char streams_arg[64] = "1,4,8";
   for (int i = 1; i < argc; i++) {
@@ -107,6 +110,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-p") && i + 1 < argc) n_prompt = atoi(argv[++i]);
     else if (!strcmp(a, "-L") && i + 1 < argc) n_long = atoi(argv[++i]);
     else if (!strcmp(a, "-c") && i + 1 < argc) n_chunk = atoi(argv[++i]);
+    else if (!strcmp(a, "-b") && i + 1 < argc) budget_ms = atoi(argv[++i]);
     else if (!strcmp(a, "--streams") && i + 1 < argc) snprintf(streams_arg, sizeof streams_arg, "%s", argv[++i]);
     else if (!strcmp(a, "--small")) small = true;
     else if (a[0] != '-') path = a;
@@ -207,6 +211,7 @@ int main(int argc, char **argv) {
   ep.n_ctx = n_ctx;
   ep.n_threads = n_threads;
   ep.n_chunk = n_chunk;
+  ep.chunk_budget_ms = budget_ms;
   engine *e = NULL;
   if (engine_new(m, NULL, &ep, &e)) {
     fprintf(stderr, "engine_new: %s\n", err_detail());
@@ -249,7 +254,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 3; i++) engine_req_cancel(s[i].h);
   drain(s, 3, -1);
   for (int i = 0; i < 4; i++) engine_req_free(s[i].h);
-  printf("\nlong prompt (%d tokens, n_chunk %d) while 3 streams decode:\n", n_long, n_chunk);
+  printf("\nlong prompt (%d tokens, n_chunk %d, chunk budget %d ms) while 3 streams decode:\n", n_long, n_chunk,
+         budget_ms);
   printf("  their largest inter-token gap: %.3f s before, %.3f s while it prefilled\n", gap_before, gap_during);
   printf("  its time to first token: %.3f s\n", ttft_long);
 

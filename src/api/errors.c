@@ -196,6 +196,7 @@ void api_http_decorate(http_req *req, void *ctx) {
     }
     case API_DIALECT_OPENAI:
       http_resp_header(req, "openai-version", "2020-10-01");
+      http_resp_timing_header(req, "openai-processing-ms");
       break;
     default:
       break;

@@ -63,6 +63,7 @@ void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schem
 
 void gen_params_free(gen_params *g) {
   free(g->gbnf);
+  free(g->prefill);
   for (size_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
   free(g->stop);
   free(g->bias);
@@ -132,6 +133,19 @@ static void cut_after_final(const json_t *messages, buf *text) {
     }
 }
 
+/* The output parser's configuration for a chat request on mm. */
+static void chat_parser_config(const manager_model *mm, const gen_chat *c, outparse_config *pc) {
+  const json_t *kwt = c->template_kwargs ? json_object_get(c->template_kwargs, "enable_thinking") : NULL;
+  bool thinking = c->thinking >= 0 ? c->thinking != 0 : !json_is_false(kwt);
+  memset(pc, 0, sizeof *pc);
+  pc->format = parser_format(mm->fam.parser);
+  pc->think_open = mm->fam.think_open;
+  pc->think_close = mm->fam.think_close;
+  pc->starts_in_reasoning = mm->fam.template_opens_think && thinking && !c->continue_final;
+  pc->tools_enabled = json_is_array(c->tools) && json_array_size(c->tools) > 0 && c->tool_choice != GEN_TOOL_NONE;
+  if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+}
+
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc) {
   if (!mm->chat)
     return err_set(ERR_UNSUPPORTED, "model '%s' has no chat template (send a raw prompt instead)", mm->name);
@@ -167,91 +181,188 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
   buf_free(&local);
   if (rc) return rc;
 
-  const json_t *kwt = c->template_kwargs ? json_object_get(c->template_kwargs, "enable_thinking") : NULL;
-  bool thinking = c->thinking >= 0 ? c->thinking != 0 : !json_is_false(kwt);
-  memset(pc, 0, sizeof *pc);
-  pc->format = parser_format(mm->fam.parser);
-  pc->think_open = mm->fam.think_open;
-  pc->think_close = mm->fam.think_close;
-  pc->starts_in_reasoning = mm->fam.template_opens_think && thinking && !c->continue_final;
-  pc->tools_enabled = has_tools && c->tool_choice != GEN_TOOL_NONE;
-  if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+  chat_parser_config(mm, c, pc);
   return 0;
+}
+
+/* The tool's parameters schema when the grammar compiler can express it,
+ * else any object. */
+static json_t *params_schema(const json_t *tool) {
+  const json_t *params = json_object_get(json_object_get(tool, "function"), "parameters");
+  if (json_is_object(params)) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = json_schema_to_gbnf(params, &text, &len);
+    free(text);
+    if (rc == 0) return json_deep_copy(params);
+  }
+  return json_pack("{s:s}", "type", "object");
 }
 
 /* The call object of one tool: {"name": const, ARGS_KEY: parameters}. */
 static json_t *call_schema(const json_t *tool, const char *args_key) {
-  const json_t *fn = json_object_get(tool, "function");
-  const json_t *name = json_object_get(fn, "name");
-  const json_t *params = json_object_get(fn, "parameters");
-  json_t *args = NULL;
-  if (json_is_object(params)) { /* keep it only if the grammar can express it */
-    char *text = NULL;
-    size_t len = 0;
-    if (json_schema_to_gbnf(params, &text, &len) == 0) args = json_deep_copy(params);
-    free(text);
-  }
-  if (!args) args = json_pack("{s:s}", "type", "object");
+  const json_t *name = json_object_get(json_object_get(tool, "function"), "name");
+  json_t *args = params_schema(tool);
+  if (!args) return NULL;
   return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const", name,
                    args_key, args, "required", "name", args_key, "additionalProperties", 0);
+}
+
+/* How a forced call is written, per output-parser format (docs/text.md,
+ * "Forced tool calls"). Texts are raw (escaped for GBNF when written).
+ *   !named: prefill, then open {"name": .., ARGS_KEY: ..} close, the
+ *     call object constrained as a whole;
+ *   named: prefill, then open NAME mid ARGUMENTS close, the name an
+ *     alternation of the tools' names; with a single candidate tool, open
+ *     NAME mid joins the prefill and only the arguments are generated.
+ * The prefill is what a grammar cannot produce (special tokens): it ends
+ * the prompt and is fed to the output parser before the generated text. */
+struct force_fmt {
+  bool named;
+  const char *prefill, *open, *mid, *close, *args_key;
+};
+
+static const struct force_fmt *force_fmt_of(family_parser p) {
+  static const struct force_fmt HERMES = {false, "", "<tool_call>\n", "", "\n</tool_call>", "arguments"};
+  static const struct force_fmt LLAMA3 = {false, "", "", "", "", "parameters"};
+  static const struct force_fmt MISTRAL = {false, "[TOOL_CALLS]", "[", "", "]", "arguments"};
+  static const struct force_fmt GRANITE = {false, "<|tool_call|>", "[", "", "]", "arguments"};
+  static const struct force_fmt FUNCTIONARY = {true, "", "<function=", ">", "</function>", NULL};
+  /* DeepSeek R1's form (the parser also reads V3.1's, whose name sits
+   * before a special token); the closing tokens are left to the model or
+   * to the parser's end-of-output rule. */
+  static const struct force_fmt DEEPSEEK = {
+      true, "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+            "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>function"
+            "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>",
+      "", "\n```json\n", "\n```", NULL};
+  /* Harmony: the recipient is in the header, which <|message|> ends. */
+  static const struct force_fmt HARMONY = {true, "<|channel|>commentary to=functions.", "",
+                                           " <|constrain|>json<|message|>", "", NULL};
+  switch (p) {
+    case FAMILY_PARSER_HERMES: return &HERMES;
+    case FAMILY_PARSER_LLAMA3: return &LLAMA3;
+    case FAMILY_PARSER_MISTRAL: return &MISTRAL;
+    case FAMILY_PARSER_GRANITE: return &GRANITE;
+    case FAMILY_PARSER_FUNCTIONARY: return &FUNCTIONARY;
+    case FAMILY_PARSER_DEEPSEEK: return &DEEPSEEK;
+    case FAMILY_PARSER_HARMONY: return &HARMONY;
+    default: return NULL;
+  }
+}
+
+/* Appends raw text as a GBNF literal and a space (nothing when empty). */
+static int gbnf_lit(buf *b, const char *s) {
+  if (!*s) return 0;
+  int rc = buf_append_byte(b, '"');
+  for (; *s && !rc; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') rc = buf_appendf(b, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f) rc = buf_appendf(b, "\\x%02X", c);
+    else rc = buf_append_byte(b, (char)c);
+  }
+  return rc ? rc : buf_append_str(b, "\" ");
+}
+
+/* The rule ids of the alternatives of "r0 ::= rA | rB ...", the anyOf that
+ * json_schema_to_gbnf makes the first rule of the schema {"anyOf": [...]};
+ * ERR_INTERNAL when the text has another shape. */
+static int anyof_rules(const char *text, size_t n, int *ids) {
+  const char *at = strncmp(text, "r0 ::= ", 7) == 0 ? text : strstr(text, "\nr0 ::= ");
+  if (!at) return err_set(ERR_INTERNAL, "tool-call grammar: no anyOf rule");
+  at += at == text ? 7 : 8;
+  for (size_t i = 0; i < n; i++) {
+    while (*at == ' ' || (i && *at == '|')) at++;
+    char *end;
+    if (*at != 'r' || at[1] < '0' || at[1] > '9') return err_set(ERR_INTERNAL, "tool-call grammar: odd anyOf rule");
+    long id = strtol(at + 1, &end, 10);
+    ids[i] = (int)id;
+    at = end;
+  }
+  while (*at == ' ') at++;
+  return *at == '\n' ? 0 : err_set(ERR_INTERNAL, "tool-call grammar: odd anyOf rule");
 }
 
 int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g) {
   if ((c->tool_choice != GEN_TOOL_REQUIRED && c->tool_choice != GEN_TOOL_FUNCTION) || g->format != GEN_FORMAT_TEXT)
     return 0;
   if (!json_is_array(c->tools) || !json_array_size(c->tools)) return 0;
-  const char *open = NULL, *close = NULL, *args_key = "arguments";
-  switch (mm->fam.parser) {
-    case FAMILY_PARSER_HERMES:
-      open = "\"<tool_call>\\n\" ";
-      close = " \"\\n</tool_call>\"";
-      break;
-    case FAMILY_PARSER_LLAMA3:
-      open = close = "";
-      args_key = "parameters";
-      break;
-    default:
-      LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
-      return 0;
+  const struct force_fmt *ff = force_fmt_of(mm->fam.parser);
+  if (!ff) {
+    LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
+    return 0;
   }
-  json_t *any = json_array();
+  json_t *alts = json_array(), *names = json_array();
   size_t i;
   json_t *tool;
+  int rc = alts && names ? 0 : err_set(ERR_NOMEM, "out of memory");
   json_array_foreach(c->tools, i, tool) {
+    if (rc) break;
     const char *n = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
     if (!n || (c->tool_choice == GEN_TOOL_FUNCTION && (!name || strcmp(n, name) != 0))) continue;
-    json_t *sch = call_schema(tool, args_key);
-    if (!sch || json_array_append_new(any, sch)) {
-      json_decref(any);
-      return err_set(ERR_NOMEM, "out of memory");
-    }
+    json_t *sch = ff->named ? params_schema(tool) : call_schema(tool, ff->args_key);
+    if (!sch || json_array_append_new(alts, sch) || json_array_append_new(names, json_string(n)))
+      rc = err_set(ERR_NOMEM, "out of memory");
   }
-  if (!json_array_size(any)) {
-    json_decref(any);
-    return err_set(ERR_NOT_FOUND, "tool_choice: no tool named '%.128s' in tools", name ? name : "");
-  }
-  json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0)) : json_pack("{s:O}", "anyOf", any);
-  json_decref(any);
+  size_t n_alt = json_array_size(alts);
+  if (!rc && !n_alt) rc = err_set(ERR_NOT_FOUND, "tool_choice: no tool named '%.128s' in tools", name ? name : "");
+  json_t *schema = rc ? NULL : json_pack("{s:O}", "anyOf", alts);
+  json_decref(alts);
   char *text = NULL;
   size_t len = 0;
-  int rc = schema ? json_schema_to_gbnf(schema, &text, &len) : err_set(ERR_NOMEM, "out of memory");
+  if (!rc) rc = schema ? json_schema_to_gbnf(schema, &text, &len) : err_set(ERR_NOMEM, "out of memory");
   json_decref(schema);
-  if (rc) return rc;
-  /* The schema's start rule becomes "call"; ours wraps it. */
-  buf out = BUF_INIT;
-  char *line = strstr(text, "root ::= ");
-  if (!line || (line != text && line[-1] != '\n')) {
-    free(text);
-    return err_set(ERR_INTERNAL, "tool-call grammar: no root rule");
+  /* The schema's start rule is replaced by ours, which wraps r0 (the anyOf)
+   * or its alternatives. */
+  char *line = rc ? NULL : strstr(text, "root ::= ");
+  if (!rc && (!line || (line != text && line[-1] != '\n'))) rc = err_set(ERR_INTERNAL, "tool-call grammar: no root rule");
+  int *ids = rc || !ff->named ? NULL : calloc(n_alt, sizeof *ids);
+  if (!rc && ff->named && !ids) rc = err_set(ERR_NOMEM, "out of memory");
+  if (!rc && ids) rc = anyof_rules(text, n_alt, ids);
+  buf out = BUF_INIT, pre = BUF_INIT;
+  if (!rc) {
+    /* A template that opened the think block: close it first, so that the
+     * parser reads the call as a call and not as reasoning. */
+    outparse_config pc;
+    chat_parser_config(mm, c, &pc);
+    if (pc.starts_in_reasoning && pc.think_close) buf_appendf(&pre, "%s\n\n", pc.think_close);
+    buf_append_str(&pre, ff->prefill);
+    buf_append(&out, text, (size_t)(line - text));
+    buf_append_str(&out, "root ::= ");
+    if (!ff->named) {
+      gbnf_lit(&out, ff->open);
+      buf_append_str(&out, "r0 ");
+    } else if (n_alt == 1) {
+      buf_appendf(&pre, "%s%s%s", ff->open, json_string_value(json_array_get(names, 0)), ff->mid);
+      buf_appendf(&out, "r%d ", ids[0]);
+    } else {
+      gbnf_lit(&out, ff->open);
+      buf_append_str(&out, "( ");
+      for (size_t k = 0; k < n_alt; k++) {
+        if (k) buf_append_str(&out, "| ");
+        gbnf_lit(&out, json_string_value(json_array_get(names, k)));
+        gbnf_lit(&out, ff->mid);
+        buf_appendf(&out, "r%d ", ids[k]);
+      }
+      buf_append_str(&out, ") ");
+    }
+    gbnf_lit(&out, ff->close);
+    buf_append_byte(&out, '\n');
+    if (!out.data || (pre.len && !pre.data)) rc = err_set(ERR_NOMEM, "out of memory");
   }
-  buf_append(&out, text, (size_t)(line - text));
-  buf_append_str(&out, "call ::= ");
-  buf_append_str(&out, line + strlen("root ::= "));
-  buf_appendf(&out, "\nroot ::= %scall%s\n", open, close);
+  free(ids);
   free(text);
-  if (!out.data) return err_set(ERR_NOMEM, "out of memory");
+  json_decref(names);
+  if (rc) {
+    buf_free(&out);
+    buf_free(&pre);
+    return rc;
+  }
   free(g->gbnf);
   g->gbnf = out.data; /* buf's storage is a malloc'ed NUL-terminated string */
+  free(g->prefill);
+  g->prefill = pre.len ? pre.data : NULL;
+  if (!pre.len) buf_free(&pre);
   g->format = GEN_FORMAT_GRAMMAR;
   g->format_param = "tool_choice";
   return 0;
@@ -277,6 +388,8 @@ struct gen_job {
   struct parse_ctx *pcs;   /* [res.n] the parsers' callback contexts */
   buf *raw;                /* [res.n] everything generated per choice */
   gen_result res;
+  tok_ids ids;             /* the prompt with gen_params.prefill's tokens
+                              (empty without a prefill) */
   bool detached;           /* producer thread without a client stream */
   int write_rc;            /* a streaming write failed: the client is gone */
   const char *prompt_param;
@@ -426,6 +539,13 @@ static void on_stream_cancel(void *arg) { engine_req_cancel(((gen_job *)arg)->h)
 
 static void consume(gen_job *j) {
   engine_event ev;
+  /* The prefill opened the output (a forced call's opener): the parsers
+   * read it first, here so that a streaming sink has had on_start. */
+  const char *pre = j->g.prefill;
+  for (int i = 0; pre && *pre && i < j->res.n; i++) {
+    buf_append_str(&j->raw[i], pre);
+    if (outparse_feed(j->parsers[i], pre, strlen(pre))) j->res.ch[i].parse_failed = true;
+  }
   for (;;) {
     int rc = engine_req_next(j->h, -1, &ev);
     if (rc == ERR_NOT_FOUND) break;
@@ -454,6 +574,7 @@ static void job_free(gen_job *j) {
   }
   free(j->parsers);
   free(j->pcs);
+  tok_ids_free(&j->ids);
   free(j->raw);
   free(j->res.ch);
   free(j->res.err_msg);
@@ -502,6 +623,16 @@ int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids,
   j->prompt_param = opts->prompt_param ? opts->prompt_param : "messages";
   if (!mm->eng) {
     return fail(req, j, 400, ERR_UNSUPPORTED, "this model does not generate text (an embedding model)", "model");
+  }
+  /* The prefill's tokens end the prompt (j->ids, a copy; ids stays the
+   * caller's). */
+  if (j->g.prefill && *j->g.prefill) {
+    int rc = 0;
+    for (size_t i = 0; i < ids->n && !rc; i++) rc = tok_ids_push(&j->ids, ids->ids[i]);
+    if (rc || tok_encode(mm->t, j->g.prefill, strlen(j->g.prefill), TOK_ENCODE_PARSE_SPECIAL, &j->ids)) {
+      return fail(req, j, 500, ERR_NOMEM, "out of memory", NULL);
+    }
+    ids = &j->ids;
   }
   /* A prompt that cannot fit is refused before a stream opens, so streaming
    * clients get the same 400 as the others. */

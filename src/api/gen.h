@@ -72,6 +72,13 @@ typedef struct gen_params {
                                compiled ("response_format", "format", ...) */
   char *gbnf;             /* GEN_FORMAT_GRAMMAR: owned grammar text, start
                              rule "root" */
+  char *prefill;          /* owned text, or NULL: gen_run appends its tokens
+                             (special tokens parsed, no BOS) to the prompt and
+                             feeds the text to each choice's output parser
+                             before the generated text, so the output starts
+                             inside what it opened (a forced tool call whose
+                             opener is special tokens a grammar cannot
+                             produce; set by gen_chat_force_tools) */
 } gen_params;
 
 /* Zeroed parameters with engine_request_default(). */
@@ -125,14 +132,26 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
 /* Forces a tool call when c->tool_choice is REQUIRED (any of the tools)
  * or FUNCTION (named by name): sets g to a grammar that makes the model
  * write one call in its family's syntax, which the output parser then
- * reads as a tool call — {"name": <a tool>, "arguments": <its parameters
- * schema>} inside <tool_call>...</tool_call> (Hermes: Qwen, Hermes,
- * SmolLM) or bare with "parameters" (Llama 3.x). A parameters schema the
- * grammar cannot express falls back to any object. Nothing changes when
- * the choice is auto/none, there are no tools, g already has a format, or
- * the family's syntax needs control tokens a grammar cannot produce (then
- * the choice is advisory). ERR_NOT_FOUND when name is no tool's name;
- * ERR_NOMEM. */
+ * reads as a tool call, and, where that syntax opens with special tokens a
+ * grammar cannot produce, g->prefill to the opener (gen_run appends it to
+ * the prompt). Per parser family (docs/text.md, "Forced tool calls"):
+ *   Hermes    <tool_call>\n{"name": .., "arguments": ..}\n</tool_call>
+ *   Llama 3   {"name": .., "parameters": ..}
+ *   Mistral   prefill [TOOL_CALLS], then [{"name": .., "arguments": ..}]
+ *   Granite   prefill <|tool_call|>, then [{"name": .., "arguments": ..}]
+ *   Functionary v3.1  <function=NAME>{args}</function>
+ *   DeepSeek  prefill <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>,
+ *             then NAME\n```json\n{args}\n```
+ *   Harmony   prefill <|channel|>commentary to=functions., then
+ *             NAME <|constrain|>json<|message|>{args}
+ * For the last three a single candidate tool's name (and the text around
+ * it) joins the prefill, so only the arguments are generated. A template
+ * that opens the think block gets its closing marker first in the prefill.
+ * The arguments follow the tool's parameters schema (any object when the
+ * grammar cannot express it). Nothing changes when the choice is
+ * auto/none, there are no tools, g already has a format, or the family has
+ * no known call syntax (then the choice is advisory, logged).
+ * ERR_NOT_FOUND when name is no tool's name; ERR_NOMEM. */
 int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g);
 
 /* Encodes text with special-token parsing (or not) and a leading BOS when

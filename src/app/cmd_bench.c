@@ -273,7 +273,8 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
 }
 
 int cmd_gen_model(int argc, char **argv) {
-  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama";
+  const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama",
+             *gname = NULL;
   int64_t seed = 1, n_ctx = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -292,6 +293,7 @@ int cmd_gen_model(int argc, char **argv) {
     else if (strcmp(a, "--arch") == 0) arch = v;
     else if (strcmp(a, "--ctx") == 0 && parse_i64(v, 8, 1 << 20, &n_ctx) == 0) continue;
     else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
+    else if (strcmp(a, "--name") == 0) gname = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
       fprintf(stderr, "parley gen-model: bad option '%s'\n", a);
@@ -301,7 +303,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
     return 2;
   }
   if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
@@ -325,6 +327,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
+  g.name = gname;
   if (n_ctx) g.n_ctx = n_ctx;
   char *tmpl_text = NULL;
   if (tmpl_file) {

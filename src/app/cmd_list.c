@@ -71,12 +71,12 @@ static json_t *entry_json(const registry_entry *e) {
   json_t *caps = json_array();
   for (uint32_t bit = 1; bit < (1u << FAMILY_CAP_COUNT_); bit <<= 1)
     if ((e->caps & bit) && family_cap_name(bit)) json_array_append_new(caps, json_string(family_cap_name(bit)));
-  return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s, s:s, s:s, s:o, s:b, s:I, s:I, s:s, s:s?}", "name", e->name,
+  return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s, s:s, s:s, s:o, s:b, s:I, s:I, s:s, s:s?, s:b}", "name", e->name,
                    "source", registry_source_name(e->source), "path", e->path, "projector", e->projector, "size",
                    (json_int_t)e->size, "quant", e->quant, "arch", e->arch, "family", family_name(e->family),
                    "capabilities", caps, "executable", e->executable, "context_length",
                    (json_int_t)e->context_length, "modified_at", (json_int_t)e->mtime, "digest", e->digest, "error",
-                   e->error);
+                   e->error, "pulled", e->pulled);
 }
 
 /* The name an alias resolves to now, or NULL when it names no model. */
@@ -99,7 +99,8 @@ static void print_table(registry *r, registry_snapshot *s) {
     char sz[32];
     human_size(e->size, sz, sizeof sz);
     printf("%-*s  %-9s  %-8s  %-12s  %s%s\n", (int)w, e->name, sz, e->quant[0] ? e->quant : "-",
-           e->error ? "-" : family_name(e->family), registry_source_name(e->source), e->error ? "  (error)" : "");
+           e->error ? "-" : family_name(e->family), e->pulled ? "pulled" : registry_source_name(e->source),
+           e->error ? "  (error)" : "");
     n_err += e->error != NULL;
   }
   if (!registry_snapshot_count(s)) printf("(no models found)\n");

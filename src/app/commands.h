@@ -32,4 +32,11 @@ int cmd_gen_model(int argc, char **argv);
  * model/registry.h (models dir, --model, Ollama, LM Studio, HF cache). */
 int cmd_list(int argc, char **argv);
 
+/* parley pull NAME [--file PATTERN] [--quant QUANT] [--quiet] [config options]
+ * (cmd_pull.c): downloads a model from the Ollama registry or the Hugging
+ * Face hub into the models dir (model/pull.h), resuming a killed pull. */
+int cmd_pull(int argc, char **argv);
+/* parley rm NAME [config options] (cmd_pull.c): deletes a model parley pulled. */
+int cmd_rm(int argc, char **argv);
+
 #endif

@@ -84,6 +84,8 @@ static const struct opt OPTS[] = {
    "memory the loaded models may take: bytes (8G), a percentage of RAM, or none"},
   {"cache-type", "PARLEY_CACHE_TYPE", OPT_KIND_KV_TYPE, "f16", 0, 0, OFF(cache_type),
    "KV cache type: f16, q8_0 (about half the memory, slightly less exact) or f32"},
+  {"fetch-hosts", "PARLEY_FETCH_HOSTS", OPT_KIND_STR, "", 0, 0, OFF(fetch_hosts),
+   "hosts a Deepgram {\"url\"} body or callback may reach, comma-separated (* = any); none by default"},
 };
 #undef OFF
 

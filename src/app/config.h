@@ -44,6 +44,7 @@ typedef struct config {
                               percentage is resolved against physical RAM);
                               -1 = no limit */
   int cache_type;          /* enum model_kv_type of the engines' KV caches */
+  char *fetch_hosts;       /* hosts Deepgram url/callback may reach, comma-separated; "" = none */
 } config;
 
 /* Fills cfg with defaults, then applies the environment (getenv), then argv

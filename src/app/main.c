@@ -20,10 +20,16 @@
 
 #include "api/admin/admin.h"
 #include "api/anthropic/anthropic.h"
+#include "api/deepgram/deepgram.h"
+#include "api/openai/audio.h"
 #include "api/openai/files.h"
+#include "api/speech_svc.h"
 #include "api/api.h"
 #include "api/gen.h"
+#include "api/lmstudio/lmstudio.h"
 #include "api/openai/openai.h"
+#include "api/openai/realtime.h"
+#include "api/openai/unimplemented.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "base/err.h"
@@ -32,6 +38,7 @@
 #include "base/version.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 #include "store/store.h"
 
@@ -46,6 +53,8 @@ static const struct command {
     {"serve", cmd_serve, "start the server"},
     {"tokenize", cmd_tokenize, "print the token ids and pieces of a text: tokenize MODEL.gguf TEXT [--json]"},
     {"list", cmd_list, "list models from every source: list [--json] [--model [NAME=]PATH] [--alias N=MODEL]"},
+    {"pull", cmd_pull, "download a model: pull NAME (llama3.2:1b, hf.co/OWNER/REPO:QUANT) [--file PATTERN]"},
+    {"rm", cmd_rm, "delete a model parley pulled: rm NAME"},
     {"run", cmd_run, "raw completion: run MODEL.gguf (-p TEXT | --tokens 1,2,3) [-n N] [--temp T] [--seed S] [-t N]"},
     {"bench", cmd_bench, "tokens/s: bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]"},
     {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama] [--type T]"},
@@ -189,7 +198,14 @@ static int cmd_serve(int argc, char **argv) {
                        .kv_type = (enum model_kv_type)cfg.cache_type};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
-  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st};
+  /* Pulled models go to the models dir; downloads a restart interrupted resume. */
+  puller *pull = NULL;
+  pull_config pcfg = {.models_dir = cfg.models_dir, .st = st, .reg = reg};
+  if (!rc) rc = puller_new(&pcfg, &pull);
+  size_t n_resumed = 0;
+  if (!rc && puller_resume_interrupted(pull, &n_resumed)) LOG_WARN("app", "resuming downloads: %s", err_detail());
+  if (n_resumed) LOG_INFO("app", "resumed %zu interrupted download(s)", n_resumed);
+  openai_ctx octx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
   anthropic_ctx anctx = {.reg = reg, .mgr = mgr};
   http_server *srv = NULL;
   const http_route *routes;
@@ -208,8 +224,31 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  openai_realtime_ctx rctx = {.reg = reg, .mgr = mgr, .st = st, .api_keys = (const char *const *)cfg.api_keys,
+                              .n_api_keys = cfg.n_api_keys};
+  if (!rc) {
+    n_routes = openai_realtime_routes(&rctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  lmstudio_ctx lctx = {.reg = reg, .mgr = mgr, .st = st, .pull = pull};
+  n_routes = lmstudio_routes(&lctx, &routes);
+  if (!rc) rc = http_server_add_routes(srv, routes, n_routes);
   if (!rc) {
     n_routes = anthropic_routes(&anctx, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  /* Last, though order does not matter: the OpenAI 501 fallbacks (real
+   * routes always win) and the /v1-less and /v1/v1 path aliases. */
+  if (!rc) rc = openai_surface_install(srv);
+  api_speech *speech = NULL; /* speech engines open on first use */
+  if (!rc) rc = api_speech_new(&speech);
+  if (!rc) rc = api_speech_set_fetch(speech, cfg.fetch_hosts, (uint64_t)cfg.max_upload);
+  if (!rc) {
+    n_routes = openai_audio_routes(speech, &routes);
+    rc = http_server_add_routes(srv, routes, n_routes);
+  }
+  if (!rc) {
+    n_routes = deepgram_routes(speech, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
   actx.server = srv;
@@ -217,6 +256,8 @@ static int cmd_serve(int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "parley: cannot start the server on %s:%lld: %s\n", cfg.host, (long long)cfg.port, err_detail());
     if (srv) http_server_free(srv);
+    api_speech_free(speech);
+    puller_free(pull);
     manager_free(mgr);
     registry_free(reg);
     store_close(st);
@@ -253,6 +294,9 @@ static int cmd_serve(int argc, char **argv) {
     pthread_join(t, NULL);
   }
   gen_wait_streams(5000);
+  openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */
+  api_speech_free(speech);
+  puller_free(pull); /* cancels downloads; their jobs resume at the next start */
   manager_free(mgr); /* after the server: no handler uses a model any more */
   registry_free(reg);
   store_close(st);

@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char tl_detail[1024];
 static _Thread_local int tl_code;
@@ -32,10 +33,15 @@ const char *err_message(int code) {
 }
 
 int err_set(int code, const char *fmt, ...) {
+  /* Formatted into a local buffer first: callers may pass err_detail()
+   * itself as an argument ("prefix: %s"), which must not overlap the
+   * destination of vsnprintf. */
+  char tmp[sizeof tl_detail];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
+  memcpy(tl_detail, tmp, sizeof tl_detail);
   tl_code = code;
   return code;
 }

@@ -228,6 +228,9 @@ struct engine {
   model_ctx *ctx;
   int32_t n_slots, queue_max, n_vocab;
   int64_t n_ctx, n_batch, n_chunk;
+  uint64_t chunk_budget_ns; /* engine_params.chunk_budget_ms */
+  uint64_t ns_per_tok;      /* moving average of a step's time per batch token
+                               (steps of >= 8 tokens); 0 = none measured yet */
 
   pthread_t thread;
   pthread_mutex_t mu;   /* queue, stopping, paused */
@@ -675,6 +678,18 @@ static int64_t step_build(engine *e) {
    * that their next token is not delayed by a whole long prefill */
   int64_t limit = e->n_batch;
   if (n > 0 && e->n_chunk > 0 && n + e->n_chunk < limit) limit = n + e->n_chunk;
+  /* ... and to what fits the time budget at the measured cost per token,
+   * but never below MIN_CHUNK prompt tokens per step: batched tokens cost
+   * far less than a step each, and a stale or load-inflated estimate must
+   * not starve the prompt (one token per step made a 2,000-token prompt
+   * take minutes on a loaded machine) */
+  enum { MIN_CHUNK = 16 };
+  if (n > 0 && e->chunk_budget_ns > 0 && e->ns_per_tok > 0) {
+    uint64_t fit = e->chunk_budget_ns / e->ns_per_tok;
+    int64_t cap = fit > (uint64_t)n ? (int64_t)(fit - (uint64_t)n) : MIN_CHUNK;
+    if (cap < MIN_CHUNK) cap = MIN_CHUNK;
+    if (n + cap < limit) limit = n + cap;
+  }
   for (;;) {
     slot *next = NULL;
     for (int32_t i = 0; i < e->n_slots; i++) {
@@ -730,7 +745,12 @@ static void step_run(engine *e) {
   e->acc.n_steps++;
   e->acc.n_batch_tokens += (uint64_t)n;
   model_batch b = {.n = n, .tokens = e->b_tokens, .seq = e->b_seq, .pos = e->b_pos, .want = e->b_want};
+  uint64_t t0 = time_mono_ns();
   int rc = model_decode(e->ctx, &b, e->logits);
+  if (!rc && n >= 8) { /* smaller steps are dominated by reading the weights once */
+    uint64_t per = (time_mono_ns() - t0) / (uint64_t)n;
+    e->ns_per_tok = e->ns_per_tok ? (3 * e->ns_per_tok + per) / 4 : per;
+  }
   if (rc) {
     /* every choice of every request with tokens in the batch fails */
     char msg[512];
@@ -884,6 +904,8 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   if (d.n_ctx < 0) return err_set(ERR_RANGE, "n_ctx %lld is negative", (long long)d.n_ctx);
   if (d.n_batch < 0) return err_set(ERR_RANGE, "n_batch %lld is negative", (long long)d.n_batch);
   if (d.n_chunk < 0) return err_set(ERR_RANGE, "n_chunk %lld is negative", (long long)d.n_chunk);
+  if (d.chunk_budget_ms < 0 || d.chunk_budget_ms > 3600000)
+    return err_set(ERR_RANGE, "chunk_budget_ms %lld is outside 0..3600000", (long long)d.chunk_budget_ms);
   if (d.queue_max < 0) return err_set(ERR_RANGE, "queue_max %d is negative", d.queue_max);
   if (d.n_threads < 0 || d.n_threads > 256) return err_set(ERR_RANGE, "n_threads %d is outside 1..256", d.n_threads);
   int32_t n_slots = d.n_slots ? d.n_slots : 4;
@@ -908,6 +930,7 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   e->n_slots = n_slots;
   e->n_batch = n_batch;
   e->n_chunk = d.n_chunk;
+  e->chunk_budget_ns = (uint64_t)d.chunk_budget_ms * 1000000ull;
   e->queue_max = d.queue_max ? d.queue_max : 64;
   e->n_vocab = n_vocab;
   model_ctx_params cp = model_ctx_default_params();

@@ -62,6 +62,12 @@ typedef struct engine_params {
                            by one chunk's cost, not a whole prefill); 0 =
                            no cap below n_batch. Alone, a prompt always
                            goes in chunks of n_batch */
+  int64_t chunk_budget_ms; /* with streams decoding, also cap the prompt
+                           tokens of a step so that the step's estimated
+                           time (tokens x the measured time per batch token)
+                           stays within this many ms: the delay a long
+                           prompt adds to other streams' next token, on any
+                           machine and load; 0 = no time cap */
   int32_t queue_max;    /* requests waiting for a slot; 0 = 64. A submit
                            beyond it gets ERR_OVERLOADED */
   int n_threads;        /* compute threads of the engine's pool; 0 = 1 */

@@ -322,6 +322,9 @@ static int model_start(manager *mg, manager_model *mm) {
     ep.n_ctx = mm->n_ctx;
     ep.n_threads = mg->p.n_threads;
     ep.kv_type = mg->p.kv_type;
+    /* a long prompt delays other streams' next token by at most ~200 ms
+     * (issue 5 asks <= 250 ms) */
+    ep.chunk_budget_ms = 200;
     int rc = engine_new(mm->m, mm->t, &ep, &mm->eng);
     if (rc) {
       char prefix[600];
@@ -724,7 +727,7 @@ int manager_list_loaded(manager *mg, manager_loaded **out, size_t *n) {
   size_t i = 0;
   for (struct slot *s = mg->slots; s; s = s->next)
     if (s->state == SLOT_READY) v[i++] = s;
-  qsort(v, k, sizeof *v, cmp_recent);
+  if (k) qsort(v, k, sizeof *v, cmp_recent); /* v may be NULL when nothing is loaded */
   int64_t now_ns = (int64_t)time_mono_ns(), now_ms = time_wall_ms();
   for (i = 0; i < k; i++) {
     const manager_model *mm = v[i]->mm;

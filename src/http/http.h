@@ -47,6 +47,10 @@ enum http_route_flags {
   HTTP_BODY_MULTIPART = 1u << 2,  /* parse multipart/form-data, spool file parts */
   HTTP_BODY_FILE = 1u << 3,       /* spool any body to a temp file (max_upload) */
   HTTP_ROUTE_WS = 1u << 4,        /* GET that upgrades to a WebSocket */
+  HTTP_ROUTE_FALLBACK = 1u << 5,  /* lower tier: chosen only when no ordinary route
+                                     matches path and method (the 501 table) */
+  HTTP_BODY_IGNORE = 1u << 6,     /* the handler never reads the body: it is drained
+                                     and dropped, up to max_upload */
 };
 
 /* One entry of a declarative route table. pattern is a path such as
@@ -95,9 +99,16 @@ typedef struct http_config {
 } http_config;
 
 /* Builds a server with the given route tables (several tables may be added
- * before start; earlier tables win on identical patterns). */
+ * before start). Among ordinary routes the most specific pattern wins,
+ * earlier tables first on identical patterns; an HTTP_ROUTE_FALLBACK route
+ * answers only what no ordinary route answers, whenever either was added. */
 int http_server_new(const http_config *cfg, http_server **out);
 int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_routes);
+/* A path alias (before start): a request path that no route matches and
+ * whose leading segments are `from` is routed as if they were `to`, e.g.
+ * ("/chat", "/v1/chat") or ("/v1/v1/models", "/v1/models"). The route's
+ * handler sees the original path in http_req_path and the same params. */
+int http_server_add_alias(http_server *srv, const char *from, const char *to);
 int http_server_start(http_server *srv);
 int http_server_port(const http_server *srv);
 /* Graceful stop: stop accepting, end open streams (their producers see
@@ -149,6 +160,11 @@ int http_part_take_file(http_req *req, size_t i);
 
 /* Adds a response header; call before answering. */
 int http_resp_header(http_req *req, const char *name, const char *value);
+/* Asks for a header `name` (a string that outlives the request, e.g. a
+ * literal) carrying the whole milliseconds from the request line's arrival
+ * to the moment the response head is queued ("openai-processing-ms"); for
+ * streams that is the time to the stream's opening. */
+void http_resp_timing_header(http_req *req, const char *name);
 int http_respond(http_req *req, int status, const char *content_type, const void *body, size_t len);
 /* Sends a file's bytes (for downloads), streamed from disk. */
 int http_respond_file(http_req *req, int status, const char *content_type, const char *path);

@@ -61,6 +61,11 @@ void router_free(router *r);
 /* Adds routes (the table must outlive the router). ERR_INVALID for a bad
  * pattern (a rest parameter not last, an empty parameter name). */
 int router_add(router *r, const http_route *routes, size_t n_routes);
+/* Adds a path alias: a path with no route of its own whose first segments
+ * are `from` ("/chat") is matched as if they were `to` ("/v1/chat"). Both
+ * are literal paths; the longest matching `from` wins. ERR_INVALID for a
+ * pattern, an empty `from` or a path not starting with '/'. */
+int router_add_alias(router *r, const char *from, const char *to);
 /* Matches method and raw path (no query). Returns 0 with m filled,
  * ERR_NOT_FOUND, ERR_METHOD (m->allow set), or ERR_PARSE for a path that
  * cannot be decoded (bad escape, NUL). Always call router_match_free. */

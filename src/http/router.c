@@ -9,11 +9,23 @@
  *
  * Choice among routes whose pattern matches the path: the most specific one
  * (segment by segment literal > param > rest), earlier tables first on a tie.
+ * Precedence is explicit in two tiers: a route flagged HTTP_ROUTE_FALLBACK
+ * is chosen only when no ordinary route matches both path and method, so a
+ * real route registered at any time, in any table, with any pattern
+ * (even a less specific one) shadows a fallback (the OpenAI 501 table).
  * The method is checked after the path: a path that matches only with other
  * methods gives ERR_METHOD and the Allow list. GET routes answer HEAD.
  *
+ * Path aliases (router_add_alias): when no route at all matches a path, a
+ * registered prefix (in whole decoded segments, e.g. "/chat") is replaced by
+ * its target ("/v1/chat") and the path matched once more, so one route
+ * table serves "/v1/chat/completions", "/chat/completions" and
+ * "/v1/v1/chat/completions". A path that matches a route directly never
+ * goes through an alias.
+ *
  * Pure (no I/O); start reading at router_match_path.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,15 +40,38 @@ typedef struct seg {
   char *text; /* literal text or parameter name */
 } seg;
 
+#define PRE_SEGS 3 /* leading literal segments kept as hashes for a quick reject */
+
 typedef struct croute {
   const http_route *route;
   seg *segs;
   size_t n_segs;
+  bool has_rest;               /* last segment is {name...} */
+  size_t n_pre;                /* leading literal segments hashed, <= PRE_SEGS */
+  uint32_t pre_hash[PRE_SEGS];
 } croute;
+
+/* A path alias: a literal segment prefix and its replacement. */
+typedef struct alias {
+  char **from, **to;
+  size_t n_from, n_to;
+} alias;
+
+/* Route indexes in registration order. */
+typedef struct idx_list {
+  uint32_t *v;
+  size_t n, cap;
+} idx_list;
+
+#define N_BUCKETS 64 /* routes whose first two segments are literal, by the second's hash */
 
 struct router {
   croute *routes;
   size_t n_routes, cap;
+  idx_list bucket[N_BUCKETS];
+  idx_list wild; /* every other route: tried for every path */
+  alias *aliases;
+  size_t n_aliases;
 };
 
 int router_new(router **out) {
@@ -51,7 +86,23 @@ void router_free(router *r) {
     free(r->routes[i].segs);
   }
   free(r->routes);
+  for (size_t i = 0; i < N_BUCKETS; i++) free(r->bucket[i].v);
+  free(r->wild.v);
+  for (size_t i = 0; i < r->n_aliases; i++) {
+    for (size_t j = 0; j < r->aliases[i].n_from; j++) free(r->aliases[i].from[j]);
+    for (size_t j = 0; j < r->aliases[i].n_to; j++) free(r->aliases[i].to[j]);
+    free(r->aliases[i].from);
+    free(r->aliases[i].to);
+  }
+  free(r->aliases);
   free(r);
+}
+
+/* FNV-1a: a quick first comparison of literal segments. */
+static uint32_t seg_hash(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
 }
 
 static int compile(const http_route *rt, croute *cr) {
@@ -100,6 +151,12 @@ static int compile(const http_route *rt, croute *cr) {
   if (!cr->segs) goto nomem;
   memcpy(cr->segs, tmp, n * sizeof *tmp);
   cr->n_segs = n;
+  cr->has_rest = n && tmp[n - 1].kind == SEG_REST;
+  cr->n_pre = 0;
+  while (cr->n_pre < n && cr->n_pre < PRE_SEGS && tmp[cr->n_pre].kind == SEG_LIT) {
+    cr->pre_hash[cr->n_pre] = seg_hash(tmp[cr->n_pre].text);
+    cr->n_pre++;
+  }
   return 0;
 too_many:
   for (size_t i = 0; i < n; i++) free(tmp[i].text);
@@ -122,18 +179,38 @@ int router_add(router *r, const http_route *routes, size_t n_routes) {
     if (!routes[i].method || !routes[i].fn)
       return err_set(ERR_INVALID, "route \"%s\": method and handler are required",
                      routes[i].pattern ? routes[i].pattern : "(null)");
-    int rc = compile(&routes[i], &r->routes[r->n_routes]);
+    croute *cr = &r->routes[r->n_routes];
+    int rc = compile(&routes[i], cr);
     if (rc) return rc;
+    idx_list *l = cr->n_pre >= 2 ? &r->bucket[cr->pre_hash[1] % N_BUCKETS] : &r->wild;
+    if (l->n == l->cap) {
+      size_t ncap = l->cap ? l->cap * 2 : 8;
+      uint32_t *nv = realloc(l->v, ncap * sizeof *nv);
+      if (!nv) {
+        for (size_t j = 0; j < cr->n_segs; j++) free(cr->segs[j].text);
+        free(cr->segs);
+        return err_set(ERR_NOMEM, "router index");
+      }
+      l->v = nv;
+      l->cap = ncap;
+    }
+    l->v[l->n++] = (uint32_t)r->n_routes;
     r->n_routes++;
   }
   return 0;
 }
 
-/* Decoded path segments of one request. */
+/* Decoded path segments of one request; hash[] of the first PRE_SEGS
+ * (filled by segs_hash before matching). */
 typedef struct path_segs {
   char *s[ROUTER_MAX_SEGMENTS];
   size_t n;
+  uint32_t hash[PRE_SEGS];
 } path_segs;
+
+static void segs_hash(path_segs *ps) {
+  for (size_t i = 0; i < PRE_SEGS && i < ps->n; i++) ps->hash[i] = seg_hash(ps->s[i]);
+}
 
 static void path_segs_free(path_segs *ps) {
   for (size_t i = 0; i < ps->n; i++) free(ps->s[i]);
@@ -164,6 +241,11 @@ static int path_split(const char *path, path_segs *ps) {
 }
 
 static bool path_matches(const croute *cr, const path_segs *ps) {
+  /* Quick rejects first: the segment count, then hashes of the leading
+   * literals (the table holds a few hundred routes). */
+  if (cr->has_rest ? ps->n < cr->n_segs : ps->n != cr->n_segs) return false;
+  for (size_t k = 0; k < cr->n_pre; k++)
+    if (cr->pre_hash[k] != ps->hash[k]) return false;
   size_t i = 0;
   for (; i < cr->n_segs; i++) {
     const seg *s = &cr->segs[i];
@@ -202,19 +284,110 @@ static void allow_add(char *allow, size_t cap, const char *m) {
   memcpy(allow + used, m, ml + 1);
 }
 
+/* Compiles a literal prefix ("/v1/chat") into decoded segments. */
+static int literal_segs(const char *prefix, char ***out, size_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (!prefix || prefix[0] != '/' || strchr(prefix, '{'))
+    return err_set(ERR_INVALID, "path alias \"%s\" must be a literal path starting with '/'", prefix ? prefix : "(null)");
+  path_segs ps;
+  int rc = path_split(prefix, &ps);
+  if (rc) return err_set(ERR_INVALID, "path alias \"%s\": %s", prefix, err_detail());
+  char **v = malloc((ps.n ? ps.n : 1) * sizeof *v);
+  if (!v) {
+    path_segs_free(&ps);
+    return err_set(ERR_NOMEM, "path alias \"%s\"", prefix);
+  }
+  memcpy(v, ps.s, ps.n * sizeof *v);
+  *out = v;
+  *n_out = ps.n;
+  return 0;
+}
+
+int router_add_alias(router *r, const char *from, const char *to) {
+  alias a = {0};
+  int rc = literal_segs(from, &a.from, &a.n_from);
+  if (!rc) rc = literal_segs(to, &a.to, &a.n_to);
+  if (!rc && a.n_from == 0) rc = err_set(ERR_INVALID, "path alias \"%s\": the prefix must not be \"/\"", from);
+  alias *na = rc ? NULL : realloc(r->aliases, (r->n_aliases + 1) * sizeof *na);
+  if (!rc && !na) rc = err_set(ERR_NOMEM, "path alias \"%s\"", from);
+  if (rc) {
+    for (size_t j = 0; j < a.n_from; j++) free(a.from[j]);
+    for (size_t j = 0; j < a.n_to; j++) free(a.to[j]);
+    free(a.from);
+    free(a.to);
+    return rc;
+  }
+  r->aliases = na;
+  r->aliases[r->n_aliases++] = a;
+  return 0;
+}
+
+/* Rewrites ps when a's prefix covers its first segments; false otherwise
+ * (or when the result would be too long or memory runs out: ps unchanged). */
+static bool alias_apply(const alias *a, path_segs *ps) {
+  if (ps->n < a->n_from) return false;
+  for (size_t j = 0; j < a->n_from; j++)
+    if (strcmp(ps->s[j], a->from[j]) != 0) return false;
+  if (ps->n - a->n_from + a->n_to > ROUTER_MAX_SEGMENTS) return false;
+  path_segs out = {.n = 0};
+  for (size_t j = 0; j < a->n_to; j++) {
+    if (!(out.s[out.n] = str_dup(a->to[j]))) {
+      path_segs_free(&out);
+      return false;
+    }
+    out.n++;
+  }
+  for (size_t j = a->n_from; j < ps->n; j++) out.s[out.n++] = ps->s[j];
+  for (size_t j = 0; j < a->n_from; j++) free(ps->s[j]);
+  *ps = out;
+  return true;
+}
+
+/* The route for ps and method: the most specific ordinary route, else the
+ * most specific fallback. *any_path is set when some route of either tier
+ * matches the path with any method. */
+static const croute *best_route(const router *r, const path_segs *ps, const char *method, bool *any_path) {
+  const croute *best = NULL, *best_fb = NULL;
+  /* Candidates: the bucket of the path's second segment merged with the
+   * wild list, in registration order (ties go to the earlier route). */
+  static const idx_list empty = {0};
+  const idx_list *b = ps->n >= 2 ? &r->bucket[ps->hash[1] % N_BUCKETS] : &empty;
+  const idx_list *w = &r->wild;
+  for (size_t bi = 0, wi = 0; bi < b->n || wi < w->n;) {
+    uint32_t i = (wi >= w->n || (bi < b->n && b->v[bi] < w->v[wi])) ? b->v[bi++] : w->v[wi++];
+    const croute *cr = &r->routes[i];
+    if (!path_matches(cr, ps)) continue;
+    *any_path = true;
+    if (!method_ok(cr->route->method, method)) continue;
+    const croute **slot = (cr->route->flags & HTTP_ROUTE_FALLBACK) ? &best_fb : &best;
+    if (!*slot || specificity_cmp(cr, *slot) > 0) *slot = cr;
+  }
+  return best ? best : best_fb;
+}
+
 int router_match_path(const router *r, const char *method, const char *path, router_match *m) {
   memset(m, 0, sizeof *m);
   path_segs ps;
   int rc = path_split(path, &ps);
   if (rc) return rc;
-  const croute *best = NULL;
+  segs_hash(&ps);
   bool any_path = false;
-  for (size_t i = 0; i < r->n_routes; i++) {
-    const croute *cr = &r->routes[i];
-    if (!path_matches(cr, &ps)) continue;
-    any_path = true;
-    if (!method_ok(cr->route->method, method)) continue;
-    if (!best || specificity_cmp(cr, best) > 0) best = cr;
+  const croute *best = best_route(r, &ps, method, &any_path);
+  if (!any_path) {
+    /* No route knows this path: try the alias with the longest prefix. */
+    const alias *use = NULL;
+    for (size_t i = 0; i < r->n_aliases; i++) {
+      const alias *a = &r->aliases[i];
+      if (a->n_from > ps.n || (use && use->n_from >= a->n_from)) continue;
+      bool prefix = true;
+      for (size_t j = 0; prefix && j < a->n_from; j++) prefix = strcmp(ps.s[j], a->from[j]) == 0;
+      if (prefix) use = a;
+    }
+    if (use && alias_apply(use, &ps)) {
+      segs_hash(&ps);
+      best = best_route(r, &ps, method, &any_path);
+    }
   }
   if (!best) {
     if (!any_path) {

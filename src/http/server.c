@@ -150,6 +150,7 @@ struct http_req {
   /* response */
   hdr *hdrs;
   size_t n_hdrs;
+  const char *timing_hdr; /* http_resp_timing_header */
   bool decorated;
   bool answered;
   bool queue_failed; /* MHD refused the response: close the connection */
@@ -205,6 +206,54 @@ static int parse_u64(const char *s, uint64_t *out) {
   if (*s) return ERR_INVALID;
   *out = v;
   return 0;
+}
+
+/* ---- request ids ---------------------------------------------------------- */
+
+/* Request ids need to be unique and unguessable enough for logs, not
+ * secret: a per-thread xoshiro256** seeded once from the kernel replaces a
+ * getrandom(2) call per request (a syscall on the hottest path). */
+static _Thread_local uint64_t tl_rng[4];
+static _Thread_local bool tl_rng_seeded;
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t fast_rand_u64(void) {
+  if (!tl_rng_seeded) {
+    if (rand_bytes(tl_rng, sizeof tl_rng) != 0) { /* no kernel randomness: clock and address */
+      uint64_t z = time_mono_ns() ^ (uint64_t)(uintptr_t)&tl_rng;
+      for (int i = 0; i < 4; i++) { /* splitmix64 */
+        z += 0x9e3779b97f4a7c15ull;
+        uint64_t x = z;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        tl_rng[i] = x ^ (x >> 31);
+      }
+    }
+    if (!(tl_rng[0] | tl_rng[1] | tl_rng[2] | tl_rng[3])) tl_rng[0] = 1;
+    tl_rng_seeded = true;
+  }
+  uint64_t *st = tl_rng;
+  uint64_t result = rotl64(st[1] * 5, 7) * 9;
+  uint64_t t = st[1] << 17;
+  st[2] ^= st[0];
+  st[3] ^= st[1];
+  st[1] ^= st[2];
+  st[0] ^= st[3];
+  st[2] ^= t;
+  st[3] = rotl64(st[3], 45);
+  return result;
+}
+
+/* "req_" + 32 lowercase hex digits into out (>= 37 bytes). */
+static void request_id_make(char *out) {
+  static const char hex[] = "0123456789abcdef";
+  memcpy(out, "req_", 4);
+  for (int w = 0; w < 2; w++) {
+    uint64_t v = fast_rand_u64();
+    for (int i = 0; i < 16; i++) out[4 + w * 16 + i] = hex[(v >> (60 - 4 * i)) & 15];
+  }
+  out[36] = '\0';
 }
 
 /* ---- accessors ---------------------------------------------------------- */
@@ -289,6 +338,8 @@ int http_resp_header(http_req *req, const char *name, const char *value) {
   return 0;
 }
 
+void http_resp_timing_header(http_req *req, const char *name) { req->timing_hdr = name; }
+
 static bool has_user_header(const http_req *req, const char *name) {
   for (size_t i = 0; i < req->n_hdrs; i++)
     if (strcasecmp(req->hdrs[i].name, name) == 0) return true;
@@ -306,6 +357,11 @@ int http_req_queue_(http_req *req, int status, struct MHD_Response *resp) {
   MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
   MHD_add_response_header(resp, "Access-Control-Expose-Headers", k_expose_headers);
   for (size_t i = 0; i < req->n_hdrs; i++) MHD_add_response_header(resp, req->hdrs[i].name, req->hdrs[i].value);
+  if (req->timing_hdr) {
+    char ms[24];
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)((time_mono_ns() - req->t_start_ns) / 1000000u));
+    MHD_add_response_header(resp, req->timing_hdr, ms);
+  }
   enum MHD_Result r = MHD_queue_response(req->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   if (r != MHD_YES) {
@@ -625,7 +681,7 @@ static enum MHD_Result begin_request(http_req *req) {
   req->matched = true;
   unsigned flags = req->match.route->flags;
   /* Body sink and limit. */
-  if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE)) req->body_limit = srv->cfg.max_upload;
+  if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE | HTTP_BODY_IGNORE)) req->body_limit = srv->cfg.max_upload;
   else req->body_limit = srv->cfg.max_json_body;
   uint64_t clen = 0;
   const char *cl = http_req_header(req, "Content-Length");
@@ -761,7 +817,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   req->spool_fd = -1;
   req->t_start_ns = time_mono_ns();
   req->uri = strdup(uri ? uri : "/");
-  id_make(req->id, sizeof req->id, "req_", 16);
+  request_id_make(req->id);
   if (!req->uri) {
     free(req);
     return NULL;
@@ -995,6 +1051,11 @@ int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_
   return router_add(srv->rt, routes, n_routes);
 }
 
+int http_server_add_alias(http_server *srv, const char *from, const char *to) {
+  if (srv->started) return err_set(ERR_INVALID, "aliases must be added before http_server_start");
+  return router_add_alias(srv->rt, from, to);
+}
+
 int http_server_start(http_server *srv) {
   if (srv->started) return err_set(ERR_INVALID, "http server already started");
   struct sockaddr_storage ss;
@@ -1051,7 +1112,11 @@ void http_server_free(http_server *srv) {
   if (!srv) return;
   if (srv->hub) stream_hub_set_tick(srv->hub, NULL, NULL);
   if (srv->d) {
-    MHD_socket lfd = MHD_quiesce_daemon(srv->d);
+    /* No MHD_quiesce_daemon first: with a worker pool on epoll it races the
+     * workers' own removal of the listen socket and MHD aborts the process
+     * ("Failed to remove listen FD from epoll set", libmicrohttpd 0.9.x).
+     * A connection accepted during shutdown is closed by MHD_stop_daemon,
+     * which also closes the listen socket. */
     if (srv->hub) stream_hub_cancel_all(srv->hub);
     pthread_mutex_lock(&srv->ws_mu);
     ws_loop *ws = srv->ws;
@@ -1059,7 +1124,6 @@ void http_server_free(http_server *srv) {
     pthread_mutex_unlock(&srv->ws_mu);
     if (ws) ws_loop_free(ws);
     MHD_stop_daemon(srv->d);
-    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     srv->d = NULL;
   }
   if (srv->ws) ws_loop_free(srv->ws);

@@ -173,10 +173,41 @@ static void gen_tile_q32(const void *w, int64_t n, const void *x, size_t xs, int
     gen_tile_q32(w, n, x, xs, nt, y, ys, kind);                                             \
   }
 GEN_Q32(q8_0, 0)
-GEN_Q32(q4_0, 1)
 GEN_Q32(q5_0, 2)
 GEN_Q32(q4_1, 3)
 GEN_Q32(q5_1, 4)
+
+/* Q4_0 x kern_pair_q8 (kern_x86_body.h body_q4_0p): per pair of blocks,
+ * lane l belongs to block 2p + l / 4 and sums (q - 8) x over elements
+ * 4i..4i+3 and 16+4i..16+4i+3 (i = l % 4), exact in int32; then
+ * acc[l] += s * (d_w * d_x[l]). A missing odd last block has q = x = 0 and
+ * d_w = 0, as on x86. */
+GEN_FN static void gen_tile_q4_0p(const void *w, int64_t n, const void *x, size_t xs, int nt,
+                                  float *y, size_t ys) {
+  const block_q4_0 *wb = w;
+  int64_t nb = n / 32, np = (nb + 1) / 2;
+  for (int t = 0; t < nt; t++) {
+    const kern_pair_q8 *xp = (const kern_pair_q8 *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ip = 0; ip < np; ip++) {
+      for (int l = 0; l < GL; l++) {
+        int k = l / 4, i = l % 4;
+        int64_t ib = 2 * ip + k;
+        int32_t s = 0;
+        float dw = 0.0f;
+        if (ib < nb) {
+          dw = gen_f16(&wb[ib].d);
+          for (int e = 4 * i; e < 4 * i + 4; e++) {
+            s += ((wb[ib].qs[e] & 15) - 8) * xp[ip].a[16 * k + e];
+            s += ((wb[ib].qs[e] >> 4) - 8) * xp[ip].b16[16 * k + e];
+          }
+        }
+        acc[l] = fmaf((float)s, dw * xp[ip].d[l], acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
+}
 
 /* ---- K-quants x block_q8_K ------------------------------------------------ */
 
@@ -238,8 +269,47 @@ static void gen_tile_q45k(const void *w, int64_t n, const void *x, size_t xs, in
   }
 }
 
+/* Q4_K against KERN_ACT_Q8_KX activations, the lanes of x86 body_q4_Kx:
+ * int32 lane L sums, for h = 0, 1, scale(sb) x the products of half L / 4
+ * (16 elements) of sub-block sb = 2 (L % 4) + h; element e of sub-block sb
+ * sits at qs[64m + 32h + 16 (e / 16) + 4 (sb / 2) + e % 4], m = e % 16 / 4. */
 GEN_FN static void gen_tile_q4_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  gen_tile_q45k(w, n, x, xs, nt, y, ys, 0);
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const block_q4_K *b = (const block_q4_K *)w + ib;
+      float d = gen_f16(&b->d), dmin = gen_f16(&b->dmin);
+      const uint8_t *b12 = b->scales;
+      int sc[8], mn[8];
+      for (int k = 0; k < 4; k++) {
+        sc[k] = b12[k] & 63;
+        mn[k] = b12[k + 4] & 63;
+      }
+      for (int k = 4; k < 8; k++) {
+        sc[k] = (b12[k + 4] & 15) | (b12[k - 4] >> 6) << 4;
+        mn[k] = (b12[k + 4] >> 4) | (b12[k] >> 6) << 4;
+      }
+      int32_t isum[GL] = {0};
+      for (int l = 0; l < GL; l++)
+        for (int h = 0; h < 2; h++) {
+          int sb = 2 * (l % 4) + h, s = 0;
+          for (int e = 16 * (l / 4); e < 16 * (l / 4) + 16; e++) {
+            int q = (b->qs[32 * (sb / 2) + e] >> 4 * h) & 15;
+            int xi = 64 * (e % 16 / 4) + 32 * h + 16 * (e / 16) + 4 * (sb / 2) + e % 4;
+            s += q * xb[ib].qs[xi];
+          }
+          isum[l] += s * sc[sb];
+        }
+      float fsum[GL], dd = d * xb[ib].d;
+      memcpy(fsum, xb[ib].bsums, sizeof fsum);
+      for (int l = 0; l < GL; l++) {
+        acc[l] = fmaf(dd, (float)isum[l], acc[l]);
+        acc[l] = fmaf(-(dmin * (float)mn[l]), fsum[l], acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
 }
 GEN_FN static void gen_tile_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   gen_tile_q45k(w, n, x, xs, nt, y, ys, 1);
@@ -354,11 +424,18 @@ GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t
 static void gen_fill_ops(struct kern_ops *ops) {
   ops->quant_q8 = kern_quant_q8_c;
   ops->quant_q8_K = kern_quant_q8_K_c;
+  ops->quant_q8p = kern_quant_q8p_c;
+  ops->quant_q8_Kx = kern_quant_q8_Kx_c;
   ops->tile[TENSOR_TYPE_F32] = gen_tile_f32;
   ops->tile[TENSOR_TYPE_F16] = gen_tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
   ops->tile[TENSOR_TYPE_Q8_0] = gen_tile_q8_0;
-  ops->tile[TENSOR_TYPE_Q4_0] = gen_tile_q4_0;
+  ops->tile[TENSOR_TYPE_Q4_0] = gen_tile_q4_0p;
+  /* the same tile widths as x86 (the lane loops take any nt) */
+  ops->tile_nt[TENSOR_TYPE_Q4_0] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q4_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q5_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q6_K] = KERN_TILE_TOKENS_MAX;
   ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;
@@ -371,11 +448,11 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_Q8_0] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8P;
   ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;

@@ -12,7 +12,8 @@
  *                The two agree exactly as long as maddubs does not
  *                saturate, which no operand range here allows (below).
  *
- * Layout of every tile kernel: one weight row, nt <= 4 tokens. The weight
+ * Layout of every tile kernel: one weight row, nt <= 4 tokens (8 for Q4_0
+ * and the K-quants, whose bodies are switched by DEFINE_TILE8). The weight
  * block is loaded and unpacked once, then used for each token; each token
  * has its own accumulators and its own fixed order of operations, so the
  * result for a token does not depend on nt (kernels_impl.h). The generic
@@ -423,10 +424,140 @@ TGT_INL void tile2_q32(const void *w, size_t rb, int64_t n, const void *x, size_
   }                                                                                          \
   DEFINE_TILE2(tile2_##nm, body2_##nm)
 BODY_Q32(q8_0, 0)
-BODY_Q32(q4_0, 1)
 BODY_Q32(q5_0, 2)
 BODY_Q32(q4_1, 3)
 BODY_Q32(q5_1, 4)
+
+/* ---- Q4_0 x kern_pair_q8: two blocks per 256-bit register -------------- */
+
+#define NT_WIDE KERN_TILE_TOKENS_MAX
+
+/* Q4_0 blocks b and b + 1 as unsigned nibbles: *lo = elements 0..15 of b then
+ * of b + 1, *hi = elements 16..31 of each (the kern_pair_q8 order), *dw =
+ * d_b in lanes 0..3, d_b1 in lanes 4..7. two = 0: b is the last block of an
+ * odd row; b + 1 is read as zeros (nothing past the row is touched). */
+TGT_INL void q4_0_pair(const block_q4_0 *b, int two, __m256i *lo, __m256i *hi, __m256 *dw) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  uint16_t h0, h1 = 0;
+  memcpy(&h0, &b[0].d, 2);
+  __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs), q1 = _mm_setzero_si128();
+  if (two) {
+    memcpy(&h1, &b[1].d, 2);
+    q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
+  }
+  __m256i v = _mm256_set_m128i(q1, q0);
+  *lo = _mm256_and_si256(v, lo4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+  __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+  *dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d2), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
+/* One weight pair times token t's pair: lane i (0..3 block b, 4..7 block
+ * b + 1) gets the exact integer sum of (q - 8) x over its 8 elements
+ * (bytes 4i..4i+3 of both halves), then acc += that * (d_w d_x). The
+ * 16-bit sums cannot overflow: 2 * 2 * 15 * 127 + 8 * 4 * 127 < 32767. */
+TGT_INL __m256 q4_0_pair_dot(__m256i lo, __m256i hi, __m256 dw, const kern_pair_q8 *xp, __m256 acc) {
+  __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, loadu256(xp->a)),
+                               _mm256_maddubs_epi16(hi, loadu256(xp->b16)));
+  p = _mm256_sub_epi16(p, loadu256(xp->c));
+  __m256i s = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xp->d)), acc);
+}
+
+/* One Q4_0 row x nt <= 8 tokens: the pair is unpacked once and used for
+ * every token; one accumulator per token (8 registers at nt 8). */
+TGT_INL void body_q4_0p(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const block_q4_0 *wb = w;
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  int64_t nb = n / 32, np = nb / 2;
+  for (int64_t ip = 0; ip < np; ip++) {
+    __m256i lo, hi;
+    __m256 dw;
+    q4_0_pair(wb + 2 * ip, 1, &lo, &hi, &dw);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      acc[t] = q4_0_pair_dot(lo, hi, dw, (const kern_pair_q8 *)((const char *)x + t * xs) + ip, acc[t]);
+  }
+  if (nb & 1) {
+    __m256i lo, hi;
+    __m256 dw;
+    q4_0_pair(wb + 2 * np, 0, &lo, &hi, &dw);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      acc[t] = q4_0_pair_dot(lo, hi, dw, (const kern_pair_q8 *)((const char *)x + t * xs) + np, acc[t]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+
+#define DEFINE_TILE8(name, body)                                                            \
+  TGT static void name(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, \
+                       size_t ys) {                                                         \
+    switch (nt) {                                                                           \
+    case 1: body(w, n, x, xs, 1, y, ys); break;                                             \
+    case 2: body(w, n, x, xs, 2, y, ys); break;                                             \
+    case 3: body(w, n, x, xs, 3, y, ys); break;                                             \
+    case 4: body(w, n, x, xs, 4, y, ys); break;                                             \
+    case 5: body(w, n, x, xs, 5, y, ys); break;                                             \
+    case 6: body(w, n, x, xs, 6, y, ys); break;                                             \
+    case 7: body(w, n, x, xs, 7, y, ys); break;                                             \
+    default: body(w, n, x, xs, 8, y, ys); break;                                            \
+    }                                                                                       \
+  }
+DEFINE_TILE8(tile_q4_0p, body_q4_0p)
+
+/* Two Q4_0 rows (w, w + rb) x nt <= 4 tokens: each activation pair is
+ * loaded once for both rows; per (row, token) the same operations in the
+ * same order as body_q4_0p, so the bits are the one-row tile's. */
+TGT_INL void body2_q4_0p(const void *w, size_t rb, int64_t n, const void *x, size_t xs, int nt,
+                         float *y, size_t ys) {
+  const block_q4_0 *w0 = w, *w1 = (const block_q4_0 *)((const char *)w + rb);
+  __m256 acc0[NT_MAX], acc1[NT_MAX];
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  int64_t nb = n / 32, np = (nb + 1) / 2;
+  for (int64_t ip = 0; ip < np; ip++) {
+    /* the last pair of an odd row is half empty; a constant `two` in the
+     * main loop keeps the branch out of it */
+    int two = 2 * ip + 1 < nb;
+    __m256i lo0, hi0, lo1, hi1;
+    __m256 dw0, dw1;
+    if (two) {
+      q4_0_pair(w0 + 2 * ip, 1, &lo0, &hi0, &dw0);
+      q4_0_pair(w1 + 2 * ip, 1, &lo1, &hi1, &dw1);
+    } else {
+      q4_0_pair(w0 + 2 * ip, 0, &lo0, &hi0, &dw0);
+      q4_0_pair(w1 + 2 * ip, 0, &lo1, &hi1, &dw1);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+      const kern_pair_q8 *xp = (const kern_pair_q8 *)((const char *)x + t * xs) + ip;
+      acc0[t] = q4_0_pair_dot(lo0, hi0, dw0, xp, acc0[t]);
+      acc1[t] = q4_0_pair_dot(lo1, hi1, dw1, xp, acc1[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < nt; t++) {
+    y[t * ys] = hsum_ps(acc0[t]);
+    y[t * ys + 1] = hsum_ps(acc1[t]);
+  }
+}
+DEFINE_TILE2(tile2_q4_0p, body2_q4_0p)
+
+/* Pair quantizer: the blocks as quant_q8_x86 makes them, rearranged by the
+ * shared kern_pair_from_q8 (so every variant's pairs agree). */
+TGT static void quant_q8p_x86(const float *x, void *dst, int64_t n) {
+  kern_pair_q8 *p = dst;
+  kern_block_q8 tmp[2];
+  for (int64_t i = 0; i < n; i += 64, p++) {
+    int nb = n - i >= 64 ? 2 : 1;
+    quant_q8_x86(x + i, tmp, 32 * nb);
+    kern_pair_from_q8(tmp, nb, p);
+  }
+}
 
 /* ---- K-quants x block_q8_K ---------------------------------------------- */
 
@@ -449,13 +580,14 @@ TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
   memcpy(mn + 4, &v, 4);
 }
 
-/* Q4_K (has_qh 0) and Q5_K (has_qh 1): element 64p + 32h + l is nibble h of
+/* Q5_K (has_qh 1; has_qh 0 is Q4_K against plain block_q8_K, kept as the
+ * reading of the format body_q4_Kx reorders): element 64p + 32h + l is nibble h of
  * qs[32p + l] (plus bit 2p + h of qh[l] as bit 4), sub-block 2p + h. */
 TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys, int has_qh) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const uint8_t *qs, *qh = NULL, *scb;
@@ -482,8 +614,8 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
     /* the 8 scales as int16, in both 128-bit lanes, for lane broadcasts */
     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     __m256i qhv = has_qh ? loadu256(qh) : _mm256_setzero_si256();
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
@@ -498,7 +630,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
       }
       __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p))));
       __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p + 1))));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
         const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
         __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, loadu256(xb->qs + 64 * p)), slo);
@@ -506,7 +638,7 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
         isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
@@ -514,18 +646,83 @@ TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
 
-TGT_INL void body_q4_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  tile_q45k(w, n, x, xs, nt, y, ys, 0);
-}
 TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   tile_q45k(w, n, x, xs, nt, y, ys, 1);
 }
-DEFINE_TILE(tile_q4_K, body_q4_K)
-DEFINE_TILE(tile_q5_K, body_q5_K)
+
+/* Q4_K against KERN_ACT_Q8_KX activations (kernels_impl.h). The four
+ * 32-byte nibble vectors Q_p of a super-block are transposed in 4-byte
+ * words within each 128-bit half (8 unpacks, once per row and super-block,
+ * shared by the nt tokens): U_m's word i is Q_i's word m, so U_m & 15 holds
+ * in every word i a piece of sub-block 2i and U_m >> 4 one of 2i + 1, the
+ * order the activations were stored in. Per token and parity h the four
+ * u8 x s8 products (maddubs, 16 bits) are added in 16 bits (|sum| <= 4 x 2
+ * x 15 x 127 = 15240, exact) and multiplied by the scales once (madd):
+ * 8 maddubs + 2 madd + 8 adds per 256 weights instead of 8 + 8 + 8. Lane L
+ * of the int32 sum: half L / 4 of sub-blocks 2 (L % 4) + h, h = 0, 1. */
+TGT_INL void body_q4_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  /* int16 lane j of a 128-bit half -> scale 2 (j / 2) + h (sc16's int16 order) */
+  const __m256i pick0 = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                         0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  const __m256i pick1 = _mm256_add_epi8(pick0, _mm256_set1_epi8(2));
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / QK_K; ib++) {
+    const block_q4_K *b = (const block_q4_K *)w + ib;
+    float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
+    uint8_t sc[8], mn[8];
+    scales12(b->scales, sc, mn);
+    /* dmin x min of sub-block k in lane k, against the activations' fsum */
+    __m256 wmin = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
+    __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256i s0 = _mm256_shuffle_epi8(sc16, pick0), s1 = _mm256_shuffle_epi8(sc16, pick1);
+    __m256i q0 = loadu256(b->qs), q1 = loadu256(b->qs + 32), q2 = loadu256(b->qs + 64),
+            q3 = loadu256(b->qs + 96);
+    __m256i t0 = _mm256_unpacklo_epi32(q0, q1), t1 = _mm256_unpackhi_epi32(q0, q1);
+    __m256i t2 = _mm256_unpacklo_epi32(q2, q3), t3 = _mm256_unpackhi_epi32(q2, q3);
+    __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                    _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+      wl[m] = _mm256_and_si256(u[m], lo4);
+      wh[m] = _mm256_and_si256(_mm256_srli_epi16(u[m], 4), lo4);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i p0 = _mm256_maddubs_epi16(wl[0], loadu256(xb->qs));
+      __m256i p1 = _mm256_maddubs_epi16(wh[0], loadu256(xb->qs + 32));
+#pragma GCC unroll 3
+      for (int m = 1; m < 4; m++) {
+        p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wl[m], loadu256(xb->qs + 64 * m)));
+        p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wh[m], loadu256(xb->qs + 64 * m + 32)));
+      }
+      __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(p0, s0), _mm256_madd_epi16(p1, s1));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(wmin, _mm256_loadu_ps((const float *)xb->bsums), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
+}
+DEFINE_TILE8(tile_q4_Kx, body_q4_Kx)
+
+/* The Q4_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K_interleave (so every variant's agree). */
+TGT static void quant_q8_Kx_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K_interleave(dst, n / QK_K);
+}
+DEFINE_TILE8(tile_q5_K, body_q5_K)
 
 /* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
  * sub-block 8h + 2s + l/16, x = d * sc * (q - 32). The -32 is applied once
@@ -533,8 +730,8 @@ DEFINE_TILE(tile_q5_K, body_q5_K)
 TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f), lo2 = _mm256_set1_epi8(3);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q6_K *b = (const block_q6_K *)w + ib;
@@ -542,8 +739,8 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                           _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -558,7 +755,7 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
         int k = 8 * h + 2 * s;
         __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
           __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
@@ -566,7 +763,7 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 5);
@@ -574,10 +771,10 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q6_K, body_q6_K)
+DEFINE_TILE8(tile_q6_K, body_q6_K)
 
 /* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
  * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
@@ -694,21 +891,27 @@ DEFINE_TILE(tile_q3_K, body_q3_K)
 static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8 = quant_q8_x86;
   ops->quant_q8_K = quant_q8_K_x86;
+  ops->quant_q8p = quant_q8p_x86;
+  ops->quant_q8_Kx = quant_q8_Kx_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
   ops->tile[TENSOR_TYPE_Q8_0] = tile_q8_0;
-  ops->tile[TENSOR_TYPE_Q4_0] = tile_q4_0;
+  ops->tile[TENSOR_TYPE_Q4_0] = tile_q4_0p;
+  ops->tile_nt[TENSOR_TYPE_Q4_0] = NT_WIDE;
+  ops->tile2[TENSOR_TYPE_Q4_0] = tile2_q4_0p;
   ops->tile[TENSOR_TYPE_Q5_0] = tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = tile_q5_1;
-  ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_K;
+  ops->tile[TENSOR_TYPE_Q4_K] = tile_q4_Kx;
+  ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
-  ops->tile2[TENSOR_TYPE_Q4_0] = tile2_q4_0;
   ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
   ops->tile2[TENSOR_TYPE_Q4_1] = tile2_q4_1;
   ops->tile2[TENSOR_TYPE_Q5_1] = tile2_q5_1;
@@ -716,11 +919,11 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_Q8_0] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8;
+  ops->act[TENSOR_TYPE_Q4_0] = KERN_ACT_Q8P;
   ops->act[TENSOR_TYPE_Q5_0] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
-  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;

@@ -30,7 +30,11 @@
 #include "kernels/kernels_impl.h"
 #include "kernels/ref.h"
 
-#define KERN_MM_TOK_BLOCK 16 /* tokens per inner sweep over a row chunk */
+#define KERN_MM_TOK_BLOCK 8 /* tokens per inner sweep over a row chunk */
+/* A type with a wide one-row tile (tile_nt > KERN_TILE_TOKENS) uses it while
+ * a token block's activations fit in this many bytes (L1 data cache); past
+ * that, its two-row tile halves the activation traffic from L2 instead. */
+#define KERN_MM_L1_ACT (32 * 1024)
 
 static struct kern_ops g_ops;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -163,6 +167,60 @@ void kern_quant_q8_K_c(const float *x, void *dst, int64_t n) {
   }
 }
 
+void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p) {
+  memset(p, 0, sizeof *p);
+  for (int k = 0; k < nb; k++) {
+    memcpy(p->a + 16 * k, b[k].qs, 16);
+    memcpy(p->b16 + 16 * k, b[k].qs + 16, 16);
+    for (int l = 0; l < 4; l++) p->d[4 * k + l] = b[k].d;
+  }
+  for (int i = 0; i < 16; i++)
+    p->c[i] = (int16_t)(8 * (p->a[2 * i] + p->a[2 * i + 1] + p->b16[2 * i] + p->b16[2 * i + 1]));
+}
+
+void kern_quant_q8p_c(const float *x, void *dst, int64_t n) {
+  kern_pair_q8 *p = dst;
+  kern_block_q8 tmp[2];
+  for (int64_t i = 0; i < n; i += 64, p++) {
+    int nb = n - i >= 64 ? 2 : 1;
+    kern_quant_q8_c(x + i, tmp, 32 * nb);
+    kern_pair_from_q8(tmp, nb, p);
+  }
+}
+
+void kern_q8_K_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    int8_t tmp[QK_K];
+    for (int m = 0; m < 4; m++)
+      for (int h = 0; h < 2; h++)
+        for (int half = 0; half < 2; half++)
+          for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+              tmp[64 * m + 32 * h + 16 * half + 4 * i + k] = b[ib].qs[32 * (2 * i + h) + 16 * half + 4 * m + k];
+    memcpy(b[ib].qs, tmp, sizeof tmp);
+    float fsum[8];
+    for (int k = 0; k < 8; k++) fsum[k] = b[ib].d * (float)(b[ib].bsums[2 * k] + b[ib].bsums[2 * k + 1]);
+    _Static_assert(sizeof fsum == sizeof b[ib].bsums, "fsum fits bsums");
+    memcpy(b[ib].bsums, fsum, sizeof fsum);
+  }
+}
+
+void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K_interleave(dst, n / QK_K);
+}
+
+size_t kern_act_row_bytes(int act, int64_t n_cols) {
+  switch ((enum kern_act)act) {
+  case KERN_ACT_Q8: return (size_t)(n_cols / 32) * sizeof(kern_block_q8);
+  case KERN_ACT_Q8_K:
+  case KERN_ACT_Q8_KX: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
+  case KERN_ACT_Q8P: return (size_t)((n_cols / 32 + 1) / 2) * sizeof(kern_pair_q8);
+  case KERN_ACT_F32: break;
+  }
+  return (size_t)n_cols * sizeof(float);
+}
+
 /* ---- the matmul driver --------------------------------------------------- */
 
 struct mm_job {
@@ -179,6 +237,8 @@ struct mm_job {
   const uint8_t *xa;
   uint8_t *xq;
   size_t xa_stride;
+  int tnt;   /* tokens per tile call */
+  bool rows2; /* pairs of rows through tile2 */
   /* split */
   int64_t chunk_rows, n_row_chunks;
   int64_t chunk_toks, n_tok_chunks;
@@ -206,7 +266,7 @@ static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_
     /* pairs of rows only with several tokens: with one token (decode,
      * memory-bound) the two-row tile measured slower than the one-row
      * tile (Q8_0 tg 5-8 vs 6-12 t/s, interleaved runs) */
-    if (j->tile2 && te - tb > 1)
+    if (j->rows2 && te - tb > 1)
       for (; r + 2 <= r1; r += 2) {
         const uint8_t *w = j->W + (size_t)r * j->row_bytes;
         for (int64_t t = tb; t < te; t += KERN_TILE_TOKENS) {
@@ -217,8 +277,8 @@ static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_
       }
     for (; r < r1; r++) {
       const uint8_t *w = j->W + (size_t)r * j->row_bytes;
-      for (int64_t t = tb; t < te; t += KERN_TILE_TOKENS) {
-        int nt = (int)(te - t < KERN_TILE_TOKENS ? te - t : KERN_TILE_TOKENS);
+      for (int64_t t = tb; t < te; t += j->tnt) {
+        int nt = (int)(te - t < j->tnt ? te - t : j->tnt);
         j->tile(w, j->n_cols, j->xa + (size_t)t * j->xa_stride, j->xa_stride, nt,
                 &j->y[t * j->n_rows + r], (size_t)j->n_rows);
       }
@@ -253,12 +313,12 @@ static void mm_plan(struct mm_job *j, int nth) {
   j->n_row_chunks = (j->n_rows + cr - 1) / cr;
   j->chunk_toks = j->n_tokens;
   j->n_tok_chunks = 1;
-  if (nth > 1 && j->n_row_chunks < want && j->n_tokens > KERN_TILE_TOKENS) {
-    int64_t groups = (j->n_tokens + KERN_TILE_TOKENS - 1) / KERN_TILE_TOKENS;
+  if (nth > 1 && j->n_row_chunks < want && j->n_tokens > j->tnt) {
+    int64_t groups = (j->n_tokens + j->tnt - 1) / j->tnt;
     int64_t split = (want + j->n_row_chunks - 1) / j->n_row_chunks;
     if (split > groups) split = groups;
     int64_t per = (groups + split - 1) / split;
-    j->chunk_toks = per * KERN_TILE_TOKENS;
+    j->chunk_toks = per * j->tnt;
     j->n_tok_chunks = (j->n_tokens + j->chunk_toks - 1) / j->chunk_toks;
   }
   atomic_init(&j->next, 0);
@@ -293,22 +353,20 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
   j.n_tokens = n_tokens;
   j.x = x;
   j.y = y;
+  j.tnt = KERN_TILE_TOKENS;
   if (!atomic_load(&g_force_ref) && ops->tile[type]) {
     j.tile = ops->tile[type];
     j.tile2 = ops->tile2[type];
+    if (ops->tile_nt[type]) j.tnt = ops->tile_nt[type];
+    j.xa_stride = kern_act_row_bytes(ops->act[type], n_cols);
+    j.rows2 = j.tile2 && !(j.tnt > KERN_TILE_TOKENS &&
+                           j.xa_stride * KERN_MM_TOK_BLOCK <= KERN_MM_L1_ACT);
     switch ((enum kern_act)ops->act[type]) {
-    case KERN_ACT_F32:
-      j.xa = (const uint8_t *)x;
-      j.xa_stride = (size_t)n_cols * sizeof(float);
-      break;
-    case KERN_ACT_Q8:
-      j.quant = ops->quant_q8;
-      j.xa_stride = (size_t)(n_cols / 32) * sizeof(kern_block_q8);
-      break;
-    case KERN_ACT_Q8_K:
-      j.quant = ops->quant_q8_K;
-      j.xa_stride = (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
-      break;
+    case KERN_ACT_F32: j.xa = (const uint8_t *)x; break;
+    case KERN_ACT_Q8: j.quant = ops->quant_q8; break;
+    case KERN_ACT_Q8_K: j.quant = ops->quant_q8_K; break;
+    case KERN_ACT_Q8_KX: j.quant = ops->quant_q8_Kx; break;
+    case KERN_ACT_Q8P: j.quant = ops->quant_q8p; break;
     }
     if (j.quant) {
       size_t bytes;

@@ -4,8 +4,9 @@
  * kern_neon.c, kern_scalar.c). Not for callers outside src/kernels/.
  *
  * A fast kernel for a weight type is a "tile" function: one weight row times
- * up to KERN_TILE_TOKENS activation rows. Activations arrive in the format
- * the type asks for (f32, kern_block_q8 or block_q8_K), prepared once per call by the
+ * up to tile_nt (KERN_TILE_TOKENS, or up to KERN_TILE_TOKENS_MAX) activation
+ * rows. Activations arrive in the format the type asks for (f32,
+ * kern_block_q8, kern_pair_q8 or block_q8_K), prepared once per call by the
  * driver with the ISA's quantizer. Invariant every tile function keeps: the
  * result for a token is bit-identical whatever nt is (the per-token
  * arithmetic never depends on the other tokens of the tile), which is what
@@ -20,7 +21,8 @@
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
 
-#define KERN_TILE_TOKENS 4
+#define KERN_TILE_TOKENS 4     /* tokens per tile call unless the type says more */
+#define KERN_TILE_TOKENS_MAX 8 /* the widest tile (kern_ops.tile_nt) */
 
 /* Activation block of 32 for the Q4_0/Q4_1/Q5_x/Q8_0 weights: like Q8_0 but
  * with an f32 scale (no f16 rounding, no conversion in the inner loop) and
@@ -32,13 +34,34 @@ typedef struct {
 } kern_block_q8;
 _Static_assert(sizeof(kern_block_q8) == 40, "kern_block_q8");
 
+/* Activations for Q4_0 weights, two blocks (b, b + 1) per 128 bytes, laid
+ * out the way the kernel unpacks a pair of weight blocks into one 256-bit
+ * register (block b in the low 128 bits, b + 1 in the high): a = elements
+ * 0..15 of b then 0..15 of b + 1 (the low-nibble halves), b16 = elements
+ * 16..31 of b then of b + 1 (the high-nibble halves). The kernel multiplies
+ * the unsigned nibbles q (0..15): sum (q - 8) x = sum q x - 8 sum x, and
+ * c[i] = 8 * (a[2i] + a[2i + 1] + b16[2i] + b16[2i + 1]) is that correction
+ * for 16-bit lane i. d = the f32 scale of b in lanes 0..3, of b + 1 in lanes
+ * 4..7. An odd last block is paired with a zero block (d = 0). 128 bytes
+ * rather than a packed 80: measured faster while the activations of a
+ * token block stay in L1 (one memory operand per use, no shuffles). */
+typedef struct {
+  int8_t a[32];
+  int8_t b16[32];
+  int16_t c[16];
+  float d[8];
+} kern_pair_q8;
+_Static_assert(sizeof(kern_pair_q8) == 128, "kern_pair_q8");
+
 enum kern_act {
   KERN_ACT_F32 = 0, /* x used as given */
   KERN_ACT_Q8,      /* x quantized to kern_block_q8 rows (blocks of 32) */
   KERN_ACT_Q8_K,    /* x quantized to block_q8_K rows */
+  KERN_ACT_Q8P,     /* x quantized to kern_pair_q8 rows (pairs of 32-blocks) */
+  KERN_ACT_Q8_KX,   /* block_q8_K rows with qs interleaved for Q4_K (below) */
 };
 
-/* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..KERN_TILE_TOKENS), where
+/* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..tile_nt of the type), where
  * x_t = (const char *)x + t * x_stride, n_cols elements (a multiple of the
  * block size). */
 typedef void (*kern_tile_fn)(const void *w_row, int64_t n_cols, const void *x, size_t x_stride,
@@ -57,9 +80,12 @@ struct kern_ops {
   const char *isa;
   kern_quant_fn quant_q8;
   kern_quant_fn quant_q8_K;
+  kern_quant_fn quant_q8p;
+  kern_quant_fn quant_q8_Kx;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
+  unsigned char tile_nt[TENSOR_TYPE_COUNT]; /* tokens per tile call (0: KERN_TILE_TOKENS) */
 };
 
 /* Each fills ops and returns 1 when compiled in and usable on this CPU. */
@@ -87,5 +113,23 @@ void *tpool_scratch(thread_pool *tp, int ith, size_t bytes);
  * to nearest even (lrintf under the default rounding mode). */
 void kern_quant_q8_c(const float *x, void *dst, int64_t n);
 void kern_quant_q8_K_c(const float *x, void *dst, int64_t n);
+void kern_quant_q8p_c(const float *x, void *dst, int64_t n);
+void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_KX: a block_q8_K whose bsums bytes hold instead 8 floats,
+ * fsum[k] = d * (bsums[2k] + bsums[2k + 1]) (x's sum over 32-element
+ * sub-block k, so a Q4_K kernel applies its mins with one fused
+ * multiply-add per token and super-block), and whose 256 qs are reordered so that the 32-byte group at 64m + 32h holds, in its
+ * 4-byte slot i (i = 0..3) elements 4m..4m+3 of 32-element sub-block 2i + h
+ * and in slot 4 + i elements 16 + 4m..16 + 4m + 3 of the same sub-block.
+ * That is the order a Q4_K kernel gets by transposing the 4-byte words of
+ * its four 32-byte nibble vectors: every 4-byte slot of the 4 groups of one
+ * h belongs to one sub-block, so their 8-bit products can be summed in 16
+ * bits before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K_interleave(block_q8_K *b, int64_t nb);
+/* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
+ * every variant's pair quantizer, so their outputs agree bit for bit). */
+void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);
+/* Bytes of one activation row of n_cols in format act. */
+size_t kern_act_row_bytes(int act, int64_t n_cols);
 
 #endif

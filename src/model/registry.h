@@ -82,7 +82,17 @@ typedef struct registry_entry {
                                  "fnv1a64:<16 hex>" of path, size and mtime */
   char *error;                /* NULL, or why the file cannot be used
                                  ("ERR_CORRUPT: tensor ... past the end") */
+  bool pulled;                /* parley downloaded it (model/pull.h): a folder of
+                                 the models dir with a REGISTRY_PULL_MANIFEST;
+                                 only such models may be removed */
 } registry_entry;
+
+/* The sidecar manifest of a pulled model's folder (model/pull.h writes it):
+ * {"name", "model", "projector"?, "template"?, "system"?, "params"?,
+ *  "digest"?, "size"?, "files": [...]}. The folder is listed as one entry
+ * under "name"; while "model" is missing (a pull in progress) it is not
+ * listed at all. */
+#define REGISTRY_PULL_MANIFEST "parley-pull.json"
 
 void registry_entry_free(registry_entry *e);
 /* Deep copy; NULL when out of memory. */

@@ -46,6 +46,9 @@ int reg_scan_models_dir(reg_scan *s, const char *dir);
 int reg_scan_ollama(reg_scan *s, const char *dir);
 int reg_scan_lmstudio(reg_scan *s, const char *dir);
 int reg_scan_hf(reg_scan *s, const char *dir);
+/* A folder of the models dir holding REGISTRY_PULL_MANIFEST: adds its model
+ * under the manifest's name with `pulled` set (registry_pulled.c). */
+int reg_scan_pulled(reg_scan *s, const char *dir);
 
 /* Sorted names of the entries of dir (no "." / ".." / dot files); *out is
  * NULL and *n 0 when dir cannot be read. Free with reg_names_free. */

@@ -190,6 +190,13 @@ static int attach_projector(registry_entry *e, const char *dir, const char *proj
 
 /* rel is the folder's path under the root ("" at the root). */
 static int scan_tree(reg_scan *s, const char *dir, const char *rel, int depth) {
+  if (depth > 0) { /* a model parley pulled: one entry, named by its manifest */
+    char *mf = reg_path_join(dir, REGISTRY_PULL_MANIFEST, NULL);
+    if (!mf) return ERR_NOMEM;
+    bool pulled = reg_is_file(mf);
+    free(mf);
+    if (pulled) return reg_scan_pulled(s, dir);
+  }
   reg_folder f;
   int rc = folder_read(dir, &f);
   if (rc) return rc;

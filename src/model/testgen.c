@@ -198,7 +198,7 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
 #define CK(x) \
   if ((rc = (x))) goto done
   CK(gguf_writer_add_str(s.w, "general.architecture", "llama"));
-  CK(gguf_writer_add_str(s.w, "general.name", "parley random llama"));
+  CK(gguf_writer_add_str(s.w, "general.name", g->name ? g->name : "parley random llama"));
   if (g->vocab_path) CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
   if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, "llama.context_length", (uint32_t)g->n_ctx));

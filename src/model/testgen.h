@@ -34,6 +34,8 @@ typedef struct model_testgen {
                                copied (n_vocab then becomes its token count) */
   const char *chat_template; /* NULL, or tokenizer.chat_template's text
                                (overrides the vocabulary file's) */
+  const char *name;         /* general.name; NULL: "parley random llama"
+                               (family detection reads it) */
 } model_testgen;
 
 /* The small test shape: n_embd 64, 2 layers, 4 heads, 2 KV heads, n_ff 160,

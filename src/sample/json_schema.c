@@ -777,8 +777,12 @@ static int range_same_len(buf *b, const char *lo, const char *hi, int n) {
   char nines[20], zeros[20];
   memset(nines, '9', sizeof nines);
   memset(zeros, '0', sizeof zeros);
-  bool lo_rest_zero = strspn(lo + 1, "0") >= (size_t)(n - 1);
-  bool hi_rest_nine = strspn(hi + 1, "9") >= (size_t)(n - 1);
+  /* lo and hi are digit runs of length n, not NUL-terminated strings. */
+  bool lo_rest_zero = true, hi_rest_nine = true;
+  for (int i = 1; i < n; i++) {
+    lo_rest_zero &= lo[i] == '0';
+    hi_rest_nine &= hi[i] == '9';
+  }
   char from = lo[0], to = hi[0];
   if (!lo_rest_zero) { /* lo[0] followed by lo[1:]..99 */
     rc = rc ? rc : buf_appendf(b, "\"%c\" ", lo[0]);

@@ -147,6 +147,9 @@ typedef struct stt_backend_ops {
   int (*stream_partial)(void *st, char **text);
   int (*stream_end)(void *st, stt_result *out);
   void (*stream_free)(void *st);
+  /* Whole buffer on a begun, not yet fed stream, then end: the same result
+   * as transcribe. NULL = feed + end. */
+  int (*stream_transcribe)(void *st, const int16_t *pcm, size_t n, stt_result *out);
 } stt_backend_ops;
 
 extern const stt_backend_ops stt_backend_pocketsphinx;
@@ -168,5 +171,10 @@ int stt_stream_feed(stt_stream *st, const int16_t *pcm, size_t n);
 int stt_stream_partial(stt_stream *st, char **text);
 int stt_stream_end(stt_stream *st, stt_result *out);
 void stt_stream_free(stt_stream *st);
+/* Whole-buffer decoding on a stream just begun (nothing fed): the result of
+ * stt_transcribe, with the decoder taken beforehand, so a server can take
+ * it (and answer "busy") on one thread and decode on another. Ends the
+ * stream; free it as usual. */
+int stt_stream_transcribe(stt_stream *st, const int16_t *pcm, size_t n, stt_result *out);
 
 #endif

@@ -98,6 +98,17 @@ int stt_stream_partial(stt_stream *st, char **text) {
   return st->s->ops->stream_partial(st->st, text);
 }
 
+int stt_stream_transcribe(stt_stream *st, const int16_t *pcm, size_t n, stt_result *out) {
+  memset(out, 0, sizeof *out);
+  if (st->ended) return err_set(ERR_INVALID, "stt: transcribe after end");
+  if (!pcm && n) return err_set(ERR_INVALID, "stt: no samples");
+  if (n > STT_MAX_SAMPLES) return err_set(ERR_TOO_LARGE, "stt: %zu samples is more than 4 hours", n);
+  st->ended = true;
+  if (st->s->ops->stream_transcribe) return st->s->ops->stream_transcribe(st->st, pcm, n, out);
+  int rc = st->s->ops->stream_feed(st->st, pcm, n);
+  return rc ? rc : st->s->ops->stream_end(st->st, out);
+}
+
 int stt_stream_end(stt_stream *st, stt_result *out) {
   memset(out, 0, sizeof *out);
   if (st->ended) return err_set(ERR_INVALID, "stt: end called twice");

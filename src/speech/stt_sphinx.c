@@ -213,7 +213,10 @@ static int sphinx_stream_begin(void *ctx, void **out) {
   }
   s->ctx = c;
   s->ps = c->dec[s->slot];
-  if (ps_start_utt(s->ps) < 0) {
+  /* A new stream per utterance: pocketsphinx keeps segment times (and the
+   * noise estimate) stream-wide, so a pooled decoder would otherwise report
+   * word times offset by every utterance it decoded before. */
+  if (ps_start_stream(s->ps) < 0 || ps_start_utt(s->ps) < 0) {
     pool_release(c, s->slot);
     free(s);
     return err_set(ERR_INTERNAL, "pocketsphinx: ps_start_utt failed");
@@ -328,6 +331,12 @@ static int sphinx_transcribe(void *ctx, const int16_t *pcm, size_t n, stt_result
   return rc;
 }
 
+/* The whole-buffer path on a stream already holding its decoder. */
+static int sphinx_stream_transcribe(void *st, const int16_t *pcm, size_t n, stt_result *out) {
+  int rc = feed(st, pcm, n, true);
+  return rc ? rc : sphinx_stream_end(st, out);
+}
+
 const stt_backend_ops stt_backend_pocketsphinx = {
     .name = "pocketsphinx",
     .sample_rate = SPHINX_RATE,
@@ -339,4 +348,5 @@ const stt_backend_ops stt_backend_pocketsphinx = {
     .stream_partial = sphinx_stream_partial,
     .stream_end = sphinx_stream_end,
     .stream_free = sphinx_stream_free,
+    .stream_transcribe = sphinx_stream_transcribe,
 };

@@ -2,8 +2,9 @@
  * fuzz_router.c - libFuzzer harness for the path router, the percent
  * decoder and the query-string parser: the first input byte picks the
  * method, the rest is a request target "path?query". A route table shaped
- * like the real ones (literal segments, {params}, a {rest...} tail) is
- * matched against it. Any input must give a match or a clean error.
+ * like the real ones (literal segments, {params}, a {rest...} tail, a
+ * fallback tier, /v1-less and /v1/v1 path aliases) is matched against it.
+ * Any input must give a match or a clean error.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,12 +25,18 @@ static const http_route ROUTES[] = {
     {"GET", "/v1/conversations/{cid}/items/{iid}", nop, NULL, 0, NULL},
     {"POST", "/api/blobs/{digest}", nop, NULL, 0, NULL},
     {"GET", "/files/{path...}", nop, NULL, 0, NULL},
+    {"GET", "/v1/models/{model}", nop, NULL, HTTP_ROUTE_FALLBACK, NULL},
+    {"POST", "/v1/chat/completions", nop, NULL, HTTP_ROUTE_FALLBACK | HTTP_BODY_IGNORE, NULL},
+    {"GET", "/v1/{a}/{b}/{c}", nop, NULL, HTTP_ROUTE_FALLBACK, NULL},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static router *r;
   if (!r) {
-    if (router_new(&r) || router_add(r, ROUTES, sizeof ROUTES / sizeof ROUTES[0])) abort();
+    if (router_new(&r) || router_add(r, ROUTES, sizeof ROUTES / sizeof ROUTES[0]) ||
+        router_add_alias(r, "/models", "/v1/models") || router_add_alias(r, "/v1/v1/models", "/v1/models") ||
+        router_add_alias(r, "/chat", "/v1/chat") || router_add_alias(r, "/v1/v1", "/v1"))
+      abort();
   }
   if (size < 1) return 0;
   static const char *const methods[] = {"GET", "HEAD", "POST", "DELETE", "PUT", "OPTIONS"};

@@ -62,3 +62,10 @@ TEST(base_ct_equal) {
   EXPECT_FALSE(ct_equal("", 0, "a", 1));
   EXPECT_TRUE(ct_equal("", 0, "", 0));
 }
+
+/* A detail may quote the previous one ("prefix: %s", err_detail()). */
+TEST(err_set_may_quote_the_previous_detail) {
+  err_set(ERR_IO, "disk %s", "full");
+  err_set(ERR_IO, "writing model.gguf: %s", err_detail());
+  EXPECT_STR_EQ(err_detail(), "writing model.gguf: disk full");
+}

@@ -907,12 +907,13 @@ static void log_notify(void *arg) {
 /* Runs 3 two-token prompts (40 tokens each) and one 100-token prompt
  * submitted together; counts each short stream's events before the long
  * one's first token. */
-static void interleave_run(fx *f, int64_t n_batch, int64_t n_chunk, int before[3]) {
+static void interleave_run(fx *f, int64_t n_batch, int64_t n_chunk, int64_t budget_ms, int before[3]) {
   engine_params ep = engine_default_params();
   ep.n_slots = 4;
   ep.n_ctx = 256;
   ep.n_batch = n_batch;
   ep.n_chunk = n_chunk;
+  ep.chunk_budget_ms = budget_ms;
   ep.kv_type = MODEL_KV_F32;
   engine *e = NULL;
   if (engine_new(f->m, NULL, &ep, &e)) { /* no tokenizer: one delta per token */
@@ -953,21 +954,38 @@ TEST(engine_long_prompt_interleaves_with_decoding) {
   int before[3];
   /* n_batch 8: step 1 prefills 2+2+2 and 2 of the long prompt; then 5 per
    * step next to the 3 decoding tokens: 98 / 5 -> 20 more steps */
-  interleave_run(&f, 8, 0, before);
+  interleave_run(&f, 8, 0, 0, before);
   for (int i = 0; i < 3; i++) {
     EXPECT_INT_GE(before[i], 19);
     EXPECT_INT_LE(before[i], 21);
   }
   /* n_batch 64, n_chunk 5: step 1 (nobody decoding yet) takes 2+2+2+58,
    * then 5 per step: 42 / 5 -> 9 more steps */
-  interleave_run(&f, 64, 5, before);
+  interleave_run(&f, 64, 5, 0, before);
   for (int i = 0; i < 3; i++) {
     EXPECT_INT_GE(before[i], 9);
     EXPECT_INT_LE(before[i], 11);
   }
   /* no cap: the rest of the prompt goes in step 2 */
-  interleave_run(&f, 64, 0, before);
+  interleave_run(&f, 64, 0, 0, before);
   for (int i = 0; i < 3; i++) EXPECT_INT_LE(before[i], 2);
+  fx_close(&f);
+}
+
+/* chunk_budget_ms: out of range is refused with the field named; a budget
+ * so small that one prompt token per step exceeds it still prefills the
+ * long prompt (one token per step at least) and every stream finishes. */
+TEST(engine_chunk_budget) {
+  fx f;
+  if (!fx_open(&f)) return;
+  engine_params ep = engine_default_params();
+  ep.chunk_budget_ms = -1;
+  engine *e = NULL;
+  EXPECT_INT_EQ(engine_new(f.m, NULL, &ep, &e), ERR_RANGE);
+  EXPECT_TRUE(strstr(err_detail(), "chunk_budget_ms") != NULL);
+  int before[3];
+  interleave_run(&f, 64, 0, 1, before);
+  for (int i = 0; i < 3; i++) EXPECT_INT_GE(before[i], 1);
   fx_close(&f);
 }
 

@@ -113,6 +113,84 @@ TEST(http_router_refuses_bad_patterns) {
   router_free(r);
 }
 
+/* Two tiers: a fallback answers only what no ordinary route answers, even
+ * when the ordinary route is less specific or was added later. */
+TEST(http_router_fallback_tier_loses_to_any_ordinary_route) {
+  router *r = NULL;
+  ASSERT_INT_EQ(router_new(&r), 0);
+  static const http_route fb[] = {
+      {"GET", "/v1/models/{model}", h_dummy, NULL, HTTP_ROUTE_FALLBACK, "fb_get"},
+      {"DELETE", "/v1/models/{model}", h_dummy, NULL, HTTP_ROUTE_FALLBACK, "fb_delete"},
+      {"POST", "/v1/responses/compact", h_dummy, NULL, HTTP_ROUTE_FALLBACK, "fb_compact"},
+      {"GET", "/v1/responses/{id}", h_dummy, NULL, HTTP_ROUTE_FALLBACK, "fb_resp"},
+  };
+  static const http_route real[] = {
+      {"GET", "/v1/models/{model...}", h_dummy, NULL, 0, "real_get"},
+      {"GET", "/v1/responses/{rest...}", h_dummy, NULL, 0, "real_resp"},
+  };
+  ASSERT_INT_EQ(router_add(r, fb, ARRAY_LEN(fb)), 0); /* fallbacks first on purpose */
+  ASSERT_INT_EQ(router_add(r, real, ARRAY_LEN(real)), 0);
+  router_match m;
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/v1/models/x", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "real_get"); /* rest beats a fallback {param} */
+  router_match_free(&m);
+  ASSERT_INT_EQ(router_match_path(r, "DELETE", "/v1/models/x", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "fb_delete");
+  EXPECT_STR_EQ(m.param_values[0], "x");
+  router_match_free(&m);
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/v1/responses/resp_1", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "real_resp");
+  router_match_free(&m);
+  ASSERT_INT_EQ(router_match_path(r, "POST", "/v1/responses/compact", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "fb_compact");
+  router_match_free(&m);
+  /* A method no tier has: 405 listing both tiers' methods. */
+  EXPECT_INT_EQ(router_match_path(r, "PUT", "/v1/models/x", &m), ERR_METHOD);
+  EXPECT_TRUE(strstr(m.allow, "GET") && strstr(m.allow, "DELETE"));
+  router_match_free(&m);
+  router_free(r);
+}
+
+TEST(http_router_aliases_only_for_paths_without_a_route) {
+  router *r = make_router();
+  ASSERT_TRUE(r != NULL);
+  static const http_route own[] = {{"GET", "/models/local", h_dummy, NULL, 0, "own"}};
+  ASSERT_INT_EQ(router_add(r, own, 1), 0);
+  ASSERT_INT_EQ(router_add_alias(r, "/models", "/v1/models"), 0);
+  ASSERT_INT_EQ(router_add_alias(r, "/v1/v1/models", "/v1/models"), 0);
+  ASSERT_INT_EQ(router_add_alias(r, "/v1/v1", "/nowhere"), 0); /* shorter: loses to the one above */
+  ASSERT_INT_EQ(router_add_alias(r, "/chat", "/v1/chat"), 0);
+  router_match m;
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/models", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "models");
+  router_match_free(&m);
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/models/org%2Fname", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "model");
+  EXPECT_STR_EQ(m.param_values[0], "org/name");
+  router_match_free(&m);
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/v1/v1/models/abc/", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "model");
+  EXPECT_STR_EQ(m.param_values[0], "abc");
+  router_match_free(&m);
+  /* A path with a route of its own is never rewritten. */
+  ASSERT_INT_EQ(router_match_path(r, "GET", "/models/local", &m), 0);
+  EXPECT_STR_EQ(m.route->name, "own");
+  router_match_free(&m);
+  /* Wrong method through an alias: 405 for the aliased route. */
+  EXPECT_INT_EQ(router_match_path(r, "GET", "/chat/completions", &m), ERR_METHOD);
+  EXPECT_TRUE(strstr(m.allow, "POST") != NULL);
+  router_match_free(&m);
+  /* Whole segments only; unknown stays 404. */
+  EXPECT_INT_EQ(router_match_path(r, "GET", "/modelsx", &m), ERR_NOT_FOUND);
+  router_match_free(&m);
+  EXPECT_INT_EQ(router_match_path(r, "GET", "/v1/v1/nope", &m), ERR_NOT_FOUND);
+  router_match_free(&m);
+  EXPECT_INT_EQ(router_add_alias(r, "/", "/v1"), ERR_INVALID);
+  EXPECT_INT_EQ(router_add_alias(r, "/a/{x}", "/v1"), ERR_INVALID);
+  EXPECT_INT_EQ(router_add_alias(r, "chat", "/v1"), ERR_INVALID);
+  router_free(r);
+}
+
 TEST(http_url_decode_and_query) {
   char *s = NULL;
   size_t n = 0;

@@ -374,6 +374,36 @@ TEST(kernels_activation_quantizers) {
     ops.quant_q8_K(x, kb, 512);
     EXPECT_MEM_EQ(a, b, sizeof a);
     EXPECT_MEM_EQ(ka, kb, sizeof ka);
+    /* pairs, 8 of them, and 15 blocks (the last pair half empty) */
+    kern_pair_q8 pa[8], pb[8];
+    for (int n = 512; n >= 480; n -= 32) {
+      memset(pa, 0x55, sizeof pa);
+      memset(pb, 0x55, sizeof pb);
+      kern_quant_q8p_c(x, pa, n);
+      ops.quant_q8p(x, pb, n);
+      EXPECT_MEM_EQ(pa, pb, sizeof pa);
+    }
+  }
+  /* the pair layout from the blocks a[] (x with the NaN block 6): the
+   * halves of the two blocks side by side, c = 8 x the 16-bit lane's x sum,
+   * d = the block's scale in its four lanes; block 15 is missing (zeros) */
+  {
+    kern_pair_q8 p[8];
+    kern_quant_q8_c(x, a, 512);
+    kern_quant_q8p_c(x, p, 480);
+    static const int8_t zero16[16];
+    for (int ib = 0; ib < 16; ib++) {
+      const kern_pair_q8 *pp = &p[ib / 2];
+      int k = ib % 2;
+      EXPECT_MEM_EQ(pp->a + 16 * k, ib < 15 ? a[ib].qs : zero16, 16);
+      EXPECT_MEM_EQ(pp->b16 + 16 * k, ib < 15 ? a[ib].qs + 16 : zero16, 16);
+      float d = ib < 15 ? a[ib].d : 0.0f;
+      for (int l = 0; l < 4; l++) EXPECT_MEM_EQ(&pp->d[4 * k + l], &d, 4);
+    }
+    for (int i = 0; i < 16; i++) {
+      const kern_pair_q8 *pp = &p[1];
+      EXPECT_INT_EQ(pp->c[i], 8 * (pp->a[2 * i] + pp->a[2 * i + 1] + pp->b16[2 * i] + pp->b16[2 * i + 1]));
+    }
   }
   float h[32] = {127.0f, -63.5f, 0.4f};
   kern_quant_q8_c(h, a, 32);
@@ -382,6 +412,27 @@ TEST(kernels_activation_quantizers) {
   EXPECT_INT_EQ(a[0].qs[1], -64);
   EXPECT_INT_EQ(a[0].qs[2], 0);
   EXPECT_TRUE(a[0].s == 63.0f);
+  /* the interleaved Q4_K activations (kernels_impl.h): the same quantized
+   * values, element e of sub-block sb at 64 (e % 16 / 4) + 32 (sb % 2) +
+   * 16 (e / 16) + 4 (sb / 2) + e % 4, bsums replaced by d x 32-sums; every
+   * variant's quantizer gives the portable one's bytes */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_Kx_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++)
+      for (int sb = 0; sb < 8; sb++)
+        for (int e = 0; e < 32; e++)
+          EXPECT_INT_EQ(xa[ib].qs[64 * (e % 16 / 4) + 32 * (sb % 2) + 16 * (e / 16) + 4 * (sb / 2) + e % 4],
+                        ka[ib].qs[32 * sb + e]);
+    float fs[8];
+    memcpy(fs, xa[1].bsums, sizeof fs);
+    for (int k = 0; k < 8; k++)
+      EXPECT_TRUE(fs[k] == ka[1].d * (float)(ka[1].bsums[2 * k] + ka[1].bsums[2 * k + 1]));
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_Kx(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
   /* Q8_K block sums: 16-element sums of qs */
   for (int k = 0; k < 16; k++) {
     int s = 0;
@@ -394,13 +445,17 @@ TEST(kernels_activation_quantizers) {
  * activation blocks: AVX-512 and AVX2 compile the same source with another
  * dot instruction, and the portable variant (scalar, and neon on arm64)
  * reproduces the x86 lane arithmetic. On x86 this checks scalar == AVX2. */
-/* Activations of 4 tokens in the format ops wants for type, xs bytes apart. */
+/* Activations of KT_NT tokens in the format ops wants for type, xs bytes
+ * apart. */
+#define KT_NT KERN_TILE_TOKENS_MAX
 static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int64_t n_cols,
                        uint8_t *xa, size_t xs) {
-  for (int t = 0; t < 4; t++) {
+  for (int t = 0; t < KT_NT; t++) {
     const float *xt = x + t * n_cols;
     if (ops->act[type] == KERN_ACT_F32) memcpy(xa + t * xs, xt, (size_t)n_cols * 4);
     else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8P) ops->quant_q8p(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
@@ -419,22 +474,30 @@ TEST(kernels_isa_variants_agree) {
       int type = kt_types[ti].type, bs = kt_block(type);
       if (!v[0].tile[type] || !v[vi].tile[type]) continue;
       struct kt_case c;
-      /* 3 blocks; 123 floats = 7 x 16 + 8 + 3 covers every float tail */
-      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 1, bs == 1 ? 123 : 3 * bs, 4), 0);
+      /* 3 blocks (an odd count: Q4_0's last pair is half empty); 123
+       * floats = 7 x 16 + 8 + 3 covers every float tail */
+      /* rows 0 (all weights positive: K-quant mins 0) and 1 (signed: mins
+       * used), so both the scale and the min terms are compared */
+      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : 3 * bs, KT_NT), 0);
       size_t xs = (size_t)c.n_cols * 4 + 64;
-      uint8_t *xa0 = calloc(4, xs), *xa1 = calloc(4, xs);
+      uint8_t *xa0 = calloc(KT_NT, xs), *xa1 = calloc(KT_NT, xs);
       ASSERT_TRUE(xa0 && xa1);
       kt_prepare(&v[0], type, c.x, c.n_cols, xa0, xs);
       kt_prepare(&v[vi], type, c.x, c.n_cols, xa1, xs);
-      EXPECT_MEM_EQ(xa0, xa1, 4 * xs);
-      for (int nt = 1; nt <= 4; nt++) {
-        float y0[8], y1[8];
-        v[0].tile[type](c.W, c.n_cols, xa0, xs, nt, y0, 2);
-        v[vi].tile[type](c.W, c.n_cols, xa1, xs, nt, y1, 2);
-        for (int t = 0; t < nt; t++)
-          TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0, "%s vs %s, %s nt %d token %d: %.9g vs %.9g",
-                      v[0].isa, v[vi].isa, tensor_type_name((uint32_t)type), nt, t, y0[2 * t], y1[2 * t]);
-      }
+      EXPECT_MEM_EQ(xa0, xa1, KT_NT * xs);
+      int nt_max = v[0].tile_nt[type] ? v[0].tile_nt[type] : KERN_TILE_TOKENS;
+      EXPECT_INT_EQ(nt_max, v[vi].tile_nt[type] ? v[vi].tile_nt[type] : KERN_TILE_TOKENS);
+      for (int r = 0; r < 2; r++)
+        for (int nt = 1; nt <= nt_max; nt++) {
+          float y0[2 * KT_NT], y1[2 * KT_NT];
+          const uint8_t *wr = (const uint8_t *)c.W + r * c.row_bytes;
+          v[0].tile[type](wr, c.n_cols, xa0, xs, nt, y0, 2);
+          v[vi].tile[type](wr, c.n_cols, xa1, xs, nt, y1, 2);
+          for (int t = 0; t < nt; t++)
+            TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0,
+                        "%s vs %s, %s row %d nt %d token %d: %.9g vs %.9g", v[0].isa, v[vi].isa,
+                        tensor_type_name((uint32_t)type), r, nt, t, y0[2 * t], y1[2 * t]);
+        }
       free(xa0);
       free(xa1);
       kt_case_free(&c);
@@ -462,9 +525,9 @@ TEST(kernels_tile2_equals_tile) {
       ASSERT_TRUE(v[vi].tile[type] != NULL);
       for (int nb = 3; nb <= 5; nb += 2) {
         struct kt_case c;
-        ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : nb * bs, 4), 0);
+        ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : nb * bs, KT_NT), 0);
         size_t xs = (size_t)c.n_cols * 4 + 64;
-        uint8_t *xa = calloc(4, xs);
+        uint8_t *xa = calloc(KT_NT, xs);
         ASSERT_TRUE(xa != NULL);
         kt_prepare(&v[vi], type, c.x, c.n_cols, xa, xs);
         for (int nt = 1; nt <= 4; nt++) {
@@ -486,7 +549,7 @@ TEST(kernels_tile2_equals_tile) {
     }
   }
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) EXPECT_TRUE(n_checked >= 10); /* Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 */
+  if (__builtin_cpu_supports("avx2")) EXPECT_TRUE(n_checked >= 8); /* Q8_0 Q5_0 Q4_1 Q5_1 */
 #endif
 }
 

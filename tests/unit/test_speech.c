@@ -264,6 +264,72 @@ TEST(speech_stt_librivox) {
   free(pcm);
 }
 
+/* A pooled decoder reports the same word times for the same audio however
+ * many utterances it decoded before (pocketsphinx keeps segment times
+ * stream-wide; each utterance starts a new stream). */
+TEST(speech_stt_times_do_not_drift) {
+  size_t n;
+  int16_t *pcm = load_16k(PS_DATA "/goforward.raw", true, &n);
+  if (!pcm) TEST_SKIP("pocketsphinx-testdata not installed (goforward.raw)");
+  stt *s;
+  stt_config cfg = {.n_preload = 1, .n_max = 1};
+  int rc = stt_open(&s, &cfg);
+  if (rc == ERR_NOT_FOUND) TEST_SKIP("pocketsphinx-en-us model not installed");
+  ASSERT_INT_EQ(rc, 0);
+  double first = -1;
+  for (int round = 0; round < 3; round++) {
+    stt_result r;
+    ASSERT_INT_EQ(stt_transcribe(s, pcm, n, &r), 0);
+    ASSERT_TRUE(r.n_words >= 1);
+    if (round == 0) first = r.words[0].start;
+    TEST_CHECK_(r.words[0].start == first, 0, "round %d: first word at %.2f s, round 0 at %.2f s", round,
+                r.words[0].start, first);
+    EXPECT_TRUE(r.words[r.n_words - 1].end <= r.audio_seconds + 0.02);
+    stt_result_free(&r);
+    stt_stream *st;
+    ASSERT_INT_EQ(stt_stream_begin(s, &st), 0);
+    ASSERT_INT_EQ(stt_stream_feed(st, pcm, n), 0);
+    ASSERT_INT_EQ(stt_stream_end(st, &r), 0);
+    ASSERT_TRUE(r.n_words >= 1);
+    EXPECT_TRUE(r.words[r.n_words - 1].end <= r.audio_seconds + 0.02);
+    stt_stream_free(st);
+    stt_result_free(&r);
+  }
+  stt_close(s);
+  free(pcm);
+}
+
+/* Taking the decoder first and decoding later gives what stt_transcribe
+ * gives. */
+TEST(speech_stt_stream_transcribe) {
+  size_t n;
+  int16_t *pcm = load_16k(PS_DATA "/goforward.raw", true, &n);
+  if (!pcm) TEST_SKIP("pocketsphinx-testdata not installed (goforward.raw)");
+  stt *s;
+  int rc = stt_open(&s, NULL);
+  if (rc == ERR_NOT_FOUND) TEST_SKIP("pocketsphinx-en-us model not installed");
+  ASSERT_INT_EQ(rc, 0);
+  stt_result a, b;
+  ASSERT_INT_EQ(stt_transcribe(s, pcm, n, &a), 0);
+  stt_stream *st;
+  ASSERT_INT_EQ(stt_stream_begin(s, &st), 0);
+  ASSERT_INT_EQ(stt_stream_transcribe(st, pcm, n, &b), 0);
+  stt_result_free(&b);
+  EXPECT_INT_EQ(stt_stream_transcribe(st, pcm, n, &b), ERR_INVALID); /* ended */
+  stt_stream_free(st);
+  ASSERT_INT_EQ(stt_stream_begin(s, &st), 0);
+  stt_result c;
+  ASSERT_INT_EQ(stt_stream_transcribe(st, pcm, n, &c), 0);
+  stt_stream_free(st);
+  EXPECT_STR_EQ(a.text, c.text);
+  ASSERT_TRUE(a.n_words == c.n_words && a.n_words > 0);
+  for (size_t i = 0; i < a.n_words; i++) EXPECT_NEAR(a.words[i].start, c.words[i].start, 1e-9);
+  stt_result_free(&a);
+  stt_result_free(&c);
+  stt_close(s);
+  free(pcm);
+}
+
 TEST(speech_stt_incremental) {
   size_t n;
   int16_t *pcm = load_16k(PS_DATA "/goforward.raw", true, &n);

@@ -1,7 +1,8 @@
 /*
- * chat.c - POST /v1/chat/completions, and the OpenAI renderer of the
- * canonical generation layer shared with the legacy POST /v1/completions
- * (openai_generate).
+ * chat.c - POST /v1/chat/completions: the request's translation into
+ * canonical messages and the chat.completion renderer of the canonical
+ * generation layer (openai_generate). Legacy completions have their own
+ * renderer (completions.c).
  *
  * Request path: check the body (messages, sampling fields: errors name the
  * JSON path), load the model through the manager, normalise the messages
@@ -28,17 +29,13 @@
 
 /* The renderer's state (the sink's ctx). */
 struct oa {
-  enum openai_kind kind;
   char id[64];
   char *model;        /* label answered in "model" */
-  char *echo;         /* legacy echo, or NULL */
   int64_t created;
   bool stream, include_usage;
   int32_t top_logprobs;
   int n;
-  json_t **logprobs;  /* [n] not streaming: chat: array of entries; legacy:
-                         {tokens, token_logprobs, top_logprobs, text_offset} */
-  int64_t *text_offset; /* [n] legacy: bytes of text before the next token */
+  json_t **logprobs;  /* [n] not streaming: arrays of entries */
 };
 
 static void oa_free(void *ctx) {
@@ -46,24 +43,17 @@ static void oa_free(void *ctx) {
   if (!o) return;
   for (int i = 0; o->logprobs && i < o->n; i++) json_decref(o->logprobs[i]);
   free(o->logprobs);
-  free(o->text_offset);
   free(o->model);
-  free(o->echo);
   free(o);
 }
 
 /* ---- chunks ---------------------------------------------------------------- */
 
 static json_t *chunk_new(struct oa *o, int index, json_t *delta, const char *finish, json_t *logprobs) {
-  json_t *choice;
-  if (o->kind == OPENAI_KIND_CHAT)
-    choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta ? delta : json_object(), "logprobs",
-                       logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
-  else
-    choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "text", delta ? delta : json_string(""), "logprobs",
-                       logprobs ? logprobs : json_null(), "finish_reason", finish ? json_string(finish) : json_null());
-  json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", o->id, "object",
-                        o->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+  json_t *choice = json_pack("{s:i, s:o, s:o, s:o}", "index", index, "delta", delta ? delta : json_object(), "logprobs",
+                             logprobs ? logprobs : json_null(), "finish_reason",
+                             finish ? json_string(finish) : json_null());
+  json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", o->id, "object", "chat.completion.chunk", "created",
                         (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices", choice);
   if (c && o->include_usage) json_object_set_new(c, "usage", json_null());
   return c;
@@ -93,20 +83,14 @@ static const char *choice_finish(const gen_choice *c) {
 static int oa_start(void *ctx, gen_job *j) {
   struct oa *o = ctx;
   int rc = 0;
-  for (int i = 0; !rc && i < o->n; i++) {
-    if (o->kind == OPENAI_KIND_CHAT)
-      rc = chunk_send(j, chunk_new(o, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
-    else if (o->echo)
-      rc = chunk_send(j, chunk_new(o, i, json_string(o->echo), NULL, NULL));
-  }
+  for (int i = 0; !rc && i < o->n; i++)
+    rc = chunk_send(j, chunk_new(o, i, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL, NULL));
   return rc;
 }
 
 static int oa_text(void *ctx, gen_job *j, int choice, bool reasoning, const char *text, size_t len) {
-  struct oa *o = ctx;
-  if (o->kind == OPENAI_KIND_COMPLETION) return chunk_send(j, chunk_new(o, choice, json_stringn(text, len), NULL, NULL));
   json_t *d = json_pack("{s:s%}", reasoning ? "reasoning_content" : "content", text, len);
-  return chunk_send(j, chunk_new(o, choice, d, NULL, NULL));
+  return chunk_send(j, chunk_new(ctx, choice, d, NULL, NULL));
 }
 
 static int oa_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, const char *id, const char *name) {
@@ -124,61 +108,20 @@ static int oa_choice_end(void *ctx, gen_job *j, const gen_choice *c) {
   return chunk_send(j, chunk_new(ctx, c->index, NULL, choice_finish(c), NULL));
 }
 
-/* Legacy completions' logprobs object for tokens r[0..n-1], starting at
- * byte offset *offset of the choice's text (advanced past them). */
-static json_t *legacy_logprobs(const tok *t, const sample_result *r, size_t n, int32_t n_top, int64_t *offset) {
-  json_t *o = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
-  if (!o) return NULL;
-  buf piece = BUF_INIT;
-  for (size_t i = 0; i < n; i++) {
-    buf_reset(&piece);
-    tok_decode_piece(t, r[i].token, 0, &piece);
-    json_t *tokstr = json_stringn(piece.data ? piece.data : "", piece.len);
-    json_array_append_new(json_object_get(o, "tokens"), tokstr ? tokstr : json_string(""));
-    json_array_append_new(json_object_get(o, "token_logprobs"), json_real(isfinite(r[i].logprob) ? r[i].logprob : -9999.0));
-    json_t *top = json_object();
-    for (int32_t k = 0; top && k < n_top && k < r[i].n_top; k++) {
-      buf alt = BUF_INIT;
-      tok_decode_piece(t, r[i].top[k].token, 0, &alt);
-      json_t *key = json_stringn(alt.data ? alt.data : "", alt.len); /* a valid UTF-8 key, or skipped */
-      if (key) json_object_set_new(top, json_string_value(key), json_real(r[i].top[k].logprob));
-      json_decref(key);
-      buf_free(&alt);
-    }
-    json_array_append_new(json_object_get(o, "top_logprobs"), top ? top : json_null());
-    json_array_append_new(json_object_get(o, "text_offset"), json_integer(*offset));
-    *offset += (int64_t)piece.len;
-  }
-  buf_free(&piece);
-  return o;
-}
-
-/* Appends the arrays of src to those of dst (both legacy objects). */
-static void legacy_logprobs_extend(json_t *dst, const json_t *src) {
-  static const char *const keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
-  for (size_t i = 0; i < 4; i++) json_array_extend(json_object_get(dst, keys[i]), json_object_get(src, keys[i]));
-}
-
 /* Logprobs of sampled tokens: streamed as their own chunk, or kept. */
 static int oa_logprobs(void *ctx, gen_job *j, int choice, const sample_result *r, size_t n) {
   struct oa *o = ctx;
   const tok *t = gen_job_model(j)->t;
-  json_t *lp;
-  if (o->kind == OPENAI_KIND_COMPLETION) {
-    lp = legacy_logprobs(t, r, n, o->top_logprobs, &o->text_offset[choice]);
-  } else {
-    lp = json_array();
-    for (size_t i = 0; lp && i < n; i++) json_array_append_new(lp, openai_logprob_entry(t, &r[i], o->top_logprobs));
-  }
+  json_t *lp = json_array();
+  for (size_t i = 0; lp && i < n; i++) json_array_append_new(lp, openai_logprob_entry(t, &r[i], o->top_logprobs));
   if (!lp) return 0;
-  if (o->stream) {
-    json_t *w = o->kind == OPENAI_KIND_CHAT ? json_pack("{s:o, s:n}", "content", lp, "refusal") : lp;
-    return chunk_send(j, chunk_new(o, choice, NULL, NULL, w));
+  if (o->stream)
+    return chunk_send(j, chunk_new(o, choice, NULL, NULL, json_pack("{s:o, s:n}", "content", lp, "refusal")));
+  if (!o->logprobs[choice]) o->logprobs[choice] = lp;
+  else {
+    json_array_extend(o->logprobs[choice], lp);
+    json_decref(lp);
   }
-  if (!o->logprobs[choice]) o->logprobs[choice] = json_incref(lp);
-  else if (o->kind == OPENAI_KIND_COMPLETION) legacy_logprobs_extend(o->logprobs[choice], lp);
-  else json_array_extend(o->logprobs[choice], lp);
-  json_decref(lp);
   return 0;
 }
 
@@ -188,38 +131,25 @@ static json_t *final_body(struct oa *o, const gen_result *r) {
   json_t *choices = json_array();
   for (int i = 0; choices && i < r->n; i++) {
     const gen_choice *c = &r->ch[i];
-    json_t *lp = !o->logprobs[i]                     ? json_null()
-                 : o->kind == OPENAI_KIND_COMPLETION ? json_incref(o->logprobs[i])
-                                                     : json_pack("{s:O, s:n}", "content", o->logprobs[i], "refusal");
-    json_t *item;
-    if (o->kind == OPENAI_KIND_CHAT) {
-      bool has_calls = gen_choice_has_calls(c);
-      json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
-                              c->content.len || !has_calls ? json_stringn(c->content.data ? c->content.data : "",
-                                                                          c->content.len)
-                                                           : json_null(),
-                              "refusal");
-      if (msg && c->reasoning.len)
-        json_object_set_new(msg, "reasoning_content", json_stringn(c->reasoning.data, c->reasoning.len));
-      if (msg && has_calls) json_object_set(msg, "tool_calls", c->tool_calls);
-      item = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp, "finish_reason",
-                       choice_finish(c));
-    } else {
-      buf t = BUF_INIT;
-      if (o->echo) buf_append_str(&t, o->echo);
-      if (c->content.len) buf_append(&t, c->content.data, c->content.len);
-      item = json_pack("{s:i, s:s%, s:o, s:s}", "index", i, "text", t.data ? t.data : "", t.len, "logprobs", lp,
-                       "finish_reason", choice_finish(c));
-      buf_free(&t);
-    }
+    json_t *lp = o->logprobs[i] ? json_pack("{s:O, s:n}", "content", o->logprobs[i], "refusal") : json_null();
+    bool has_calls = gen_choice_has_calls(c);
+    json_t *msg = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                            c->content.len || !has_calls
+                                ? json_stringn(c->content.data ? c->content.data : "", c->content.len)
+                                : json_null(),
+                            "refusal");
+    if (msg && c->reasoning.len)
+      json_object_set_new(msg, "reasoning_content", json_stringn(c->reasoning.data, c->reasoning.len));
+    if (msg && has_calls) json_object_set(msg, "tool_calls", c->tool_calls);
+    json_t *item = json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp, "finish_reason",
+                             choice_finish(c));
     if (!item || json_array_append_new(choices, item)) {
       json_decref(choices);
       return NULL;
     }
   }
   if (!choices) return NULL;
-  return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", o->id, "object",
-                   o->kind == OPENAI_KIND_CHAT ? "chat.completion" : "text_completion", "created",
+  return json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o}", "id", o->id, "object", "chat.completion", "created",
                    (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices", choices,
                    "usage", usage_json(r));
 }
@@ -246,10 +176,9 @@ static void oa_end(void *ctx, gen_job *j, const gen_result *r) {
     return;
   }
   if (o->include_usage) {
-    json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[], s:o}", "id", o->id, "object",
-                          o->kind == OPENAI_KIND_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                          (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley", "choices",
-                          "usage", usage_json(r));
+    json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:s, s:[], s:o}", "id", o->id, "object", "chat.completion.chunk",
+                          "created", (json_int_t)o->created, "model", o->model, "system_fingerprint", "parley",
+                          "choices", "usage", usage_json(r));
     chunk_send(j, u);
   }
   gen_job_write_sse_raw(j, NULL, "[DONE]", 6);
@@ -267,33 +196,27 @@ static const gen_sink oa_sink = {
 };
 
 void openai_generate(http_req *req, manager_model *mm, const char *model_label, openai_gen *g, const tok_ids *ids,
-                     enum openai_kind kind, const outparse_config *parse, const char *echo) {
+                     const outparse_config *parse) {
   struct oa *o = calloc(1, sizeof *o);
   int n = g->p.er.n > 0 ? g->p.er.n : 1;
   if (o) {
-    o->kind = kind;
     o->n = n;
     o->stream = g->stream;
     o->include_usage = g->include_usage;
     o->top_logprobs = g->top_logprobs;
     o->created = time_wall_s();
     o->model = str_dup(model_label && *model_label ? model_label : mm->name);
-    o->echo = echo ? str_dup(echo) : NULL;
     o->logprobs = calloc((size_t)n, sizeof *o->logprobs);
-    o->text_offset = calloc((size_t)n, sizeof *o->text_offset);
-    openai_make_id(o->id, sizeof o->id, kind == OPENAI_KIND_CHAT ? "chatcmpl-" : "cmpl-");
-    for (int i = 0; o->text_offset && i < n; i++) o->text_offset[i] = echo ? (int64_t)strlen(echo) : 0;
+    openai_make_id(o->id, sizeof o->id, "chatcmpl-");
   }
-  if (!o || !o->model || (echo && !o->echo) || !o->logprobs || !o->text_offset) {
+  if (!o || !o->model || !o->logprobs) {
     oa_free(o);
     openai_gen_free(g);
     manager_release(mm);
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     return;
   }
-  gen_opts opts = {.stream = g->stream,
-                   .stream_kind = HTTP_STREAM_SSE,
-                   .prompt_param = kind == OPENAI_KIND_CHAT ? "messages" : "prompt"};
+  gen_opts opts = {.stream = g->stream, .stream_kind = HTTP_STREAM_SSE, .prompt_param = "messages"};
   gen_run(req, mm, &g->p, ids, parse, &opts, &oa_sink, o);
 }
 
@@ -458,7 +381,7 @@ void openai_chat_completions(http_req *req, void *ctx) {
     api_error(req, 400, rc, err_detail(), "tool_choice");
     goto done;
   }
-  openai_generate(req, mm, model_name, &g, &ids, OPENAI_KIND_CHAT, &pc, NULL);
+  openai_generate(req, mm, model_name, &g, &ids, &pc);
   mm = NULL; /* the job holds the reference now */
 done:
   manager_release(mm);

@@ -1,13 +1,27 @@
 /*
  * embeddings.c - POST /v1/embeddings for models whose architecture embeds
- * (bert, qwen2/qwen3 embedders: model_embed). input is a string or an array
- * of strings; each is tokenized (with the vocabulary's special tokens,
- * CLS/SEP for WordPiece) and embedded to a unit vector. dimensions keeps the
+ * (bert, qwen2/qwen3 embedders: model_embed). input is a string, an array
+ * of strings, an array of token ids or an array of token-id arrays; a text
+ * is tokenized (with the vocabulary's special tokens, CLS/SEP for
+ * WordPiece), token ids are used as given (so a text's own ids embed to the
+ * same vector), and each input is embedded to a unit vector. An input
+ * longer than the model's context is a 400 naming input[i] with both
+ * numbers; every input is checked before the first is embedded.
+ *
+ * Batching: model_embed encodes one sequence per call, so the inputs are
+ * embedded one after another. Each call takes the model's embedding lock
+ * for that one input only, and the calls of all requests to one model pass
+ * through a FIFO ticket turnstile (below), so a request with a long input
+ * array alternates with the others instead of holding the model until it
+ * is done (a plain mutex released and re-taken at once would usually be
+ * won by the same thread again). dimensions keeps the
  * first k components and renormalises them (Matryoshka-style truncation).
  * encoding_format "base64" (what the SDKs ask by default) is the vector's
  * little-endian float32 bytes in base64; "float" a JSON array.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,13 +66,121 @@ static json_t *base64_floats(const float *v, size_t n) {
   return s;
 }
 
+/* FIFO turnstile per model (hashed into a few buckets; two models in one
+ * bucket just take turns): a ticket per embedding call, served in order. */
+#define TURN_BUCKETS 16
+static struct turn {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t next, serving;
+} g_turns[TURN_BUCKETS];
+static pthread_once_t g_turns_once = PTHREAD_ONCE_INIT;
+
+static void turns_init(void) {
+  for (int i = 0; i < TURN_BUCKETS; i++) {
+    pthread_mutex_init(&g_turns[i].mu, NULL);
+    pthread_cond_init(&g_turns[i].cv, NULL);
+  }
+}
+
+/* One input embedded in its turn. */
+static int embed_fair(manager_model *mm, const int32_t *ids, int64_t n, float *out) {
+  pthread_once(&g_turns_once, turns_init);
+  struct turn *t = &g_turns[((uintptr_t)mm >> 6) % TURN_BUCKETS];
+  pthread_mutex_lock(&t->mu);
+  uint64_t me = t->next++;
+  while (t->serving != me) pthread_cond_wait(&t->cv, &t->mu);
+  pthread_mutex_unlock(&t->mu);
+  int rc = manager_model_embed(mm, ids, n, out);
+  pthread_mutex_lock(&t->mu);
+  t->serving++;
+  pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+/* The inputs: forms "s" | ["s", ...] | [id, ...] | [[id, ...], ...]. On
+ * error answers 400 naming input / input[i] / input[i][j]. */
+static int read_inputs(http_req *req, const json_t *input, const manager_model *mm, tok_ids **out, size_t *n_out) {
+  char path[48], msg[256];
+  bool one = json_is_string(input) || (json_is_array(input) && json_is_integer(json_array_get(input, 0)));
+  size_t n = one ? 1 : json_is_array(input) ? json_array_size(input) : 0;
+  if (!n) {
+    api_error(req, 400, json_is_array(input) ? ERR_INVALID : ERR_TYPE,
+              "input: expected a non-empty string, array of strings, array of token ids or array of token-id arrays",
+              "input");
+    return ERR_INVALID;
+  }
+  if (n > 2048) {
+    snprintf(msg, sizeof msg, "input: %zu inputs given, at most 2048 per request", n);
+    api_error(req, 400, ERR_RANGE, msg, "input");
+    return ERR_RANGE;
+  }
+  tok_ids *v = calloc(n, sizeof *v);
+  if (!v) {
+    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    return ERR_NOMEM;
+  }
+  *out = v;
+  *n_out = n;
+  bool strings = json_is_string(input) || json_is_string(json_array_get(input, 0));
+  int32_t n_vocab = tok_n_vocab(mm->t);
+  int64_t limit = model_get_hparams(mm->m)->n_ctx_train;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = one ? input : json_array_get(input, i);
+    if (one) snprintf(path, sizeof path, "input");
+    else snprintf(path, sizeof path, "input[%zu]", i);
+    if (strings ? !json_is_string(e) || !json_string_length(e) : !json_is_array(e) || !json_array_size(e)) {
+      snprintf(msg, sizeof msg, "%s: expected %s like the first input", path,
+               strings ? "a non-empty string" : "a non-empty array of token ids");
+      api_error(req, 400, ERR_INVALID, msg, path);
+      return ERR_INVALID;
+    }
+    int rc = 0;
+    if (strings) {
+      rc = tok_encode(mm->t, json_string_value(e), json_string_length(e), TOK_ENCODE_ADD_SPECIAL, &v[i]);
+      if (rc) {
+        api_error(req, 0, rc, err_detail(), path);
+        return rc;
+      }
+    } else {
+      size_t k;
+      const json_t *id;
+      json_array_foreach(e, k, id) {
+        char ipath[80];
+        snprintf(ipath, sizeof ipath, "%s[%zu]", path, k);
+        json_int_t x = json_is_integer(id) ? json_integer_value(id) : -1;
+        if (!json_is_integer(id) || x < 0 || x >= n_vocab) {
+          if (json_is_integer(id))
+            snprintf(msg, sizeof msg, "%s: token id %lld is outside the vocabulary (0 to %d)", ipath, (long long)x,
+                     n_vocab - 1);
+          else snprintf(msg, sizeof msg, "%s: expected a token id (integer), got %s", ipath, api_json_type_name(id));
+          api_error(req, 400, json_is_integer(id) ? ERR_RANGE : ERR_TYPE, msg, ipath);
+          return ERR_INVALID;
+        }
+        if (tok_ids_push(&v[i], (int32_t)x)) {
+          api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+          return ERR_NOMEM;
+        }
+      }
+    }
+    if ((int64_t)v[i].n > limit) {
+      snprintf(msg, sizeof msg, "%s: %zu tokens, but the model's context holds %lld", path, v[i].n, (long long)limit);
+      api_error(req, 400, ERR_CONTEXT, msg, path);
+      return ERR_CONTEXT;
+    }
+  }
+  return 0;
+}
+
 void openai_embeddings(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
   float *vec = NULL;
   json_t *data = NULL;
-  tok_ids ids = TOK_IDS_INIT;
+  tok_ids *ins = NULL;
+  size_t n_in = 0;
   manager_model *mm = NULL;
   const char *model_name = NULL, *fmt = "float";
   int rc = api_json_str(body, "", "model", false, &model_name);
@@ -78,19 +200,10 @@ void openai_embeddings(http_req *req, void *ctx) {
     goto done;
   }
   const json_t *input = json_object_get(body, "input");
-  size_t n_in = json_is_string(input) ? 1 : json_is_array(input) ? json_array_size(input) : 0;
-  if (!n_in) {
-    api_error(req, 400, ERR_INVALID, "input: expected a non-empty string or array of strings", "input");
+  if (!input || json_is_null(input)) {
+    api_error(req, 400, ERR_INVALID, "input: required field is missing", "input");
     goto done;
   }
-  for (size_t i = 0; json_is_array(input) && i < n_in; i++)
-    if (!json_is_string(json_array_get(input, i)) || !json_string_length(json_array_get(input, i))) {
-      char path[32], msg[96];
-      snprintf(path, sizeof path, "input[%zu]", i);
-      snprintf(msg, sizeof msg, "%s: expected a non-empty string (token arrays are not supported)", path);
-      api_error(req, 400, ERR_INVALID, msg, path);
-      goto done;
-    }
   if ((rc = manager_get(oc->mgr, model_name, &mm))) {
     openai_error_manager(req, rc);
     goto done;
@@ -114,6 +227,7 @@ void openai_embeddings(http_req *req, void *ctx) {
     api_error(req, 400, ERR_RANGE, msg, "dimensions");
     goto done;
   }
+  if (read_inputs(req, input, mm, &ins, &n_in)) goto done;
   vec = malloc((size_t)n_embd * sizeof *vec);
   data = json_array();
   if (!vec || !data) {
@@ -122,16 +236,13 @@ void openai_embeddings(http_req *req, void *ctx) {
   }
   int64_t n_tokens = 0;
   for (size_t i = 0; i < n_in; i++) {
-    const json_t *s = json_is_string(input) ? input : json_array_get(input, i);
-    ids.n = 0;
-    if ((rc = tok_encode(mm->t, json_string_value(s), json_string_length(s), TOK_ENCODE_ADD_SPECIAL, &ids)) ||
-        (rc = manager_model_embed(mm, ids.ids, (int64_t)ids.n, vec))) {
+    if ((rc = embed_fair(mm, ins[i].ids, (int64_t)ins[i].n, vec))) {
       char path[32];
-      snprintf(path, sizeof path, json_is_string(input) ? "input" : "input[%zu]", i);
+      snprintf(path, sizeof path, json_is_array(input) && !json_is_integer(json_array_get(input, 0)) ? "input[%zu]" : "input", i);
       api_error(req, 0, rc, err_detail(), path);
       goto done;
     }
-    n_tokens += (int64_t)ids.n;
+    n_tokens += (int64_t)ins[i].n;
     if (dims < n_embd) { /* truncate and renormalise */
       double ss = 0;
       for (long long k = 0; k < dims; k++) ss += (double)vec[k] * vec[k];
@@ -159,7 +270,8 @@ void openai_embeddings(http_req *req, void *ctx) {
   json_decref(resp);
 done:
   manager_release(mm);
-  tok_ids_free(&ids);
+  for (size_t i = 0; ins && i < n_in; i++) tok_ids_free(&ins[i]);
+  free(ins);
   json_decref(data);
   free(vec);
   json_decref(body);

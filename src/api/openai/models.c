@@ -2,11 +2,18 @@
  * models.c - GET /v1/models and GET /v1/models/{model}, and the OpenAI route
  * table. Models are listed from the registry's current snapshot (every
  * source, executable or not), with created = the file's modification time.
+ * The list's JSON is cached while the registry is unchanged (keyed by its
+ * refresh count), since clients poll it: the body depends on the snapshot
+ * only. A field that depends on anything else (a model's load state) must
+ * bypass or key the cache.
  * Ids may hold '/' ("hf.co/owner/repo:Q4_K_M"): the route's final
  * {model...} segment takes the rest of the path, percent-decoded.
  * Requests with an anthropic-version header get the Anthropic shape
  * (api/anthropic/models.c) from the same routes.
  */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/anthropic/anthropic.h"
@@ -20,13 +27,9 @@ static json_t *model_object(const registry_entry *e) {
                    "owned_by", "parley");
 }
 
-void openai_models_list(http_req *req, void *ctx) {
-  openai_ctx *oc = ctx;
-  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) { /* same path, Anthropic SDK */
-    anthropic_models_list(req, oc->reg);
-    return;
-  }
-  registry_snapshot *snap = registry_snapshot_acquire(oc->reg);
+/* The list body of the current snapshot, compact JSON (malloc'd). */
+static char *models_list_json(registry *reg) {
+  registry_snapshot *snap = registry_snapshot_acquire(reg);
   json_t *data = json_array();
   size_t n = registry_snapshot_count(snap);
   for (size_t i = 0; data && i < n; i++) {
@@ -38,12 +41,59 @@ void openai_models_list(http_req *req, void *ctx) {
   }
   registry_snapshot_release(snap);
   json_t *body = data ? json_pack("{s:s, s:o}", "object", "list", "data", data) : NULL;
-  if (!body) {
-    api_error(req, 500, ERR_NOMEM, "out of memory listing models", NULL);
+  char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(body);
+  return s;
+}
+
+/* The cached body: valid for `reg` while its refresh count equals `gen`. */
+static struct {
+  pthread_mutex_t mu;
+  const registry *reg;
+  uint64_t gen;
+  char *json;
+  size_t len;
+} g_list_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void openai_models_list(http_req *req, void *ctx) {
+  openai_ctx *oc = ctx;
+  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) { /* same path, Anthropic SDK */
+    anthropic_models_list(req, oc->reg);
     return;
   }
-  api_respond_json(req, 200, body);
-  json_decref(body);
+  /* The count is read before the snapshot: a refresh in between only makes
+   * the cached body newer than its key, and the next request rebuilds. */
+  registry_stats st;
+  registry_get_stats(oc->reg, &st);
+  char stack[4096];
+  char *copy = NULL;
+  size_t len = 0;
+  pthread_mutex_lock(&g_list_cache.mu);
+  if (g_list_cache.json && g_list_cache.reg == oc->reg && g_list_cache.gen == st.n_refresh) {
+    len = g_list_cache.len;
+    copy = len < sizeof stack ? stack : malloc(len);
+    if (copy) memcpy(copy, g_list_cache.json, len);
+  }
+  pthread_mutex_unlock(&g_list_cache.mu);
+  if (!copy) {
+    char *fresh = models_list_json(oc->reg);
+    if (!fresh) {
+      api_error(req, 500, ERR_NOMEM, "out of memory listing models", NULL);
+      return;
+    }
+    len = strlen(fresh);
+    http_respond(req, 200, "application/json", fresh, len);
+    pthread_mutex_lock(&g_list_cache.mu);
+    free(g_list_cache.json);
+    g_list_cache.json = fresh;
+    g_list_cache.len = len;
+    g_list_cache.reg = oc->reg;
+    g_list_cache.gen = st.n_refresh;
+    pthread_mutex_unlock(&g_list_cache.mu);
+    return;
+  }
+  http_respond(req, 200, "application/json", copy, len);
+  if (copy != stack) free(copy);
 }
 
 void openai_models_get(http_req *req, void *ctx) {
@@ -75,9 +125,53 @@ void openai_models_get(http_req *req, void *ctx) {
   json_decref(m);
 }
 
+/* DELETE /v1/models/{model}: removes a model parley pulled (model/pull.h).
+ * {"id","object":"model","deleted":true}; 404 model_not_found for an
+ * unknown id; 403 for another tool's model or a file parley did not
+ * download; 409 while it is being downloaded. A loaded model keeps
+ * answering from its mapping until it is unloaded. */
+void openai_models_delete(http_req *req, void *ctx) {
+  openai_ctx *oc = ctx;
+  const char *id = http_req_param(req, "model");
+  if (!id || !*id) {
+    openai_error_model_not_found(req, "The model id is missing");
+    return;
+  }
+  json_t *valid = json_string(id);
+  if (!valid) {
+    openai_error_model_not_found(req, "The model does not exist (its id is not valid UTF-8)");
+    return;
+  }
+  json_decref(valid);
+  if (!oc->pull) {
+    api_error(req, 501, ERR_UNSUPPORTED, "deleting models is not available on this server", NULL);
+    return;
+  }
+  char removed[PULL_NAME_CAP];
+  int rc = pull_remove(oc->pull, id, removed, sizeof removed);
+  if (rc == ERR_NOT_FOUND) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "The model '%.400s' does not exist", id);
+    openai_error_model_not_found(req, msg);
+    return;
+  }
+  if (rc) {
+    api_error(req, rc == ERR_FORBIDDEN ? 403 : rc == ERR_CONFLICT ? 409 : 0, rc, err_detail(), "model");
+    return;
+  }
+  json_t *body = json_pack("{s:s, s:s, s:b}", "id", id, "object", "model", "deleted", 1);
+  if (!body) {
+    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    return;
+  }
+  api_respond_json(req, 200, body);
+  json_decref(body);
+}
+
 static http_route ROUTES[] = {
     {"GET", "/v1/models", openai_models_list, NULL, 0, "openai.models.list"},
     {"GET", "/v1/models/{model...}", openai_models_get, NULL, 0, "openai.models.retrieve"},
+    {"DELETE", "/v1/models/{model...}", openai_models_delete, NULL, 0, "openai.models.delete"},
     {"POST", "/v1/chat/completions", openai_chat_completions, NULL, HTTP_BODY_JSON, "openai.chat.completions"},
     {"POST", "/v1/completions", openai_completions, NULL, HTTP_BODY_JSON, "openai.completions"},
     {"POST", "/v1/embeddings", openai_embeddings, NULL, HTTP_BODY_JSON, "openai.embeddings"},

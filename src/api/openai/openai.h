@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/manager.h"
 #include "http/http.h"
+#include "model/pull.h"
 #include "model/registry.h"
 
 struct store;
@@ -31,6 +32,7 @@ typedef struct openai_ctx {
   registry *reg;
   manager *mgr;
   struct store *st;          /* responses and conversations */
+  puller *pull;              /* DELETE /v1/models/{id} removes pulled models; may be NULL */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
@@ -72,19 +74,17 @@ json_t *openai_logprob_entry(const tok *t, const sample_result *r, int32_t n_top
 /* Writes one SSE data event of v (compact JSON); ERR_CANCELLED when gone. */
 int openai_sse_json(http_stream *s, const json_t *v);
 
-/* Runs a chat or legacy completion through the canonical layer (gen_run)
- * with the OpenAI renderer (chat.c): chat.completion / text_completion
- * bodies or their SSE chunks. Takes the caller's manager reference and g's
- * contents. kind selects the shapes; parse (NULL: plain text) configures
- * the output parser; echo (legacy, may be NULL) is prepended to each
- * choice's text. */
-enum openai_kind { OPENAI_KIND_CHAT, OPENAI_KIND_COMPLETION };
+/* Runs a chat completion through the canonical layer (gen_run) with the
+ * OpenAI renderer (chat.c): a chat.completion body or its chunk SSE events.
+ * Takes the caller's manager reference and g's contents. parse (NULL: plain
+ * text) configures the output parser. */
 void openai_generate(http_req *req, manager_model *mm, const char *model_label, openai_gen *g, const tok_ids *ids,
-                     enum openai_kind kind, const outparse_config *parse, const char *echo);
+                     const outparse_config *parse);
 
 /* ---- handlers ------------------------------------------------------------ */
 void openai_models_list(http_req *req, void *ctx);
 void openai_models_get(http_req *req, void *ctx);
+void openai_models_delete(http_req *req, void *ctx);
 void openai_chat_completions(http_req *req, void *ctx);
 void openai_completions(http_req *req, void *ctx);
 void openai_embeddings(http_req *req, void *ctx);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# bench/kernels_cpu.sh - one kern_matmul shape on one thread in CPU time
+# (bench/kernels_cpu.c), for A/B comparisons on a loaded machine.
+#   bench/kernels_cpu.sh TYPE ROWS COLS TOKENS [runs=9]
+# With LIB=path/to/libparley.a (and LIB_TAG=name) it links that library
+# instead, e.g. a baseline built from another commit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make --no-print-directory -j2 build/libparley.a >/dev/null
+mkdir -p build/bench
+LIB=${LIB:-build/libparley.a}
+out=build/bench/kernels_cpu${LIB_TAG:+-$LIB_TAG}
+cc -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -Isrc bench/kernels_cpu.c "$LIB" -lm -pthread -o "$out"
+"$out" "$@"

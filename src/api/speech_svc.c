@@ -1,0 +1,302 @@
+/*
+ * speech_svc.c - the shared speech service of the adapters (see
+ * speech_svc.h): lazy engines, producer threads, hashing and transcript
+ * shaping helpers.
+ *
+ * Start reading at api_speech_tts(). SHA-256 and base64 come from libavutil
+ * (already linked for audio/), so nothing here re-implements them.
+ */
+#include "api/speech_svc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <libavutil/base64.h>
+#include <libavutil/mem.h>
+#include <libavutil/sha.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+
+struct api_speech {
+  pthread_mutex_t mu;
+  tts *tts;
+  stt *stt;
+  int tts_rc, stt_rc;       /* remembered failure (0 = not tried or fine) */
+  char tts_err[256], stt_err[256];
+  _Atomic int n_jobs;       /* producer threads alive */
+  char *fetch_hosts;        /* allow list for outbound requests; never NULL */
+  uint64_t fetch_max;
+};
+
+int api_speech_new(api_speech **out) {
+  api_speech *sp = calloc(1, sizeof *sp);
+  if (!sp) return err_set(ERR_NOMEM, "speech service");
+  pthread_mutex_init(&sp->mu, NULL);
+  sp->fetch_hosts = str_dup("");
+  sp->fetch_max = 512u << 20;
+  if (!sp->fetch_hosts) {
+    free(sp);
+    return err_set(ERR_NOMEM, "speech service");
+  }
+  *out = sp;
+  return 0;
+}
+
+void api_speech_free(api_speech *sp) {
+  if (!sp) return;
+  for (int waited = 0; sp->n_jobs > 0 && waited < 5000; waited += 10) usleep(10000);
+  if (sp->n_jobs > 0) {
+    /* A producer is still inside an engine: leaking beats a use after free. */
+    LOG_WARN("speech", "%d speech stream(s) still running at shutdown; engines left open", (int)sp->n_jobs);
+    return;
+  }
+  if (sp->tts) tts_close(sp->tts);
+  if (sp->stt) stt_close(sp->stt);
+  pthread_mutex_destroy(&sp->mu);
+  free(sp->fetch_hosts);
+  free(sp);
+}
+
+int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes) {
+  char *h = str_dup(hosts ? hosts : "");
+  if (!h) return err_set(ERR_NOMEM, "fetch hosts");
+  free(sp->fetch_hosts);
+  sp->fetch_hosts = h;
+  if (max_bytes) sp->fetch_max = max_bytes;
+  return 0;
+}
+
+const char *api_speech_fetch_hosts(const api_speech *sp) { return sp->fetch_hosts; }
+uint64_t api_speech_fetch_max(const api_speech *sp) { return sp->fetch_max; }
+
+int api_speech_tts(api_speech *sp, tts **out) {
+  pthread_mutex_lock(&sp->mu);
+  int rc = 0;
+  if (!sp->tts && !sp->tts_rc) {
+    rc = tts_open(&sp->tts);
+    if (rc) {
+      sp->tts_rc = rc;
+      snprintf(sp->tts_err, sizeof sp->tts_err, "text to speech is unavailable: %s", err_detail());
+      LOG_WARN("speech", "%s", sp->tts_err);
+    }
+  }
+  if (sp->tts_rc) rc = err_set(ERR_UNAVAILABLE, "%s", sp->tts_err);
+  *out = sp->tts;
+  pthread_mutex_unlock(&sp->mu);
+  return rc;
+}
+
+int api_speech_stt(api_speech *sp, stt **out) {
+  pthread_mutex_lock(&sp->mu);
+  int rc = 0;
+  if (!sp->stt && !sp->stt_rc) {
+    rc = stt_open(&sp->stt, NULL);
+    if (rc) {
+      sp->stt_rc = rc;
+      snprintf(sp->stt_err, sizeof sp->stt_err,
+               "speech to text is unavailable: %s (install pocketsphinx-en-us)", err_detail());
+      LOG_WARN("speech", "%s", sp->stt_err);
+    }
+  }
+  if (sp->stt_rc) rc = err_set(ERR_UNAVAILABLE, "%s", sp->stt_err);
+  *out = sp->stt;
+  pthread_mutex_unlock(&sp->mu);
+  return rc;
+}
+
+int api_speech_spawn(api_speech *sp, void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sp->n_jobs++;
+  int e = pthread_create(&t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  if (e) {
+    sp->n_jobs--;
+    return err_set(ERR_NOMEM, "cannot start a speech thread: %s", strerror(e));
+  }
+  return 0;
+}
+
+void api_speech_job_done(api_speech *sp) { sp->n_jobs--; }
+
+int api_speech_decode_status(int rc) {
+  switch (rc) {
+    case ERR_PARSE: case ERR_UNSUPPORTED: case ERR_INVALID: case ERR_CORRUPT: case ERR_RANGE: case ERR_TYPE:
+      return 400;
+    case ERR_TOO_LARGE: return 413;
+    case ERR_NOMEM: case ERR_IO: default: return 500;
+  }
+}
+
+int api_speech_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return err_set(ERR_IO, "cannot open the uploaded body: %s", strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size > max) {
+    fclose(f);
+    return err_set(ERR_TOO_LARGE, "the uploaded body is larger than %llu bytes", (unsigned long long)max);
+  }
+  size_t n = (size_t)st.st_size;
+  uint8_t *b = malloc(n ? n : 1);
+  if (!b) {
+    fclose(f);
+    return err_set(ERR_NOMEM, "reading %zu bytes of upload", n);
+  }
+  if (n && fread(b, 1, n, f) != n) {
+    free(b);
+    fclose(f);
+    return err_set(ERR_IO, "reading the uploaded body failed");
+  }
+  fclose(f);
+  *out = b;
+  *len = n;
+  return 0;
+}
+
+void api_speech_sha256_hex(const void *data, size_t len, char out[65]) {
+  uint8_t d[32] = {0};
+  struct AVSHA *ctx = av_sha_alloc();
+  if (ctx && av_sha_init(ctx, 256) == 0) {
+    av_sha_update(ctx, data, len);
+    av_sha_final(ctx, d);
+  }
+  av_free(ctx);
+  for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+void api_speech_name_uuid(const char *name, char out[37]) {
+  char hex[65];
+  size_t n = strlen(name);
+  char *s = malloc(n + 8);
+  if (s) {
+    memcpy(s, "parley:", 7);
+    memcpy(s + 7, name, n + 1);
+    api_speech_sha256_hex(s, n + 7, hex);
+    free(s);
+  } else {
+    api_speech_sha256_hex(name, n, hex);
+  }
+  hex[12] = '5';                                    /* version 5 layout */
+  int v16 = hex[16] <= '9' ? hex[16] - '0' : hex[16] - 'a' + 10;
+  hex[16] = "89ab"[v16 & 3];                        /* RFC 4122 variant */
+  size_t o = 0;
+  for (size_t i = 0; i < 32; i++) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) out[o++] = '-';
+    out[o++] = hex[i];
+  }
+  out[o] = '\0';
+}
+
+char *api_speech_base64(const void *data, size_t len) {
+  if (len > (size_t)(INT32_MAX / 4 * 3 - 4)) return NULL;
+  size_t cap = AV_BASE64_SIZE(len);
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  if (!av_base64_encode(s, (int)cap, data, (int)len)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void api_speech_rfc3339_now(char *out, size_t cap) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char base[24];
+  strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, cap, "%s.%03ldZ", base, ts.tv_nsec / 1000000);
+}
+
+char *api_speech_json_dumps(const json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+}
+
+int api_speech_respond_json(http_req *req, int status, const json_t *v) {
+  char *s = api_speech_json_dumps(v);
+  if (!s) {
+    static const char fallback[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    return http_respond(req, 500, "application/json", fallback, sizeof fallback - 1);
+  }
+  int rc = http_respond(req, status, "application/json", s, strlen(s));
+  free(s);
+  return rc;
+}
+
+int api_speech_sse_json(http_stream *s, json_t *v) {
+  char *d = v ? api_speech_json_dumps(v) : NULL;
+  int rc = d ? http_stream_sse(s, NULL, d, strlen(d)) : ERR_NOMEM;
+  free(d);
+  json_decref(v);
+  return rc;
+}
+
+/* ---- transcript shaping ---- */
+
+int api_speech_spans(const stt_result *r, double gap_s, double max_s, api_span **out) {
+  *out = NULL;
+  if (!r->n_words) return 0;
+  api_span *v = calloc(r->n_words, sizeof *v);
+  if (!v) return err_set(ERR_NOMEM, "sentences");
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_words; i++) {
+    const stt_word *w = &r->words[i];
+    bool split = n == 0 || w->start - r->words[i - 1].end >= gap_s || w->end - v[n - 1].start > max_s;
+    if (split) {
+      v[n].first = i;
+      v[n].n = 0;
+      v[n].start = w->start;
+      n++;
+    }
+    v[n - 1].n++;
+    v[n - 1].end = w->end;
+  }
+  *out = v;
+  return (int)n;
+}
+
+void api_speech_punctuate(const char *word, bool first, bool last, char *out, size_t cap) {
+  snprintf(out, cap, "%s", word);
+  size_t len = strlen(out);
+  if (!len) return;
+  /* "i" and its contractions are capitalised anywhere */
+  bool is_i = (out[0] == 'i' && (out[1] == '\0' || out[1] == '\''));
+  if ((first || is_i) && out[0] >= 'a' && out[0] <= 'z') out[0] = (char)toupper((unsigned char)out[0]);
+  if (last && len + 1 < cap) {
+    out[len] = '.';
+    out[len + 1] = '\0';
+  }
+}
+
+int api_speech_span_text(const stt_result *r, const api_span *s, bool punct, buf *out) {
+  char w[160];
+  for (size_t k = 0; k < s->n; k++) {
+    const char *word = r->words[s->first + k].word;
+    if (punct) api_speech_punctuate(word, k == 0, k + 1 == s->n, w, sizeof w);
+    else snprintf(w, sizeof w, "%s", word);
+    int rc = buf_appendf(out, "%s%s", k ? " " : "", w);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void api_speech_timestamp(double t, char sep, char out[16]) {
+  if (!(t >= 0)) t = 0;
+  if (t > 359999.0) t = 359999.0; /* 99:59:59 */
+  unsigned ms = (unsigned)(t * 1000.0 + 0.5);
+  snprintf(out, 16, "%02u:%02u:%02u%c%03u", (ms / 3600000u) % 100u, (ms / 60000u) % 60u, (ms / 1000u) % 60u, sep,
+           ms % 1000u);
+}
