@@ -3,12 +3,15 @@
  * speed, and `parley gen-model`: random-weight models of real shapes to
  * benchmark with.
  *
- *   parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json] [--reference]
+ *   parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [-d DEPTH] [--cache-type T] [--json] [--reference]
  *     ppP: one forward of P random tokens as a single batch from an empty
  *          cache (logits of the last token only, as a prompt needs);
  *     tgN: N forwards of one token each from an empty cache, as generation.
  *     Each test runs r times after a warm-up; tokens/s median, min, max and
  *     standard deviation are printed (or one JSON object with --json).
+ *     -d DEPTH: both tests start with DEPTH positions already in the cache
+ *     (filled once, in batches, before the repetitions): the speed at a long
+ *     context. --cache-type: the KV cache type (default f16).
  *
  *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
@@ -71,12 +74,14 @@ static struct stats summarize(double *v, int n) {
 }
 
 static void bench_usage(FILE *out) {
-  fprintf(out, "usage: parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json] [--reference]\n");
+  fprintf(out, "usage: parley bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [-d DEPTH] [--cache-type f16|q8_0|f32]"
+               " [--json] [--reference]\n");
 }
 
 int cmd_bench(int argc, char **argv) {
   const char *path = NULL;
-  int64_t n_pp = 512, n_tg = 128, n_threads = 2, reps = 3;
+  int64_t n_pp = 512, n_tg = 128, n_threads = 2, reps = 3, depth = 0;
+  enum model_kv_type kv_type = MODEL_KV_F16;
   bool json = false, reference = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -84,6 +89,12 @@ int cmd_bench(int argc, char **argv) {
       json = true;
     } else if (strcmp(a, "--reference") == 0) {
       reference = true;
+    } else if (strcmp(a, "--cache-type") == 0) {
+      if (i + 1 >= argc || model_kv_type_parse(argv[i + 1], &kv_type)) {
+        fprintf(stderr, "parley bench: --cache-type: %s\n", i + 1 < argc ? err_detail() : "missing value");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       bench_usage(stdout);
       return 0;
@@ -95,7 +106,8 @@ int cmd_bench(int argc, char **argv) {
       path = a;
     } else {
       int64_t *dst = strcmp(a, "-p") == 0 ? &n_pp : strcmp(a, "-n") == 0 ? &n_tg
-                     : strcmp(a, "-t") == 0 ? &n_threads : strcmp(a, "-r") == 0 ? &reps : NULL;
+                     : strcmp(a, "-t") == 0 ? &n_threads : strcmp(a, "-r") == 0 ? &reps
+                     : strcmp(a, "-d") == 0 ? &depth : NULL;
       int64_t lo = dst == &n_threads || dst == &reps ? 1 : 0;
       if (!dst || i + 1 >= argc || parse_i64(argv[i + 1], lo, dst == &n_threads ? 256 : 1 << 20, dst)) {
         fprintf(stderr, "parley bench: bad option '%s'\n", a);
@@ -122,7 +134,7 @@ int cmd_bench(int argc, char **argv) {
     goto done;
   }
   const model_hparams *hp = model_get_hparams(m);
-  int64_t need = (n_pp > n_tg ? n_pp : n_tg);
+  int64_t need = depth + (n_pp > n_tg ? n_pp : n_tg);
   if (need < 1) need = 1;
   if (need > hp->n_ctx_train) {
     fprintf(stderr, "parley bench: %lld tokens do not fit the model's context of %lld\n", (long long)need,
@@ -131,8 +143,9 @@ int cmd_bench(int argc, char **argv) {
   }
   model_ctx_params cp = model_ctx_default_params();
   cp.n_ctx = need;
-  cp.n_batch = n_pp > 0 ? n_pp : 1;
+  cp.n_batch = n_pp > 0 ? n_pp : depth > 0 ? 512 : 1;
   cp.n_threads = (int)n_threads;
+  cp.kv_type = kv_type;
   if (model_ctx_new(m, &cp, &ctx)) {
     fprintf(stderr, "parley bench: %s\n", err_detail());
     goto done;
@@ -150,16 +163,21 @@ int cmd_bench(int argc, char **argv) {
   /* warm-up: touches the weights (page-ins) and wakes the pool */
   int64_t warm = n_pp > 0 ? (n_pp < 16 ? n_pp : 16) : 1;
   if (model_forward(ctx, toks, warm, 0, logits, MODEL_LOGITS_LAST)) goto fail;
+  /* -d: the cache holds depth positions, filled once in steps of n_batch */
+  for (int64_t p = 0; p < depth; p += cp.n_batch) {
+    int64_t n = depth - p < cp.n_batch ? depth - p : cp.n_batch;
+    if (model_forward(ctx, toks + p, n, p, logits, MODEL_LOGITS_NONE)) goto fail;
+  }
   for (int64_t r = 0; r < reps; r++) {
     if (n_pp > 0) {
       uint64_t t0 = time_mono_ns();
-      if (model_forward(ctx, toks, n_pp, 0, logits, MODEL_LOGITS_LAST)) goto fail;
+      if (model_forward(ctx, toks + depth, n_pp, depth, logits, MODEL_LOGITS_LAST)) goto fail;
       pp_tps[r] = (double)n_pp / ((double)(time_mono_ns() - t0) / 1e9);
     }
     if (n_tg > 0) {
       uint64_t t0 = time_mono_ns();
       for (int64_t i = 0; i < n_tg; i++)
-        if (model_forward(ctx, &toks[i], 1, i, logits, MODEL_LOGITS_LAST)) goto fail;
+        if (model_forward(ctx, &toks[depth + i], 1, depth + i, logits, MODEL_LOGITS_LAST)) goto fail;
       tg_tps[r] = (double)n_tg / ((double)(time_mono_ns() - t0) / 1e9);
     }
   }
@@ -177,6 +195,9 @@ int cmd_bench(int argc, char **argv) {
     json_object_set_new(o, "arch", json_string(model_arch_name(model_arch_of(m))));
     json_object_set_new(o, "weight_bytes", json_integer((json_int_t)model_weight_bytes(m)));
     json_object_set_new(o, "kv_bytes", json_integer((json_int_t)model_ctx_kv_bytes(ctx)));
+    json_object_set_new(o, "kv_type", json_string(model_kv_type_name(model_ctx_kv_type(ctx))));
+    json_object_set_new(o, "n_ctx", json_integer(model_ctx_n_ctx(ctx)));
+    json_object_set_new(o, "depth", json_integer(depth));
     json_object_set_new(o, "buf_bytes", json_integer((json_int_t)model_ctx_buf_bytes(ctx)));
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
     json_object_set_new(o, "threads", json_integer(n_threads));
@@ -206,7 +227,8 @@ int cmd_bench(int argc, char **argv) {
     printf("model   %s (%s, %lld layers, n_embd %lld, vocab %lld, weights %.1f MiB)\n", path,
            model_arch_name(model_arch_of(m)), (long long)hp->n_layer, (long long)hp->n_embd, (long long)hp->n_vocab,
            wmib);
-    printf("kernels %s, %lld threads, %lld repetitions\n", kern_isa(), (long long)n_threads, (long long)reps);
+    printf("kernels %s, %lld threads, %lld repetitions, KV cache %s, depth %lld\n", kern_isa(), (long long)n_threads,
+           (long long)reps, model_kv_type_name(model_ctx_kv_type(ctx)), (long long)depth);
     printf("%-8s %12s %10s %10s %8s\n", "test", "t/s median", "min", "max", "sd");
     if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
     if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);

@@ -42,6 +42,7 @@ static void run_usage(FILE *out) {
           "  --repeat-penalty R   over the last 64 tokens (default 1 = off)\n"
           "  -c N                 context size (default: the model's, at most 4096)\n"
           "  -t N                 threads (default 2)\n"
+          "  --cache-type T       KV cache: f16 (default), q8_0 or f32\n"
           "  --ignore-eos         keep generating after the end-of-sequence token\n"
           "  --reference          use the scalar reference kernels\n"
           "  --ids                print token ids instead of text\n");
@@ -108,6 +109,7 @@ int cmd_run(int argc, char **argv) {
   const char *path = NULL, *tokens_arg = NULL, *prompt = NULL;
   int64_t n_gen = 64, n_ctx = 0, n_threads = 2;
   bool ignore_eos = false, reference = false, ids = false;
+  enum model_kv_type kv_type = MODEL_KV_F16;
   sample_params sp = sample_default_params();
   sp.temperature = 0.8f;
   sp.top_k = 40;
@@ -150,6 +152,7 @@ int cmd_run(int argc, char **argv) {
     else if (strcmp(a, "-c") == 0 || strcmp(a, "--ctx") == 0) bad = parse_i64(v, 0, INT32_MAX, &n_ctx);
     else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) bad = parse_i64(v, 1, 256, &n_threads);
     else if (strcmp(a, "--temp") == 0) bad = parse_f(v, &sp.temperature);
+    else if (strcmp(a, "--cache-type") == 0) bad = model_kv_type_parse(v, &kv_type) ? 1 : 0;
     else if (strcmp(a, "--seed") == 0) {
       bad = parse_i64(v, 0, INT64_MAX, &iv);
       sp.seed = (uint64_t)iv;
@@ -203,6 +206,7 @@ int cmd_run(int argc, char **argv) {
   model_ctx_params cp = model_ctx_default_params();
   cp.n_ctx = n_ctx ? n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   cp.n_threads = (int)n_threads;
+  cp.kv_type = kv_type;
   if (model_ctx_new(m, &cp, &ctx) || sample_new(&sp, (int32_t)hp->n_vocab, &smp)) {
     fprintf(stderr, "parley run: %s\n", err_detail());
     goto done;

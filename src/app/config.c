@@ -29,6 +29,7 @@ enum opt_kind {
                         of seconds; any negative = -1 (forever) */
   OPT_KIND_BUDGET,   /* int64_t bytes: a size ("8G"), a percentage of
                         physical RAM ("75%"), or none/off/unlimited = -1 */
+  OPT_KIND_KV_TYPE,  /* int: enum model_kv_type from f16 / q8_0 / f32 */
 };
 
 struct opt {
@@ -86,6 +87,8 @@ static const struct opt OPTS[] = {
    "how long an idle model stays loaded (5m, 30s, 1h; -1 = forever, 0 = unload at once)"},
   {"memory-budget", "PARLEY_MEMORY_BUDGET", OPT_KIND_BUDGET, "75%", 0, 0, OFF(memory_budget),
    "memory the loaded models may take: bytes (8G), a percentage of RAM, or none"},
+  {"cache-type", "PARLEY_CACHE_TYPE", OPT_KIND_KV_TYPE, "f16", 0, 0, OFF(cache_type),
+   "KV cache type: f16, q8_0 (about half the memory, slightly less exact) or f32"},
   {"fetch-hosts", "PARLEY_FETCH_HOSTS", OPT_KIND_STR, "", 0, 0, OFF(fetch_hosts),
    "hosts a Deepgram {\"url\"} body or callback may reach, comma-separated (* = any); none by default"},
 };
@@ -206,6 +209,13 @@ static int opt_set(config *cfg, const struct opt *o, const char *val, const char
     }
     case OPT_KIND_BUDGET:
       return parse_budget(val, source, (int64_t *)(void *)field);
+    case OPT_KIND_KV_TYPE: {
+      enum model_kv_type t;
+      if (model_kv_type_parse(val, &t))
+        return err_set(ERR_INVALID, "%s: invalid value '%s' (expected f16, q8_0 or f32)", source, val);
+      *(int *)(void *)field = (int)t;
+      return 0;
+    }
   }
   return ERR_INTERNAL;
 }

@@ -46,6 +46,7 @@ typedef struct config {
   char *tls_cert;          /* PEM certificate file, "" = no TLS */
   char *tls_key;           /* PEM key file */
   int64_t tls_port;        /* 0 = TLS on the main port; > 0 (or -1: free) a second TLS port */
+  int cache_type;          /* enum model_kv_type of the engines' KV caches */
   char *fetch_hosts;       /* hosts Deepgram url/callback may reach, comma-separated; "" = none */
 } config;
 

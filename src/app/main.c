@@ -232,7 +232,8 @@ static int cmd_serve(int argc, char **argv) {
                        .n_threads = 0,
                        .keep_alive_set = true,
                        .keep_alive_ms = cfg.keep_alive_ms,
-                       .memory_budget = cfg.memory_budget};
+                       .memory_budget = cfg.memory_budget,
+                       .kv_type = (enum model_kv_type)cfg.cache_type};
   manager *mgr = NULL;
   int rc = manager_new(reg, &mp, &mgr);
   /* Pulled models go to the models dir; downloads a restart interrupted resume. */

@@ -71,7 +71,8 @@ typedef struct engine_params {
   int32_t queue_max;    /* requests waiting for a slot; 0 = 64. A submit
                            beyond it gets ERR_OVERLOADED */
   int n_threads;        /* compute threads of the engine's pool; 0 = 1 */
-  enum model_kv_type kv_type; /* MODEL_KV_F16 (default) or F32 (exact) */
+  enum model_kv_type kv_type; /* MODEL_KV_F16 (default), Q8_0 (half the
+                                 memory) or F32 (exact) */
 } engine_params;
 
 /* All zero: the defaults above. */

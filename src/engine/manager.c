@@ -224,8 +224,8 @@ static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UI
 
 /* Fills mm->n_ctx and the memory estimate from the hyper-parameters, before
  * anything big is allocated. It follows what model_ctx_new and engine_new
- * allocate (KV cache rounded up to whole 128-position attention tiles, F16
- * unless the engine's default says F32; batch buffers of the architecture
+ * allocate (KV cache rounded up to whole 128-position attention tiles, in
+ * the manager's cache type; batch buffers of the architecture
  * files; the engine's logits and token histories), plus the whole file,
  * which is mapped and read for every token. An estimate: it errs high. */
 static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
@@ -235,17 +235,23 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   mm->n_slots = encoder ? 1 : mg->p.n_slots;
   mm->n_ctx = encoder || n_ctx_req <= 0 || n_ctx_req > train ? train : n_ctx_req;
   uint64_t n_seq = (uint64_t)mm->n_slots, n_ctx = (uint64_t)mm->n_ctx;
-  uint64_t kv_elem = encoder || engine_default_params().kv_type == MODEL_KV_F32 ? 4 : 2;
+  /* bytes of one head row of keys (or values) in the cache type the context
+   * will really use (q8_0 falls back to f16 for head sizes not a multiple
+   * of 32); bert's embedding context is F32 */
+  uint64_t kv_row = model_kv_row_bytes(hp->head_dim, encoder ? MODEL_KV_F32 : mg->p.kv_type);
   uint64_t pad = (n_ctx + 127) / 128 * 128;
   uint64_t E = (uint64_t)hp->n_embd, hd = (uint64_t)hp->head_dim, F = (uint64_t)hp->n_ff;
   uint64_t Q = sat_mul((uint64_t)hp->n_head, hd), KV = sat_mul((uint64_t)hp->n_head_kv, hd);
-  uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer, KV), pad), sat_mul(kv_elem, n_seq));
+  uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer, (uint64_t)hp->n_head_kv), pad),
+                        sat_mul(kv_row, n_seq));
   uint64_t nb = sat_mul(n_ctx, n_seq);
   if (nb > 512) nb = 512;
   uint64_t width = sat_add(sat_add(sat_mul(2, E), sat_mul(2, Q)), sat_add(sat_mul(2, KV), sat_mul(2, F)));
   width = sat_add(width, (uint64_t)hp->rope.n_rot + 8);
   uint64_t gqa = hp->n_head_kv > 0 ? (uint64_t)(hp->n_head / hp->n_head_kv) : 1;
   uint64_t att = sat_mul(sat_mul((uint64_t)mg->p.n_threads, 16 * gqa), sat_add(3 * hd, 2 * 128 + 3));
+  if (model_kv_type_for(hp->head_dim, mg->p.kv_type) == MODEL_KV_Q8_0 && !encoder) /* dequantized value tile */
+    att = sat_add(att, sat_mul((uint64_t)mg->p.n_threads, sat_mul(hd, 128)));
   uint64_t bufs = sat_mul(sat_add(sat_mul(nb, width), att), sizeof(float));
   if (!encoder) /* logits of every slot, token history of every slot */
     bufs = sat_add(bufs, sat_mul(sat_mul(n_seq, (uint64_t)hp->n_vocab + n_ctx), sizeof(float)));
@@ -315,6 +321,7 @@ static int model_start(manager *mg, manager_model *mm) {
     ep.n_slots = mg->p.n_slots;
     ep.n_ctx = mm->n_ctx;
     ep.n_threads = mg->p.n_threads;
+    ep.kv_type = mg->p.kv_type;
     /* a long prompt delays other streams' next token by at most ~200 ms
      * (issue 5 asks <= 250 ms) */
     ep.chunk_budget_ms = 200;

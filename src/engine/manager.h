@@ -85,6 +85,7 @@ typedef struct manager_params {
                             as idle, < 0 = never (--keep-alive) */
   int64_t memory_budget; /* bytes the loaded models may take; 0 = 75% of
                             physical RAM; < 0 = no limit (--memory-budget) */
+  enum model_kv_type kv_type; /* the engines' KV cache (--cache-type); 0 = F16 */
 } manager_params;
 
 /* Per-request / per-load options (all zero = the defaults). */

@@ -88,8 +88,26 @@ uint64_t model_weight_bytes(const model *m);
 
 enum model_kv_type {
   MODEL_KV_F16 = 0, /* default: halves the cache against F32 */
-  MODEL_KV_F32 = 1  /* exact, for tests and debugging */
+  MODEL_KV_F32 = 1, /* exact, for tests and debugging */
+  MODEL_KV_Q8_0 = 2 /* keys and values as Q8_0 blocks (32 values, one f16
+                       scale: 34 bytes, 1.0625 bytes per value), quantized
+                       per token row on write; needs head_dim % 32 == 0,
+                       otherwise the context uses F16 (logged; see
+                       model_kv_type_for) */
 };
+#define MODEL_KV_TYPE_COUNT 3
+
+/* "f16", "f32", "q8_0" ("unknown" out of range). */
+const char *model_kv_type_name(enum model_kv_type t);
+/* Parses a name as model_kv_type_name gives it (case-insensitive);
+ * ERR_INVALID naming the value and the choices. */
+int model_kv_type_parse(const char *s, enum model_kv_type *out);
+/* The type a context of this head size really uses when t is requested:
+ * t, except Q8_0 with head_dim not a multiple of 32, which is F16. */
+enum model_kv_type model_kv_type_for(int64_t head_dim, enum model_kv_type t);
+/* Bytes one cached key (or value) row of head_dim values takes in type
+ * model_kv_type_for(head_dim, t): the manager's memory estimate uses it. */
+size_t model_kv_row_bytes(int64_t head_dim, enum model_kv_type t);
 
 typedef struct model_ctx_params {
   int64_t n_ctx;        /* requested context in tokens, per sequence; 0 or
@@ -128,6 +146,9 @@ void model_ctx_truncate(model_ctx *c, int64_t n);
  * once. ERR_RANGE for sequences out of range, src == dst, or n > src's
  * n_past. */
 int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n);
+/* The cache type the context uses (the requested one after
+ * model_kv_type_for's fallback). */
+enum model_kv_type model_ctx_kv_type(const model_ctx *c);
 /* Bytes of the KV cache (all sequences) / of the compute buffers. */
 size_t model_ctx_kv_bytes(const model_ctx *c);
 size_t model_ctx_buf_bytes(const model_ctx *c);

@@ -60,7 +60,8 @@ struct model_ctx {
   int64_t *step_out;       /* [n_batch] */
   model_att_run *runs;     /* [n_batch] */
   enum model_kv_type kv_type;
-  size_t kv_elem;          /* 2 (F16) or 4 (F32) */
+  size_t kv_elem;          /* 2 (F16) or 4 (F32); 0 for Q8_0 (blocks) */
+  size_t kv_row;           /* bytes of one head row (head_dim values) */
   thread_pool *tp;
   bool own_tp;
   int n_threads;
@@ -69,6 +70,9 @@ struct model_ctx {
    *       positions 0..p are contiguous rows
    *   v : [n_head_kv][n_ctx_pad / ATT_TILE_POS][head_dim][ATT_TILE_POS]:
    *       each tile of positions transposed, so that P V is a matmul
+   *   Q8_0: k and v both [n_head_kv][n_ctx_pad] rows of head_dim / 32
+   *       blocks (a row is quantized once, when its token is stored); the
+   *       attention dequantizes a value tile into its scratch, transposed
    * block (s, l, kind) starts at kv + ((s * n_layer + l) * 2 + kind) * kv_layer_bytes */
   uint8_t *kv;
   size_t kv_layer_bytes;   /* bytes of one k (or v) block */
@@ -117,8 +121,15 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k
  * ATT_TILE_TOK consecutive tokens of one sequence) tasks; keys and values
  * are read in tiles with an online softmax, so the scratch does not grow
  * with the context. Both products go through kern_matmul (fast F16
- * kernels). Returns kern_matmul's error, if any. */
+ * kernels; with a Q8_0 cache, Q K^T is the Q8_0 kernel on the key rows and
+ * P V an F32 product with the value tile dequantized). Returns
+ * kern_matmul's error, if any. */
 int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale);
+
+/* Dequantizes np (<= ATT_TILE_POS) Q8_0 value rows of hd values into the
+ * transposed f32 tile vt[hd][ATT_TILE_POS] (columns np.. zeroed), the
+ * layout the P V product of model_attention reads. */
+void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt);
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;

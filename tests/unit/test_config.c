@@ -11,7 +11,7 @@
 static void clear_env(void) {
   const char *vars[] = {"PARLEY_HOST", "PARLEY_PORT", "PARLEY_API_KEY", "PARLEY_DATA_DIR", "PARLEY_MODELS_DIR",
                         "PARLEY_LOG_LEVEL", "PARLEY_MAX_BODY", "PARLEY_NO_AUTH", "PARLEY_ACCESS_LOG",
-                        "PARLEY_KEEP_ALIVE", "PARLEY_MEMORY_BUDGET"};
+                        "PARLEY_KEEP_ALIVE", "PARLEY_MEMORY_BUDGET", "PARLEY_CACHE_TYPE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -138,4 +138,31 @@ TEST(config_keep_alive_and_memory_budget) {
   config_free(&c);
   unsetenv("PARLEY_KEEP_ALIVE");
   unsetenv("PARLEY_MEMORY_BUDGET");
+}
+
+/* --cache-type / PARLEY_CACHE_TYPE: f16 by default, q8_0 and f32 by name,
+ * anything else named in the error. */
+TEST(config_cache_type) {
+  clear_env();
+  config c;
+  ASSERT_INT_EQ(config_load(&c, 0, NULL), 0);
+  EXPECT_INT_EQ(c.cache_type, MODEL_KV_F16);
+  config_free(&c);
+  setenv("PARLEY_CACHE_TYPE", "q8_0", 1);
+  ASSERT_INT_EQ(config_load(&c, 0, NULL), 0);
+  EXPECT_INT_EQ(c.cache_type, MODEL_KV_Q8_0);
+  config_free(&c);
+  char *a1[] = {"--cache-type", "f32"};
+  ASSERT_INT_EQ(config_load(&c, 2, a1), 0);
+  EXPECT_INT_EQ(c.cache_type, MODEL_KV_F32);
+  config_free(&c);
+  char *a2[] = {"--cache-type=q4_0"};
+  EXPECT_INT_EQ(config_load(&c, 1, a2), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "--cache-type: invalid value 'q4_0' (expected f16, q8_0 or f32)");
+  config_free(&c);
+  setenv("PARLEY_CACHE_TYPE", "int8", 1);
+  EXPECT_INT_EQ(config_load(&c, 0, NULL), ERR_INVALID);
+  EXPECT_STR_CONTAINS(err_detail(), "PARLEY_CACHE_TYPE: invalid value 'int8'");
+  config_free(&c);
+  unsetenv("PARLEY_CACHE_TYPE");
 }
