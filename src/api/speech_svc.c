@@ -34,6 +34,7 @@ struct api_speech {
   _Atomic int n_jobs;       /* producer threads alive */
   char *fetch_hosts;        /* allow list for outbound requests; never NULL */
   uint64_t fetch_max;
+  struct manager *mgr;      /* language models, for Deepgram /read; borrowed */
 };
 
 int api_speech_new(api_speech **out) {
@@ -75,6 +76,8 @@ int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes) 
 }
 
 const char *api_speech_fetch_hosts(const api_speech *sp) { return sp->fetch_hosts; }
+void api_speech_set_manager(api_speech *sp, struct manager *mgr) { sp->mgr = mgr; }
+struct manager *api_speech_manager(const api_speech *sp) { return sp->mgr; }
 uint64_t api_speech_fetch_max(const api_speech *sp) { return sp->fetch_max; }
 
 int api_speech_tts(api_speech *sp, tts **out) {

@@ -46,6 +46,11 @@ int api_speech_stt(api_speech *sp, stt **out);
  * max_bytes bounds a fetched body. Copied; set before the server starts. */
 int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes);
 const char *api_speech_fetch_hosts(const api_speech *sp);
+/* The model manager Deepgram /read generates with (borrowed; set before the
+ * server starts). */
+struct manager;
+void api_speech_set_manager(api_speech *sp, struct manager *mgr);
+struct manager *api_speech_manager(const api_speech *sp);
 uint64_t api_speech_fetch_max(const api_speech *sp);
 
 /* Runs fn(arg) on a detached thread counted by sp (see api_speech_free). */

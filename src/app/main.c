@@ -289,6 +289,7 @@ static int cmd_serve(int argc, char **argv) {
   api_speech *speech = NULL; /* speech engines open on first use */
   if (!rc) rc = api_speech_new(&speech);
   if (!rc) rc = api_speech_set_fetch(speech, cfg.fetch_hosts, (uint64_t)cfg.max_upload);
+  if (!rc) api_speech_set_manager(speech, mgr);
   if (!rc) {
     n_routes = openai_audio_routes(speech, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);

@@ -2,7 +2,7 @@
  * common.c - what the Deepgram handlers share: query parsing as the SDKs
  * serialize it (lenient booleans, repeated keys), request and model UUIDs,
  * metadata.warnings, the transcript alternative, the models endpoints, the
- * /read placeholder answer, and the route table.
+ * and the route table (/read is in read.c).
  *
  * Models: one STT model (pocketsphinx en-us) and one TTS model per Deepgram
  * Aura voice name of the vendor voice table (speech/speech_voices.c), each
@@ -195,17 +195,6 @@ void dg_models_get(http_req *req, void *ctx) {
   }
   api_speech_respond_json(req, 200, found);
   json_decref(found);
-}
-
-/* /read needs the language-model engine (summaries, topics, intents and
- * sentiment under constrained JSON output); its HTTP side is being reworked,
- * so the route answers a clear 501 for now. */
-void dg_read_post(http_req *req, void *ctx) {
-  (void)ctx;
-  api_error(req, 501, ERR_UNSUPPORTED,
-            "POST /v1/read (text intelligence) is not available yet on this server: it needs the local "
-            "language-model engine, which is not wired to the Deepgram API",
-            NULL);
 }
 
 /* ---- route table ---------------------------------------------------------- */

@@ -2,7 +2,7 @@
  * deepgram.h - the Deepgram dialect (../shared/specs/deepgram.md) on the
  * local speech engines: pre-recorded and live speech to text (/listen),
  * text to speech over REST and WebSocket (/speak), the model list
- * (/models), and /read (501 until the language-model engine can serve it).
+ * (/models), and /read (text intelligence on the default language model).
  *
  * Paths: canonical under /deepgram/v1/..., the same under /deepgram/vl/...
  * (letter l, as parley's own requirements spell it), and /v1/listen,
@@ -76,7 +76,7 @@ void dg_speak_post(http_req *req, void *ctx);   /* speak.c */
 void dg_speak_ws(http_req *req, void *ctx);     /* speak_ws.c */
 void dg_models_list(http_req *req, void *ctx);  /* common.c */
 void dg_models_get(http_req *req, void *ctx);
-void dg_read_post(http_req *req, void *ctx);
+void dg_read_post(http_req *req, void *ctx);    /* read.c */
 
 /* ---- live STT helpers shared with listen.c ------------------------------- */
 

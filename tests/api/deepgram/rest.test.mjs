@@ -3,7 +3,7 @@
 // 5, 8 and the conformance checks of section 11 that apply to REST):
 // pre-recorded transcription of synthesized speech with every option we
 // honour or report, /speak in every encoding with the headers the SDKs read,
-// the models list, errors in the Deepgram shape, path aliases, /read's 501.
+// the models list, errors in the Deepgram shape, path aliases, /read without a model.
 //
 // Speech comes from the server itself (/speak with aura-orion-en, the local
 // flite rms voice, which pocketsphinx reads best); only robust key words of
@@ -392,13 +392,13 @@ test('paths: trailing-slash base, /deepgram/vl, root /v1/listen and /v1/speak; /
   assert.equal(om.object, 'list', 'root /v1/models must remain the OpenAI model list');
 });
 
-test('read: a Deepgram-shaped 501 until the language-model engine serves it', async (t) => {
+test('read without any language model: a Deepgram-shaped 503 naming --default-model', async (t) => {
   if (skip) return t.skip(skip);
   await assert.rejects(dg.read.v1.text.analyze({ body: { text: 'Hello there.' }, language: 'en', summarize: true }), (e) => {
     assert.ok(e instanceof DeepgramError);
-    assert.equal(e.statusCode, 501);
-    assertDeepgramError(e.body, 501);
-    assert.match(e.body.err_msg, /read/);
+    assert.equal(e.statusCode, 503);
+    assertDeepgramError(e.body, 503);
+    assert.match(e.body.err_msg, /--default-model/);
     return true;
   });
 });

@@ -1,0 +1,89 @@
+// read.test.mjs - Deepgram text intelligence (POST /v1/read, spec section 7)
+// through the official @deepgram/sdk against a generated random-weight
+// model: the flat response shape, every feature's result and *_info, strict
+// custom topics/intents staying within the given labels (the schema enum),
+// short texts summarised as themselves, and the errors. The model's words are
+// gibberish: shapes, ranges and invariants are asserted, not meaning.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { DeepgramClient, DeepgramError } from '@deepgram/sdk';
+import { startServer } from '../lib/server.mjs';
+import { makeModelsDir } from '../lib/models.mjs';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const LONG = Array.from({ length: 12 }, (_, i) =>
+  `Sentence ${i} says that the order arrived late and the customer would like a refund soon.`).join(' ');
+let srv, dg, models, skip;
+
+before(async () => {
+  models = await makeModelsDir();
+  if (models.skip) { skip = models.skip; return; }
+  srv = await startServer({ args: ['--models-dir', models.dir, '--default-model', 'org/tiny'],
+    env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
+  dg = new DeepgramClient({ apiKey: 'k', baseUrl: `${srv.url}/deepgram` });
+});
+after(async () => {
+  if (srv) await srv.stop();
+  if (models?.cleanup) models.cleanup();
+});
+
+const words = (s) => s.trim().split(/\s+/).length;
+
+test('summarize, topics, intents and sentiment in the flat shape with their *_info', async (t) => {
+  if (skip) return t.skip(skip);
+  const r = await dg.read.v1.text.analyze({ body: { text: LONG }, language: 'en', summarize: true, topics: true,
+    intents: true, sentiment: true });
+  assert.match(r.metadata.request_id, UUID);
+  assert.ok(!Number.isNaN(Date.parse(r.metadata.created)));
+  assert.equal(r.metadata.language, 'en');
+  for (const k of ['summary_info', 'topics_info', 'intents_info', 'sentiment_info']) {
+    assert.match(r.metadata[k].model_uuid, UUID, k);
+    assert.ok(r.metadata[k].input_tokens > words(LONG) / 2, `${k} input_tokens`);
+    assert.ok(r.metadata[k].output_tokens > 0, `${k} output_tokens`);
+  }
+  assert.equal(typeof r.results.summary.text, 'string');
+  for (const [key, label] of [['topics', 'topic'], ['intents', 'intent']]) {
+    const seg = r.results[key].segments[0];
+    assert.equal(seg.start_word, 0);
+    assert.equal(seg.end_word, words(LONG) - 1);
+    assert.ok(seg[key].length >= 1 && seg[key].length <= 3, JSON.stringify(seg));
+    for (const x of seg[key]) {
+      assert.equal(typeof x[label], 'string');
+      assert.ok(x.confidence_score > 0 && x.confidence_score <= 1);
+    }
+  }
+  const s = r.results.sentiments;
+  assert.ok(['positive', 'negative', 'neutral'].includes(s.segments[0].sentiment));
+  assert.ok(s.segments[0].sentiment_score >= -1 && s.segments[0].sentiment_score <= 1);
+  assert.deepEqual(s.average, { sentiment: s.segments[0].sentiment, sentiment_score: s.segments[0].sentiment_score });
+});
+
+test('strict custom topics and intents stay within the given labels', async (t) => {
+  if (skip) return t.skip(skip);
+  const res = await fetch(`${srv.url}/deepgram/v1/read?topics=true&intents=true&custom_topic=Refund&custom_topic=Shipping` +
+    '&custom_topic_mode=strict&custom_intent=Cancel%20order&custom_intent_mode=strict', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: LONG }) });
+  assert.equal(res.status, 200);
+  const r = await res.json();
+  for (const x of r.results.topics.segments[0].topics) assert.ok(['Refund', 'Shipping'].includes(x.topic), x.topic);
+  for (const x of r.results.intents.segments[0].intents) assert.equal(x.intent, 'Cancel order');
+});
+
+test('a short text is its own summary; no feature, no text, other languages are 400s', async (t) => {
+  if (skip) return t.skip(skip);
+  const short = 'The parcel came two days late.';
+  const r = await dg.read.v1.text.analyze({ body: { text: short }, summarize: true });
+  assert.equal(r.results.summary.text, short);
+  for (const [query, body, param] of [['summarize=false', { text: short }, 'summarize'], ['summarize=true', {}, 'text'],
+    ['summarize=true&language=fr', { text: short }, 'language'],
+    ['topics=true&custom_topic_mode=loose', { text: short }, 'custom_topic_mode']]) {
+    const res = await fetch(`${srv.url}/deepgram/v1/read?${query}`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    assert.equal(res.status, 400, query);
+    const e = await res.json();
+    assert.equal(e.err_code, 'Bad Request', JSON.stringify(e));
+    assert.match(e.err_msg, new RegExp(param));
+  }
+  await assert.rejects(dg.read.v1.text.analyze({ body: { text: short }, summarize: true, language: 'de' }),
+    (e) => e instanceof DeepgramError && e.statusCode === 400);
+});
