@@ -436,6 +436,18 @@ int gen_job_write_ndjson(gen_job *j, const json_t *v) {
   return j->write_rc;
 }
 
+bool gen_job_answer_error(gen_job *j, const gen_result *r) {
+  if (!r->err_code) return false;
+  api_error(j->req, 0, r->err_code, r->err_msg, r->err_code == ERR_CONTEXT ? j->prompt_param : NULL);
+  return true;
+}
+
+void gen_job_answer_json(gen_job *j, json_t *body) {
+  if (body) api_respond_json(j->req, 200, body);
+  else api_error(j->req, 500, ERR_NOMEM, "out of memory", NULL);
+  json_decref(body);
+}
+
 /* A sink callback's result: a failure marks the client gone. */
 static void note(gen_job *j, int rc) {
   if (rc && !j->write_rc) j->write_rc = rc;

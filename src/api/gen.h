@@ -261,6 +261,13 @@ http_stream *gen_job_stream(gen_job *j);
 int gen_job_write_sse(gen_job *j, const char *event, const json_t *v); /* compact JSON in data: */
 int gen_job_write_sse_raw(gen_job *j, const char *event, const char *data, size_t len);
 int gen_job_write_ndjson(gen_job *j, const json_t *v);
+/* Not streaming, in on_end: when r failed, answers gen_job_req(j) with the
+ * error in the request's dialect (a context error names opts.prompt_param)
+ * and returns true. */
+bool gen_job_answer_error(gen_job *j, const gen_result *r);
+/* Not streaming, in on_end: answers 200 with body (consumed; NULL is
+ * answered as a 500 out of memory). */
+void gen_job_answer_json(gen_job *j, json_t *body);
 
 /* Waits up to timeout_ms for every stream producer thread to end (they end
  * soon after the server cancels their streams); call before manager_free. */

@@ -272,16 +272,8 @@ static json_t *message_body(struct an *o, gen_job *j, const gen_result *r) {
 
 static void an_end(void *ctx, gen_job *j, const gen_result *r) {
   struct an *o = ctx;
-  http_req *req = gen_job_req(j);
-  if (req) { /* not streaming */
-    if (r->err_code) {
-      api_error(req, 0, r->err_code, r->err_msg, r->err_code == ERR_CONTEXT ? "messages" : NULL);
-      return;
-    }
-    json_t *body = message_body(o, j, r);
-    if (body) api_respond_json(req, 200, body);
-    else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-    json_decref(body);
+  if (gen_job_req(j)) { /* not streaming */
+    if (!gen_job_answer_error(j, r)) gen_job_answer_json(j, message_body(o, j, r));
     return;
   }
   if (r->err_code) {

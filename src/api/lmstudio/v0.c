@@ -154,15 +154,7 @@ static json_t *final_body(struct v0 *o, const gen_result *r) {
 static void v0_end(void *ctx, gen_job *j, const gen_result *r) {
   struct v0 *o = ctx;
   if (!o->stream) {
-    http_req *req = gen_job_req(j);
-    if (r->err_code) {
-      api_error(req, 0, r->err_code, r->err_msg, r->err_code == ERR_CONTEXT ? "messages" : NULL);
-      return;
-    }
-    json_t *body = final_body(o, r);
-    if (body) api_respond_json(req, 200, body);
-    else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-    json_decref(body);
+    if (!gen_job_answer_error(j, r)) gen_job_answer_json(j, final_body(o, r));
     return;
   }
   if (r->err_code) {
