@@ -97,7 +97,7 @@ void openai_conversations_create(http_req *req, void *ctx) {
   store_item *si = NULL;
   if (metadata_text(req, body, false, &md) || items_of(req, body, false, &items)) goto done;
   char id[64];
-  resp_make_id(id, sizeof id, "conv_");
+  openai_make_id(id, sizeof id, "conv_");
   store_conversation c = {.id = id, .created_at = time_wall_s(), .updated_at = time_wall_s(), .metadata = md};
   size_t n = json_array_size(items);
   si = n ? calloc(n, sizeof *si) : NULL;

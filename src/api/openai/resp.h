@@ -40,9 +40,6 @@ int resp_conversation_items(store *st, const char *conv_id, json_t *items);
  * "output") or a conversation (response_id NULL). */
 int resp_store_items(store *st, const char *response_id, const char *kind, const char *conv_id, const json_t *items);
 
-/* A fresh id "PREFIX" + 24 hex digits (cap >= 48). */
-void resp_make_id(char *out, size_t cap, const char *prefix);
-
 /* The list page of items (`after`, `before`, `limit` 1..100, `order`
  * asc|desc; default_order when absent): reads the query; 400 answered
  * (naming the parameter) and nonzero returned on a bad value. */

@@ -20,8 +20,6 @@
 #include "base/err.h"
 #include "base/util.h"
 
-void resp_make_id(char *out, size_t cap, const char *prefix) { openai_make_id(out, cap, prefix); }
-
 static const char *item_type(const json_t *it) {
   const char *t = json_string_value(json_object_get(it, "type"));
   if (!t && json_object_get(it, "role")) return "message"; /* the easy form */
@@ -31,7 +29,7 @@ static const char *item_type(const json_t *it) {
 static int set_id(json_t *it, const char *prefix) {
   if (json_is_string(json_object_get(it, "id")) && json_string_length(json_object_get(it, "id"))) return 0;
   char id[64];
-  resp_make_id(id, sizeof id, prefix);
+  openai_make_id(id, sizeof id, prefix);
   return json_object_set_new(it, "id", json_string(id)) ? err_set(ERR_NOMEM, "out of memory") : 0;
 }
 

@@ -415,7 +415,7 @@ static int open_text_item(struct rs *s, gen_job *j, bool reasoning) {
   int rc = close_item(s, j);
   if (rc) return rc;
   char id[64];
-  resp_make_id(id, sizeof id, reasoning ? "rs_" : "msg_");
+  openai_make_id(id, sizeof id, reasoning ? "rs_" : "msg_");
   json_t *it = reasoning ? json_pack("{s:s, s:s, s:[], s:[], s:n, s:s}", "type", "reasoning", "id", id, "summary",
                                      "content", "encrypted_content", "status", "in_progress")
                          : json_pack("{s:s, s:s, s:s, s:s, s:[]}", "type", "message", "id", id, "status", "in_progress",
@@ -473,7 +473,7 @@ static int rs_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, cons
   int rc = close_item(s, j);
   if (rc) return rc;
   char id[64];
-  resp_make_id(id, sizeof id, "fc_");
+  openai_make_id(id, sizeof id, "fc_");
   json_t *it = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "type", "function_call", "id", id, "call_id", call_id,
                          "name", name, "arguments", "", "status", "in_progress");
   if (!it) return ERR_NOMEM;
@@ -688,7 +688,7 @@ void openai_responses_create(http_req *req, void *ctx) {
   s->background = r.background;
   s->input = json_incref(r.input);
   s->conv_id = r.conv_id ? str_dup(r.conv_id) : NULL;
-  resp_make_id(s->id, sizeof s->id, "resp_");
+  openai_make_id(s->id, sizeof s->id, "resp_");
   s->resp = settings_object(body, s->id, model_name && *model_name ? model_name : mm->name, r.prev_id, r.conv_id,
                             r.store, r.background);
   if (!s->resp) {
