@@ -137,8 +137,7 @@ int manager_new(registry *r, const manager_params *p, manager **out) {
 static void model_unload(manager_model *mm) {
   if (!mm) return;
   if (mm->eng) engine_free(mm->eng);
-  if (mm->embed_ctx) model_ctx_free(mm->embed_ctx);
-  pthread_mutex_destroy(&mm->embed_lock);
+  embedq_free(mm->embq);
   tmpl_free(mm->chat);
   tmpl_free(mm->chat_tools);
   tok_free(mm->t);
@@ -246,6 +245,8 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
                         sat_mul(kv_row, n_seq));
   uint64_t nb = sat_mul(n_ctx, n_seq);
   if (nb > 512) nb = 512;
+  if (encoder) /* bert's rows hold a batch of inputs: max(n_ctx, 512) */
+    nb = n_ctx > 512 ? n_ctx : 512;
   uint64_t width = sat_add(sat_add(sat_mul(2, E), sat_mul(2, Q)), sat_add(sat_mul(2, KV), sat_mul(2, F)));
   width = sat_add(width, (uint64_t)hp->rope.n_rot + 8);
   uint64_t gqa = hp->n_head_kv > 0 ? (uint64_t)(hp->n_head / hp->n_head_kv) : 1;
@@ -268,7 +269,6 @@ static int model_open_entry(manager *mg, const registry_entry *e, const char *in
   if (e->error) return err_set(ERR_UNSUPPORTED, "model '%s' cannot be used: %s", e->name, e->error);
   manager_model *mm = calloc(1, sizeof *mm);
   if (!mm) return err_set(ERR_NOMEM, "out of memory loading model '%s'", e->name);
-  pthread_mutex_init(&mm->embed_lock, NULL);
   int rc = 0;
   mm->name = str_dup(e->name);
   mm->instance_id = str_dup(instance_id);
@@ -294,6 +294,11 @@ static int model_open_entry(manager *mg, const registry_entry *e, const char *in
   if ((rc = model_load(file, &mm->m))) { /* takes the file, also on failure */
     rc = wrap_err(rc, prefix);
     goto fail;
+  }
+  if (model_embed_pooling(mm->m) != MODEL_POOLING_NONE) {
+    embedq_params ep = embedq_default_params();
+    ep.n_threads = 1;
+    if ((rc = embedq_new(mm->m, &ep, &mm->embq))) goto fail;
   }
   const gguf_file *gf = model_gguf(mm->m);
   if ((rc = tok_load(gf, &mm->t))) {
@@ -814,18 +819,16 @@ int manager_model_embed(manager_model *mm, const int32_t *tokens, int64_t n, flo
   if (!manager_model_can_embed(mm))
     return err_set(ERR_UNSUPPORTED, "model '%s' (%s) does not produce embeddings", mm->name,
                    model_arch_name(model_arch_of(mm->m)));
-  pthread_mutex_lock(&mm->embed_lock);
-  int rc = 0;
-  if (!mm->embed_ctx) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_seq = 1;
-    cp.n_threads = 1;
-    cp.kv_type = MODEL_KV_F32;
-    rc = model_ctx_new(mm->m, &cp, &mm->embed_ctx);
-  }
-  if (!rc) rc = model_embed(mm->embed_ctx, tokens, n, out, MODEL_EMBED_NORMALIZE);
-  pthread_mutex_unlock(&mm->embed_lock);
-  return rc;
+  return embedq_embed(mm->embq, 1, &tokens, &n, out, NULL);
+}
+
+int manager_model_embed_many(manager_model *mm, size_t n, const int32_t *const *tokens, const int64_t *lens,
+                             float *out, size_t *failed) {
+  if (failed) *failed = 0;
+  if (!manager_model_can_embed(mm))
+    return err_set(ERR_UNSUPPORTED, "model '%s' (%s) does not produce embeddings", mm->name,
+                   model_arch_name(model_arch_of(mm->m)));
+  return embedq_embed(mm->embq, n, tokens, lens, out, failed);
 }
 
 int manager_n_loaded(manager *mg) {

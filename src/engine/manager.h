@@ -64,6 +64,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/embedq.h"
 #include "engine/engine.h"
 #include "model/family.h"
 #include "model/model.h"
@@ -112,9 +113,9 @@ typedef struct manager_model {
   tmpl *chat_tools;        /* the tool_use variant, or NULL (use chat) */
   char *bos, *eos;         /* token texts for the template, or NULL */
   engine *eng;             /* NULL for encoder-only models (bert) */
-  /* Embeddings: one context of one sequence, used under embed_lock. */
-  pthread_mutex_t embed_lock;
-  model_ctx *embed_ctx;    /* created on first embedding request */
+  /* Embeddings: the batcher (its model context is made on first use);
+   * NULL for models that do not embed. */
+  embedq *embq;
   int64_t loaded_at;       /* wall seconds */
   int64_t n_ctx;           /* positions per slot (the embedding context's
                               for encoder-only models) */
@@ -192,9 +193,15 @@ void manager_memory(manager *mg, uint64_t *used, uint64_t *budget);
 /* True when the model can embed (an architecture with model_embed). */
 bool manager_model_can_embed(const manager_model *mm);
 
-/* Embeds tokens (pooled, normalized) into out[n_embd] under the model's
- * embedding lock. */
+/* Embeds tokens (pooled, normalized) into out[n_embd] through the model's
+ * embedding batcher (batched with other requests' inputs). */
 int manager_model_embed(manager_model *mm, const int32_t *tokens, int64_t n, float *out);
+/* Embeds n inputs into out[n][n_embd] through the batcher, in batched
+ * forward passes shared with other requests; on failure *failed is the
+ * first failing input (embedq_embed). ERR_OVERLOADED when the batcher's
+ * queue is full. */
+int manager_model_embed_many(manager_model *mm, size_t n, const int32_t *const *tokens, const int64_t *lens,
+                             float *out, size_t *failed);
 
 /* Number of models loaded now (for tests and admin). */
 int manager_n_loaded(manager *mg);

@@ -17,11 +17,16 @@
  * 1 mean over the tokens, 2 cls (x[0]), 3 last (x[n-1]). model_embed
  * (embed.c) normalizes.
  *
- * Start reading at bert_embed(). Attention runs one task per head on the
- * pool; a task gathers its head's q, k and v into contiguous scratch and
+ * Start reading at bert_encode(). It encodes several sequences at once
+ * (bert_embed_batch, what the serving engine's embedding batcher uses): the
+ * rows of all sequences go through each weight matrix together, so the
+ * weights are read once per batch rather than once per input, while
+ * attention runs one task per (sequence, head) on the pool; a task gathers
+ * its head's q, k and v of its sequence into contiguous scratch and
  * computes S = Q K^T and S V with kern_matmul (F32), so the scratch per
- * thread holds an n x n score matrix: buffers are sized for the context
- * (bert contexts are short, 512 positions for most models).
+ * thread holds an n x n score matrix for n up to the context. Row buffers
+ * hold max(n_ctx, BERT_BATCH_MIN) tokens (bert contexts are short, 512
+ * positions for most models).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -57,8 +62,14 @@ typedef struct bert_weights {
   enum model_pooling pooling;
 } bert_weights;
 
-/* Per-context buffers, sized for n_ctx tokens. */
+/* Fewest token rows a context's buffers hold, so that a model with a short
+ * context still batches several inputs per forward pass. */
+#define BERT_BATCH_MIN 512
+
+/* Per-context buffers, sized for `rows` tokens (all sequences of a batch). */
 typedef struct bert_bufs {
+  int64_t rows; /* max(n_ctx, BERT_BATCH_MIN) */
+  int64_t *off; /* [rows + 1] first row of each sequence of the batch */
   float *x;    /* hidden state [n][n_embd] */
   float *tmp;  /* [n][n_embd] */
   float *q;    /* [n][n_head*head_dim] */
@@ -153,7 +164,8 @@ static int bert_ctx_init(model_ctx *c) {
   bert_bufs *b = calloc(1, sizeof *b);
   if (!b) return err_set(ERR_NOMEM, "bert context: out of memory");
   c->arch_data = b;
-  const size_t N = (size_t)c->n_ctx, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim,
+  b->rows = c->n_ctx > BERT_BATCH_MIN ? c->n_ctx : BERT_BATCH_MIN;
+  const size_t N = (size_t)c->n_ctx, R = (size_t)b->rows, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim,
                Q = (size_t)hp->n_head * hd, KV = (size_t)hp->n_head_kv * hd, F = (size_t)hp->n_ff;
   /* attention scratch per thread: Qh, Kh, Vt, O of n x hd and S of n x n */
   size_t s1 = 0, s2 = 0, per = 0, all = 0;
@@ -161,14 +173,16 @@ static int bert_ctx_init(model_ctx *c) {
       !size_mul(per, (size_t)c->n_threads, &all) || !size_mul(all, sizeof(float), &all))
     return err_set(ERR_TOO_LARGE, "bert context: attention scratch for %zu positions overflows", N);
   b->scr_floats = per;
+  b->off = malloc((R + 1) * sizeof *b->off);
+  if (!b->off) return err_set(ERR_NOMEM, "bert context: out of memory");
   size_t widths[7] = {E, E, Q, KV, KV, Q, F};
   float **ptrs[7] = {&b->x, &b->tmp, &b->q, &b->k, &b->v, &b->att, &b->u};
   for (int i = 0; i < 7; i++) {
     size_t bytes = 0;
-    if (!size_mul(N, widths[i], &bytes) || !size_mul(bytes, sizeof(float), &bytes))
-      return err_set(ERR_TOO_LARGE, "bert context: buffers for %zu positions overflow", N);
+    if (!size_mul(R, widths[i], &bytes) || !size_mul(bytes, sizeof(float), &bytes))
+      return err_set(ERR_TOO_LARGE, "bert context: buffers for %zu tokens overflow", R);
     *ptrs[i] = malloc(bytes);
-    if (!*ptrs[i]) return err_set(ERR_NOMEM, "bert context: cannot allocate buffers for %zu positions", N);
+    if (!*ptrs[i]) return err_set(ERR_NOMEM, "bert context: cannot allocate buffers for %zu tokens", R);
     c->buf_bytes += bytes;
   }
   b->scr = malloc(all);
@@ -179,6 +193,7 @@ static int bert_ctx_init(model_ctx *c) {
 
 static void bert_ctx_free(model_ctx *c) {
   bert_bufs *b = c->arch_data;
+  free(b->off);
   free(b->x);
   free(b->tmp);
   free(b->q);
@@ -213,32 +228,34 @@ static int bert_linear(model_ctx *c, const model_tensor *t, const float *bias, c
 
 struct bert_att_job {
   model_ctx *c;
-  int64_t n;
-  atomic_long next;
+  int64_t n_seq; /* sequences; b->off[s] .. b->off[s + 1] are s's rows */
+  atomic_long next; /* next task: sequence task / n_head, head task % n_head */
   atomic_int err;
 };
 
-/* Head h: out[t][h] = sum_p softmax_p(q[t][h] . k[p][g] / sqrt(hd)) v[p][g],
- * g = h / (n_head / n_head_kv), over all p < n. */
-static int bert_att_task(struct bert_att_job *j, float *scr, int64_t h) {
+/* Head h of sequence s (rows r0..r0+n-1 of the batch):
+ * out[t][h] = sum_p softmax_p(q[t][h] . k[p][g] / sqrt(hd)) v[p][g],
+ * g = h / (n_head / n_head_kv), over the sequence's rows p. */
+static int bert_att_task(struct bert_att_job *j, float *scr, int64_t s_idx, int64_t h) {
   model_ctx *c = j->c;
   bert_bufs *b = c->arch_data;
   const model_hparams *hp = &c->m->hp;
-  const int64_t n = j->n, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
+  const int64_t r0 = b->off[s_idx], n = b->off[s_idx + 1] - r0, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
   const int64_t g = h / (hp->n_head / hp->n_head_kv);
   const float scale = 1.0f / sqrtf((float)hd);
   float *qh = scr, *kh = qh + n * hd, *vt = kh + n * hd, *o = vt + n * hd, *s = o + n * hd;
+  const float *q = b->q + r0 * Q, *k = b->k + r0 * KV, *v = b->v + r0 * KV;
   for (int64_t t = 0; t < n; t++)
     for (int64_t d = 0; d < hd; d++) {
-      qh[t * hd + d] = b->q[t * Q + h * hd + d] * scale;
-      kh[t * hd + d] = b->k[t * KV + g * hd + d];
-      vt[d * n + t] = b->v[t * KV + g * hd + d];
+      qh[t * hd + d] = q[t * Q + h * hd + d] * scale;
+      kh[t * hd + d] = k[t * KV + g * hd + d];
+      vt[d * n + t] = v[t * KV + g * hd + d];
     }
   int rc = kern_matmul(NULL, TENSOR_TYPE_F32, kh, n, hd, qh, n, s); /* s[t][p] */
   if (rc) return rc;
   for (int64_t t = 0; t < n; t++) ops_softmax(s + t * n, n);
   if ((rc = kern_matmul(NULL, TENSOR_TYPE_F32, vt, hd, n, s, n, o))) return rc; /* o[t][d] */
-  for (int64_t t = 0; t < n; t++) memcpy(b->att + t * Q + h * hd, o + t * hd, (size_t)hd * sizeof(float));
+  for (int64_t t = 0; t < n; t++) memcpy(b->att + (r0 + t) * Q + h * hd, o + t * hd, (size_t)hd * sizeof(float));
   return 0;
 }
 
@@ -247,18 +264,22 @@ static void bert_att_worker(void *ctx, int ith, int nth) {
   struct bert_att_job *j = ctx;
   bert_bufs *b = j->c->arch_data;
   float *scr = b->scr + (size_t)ith * b->scr_floats;
+  const int64_t n_head = j->c->m->hp.n_head;
   for (;;) {
-    long h = atomic_fetch_add(&j->next, 1);
-    if (h >= j->c->m->hp.n_head) break;
-    int rc = bert_att_task(j, scr, h);
+    long t = atomic_fetch_add(&j->next, 1);
+    if (t >= j->n_seq * n_head) break;
+    int rc = bert_att_task(j, scr, t / n_head, t % n_head);
     if (rc) atomic_store(&j->err, rc);
   }
 }
 
 /* ---- forward ----------------------------------------------------------------- */
 
-static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out, unsigned flags) {
-  (void)flags; /* normalization is model_embed's */
+/* Encodes n_seq sequences (their rows laid one after another in the
+ * buffers, b->off[s] the first row of sequence s) through every layer and
+ * writes each sequence's pooled vector to out + s * n_embd (pooling NONE:
+ * every row of the one sequence). The caller checked the sizes. */
+static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens, const int64_t *lens, float *out) {
   const model_hparams *hp = &c->m->hp;
   const bert_weights *w = c->m->arch_data;
   bert_bufs *b = c->arch_data;
@@ -266,18 +287,26 @@ static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
   const float eps = hp->norm_eps;
   int rc;
 
-  for (int64_t t = 0; t < n; t++) {
-    float *x = b->x + t * E, *tmp = b->tmp + t * E;
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[t] * w->tok_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->tok_embd.type, row, x, E)))
-      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
-    row = (const uint8_t *)w->pos_embd.data + (size_t)t * w->pos_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->pos_embd.type, row, tmp, E)))
-      return err_set(rc, "tensor 'position_embd.weight': cannot dequantize type %s",
-                     tensor_type_name(w->pos_embd.type));
-    ops_add(x, tmp, E);
-    ops_add(x, w->type0, E);
-    ops_layernorm(x, x, w->embd_norm_w, w->embd_norm_b, E, eps);
+  b->off[0] = 0;
+  for (int64_t s = 0; s < n_seq; s++) b->off[s + 1] = b->off[s] + lens[s];
+  const int64_t n = b->off[n_seq]; /* rows of the whole batch */
+  int64_t att_work = 0;             /* multiply-adds of attention, n^2 hd per sequence and head */
+  for (int64_t s = 0; s < n_seq; s++) {
+    att_work += lens[s] * lens[s] * hp->head_dim;
+    for (int64_t t = 0; t < lens[s]; t++) {
+      float *x = b->x + (b->off[s] + t) * E, *tmp = b->tmp + (b->off[s] + t) * E;
+      const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[s][t] * w->tok_embd.row_bytes;
+      if ((rc = ref_dequantize_row(w->tok_embd.type, row, x, E)))
+        return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s",
+                       tensor_type_name(w->tok_embd.type));
+      row = (const uint8_t *)w->pos_embd.data + (size_t)t * w->pos_embd.row_bytes;
+      if ((rc = ref_dequantize_row(w->pos_embd.type, row, tmp, E)))
+        return err_set(rc, "tensor 'position_embd.weight': cannot dequantize type %s",
+                       tensor_type_name(w->pos_embd.type));
+      ops_add(x, tmp, E);
+      ops_add(x, w->type0, E);
+      ops_layernorm(x, x, w->embd_norm_w, w->embd_norm_b, E, eps);
+    }
   }
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
@@ -285,10 +314,10 @@ static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
     if ((rc = bert_linear(c, &L->wq, L->bq, b->x, n, b->q)) || (rc = bert_linear(c, &L->wk, L->bk, b->x, n, b->k)) ||
         (rc = bert_linear(c, &L->wv, L->bv, b->x, n, b->v)))
       return rc;
-    struct bert_att_job j = {.c = c, .n = n};
+    struct bert_att_job j = {.c = c, .n_seq = n_seq};
     atomic_init(&j.next, 0);
     atomic_init(&j.err, 0);
-    if (n * n * hp->head_dim < 32768)
+    if (att_work < 32768)
       bert_att_worker(&j, 0, 1);
     else
       tpool_run(c->tp, bert_att_worker, &j);
@@ -304,25 +333,44 @@ static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
     for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->out_norm_w, L->out_norm_b, E, eps);
   }
 
-  switch (w->pooling) {
-  case MODEL_POOLING_NONE:
-    memcpy(out, b->x, (size_t)(n * E) * sizeof(float));
-    break;
-  case MODEL_POOLING_CLS:
-    memcpy(out, b->x, (size_t)E * sizeof(float));
-    break;
-  case MODEL_POOLING_LAST:
-    memcpy(out, b->x + (n - 1) * E, (size_t)E * sizeof(float));
-    break;
-  case MODEL_POOLING_MEAN:
-    for (int64_t d = 0; d < E; d++) {
-      double s = 0;
-      for (int64_t t = 0; t < n; t++) s += b->x[t * E + d];
-      out[d] = (float)(s / (double)n);
+  for (int64_t s = 0; s < n_seq; s++) {
+    const float *xs = b->x + b->off[s] * E;
+    const int64_t ns = lens[s];
+    float *o = out + s * E;
+    switch (w->pooling) {
+    case MODEL_POOLING_NONE: /* model_embed only: one sequence */
+      memcpy(out, b->x, (size_t)(n * E) * sizeof(float));
+      break;
+    case MODEL_POOLING_CLS:
+      memcpy(o, xs, (size_t)E * sizeof(float));
+      break;
+    case MODEL_POOLING_LAST:
+      memcpy(o, xs + (ns - 1) * E, (size_t)E * sizeof(float));
+      break;
+    case MODEL_POOLING_MEAN:
+      for (int64_t d = 0; d < E; d++) {
+        double sum = 0;
+        for (int64_t t = 0; t < ns; t++) sum += xs[t * E + d];
+        o[d] = (float)(sum / (double)ns);
+      }
+      break;
     }
-    break;
   }
   return 0;
+}
+
+static int bert_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out, unsigned flags) {
+  (void)flags; /* normalization is model_embed's */
+  return bert_encode(c, 1, &tokens, &n, out);
+}
+
+static int bert_embed_batch(model_ctx *c, int64_t n_seq, const int32_t *const *tokens, const int64_t *n, float *out) {
+  return bert_encode(c, n_seq, tokens, n, out);
+}
+
+static int64_t bert_embed_batch_tokens(const model_ctx *c) {
+  const bert_bufs *b = c->arch_data;
+  return b->rows;
 }
 
 static int bert_forward(model_ctx *c, const model_step *st, float *logits) {
@@ -344,5 +392,7 @@ const model_arch_ops model_arch_bert = {
     .ctx_free = bert_ctx_free,
     .forward = bert_forward,
     .embed = bert_embed,
+    .embed_batch = bert_embed_batch,
+    .embed_batch_tokens = bert_embed_batch_tokens,
     .pooling = bert_pooling,
 };

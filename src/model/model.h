@@ -222,6 +222,20 @@ enum model_pooling model_embed_pooling(const model *m);
  * ERR_CONTEXT when n exceeds the context, ERR_RANGE for a token outside the
  * vocabulary. */
 int model_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
+/* Encodes n_seq independent sequences (tokens[s][0..n[s]-1], positions
+ * 0..n[s]-1 each) and writes sequence s's pooled vector to
+ * out_embd + s * n_embd. Architectures that can (bert) run them in one
+ * forward pass: every weight matrix multiplies the rows of all sequences at
+ * once, attention stays within each sequence; others run model_embed once
+ * per sequence. The result for a sequence does not depend on its companions
+ * beyond float rounding. The summed tokens may not exceed
+ * model_embed_batch_tokens(c) (ERR_RANGE); pooling NONE is refused
+ * (ERR_UNSUPPORTED: use model_embed). */
+int model_embed_batch(model_ctx *c, int64_t n_seq, const int32_t *const *tokens, const int64_t *n, float *out_embd,
+                      unsigned flags);
+/* Most tokens, summed over the sequences, one model_embed_batch call takes
+ * (at least the context: any single sequence fits). */
+int64_t model_embed_batch_tokens(const model_ctx *c);
 
 /* ---- architecture interface ---------------------------------------------
  * One row per architecture (model.c holds the table; llama.c implements the
@@ -250,6 +264,10 @@ typedef struct model_arch_ops {
   /* NULL for architectures without embeddings: model_embed after argument
    * checks (embed) and the pooling it applies (pooling). */
   int (*embed)(model_ctx *c, const int32_t *tokens, int64_t n, float *out_embd, unsigned flags);
+  /* NULL: model_embed_batch loops over embed. Otherwise n_seq sequences of
+   * at most embed_batch_tokens(c) tokens in all, pooled (never NONE). */
+  int (*embed_batch)(model_ctx *c, int64_t n_seq, const int32_t *const *tokens, const int64_t *n, float *out_embd);
+  int64_t (*embed_batch_tokens)(const model_ctx *c);
   enum model_pooling (*pooling)(const model *m);
 } model_arch_ops;
 

@@ -1,7 +1,8 @@
 /*
  * embed.c - POST /api/embed (batch, L2-normalised, `truncate`,
  * `dimensions`) and the legacy POST /api/embeddings (one `prompt`, one
- * `embedding`), on the manager's pooled embeddings (manager_model_embed).
+ * `embedding`), on the manager's pooled embeddings: all inputs of a request
+ * go to the model's embedding batcher at once (manager_model_embed_many).
  *
  * Ollama's rules (../shared/specs/ollama.md 2.8, 2.9): an empty input
  * loads the model and answers no vectors; a non-string input is `invalid
@@ -20,32 +21,50 @@
 #include "base/err.h"
 #include "base/util.h"
 
-/* Embeds one text into vec[n_embd] (unit length); *n_tok gets its tokens. */
-static int embed_one(http_req *req, manager_model *mm, const char *text, size_t len, bool truncate, float *vec,
-                     int64_t *n_tok) {
-  tok_ids ids = TOK_IDS_INIT;
-  int rc = tok_encode(mm->t, text, len, TOK_ENCODE_ADD_SPECIAL, &ids);
+/* Tokenizes one text into *ids, cut to the context when truncate (else
+ * 400). Answers the error itself. */
+static int embed_tokens(http_req *req, manager_model *mm, const char *text, size_t len, bool truncate, tok_ids *ids) {
+  int rc = tok_encode(mm->t, text, len, TOK_ENCODE_ADD_SPECIAL, ids);
   if (rc) {
     ollama_err(req, 400, rc, "%s", err_detail());
-    tok_ids_free(&ids);
     return rc;
   }
   int64_t n_ctx = model_get_hparams(mm->m)->n_ctx_train;
-  if (n_ctx > 0 && (int64_t)ids.n > n_ctx) {
+  if (n_ctx > 0 && (int64_t)ids->n > n_ctx) {
     if (!truncate) {
       ollama_err(req, 400, ERR_CONTEXT, "the input length exceeds the context length");
-      tok_ids_free(&ids);
       return ERR_CONTEXT;
     }
     /* keep the end marker (SEP/EOS) the vocabulary appended */
-    int32_t last = ids.ids[ids.n - 1];
-    ids.n = (size_t)n_ctx;
-    if (tok_add_eos(mm->t) || tok_model_kind(mm->t) == TOK_MODEL_WPM) ids.ids[ids.n - 1] = last;
+    int32_t last = ids->ids[ids->n - 1];
+    ids->n = (size_t)n_ctx;
+    if (tok_add_eos(mm->t) || tok_model_kind(mm->t) == TOK_MODEL_WPM) ids->ids[ids->n - 1] = last;
   }
-  *n_tok = (int64_t)ids.n;
-  rc = ids.n ? manager_model_embed(mm, ids.ids, (int64_t)ids.n, vec) : err_set(ERR_INVALID, "the input has no tokens");
-  if (rc) ollama_err(req, 0, rc, "%s", err_detail());
-  tok_ids_free(&ids);
+  if (!ids->n) {
+    ollama_err(req, 400, ERR_INVALID, "the input has no tokens");
+    return ERR_INVALID;
+  }
+  return 0;
+}
+
+/* Embeds n texts' tokens into vec[n][n_embd] (unit length) in the model's
+ * batched passes. Answers the error itself. */
+static int embed_many(http_req *req, manager_model *mm, const tok_ids *ids, size_t n, float *vec) {
+  const int32_t **toks = malloc((n ? n : 1) * sizeof *toks);
+  int64_t *lens = malloc((n ? n : 1) * sizeof *lens);
+  int rc = 0;
+  if (!toks || !lens) {
+    ollama_err(req, 500, ERR_NOMEM, "out of memory");
+    rc = ERR_NOMEM;
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      toks[i] = ids[i].ids;
+      lens[i] = (int64_t)ids[i].n;
+    }
+    if ((rc = manager_model_embed_many(mm, n, toks, lens, vec, NULL))) ollama_err(req, 0, rc, "%s", err_detail());
+  }
+  free(toks);
+  free(lens);
   return rc;
 }
 
@@ -62,6 +81,7 @@ void ollama_embed(http_req *req, void *ctx) {
   if (!body) return;
   manager_model *mm = NULL;
   float *vec = NULL;
+  tok_ids *ids = NULL;
   json_t *embs = NULL;
   const char *mname = NULL;
   bool truncate = true, ka_set = false;
@@ -132,27 +152,31 @@ void ollama_embed(http_req *req, void *ctx) {
     goto done;
   }
   if (!dims) dims = n_embd;
-  vec = malloc((size_t)n_embd * sizeof *vec);
+  vec = malloc((n_in ? n_in : 1) * (size_t)n_embd * sizeof *vec);
+  ids = calloc(n_in ? n_in : 1, sizeof *ids);
   embs = json_array();
-  if (!vec || !embs) {
+  if (!vec || !ids || !embs) {
     ollama_err(req, 500, ERR_NOMEM, "out of memory");
     goto done;
   }
   int64_t n_tokens = 0;
   for (size_t i = 0; i < n_in; i++) {
     const json_t *s = json_is_string(input) ? input : json_array_get(input, i);
-    int64_t nt = 0;
-    if (embed_one(req, mm, json_string_value(s), json_string_length(s), truncate, vec, &nt)) goto done;
-    if (!finite_all(vec, n_embd)) {
+    if (embed_tokens(req, mm, json_string_value(s), json_string_length(s), truncate, &ids[i])) goto done;
+  }
+  if (n_in && embed_many(req, mm, ids, n_in, vec)) goto done;
+  for (size_t i = 0; i < n_in; i++) {
+    const float *v = vec + i * (size_t)n_embd;
+    if (!finite_all(v, n_embd)) {
       ollama_err(req, 500, ERR_INTERNAL, "the embedding of input %zu holds NaN or Inf", i);
       goto done;
     }
-    n_tokens += nt;
+    n_tokens += (int64_t)ids[i].n;
     double ss = 0;
-    for (long long k = 0; k < dims; k++) ss += (double)vec[k] * vec[k];
+    for (long long k = 0; k < dims; k++) ss += (double)v[k] * v[k];
     double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
     json_t *e = json_array();
-    for (long long k = 0; e && k < dims; k++) json_array_append_new(e, json_real((double)vec[k] * inv));
+    for (long long k = 0; e && k < dims; k++) json_array_append_new(e, json_real((double)v[k] * inv));
     if (!e || json_array_append_new(embs, e)) {
       ollama_err(req, 500, ERR_NOMEM, "out of memory");
       goto done;
@@ -170,6 +194,8 @@ void ollama_embed(http_req *req, void *ctx) {
   json_decref(resp);
 done:
   manager_release(mm);
+  for (size_t i = 0; ids && i < n_in; i++) tok_ids_free(&ids[i]);
+  free(ids);
   free(vec);
   json_decref(embs);
   json_decref(body);
@@ -216,16 +242,18 @@ void ollama_embeddings(http_req *req, void *ctx) {
   int64_t n_embd = model_get_hparams(mm->m)->n_embd;
   json_t *e = json_array();
   if (*prompt) {
-    int64_t nt = 0;
+    tok_ids ids = TOK_IDS_INIT;
     if (!(vec = malloc((size_t)n_embd * sizeof *vec))) {
       json_decref(e);
       ollama_err(req, 500, ERR_NOMEM, "out of memory");
       goto done;
     }
-    if (embed_one(req, mm, prompt, strlen(prompt), true, vec, &nt)) {
+    if (embed_tokens(req, mm, prompt, strlen(prompt), true, &ids) || embed_many(req, mm, &ids, 1, vec)) {
+      tok_ids_free(&ids);
       json_decref(e);
       goto done;
     }
+    tok_ids_free(&ids);
     for (int64_t k = 0; e && k < n_embd; k++) json_array_append_new(e, json_real(vec[k]));
   }
   json_t *resp = e ? json_pack("{s:o}", "embedding", e) : NULL;

@@ -8,19 +8,16 @@
  * longer than the model's context is a 400 naming input[i] with both
  * numbers; every input is checked before the first is embedded.
  *
- * Batching: model_embed encodes one sequence per call, so the inputs are
- * embedded one after another. Each call takes the model's embedding lock
- * for that one input only, and the calls of all requests to one model pass
- * through a FIFO ticket turnstile (below), so a request with a long input
- * array alternates with the others instead of holding the model until it
- * is done (a plain mutex released and re-taken at once would usually be
- * won by the same thread again). dimensions keeps the
+ * Batching: all inputs go to the model's embedding batcher at once
+ * (manager_model_embed_many, engine/embedq.c), which runs them, together
+ * with other requests' inputs, in batched forward passes and takes inputs
+ * round-robin across requests, so a request with a long input array does
+ * not hold the model until it is done. dimensions keeps the
  * first k components and renormalises them (Matryoshka-style truncation).
  * encoding_format "base64" (what the SDKs ask by default) is the vector's
  * little-endian float32 bytes in base64; "float" a JSON array.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,39 +61,6 @@ static json_t *base64_floats(const float *v, size_t n) {
   free(bytes);
   free(out);
   return s;
-}
-
-/* FIFO turnstile per model (hashed into a few buckets; two models in one
- * bucket just take turns): a ticket per embedding call, served in order. */
-#define TURN_BUCKETS 16
-static struct turn {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  uint64_t next, serving;
-} g_turns[TURN_BUCKETS];
-static pthread_once_t g_turns_once = PTHREAD_ONCE_INIT;
-
-static void turns_init(void) {
-  for (int i = 0; i < TURN_BUCKETS; i++) {
-    pthread_mutex_init(&g_turns[i].mu, NULL);
-    pthread_cond_init(&g_turns[i].cv, NULL);
-  }
-}
-
-/* One input embedded in its turn. */
-static int embed_fair(manager_model *mm, const int32_t *ids, int64_t n, float *out) {
-  pthread_once(&g_turns_once, turns_init);
-  struct turn *t = &g_turns[((uintptr_t)mm >> 6) % TURN_BUCKETS];
-  pthread_mutex_lock(&t->mu);
-  uint64_t me = t->next++;
-  while (t->serving != me) pthread_cond_wait(&t->cv, &t->mu);
-  pthread_mutex_unlock(&t->mu);
-  int rc = manager_model_embed(mm, ids, n, out);
-  pthread_mutex_lock(&t->mu);
-  t->serving++;
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
-  return rc;
 }
 
 /* The inputs: forms "s" | ["s", ...] | [id, ...] | [[id, ...], ...]. On
@@ -178,6 +142,8 @@ void openai_embeddings(http_req *req, void *ctx) {
   json_t *body = api_parse_body(req);
   if (!body) return;
   float *vec = NULL;
+  const int32_t **toks = NULL;
+  int64_t *lens = NULL;
   json_t *data = NULL;
   tok_ids *ins = NULL;
   size_t n_in = 0;
@@ -228,32 +194,40 @@ void openai_embeddings(http_req *req, void *ctx) {
     goto done;
   }
   if (read_inputs(req, input, mm, &ins, &n_in)) goto done;
-  vec = malloc((size_t)n_embd * sizeof *vec);
+  vec = malloc(n_in * (size_t)n_embd * sizeof *vec);
+  toks = malloc(n_in * sizeof *toks);
+  lens = malloc(n_in * sizeof *lens);
   data = json_array();
-  if (!vec || !data) {
+  if (!vec || !toks || !lens || !data) {
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    goto done;
+  }
+  for (size_t i = 0; i < n_in; i++) {
+    toks[i] = ins[i].ids;
+    lens[i] = (int64_t)ins[i].n;
+  }
+  size_t bad = 0;
+  if ((rc = manager_model_embed_many(mm, n_in, toks, lens, vec, &bad))) {
+    char path[32];
+    snprintf(path, sizeof path, json_is_array(input) && !json_is_integer(json_array_get(input, 0)) ? "input[%zu]" : "input", bad);
+    api_error(req, 0, rc, err_detail(), rc == ERR_OVERLOADED ? NULL : path);
     goto done;
   }
   int64_t n_tokens = 0;
   for (size_t i = 0; i < n_in; i++) {
-    if ((rc = embed_fair(mm, ins[i].ids, (int64_t)ins[i].n, vec))) {
-      char path[32];
-      snprintf(path, sizeof path, json_is_array(input) && !json_is_integer(json_array_get(input, 0)) ? "input[%zu]" : "input", i);
-      api_error(req, 0, rc, err_detail(), path);
-      goto done;
-    }
+    float *v = vec + i * (size_t)n_embd;
     n_tokens += (int64_t)ins[i].n;
     if (dims < n_embd) { /* truncate and renormalise */
       double ss = 0;
-      for (long long k = 0; k < dims; k++) ss += (double)vec[k] * vec[k];
+      for (long long k = 0; k < dims; k++) ss += (double)v[k] * v[k];
       float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-      for (long long k = 0; k < dims; k++) vec[k] *= inv;
+      for (long long k = 0; k < dims; k++) v[k] *= inv;
     }
     json_t *emb;
-    if (b64) emb = base64_floats(vec, (size_t)dims);
+    if (b64) emb = base64_floats(v, (size_t)dims);
     else {
       emb = json_array();
-      for (long long k = 0; emb && k < dims; k++) json_array_append_new(emb, json_real(vec[k]));
+      for (long long k = 0; emb && k < dims; k++) json_array_append_new(emb, json_real(v[k]));
     }
     json_t *item = emb ? json_pack("{s:s, s:I, s:o}", "object", "embedding", "index", (json_int_t)i, "embedding", emb)
                        : NULL;
@@ -274,5 +248,7 @@ done:
   free(ins);
   json_decref(data);
   free(vec);
+  free(toks);
+  free(lens);
   json_decref(body);
 }
