@@ -32,6 +32,10 @@ const char *api_dialect_name(enum api_dialect d);
 
 /* Default HTTP status for an ERR_* code. */
 int api_status_for(int code);
+/* The status of ERR_OVERLOADED (queue full) in dialect d: 503 for Ollama,
+ * 429 otherwise. api_error applies it (and Ollama's "server busy" text) to
+ * every ERR_OVERLOADED answered with status 0, 429 or 503. */
+int api_overloaded_status(enum api_dialect d);
 
 /* Answers req with an error in its dialect. status 0 means api_status_for(code).
  * message names what is wrong; param is the offending field's JSON path or

@@ -78,7 +78,7 @@ static const struct status_types STATUS_TYPES[] = {
     {405, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
     {409, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
     {413, "invalid_request_error", "request_too_large", "request_too_large", "invalid_request", "PAYLOAD_TOO_LARGE"},
-    {429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error", "internal_error", "TOO_MANY_REQUESTS"},
+    {429, "requests", "rate_limit_exceeded", "rate_limit_error", "internal_error", "TOO_MANY_REQUESTS"},
     {499, "invalid_request_error", NULL, "invalid_request_error", "invalid_request", "Bad Request"},
     {501, "server_error", "not_implemented", "api_error", "not_implemented", "NOT_IMPLEMENTED"},
     {503, "server_error", "engine_overloaded", "overloaded_error", "internal_error", "SERVICE_UNAVAILABLE"},
@@ -126,13 +126,37 @@ static void deepgram_request_uuid(const http_req *req, char out[37]) {
 
 static json_t *json_str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
+/* "Overloaded" (ERR_OVERLOADED: an engine's queue is full, or busy models
+ * hold the memory a load needs) in each dialect's own words:
+ *   Ollama     503 {"error":"server busy, please try again.  maximum pending
+ *              requests exceeded"} (its scheduler's queue-full answer, two
+ *              spaces included; specs/ollama.md 0.3, check 34);
+ *   OpenAI, LM Studio (OpenAI-style clients), Deepgram: 429 (RateLimitError,
+ *              retried; OpenAI type "requests", code rate_limit_exceeded);
+ *   Anthropic  429 rate_limit_error ("local concurrency/queue limits" in
+ *              specs/anthropic.md 1.3; 529 is for a model still loading).
+ * Every one carries retry-after: 1 and retry-after-ms: 1000 (read first by
+ * the OpenAI and Anthropic SDKs). */
+#define OLLAMA_BUSY "server busy, please try again.  maximum pending requests exceeded"
+int api_overloaded_status(enum api_dialect d) { return d == API_DIALECT_OLLAMA ? 503 : 429; }
+
 void api_error(http_req *req, int status, int code, const char *message, const char *param) {
+  enum api_dialect d = api_dialect_of(req);
+  if (code == ERR_OVERLOADED && (status == 0 || status == 429 || status == 503)) {
+    status = api_overloaded_status(d);
+    if (d == API_DIALECT_OLLAMA && (!message || !strstr(message, "busy"))) {
+      if (message) LOG_INFO("api", "overloaded: %s", message);
+      message = OLLAMA_BUSY;
+    }
+  }
   if (status == 0) status = api_status_for(code);
   if (!message) message = err_message(code);
   const struct status_types *t = types_for(status);
-  enum api_dialect d = api_dialect_of(req);
   if (!retry_can_help(status)) http_resp_header(req, "x-should-retry", "false");
-  if (status == 429 || status == 503 || status == 529) http_resp_header(req, "retry-after", "1");
+  if (status == 429 || status == 503 || status == 529) {
+    http_resp_header(req, "retry-after", "1");
+    http_resp_header(req, "retry-after-ms", "1000");
+  }
 
   /* Ollama's router answers unknown routes in plain text, as gin does. */
   if (d == API_DIALECT_OLLAMA && (status == 404 || status == 405) && http_req_route_name(req) == NULL) {

@@ -81,6 +81,8 @@ static const struct opt OPTS[] = {
    "model used when a request names none"},
   {"parallel", "PARLEY_PARALLEL", OPT_KIND_INT, "4", 1, 256, OFF(parallel),
    "requests one loaded model runs at once (engine slots)"},
+  {"queue-max", "PARLEY_QUEUE_MAX", OPT_KIND_INT, "64", 1, 65536, OFF(queue_max),
+   "requests that may wait for a loaded model's slots; more get the dialect's overloaded error"},
   {"ctx-size", "PARLEY_CTX_SIZE", OPT_KIND_INT, "0", 0, INT64_C(1) << 24, OFF(ctx_size),
    "context positions per slot (0 = the model's trained context)"},
   {"keep-alive", "PARLEY_KEEP_ALIVE", OPT_KIND_DURATION, "5m", 0, 0, OFF(keep_alive_ms),

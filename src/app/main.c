@@ -228,6 +228,7 @@ static int cmd_serve(int argc, char **argv) {
       .hook_ctx = NULL,
   };
   manager_params mp = {.n_slots = (int32_t)cfg.parallel,
+                       .queue_max = (int32_t)cfg.queue_max,
                        .n_ctx = cfg.ctx_size,
                        .n_threads = 0,
                        .keep_alive_set = true,

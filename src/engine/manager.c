@@ -324,6 +324,7 @@ static int model_start(manager *mg, manager_model *mm) {
   if (model_arch_of(mm->m) != MODEL_ARCH_BERT) {
     engine_params ep = engine_default_params();
     ep.n_slots = mg->p.n_slots;
+    ep.queue_max = mg->p.queue_max; /* 0 = the engine's default */
     ep.n_ctx = mm->n_ctx;
     ep.n_threads = mg->p.n_threads;
     ep.kv_type = mg->p.kv_type;

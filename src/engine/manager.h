@@ -87,6 +87,8 @@ typedef struct manager_params {
   int64_t memory_budget; /* bytes the loaded models may take; 0 = 75% of
                             physical RAM; < 0 = no limit (--memory-budget) */
   enum model_kv_type kv_type; /* the engines' KV cache (--cache-type); 0 = F16 */
+  int32_t queue_max;     /* requests waiting per engine before new ones get
+                            ERR_OVERLOADED (--queue-max); 0 = 64 */
 } manager_params;
 
 /* Per-request / per-load options (all zero = the defaults). */
