@@ -55,6 +55,9 @@ static const struct opt OPTS[] = {
    "accepted API key(s), comma-separated; none = open"},
   {"no-auth", "PARLEY_NO_AUTH", OPT_KIND_BOOL, "false", 0, 0, OFF(no_auth),
    "allow listening beyond loopback without a key"},
+  {"host-check", "PARLEY_HOST_CHECK", OPT_KIND_BOOL, "true", 0, 0, OFF(host_check),
+   "on a loopback listener, refuse (403) requests whose Host header is not local (DNS-rebinding guard); "
+   "false behind a proxy that forwards a public Host"},
   {"data-dir", "PARLEY_DATA_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(data_dir),
    "data directory (default $XDG_DATA_HOME/parley or ~/.local/share/parley)"},
   {"models-dir", "PARLEY_MODELS_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(models_dir),

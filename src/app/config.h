@@ -23,6 +23,7 @@ typedef struct config {
   char *api_keys[CONFIG_MAX_KEYS];
   size_t n_api_keys;
   bool no_auth;            /* allow a non-loopback listener without a key */
+  bool host_check;         /* loopback listener: 403 for a non-local Host */
   char *data_dir;          /* database, blobs, spool, downloaded models */
   char *models_dir;        /* GGUF files served; default <data_dir>/models */
   char *log_level;         /* debug|info|warn|error|off */

@@ -223,6 +223,7 @@ static int cmd_serve(int argc, char **argv) {
       .conn_timeout_s = (unsigned)cfg.conn_timeout_s,
       .ws_max_message = (size_t)cfg.ws_max_message,
       .access_log = cfg.access_log,
+      .host_check = cfg.host_check && config_host_is_loopback(cfg.host),
       .on_error = api_http_on_error,
       .decorate = api_http_decorate,
       .hook_ctx = NULL,

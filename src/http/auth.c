@@ -10,7 +10,15 @@
  * Every candidate is compared against every key with ct_equal and the
  * results are OR-ed without an early exit, so timing does not tell which
  * key (or which prefix) was close. Pure: no I/O, no logging of values.
+ *
+ * Also the Host-header guard of a loopback listener (host_header_allowed):
+ * a web page on evil.example.com whose name is re-pointed at 127.0.0.1
+ * (DNS rebinding) reaches a local server with `Host: evil.example.com`;
+ * Ollama answers such requests 403 (../shared/specs/ollama.md 0.4), and so
+ * does parley, on every route.
  */
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -82,4 +90,56 @@ size_t auth_split_protocols(const char *value, char **scratch, const char **out,
     if (l) out[n++] = tok;
   }
   return n;
+}
+
+/* True when the address text is loopback, private, link-local or
+ * unspecified (IPv4 127/8, 10/8, 172.16/12, 192.168/16, 169.254/16,
+ * 0.0.0.0; IPv6 ::1, ::, fc00::/7, fe80::/10, and IPv4-mapped forms of the
+ * IPv4 ones). False when it is not an address at all. */
+static bool ip_is_local(const char *text) {
+  unsigned char a[16];
+  if (inet_pton(AF_INET, text, a) == 1) {
+    return a[0] == 127 || a[0] == 10 || (a[0] == 172 && (a[1] & 0xf0) == 16) || (a[0] == 192 && a[1] == 168) ||
+           (a[0] == 169 && a[1] == 254) || (a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0);
+  }
+  if (inet_pton(AF_INET6, text, a) != 1) return false;
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(a, mapped, 12) == 0) {
+    char v4[INET_ADDRSTRLEN];
+    snprintf(v4, sizeof v4, "%u.%u.%u.%u", a[12], a[13], a[14], a[15]);
+    return ip_is_local(v4);
+  }
+  bool zero15 = true;
+  for (int i = 0; i < 15; i++) zero15 &= a[i] == 0;
+  if (zero15 && (a[15] == 0 || a[15] == 1)) return true; /* :: and ::1 */
+  return (a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80);
+}
+
+static bool ends_with_ci(const char *s, size_t n, const char *suffix) {
+  size_t k = strlen(suffix);
+  return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+}
+
+bool host_header_allowed(const char *host, const char *hostname) {
+  if (!host) return true; /* HTTP/1.0 without Host: not a browser */
+  size_t n = strlen(host);
+  if (n == 0) return true;
+  if (n > 255) return false;
+  char name[256];
+  if (host[0] == '[') { /* [v6]:port */
+    const char *end = strchr(host, ']');
+    if (!end || (end[1] != '\0' && end[1] != ':')) return false;
+    n = (size_t)(end - host - 1);
+    memcpy(name, host + 1, n);
+  } else {
+    const char *colon = strchr(host, ':');
+    if (colon && !strchr(colon + 1, ':')) n = (size_t)(colon - host); /* name:port */
+    memcpy(name, host, n);                                            /* else a bare v6 address, or no port */
+  }
+  name[n] = '\0';
+  if (n && name[n - 1] == '.') name[--n] = '\0'; /* "localhost." */
+  if (ip_is_local(name)) return true;
+  if (strcasecmp(name, "localhost") == 0) return true;
+  if (hostname && *hostname && strcasecmp(name, hostname) == 0) return true;
+  return ends_with_ci(name, n, ".localhost") || ends_with_ci(name, n, ".local") || ends_with_ci(name, n, ".internal");
 }

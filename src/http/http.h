@@ -93,6 +93,10 @@ typedef struct http_config {
   size_t ws_max_message;        /* bytes; default 16 MiB; larger -> close 1009 */
   size_t max_form_field;        /* bytes per multipart plain field; default 1 MiB (413 past it) */
   bool access_log;              /* one log line per request */
+  bool host_check;              /* answer 403 to a Host header that does not
+                                   name this machine (host_header_allowed):
+                                   the DNS-rebinding guard for a loopback
+                                   listener */
   /* TLS (HTTPS and WSS through libmicrohttpd's GnuTLS support): PEM text of
    * the certificate chain and of the private key, both or neither. With
    * tls_port 0 the main port serves TLS only; with tls_port > 0 the main

@@ -85,6 +85,12 @@ typedef struct auth_input {
 /* True when some credential in in matches one of keys. Every candidate is
  * compared with every key in constant time (ct_equal), no early exit. */
 bool auth_check(const char *const *keys, size_t n_keys, const auth_input *in);
+/* The DNS-rebinding guard of a loopback listener: true when a request's
+ * Host header (NULL or "" = absent) names this machine: a loopback,
+ * private, link-local or unspecified address (with or without a port,
+ * IPv6 in brackets), localhost, the machine's hostname (may be NULL), or a
+ * name under .localhost, .local or .internal. Case-insensitive. */
+bool host_header_allowed(const char *host, const char *hostname);
 /* Splits a Sec-WebSocket-Protocol value on commas (trimming blanks) into
  * pointers into scratch (a copy the caller frees). Returns the count. */
 size_t auth_split_protocols(const char *value, char **scratch, const char **out, size_t max);

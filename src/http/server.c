@@ -88,6 +88,7 @@ typedef struct conn_ctx {
 struct http_server {
   http_config cfg;       /* defaults filled; strings below are our copies */
   char *host;
+  char hostname[256];    /* gethostname(), for the Host-header guard */
   char *spool_dir;
   char **keys;
   router *rt;
@@ -649,6 +650,19 @@ static enum MHD_Result begin_request(http_req *req) {
       return MHD_YES;
     }
   }
+  if (srv->cfg.host_check) {
+    const char *h = http_req_header(req, "Host");
+    if (!host_header_allowed(h, srv->hostname)) {
+      char shown[120];
+      sanitize(h, shown, sizeof shown);
+      snprintf(msg, sizeof msg,
+               "Host '%s' is not this machine: a server listening on loopback answers only requests addressed to "
+               "localhost or a local address (DNS-rebinding guard)",
+               shown);
+      early_error(req, 403, ERR_FORBIDDEN, msg, NULL);
+      return MHD_YES;
+    }
+  }
   if (strcmp(req->method, "OPTIONS") == 0) {
     answer_preflight(req);
     return MHD_YES;
@@ -1023,6 +1037,7 @@ int http_server_new(const http_config *cfg, http_server **out) {
   if (!s->cfg.ws_max_message) s->cfg.ws_max_message = DEFAULT_WS_MAX_MESSAGE;
   if (!s->cfg.n_threads) s->cfg.n_threads = DEFAULT_THREADS;
   s->host = str_dup(cfg->host ? cfg->host : "127.0.0.1");
+  if (gethostname(s->hostname, sizeof s->hostname - 1) != 0) s->hostname[0] = '\0';
   s->spool_dir = str_dup(cfg->spool_dir ? cfg->spool_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"));
   int rc = 0;
   if (!s->host || !s->spool_dir) rc = err_set(ERR_NOMEM, "http server config");

@@ -318,3 +318,31 @@ TEST(http_sha1_base64_ws_accept) {
   ASSERT_INT_EQ(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", acc), 0);
   EXPECT_STR_EQ(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
 }
+
+/* The DNS-rebinding guard (auth.c host_header_allowed), against
+ * ../shared/specs/ollama.md 0.4: loopback, private and unspecified
+ * addresses with or without a port, localhost, the machine's name and
+ * .localhost/.local/.internal names pass; any other name is refused. */
+TEST(http_host_header_guard) {
+  const char *ok[] = {"localhost:11434", "LOCALHOST", "localhost", "localhost.", "127.0.0.1:8080", "127.0.0.1",
+                      "127.1.2.3:1", "[::1]", "[::1]:11434", "::1", "0.0.0.0:11434", "[::]:80", "10.1.2.3",
+                      "192.168.1.20:11434", "172.16.0.1", "172.31.255.255:9", "169.254.1.1", "[fd00::1]:80",
+                      "[fe80::1]", "[::ffff:127.0.0.1]:5", "app.localhost:3000", "printer.local", "svc.internal:80",
+                      "mybox", "MyBox:11434", "", NULL};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    TEST_CHECK_(host_header_allowed(ok[i], "mybox"), 0, "allowed: %s", ok[i] ? ok[i] : "(absent)");
+  }
+  const char *bad[] = {"evil.example.com", "evil.example.com:11434", "8.8.8.8", "8.8.8.8:11434", "172.32.0.1",
+                       "[2001:db8::1]:80", "[::ffff:8.8.8.8]", "localhost.evil.com", "evil-localhost",
+                       "notlocal", "127.0.0.1.evil.com", "[::1", "[::1]x", "local", "mybox.evil.com"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    TEST_CHECK_(!host_header_allowed(bad[i], "mybox"), 0, "refused: %s", bad[i]);
+  }
+  /* no hostname known: only the fixed rules */
+  EXPECT_FALSE(host_header_allowed("mybox", NULL));
+  EXPECT_TRUE(host_header_allowed("localhost", ""));
+  char longname[400];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  EXPECT_FALSE(host_header_allowed(longname, NULL));
+}
