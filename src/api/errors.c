@@ -144,7 +144,7 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   enum api_dialect d = api_dialect_of(req);
   if (code == ERR_OVERLOADED && (status == 0 || status == 429 || status == 503)) {
     status = api_overloaded_status(d);
-    if (d == API_DIALECT_OLLAMA && (!message || !strstr(message, "busy"))) {
+    if (d == API_DIALECT_OLLAMA && (!message || strncmp(message, "server busy", 11) != 0)) {
       if (message) LOG_INFO("api", "overloaded: %s", message);
       message = OLLAMA_BUSY;
     }

@@ -1136,7 +1136,10 @@ int engine_submit(engine *e, const engine_request *r, engine_req **out) {
   pthread_mutex_lock(&e->mu);
   if (e->stopping) rc = err_set(ERR_UNAVAILABLE, "the engine is shutting down");
   else if (e->n_queued >= e->queue_max)
-    rc = err_set(ERR_OVERLOADED, "the queue holds %d requests, its limit", e->n_queued);
+    rc = err_set(ERR_OVERLOADED,
+                 "the model is busy: %d request%s already wait%s for a free slot (the queue limit, --queue-max); "
+                 "try again shortly",
+                 e->n_queued, e->n_queued == 1 ? "" : "s", e->n_queued == 1 ? "s" : "");
   if (rc) {
     pthread_mutex_unlock(&e->mu);
     req_destroy(h);

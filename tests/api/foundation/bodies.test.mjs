@@ -24,12 +24,12 @@ test('a JSON body within the limit is echoed; over it is 413 naming the limit', 
 
 test('a chunked JSON body is read; a chunked body over the limit is 413', async () => {
   const res = await rawRequest(srv.port, [
-    'POST /admin/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n',
+    'POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n',
     '5\r\n{"a":\r\n', '3\r\n 42\r\n', '1\r\n}\r\n', '0\r\n\r\n',
   ]);
   assert.match(res.text, /^HTTP\/1\.1 200/);
   assert.match(res.text, /\{"a":42\}/);
-  const chunks = ['POST /admin/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'];
+  const chunks = ['POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'];
   for (let i = 0; i < 10; i++) chunks.push(`3e8\r\n${'x'.repeat(1000)}\r\n`);
   chunks.push('0\r\n\r\n');
   const over = await rawRequest(srv.port, chunks);
@@ -38,7 +38,7 @@ test('a chunked JSON body is read; a chunked body over the limit is 413', async 
 
 test('a 10 GiB Content-Length is refused with 413 before any body is sent', async () => {
   const res = await rawRequest(srv.port, [
-    'POST /admin/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n',
+    'POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n',
   ], { ms: 3000 });
   assert.match(res.text, /^HTTP\/1\.1 413/);
 });

@@ -18,20 +18,20 @@ async function stillHealthy() {
 const status = (text) => Number((text.match(/^HTTP\/1\.[01] (\d{3})/) || [])[1]);
 
 // A complete POST with a correct Content-Length (body given as latin1 text).
-const post = (path, body) => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${Buffer.byteLength(body, 'latin1')}\r\nConnection: close\r\n\r\n${body}`;
+const post = (path, body) => `POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${Buffer.byteLength(body, 'latin1')}\r\nConnection: close\r\n\r\n${body}`;
 
 const cases = [
-  ['bad UTF-8 in the path', ['GET /v1/models/\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'], [400, 404]],
-  ['encoded NUL in the path', ['GET /v1/models/a%00b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'], [400, 404]],
-  ['raw NUL in the path', ['GET /he\x00alth HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'], [400, 404]],
-  ['bad percent escape', ['GET /v1/models/%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'], [400, 404]],
-  ['a header flood', ['GET /health HTTP/1.1\r\nHost: x\r\n' + Array.from({ length: 5000 }, (_, i) => `X-H${i}: ${'v'.repeat(40)}\r\n`).join('') + '\r\n'], [400, 413, 431]],
-  ['one enormous header', ['GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ' + 'a'.repeat(200000) + '\r\n\r\n'], [400, 413, 431]],
-  ['a 10 GiB Content-Length', ['POST /admin/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10737418240\r\n\r\n'], [413]],
-  ['a negative Content-Length', ['POST /admin/echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\nConnection: close\r\n\r\n'], [400]],
+  ['bad UTF-8 in the path', ['GET /v1/models/\xff\xfe HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'], [400, 404]],
+  ['encoded NUL in the path', ['GET /v1/models/a%00b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'], [400, 404]],
+  ['raw NUL in the path', ['GET /he\x00alth HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'], [400, 404]],
+  ['bad percent escape', ['GET /v1/models/%zz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'], [400, 404]],
+  ['a header flood', ['GET /health HTTP/1.1\r\nHost: localhost\r\n' + Array.from({ length: 5000 }, (_, i) => `X-H${i}: ${'v'.repeat(40)}\r\n`).join('') + '\r\n'], [400, 413, 431]],
+  ['one enormous header', ['GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: ' + 'a'.repeat(200000) + '\r\n\r\n'], [400, 413, 431]],
+  ['a 10 GiB Content-Length', ['POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10737418240\r\n\r\n'], [413]],
+  ['a negative Content-Length', ['POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: -5\r\nConnection: close\r\n\r\n'], [400]],
   ['a garbage request line', ['\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 garbage\r\n\r\n'], [400, 0]],
-  ['a truncated multipart body', ['POST /admin/multipart HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 60\r\nConnection: close\r\n\r\n--b\r\nContent-Disposition: form-data; name="f"; filename="a"\r\n\r\n'], [400, 408, 0]],
-  ['a deeply nested JSON body', ['POST /admin/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\nConnection: close\r\n\r\n' + '['.repeat(10000) + ']'.repeat(10000)], [400]],
+  ['a truncated multipart body', ['POST /admin/multipart HTTP/1.1\r\nHost: localhost\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 60\r\nConnection: close\r\n\r\n--b\r\nContent-Disposition: form-data; name="f"; filename="a"\r\n\r\n'], [400, 408, 0]],
+  ['a deeply nested JSON body', ['POST /admin/echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 20000\r\nConnection: close\r\n\r\n' + '['.repeat(10000) + ']'.repeat(10000)], [400]],
   ['a JSON string with an encoded NUL', [post('/admin/echo', '{"a":"\\u0000"}')], [200, 400]],
   ['JSON with invalid UTF-8', [post('/admin/echo', '{"a":"\xff\xfe"}')], [400]],
 ];
@@ -50,7 +50,7 @@ test('hostile: slowloris trickle is cut off by the connection timeout', async ()
   const closedAt = await new Promise((resolve) => {
     const sock = net.connect(srv.port, '127.0.0.1');
     let i = 0;
-    const header = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ';
+    const header = 'GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: ';
     const timer = setInterval(() => {
       if (sock.destroyed) return;
       sock.write(i < header.length ? header[i] : 'a');
@@ -67,7 +67,7 @@ test('hostile: slowloris trickle is cut off by the connection timeout', async ()
 
 test('hostile: an oversized WebSocket frame header (2^63 length) closes the socket', async () => {
   const key = 'dGhlIHNhbXBsZSBub25jZQ==';
-  const upgrade = `GET /admin/ws-echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
+  const upgrade = `GET /admin/ws-echo HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
   // The header claims 2^63-1 bytes; a little payload follows, as an attacker's would.
   const frame = Buffer.concat([Buffer.from([0x81, 0xff, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4]), Buffer.alloc(100, 0x61)]);
   const res = await rawRequest(srv.port, [upgrade, frame], { ms: 5000, gapMs: 200 });

@@ -310,7 +310,7 @@ test('a client that vanishes mid-upload leaves no file behind', async (t) => {
   const head = `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
     `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n`;
   const res = await rawRequest(srv.port, [
-    `POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 40000\r\n\r\n`,
+    `POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 40000\r\n\r\n`,
     head, 'x'.repeat(5000),
   ], { ms: 500 });
   assert.doesNotMatch(res.text, /^HTTP\/1\.1 200/);
@@ -330,7 +330,7 @@ test('a crash (SIGKILL) mid-upload leaves no file, no row, no spool or temp file
     const boundary = 'CrashBoundary';
     const sock = net.connect(a.port, '127.0.0.1');
     await new Promise((r) => sock.once('connect', r));
-    sock.write(`POST /v1/files HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 50000\r\n\r\n` +
+    sock.write(`POST /v1/files HTTP/1.1\r\nHost: localhost\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 50000\r\n\r\n` +
       `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="lost.bin"\r\n\r\n` + 'y'.repeat(20000));
     const spool = path.join(a.dataDir, 'spool');
