@@ -2,14 +2,21 @@
  * tpool.c - the compute thread pool: n_threads - 1 workers created once,
  * the caller of tpool_run working as thread 0.
  *
- * A job is published by bumping `gen` (under the mutex, then a broadcast);
- * each worker remembers the last generation it ran, spins a short while
- * watching gen (decode issues hundreds of small jobs per token, and a
- * futex wake costs more than the job), then sleeps on cv_start. Completion
- * is counted down in n_pending; the worker that reaches zero signals
- * cv_done under the mutex, so the caller cannot miss it. The job's fn/ctx
- * are written before gen changes and read after, both under the mutex or
- * ordered by the seq_cst atomics.
+ * A job is nth tasks (task i is fn(ctx, i, nth)); tasks are claimed, not
+ * assigned: the caller and the workers take the next unclaimed index with
+ * a compare-and-swap on `claim` (the job's generation in the high 32 bits,
+ * the next index in the low 32), so a worker that wakes late - a sleeping
+ * vCPU can take a millisecond or more to run again, far longer than a
+ * small job - finds the tasks already done by the caller instead of
+ * making it wait. Which thread runs a task never changes what the task
+ * computes, so results do not depend on timing. Workers notice a job by
+ * watching `gen` (spinning a short while, since decode issues hundreds of
+ * small jobs per token and a futex wake costs more than the job, then
+ * sleeping on cv_start); they read fn/ctx under the mutex, and a claim
+ * only succeeds while the generation in `claim` is the one they read, so a
+ * stale worker never runs a newer job's task with an older job's fn.
+ * Completion is counted in n_done; the thread finishing the last task
+ * signals cv_done under the mutex, so the caller cannot miss it.
  *
  * Each thread also owns a scratch buffer (tpool_scratch) that grows on
  * demand and is freed with the pool, so kernels never allocate per call.
@@ -91,8 +98,9 @@ struct thread_pool {
   struct tpool_scratch_buf *scratch; /* n_threads */
   pthread_mutex_t mu;
   pthread_cond_t cv_start, cv_done;
-  atomic_uint gen;
-  atomic_int n_pending;
+  atomic_uint gen;               /* bumped once per job */
+  _Atomic uint64_t claim;        /* gen << 32 | next unclaimed task index */
+  atomic_int n_done;             /* tasks of the current job finished */
   atomic_bool stop;
   void (*fn)(void *ctx, int ith, int nth);
   void *ctx;
@@ -110,7 +118,25 @@ static bool tpool_gen_changed(void *arg) {
 
 static bool tpool_all_done(void *arg) {
   thread_pool *tp = arg;
-  return atomic_load(&tp->n_pending) <= 0;
+  return atomic_load(&tp->n_done) >= tp->n_threads;
+}
+
+/* Runs unclaimed tasks of job generation g (fn, ctx) until none is left;
+ * the thread that finishes the job's last task wakes the caller. */
+static void tpool_work(thread_pool *tp, unsigned g, void (*fn)(void *, int, int), void *ctx) {
+  int nth = tp->n_threads;
+  uint64_t cur = atomic_load(&tp->claim);
+  for (;;) {
+    if ((unsigned)(cur >> 32) != g || (int)(uint32_t)cur >= nth) return;
+    if (!atomic_compare_exchange_weak(&tp->claim, &cur, cur + 1)) continue;
+    fn(ctx, (int)(uint32_t)cur, nth);
+    if (atomic_fetch_add(&tp->n_done, 1) == nth - 1) {
+      pthread_mutex_lock(&tp->mu);
+      pthread_cond_signal(&tp->cv_done);
+      pthread_mutex_unlock(&tp->mu);
+    }
+    cur = atomic_load(&tp->claim);
+  }
 }
 
 static void *tpool_worker_main(void *arg) {
@@ -120,21 +146,15 @@ static void *tpool_worker_main(void *arg) {
   for (;;) {
     struct tpool_wait_gen wg = {tp, seen};
     tpool_spin(tpool_gen_changed, &wg);
-    unsigned g = atomic_load(&tp->gen);
-    if (g == seen) {
-      pthread_mutex_lock(&tp->mu);
-      while ((g = atomic_load(&tp->gen)) == seen && !atomic_load(&tp->stop))
-        pthread_cond_wait(&tp->cv_start, &tp->mu);
-      pthread_mutex_unlock(&tp->mu);
-    }
+    pthread_mutex_lock(&tp->mu);
+    unsigned g;
+    while ((g = atomic_load(&tp->gen)) == seen && !atomic_load(&tp->stop)) pthread_cond_wait(&tp->cv_start, &tp->mu);
+    void (*fn)(void *, int, int) = tp->fn;
+    void *ctx = tp->ctx;
+    pthread_mutex_unlock(&tp->mu);
     if (atomic_load(&tp->stop)) break;
     seen = g;
-    tp->fn(tp->ctx, w->ith, tp->n_threads);
-    if (atomic_fetch_sub(&tp->n_pending, 1) == 1) {
-      pthread_mutex_lock(&tp->mu);
-      pthread_cond_signal(&tp->cv_done);
-      pthread_mutex_unlock(&tp->mu);
-    }
+    tpool_work(tp, g, fn, ctx);
   }
   return NULL;
 }
@@ -159,7 +179,8 @@ int tpool_new(int n_threads, thread_pool **out) {
   pthread_cond_init(&tp->cv_start, NULL);
   pthread_cond_init(&tp->cv_done, NULL);
   atomic_init(&tp->gen, 0);
-  atomic_init(&tp->n_pending, 0);
+  atomic_init(&tp->claim, 0);
+  atomic_init(&tp->n_done, 0);
   atomic_init(&tp->stop, false);
   for (int i = 1; i < n_threads; i++) {
     struct tpool_worker *w = &tp->workers[i - 1];
@@ -201,16 +222,18 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
   pthread_mutex_lock(&tp->mu);
   tp->fn = fn;
   tp->ctx = ctx;
-  atomic_store(&tp->n_pending, tp->n_threads - 1);
-  atomic_fetch_add(&tp->gen, 1);
+  unsigned g = atomic_load(&tp->gen) + 1;
+  atomic_store(&tp->n_done, 0);
+  atomic_store(&tp->claim, (uint64_t)g << 32);
+  atomic_store(&tp->gen, g);
   pthread_cond_broadcast(&tp->cv_start);
   pthread_mutex_unlock(&tp->mu);
 
-  fn(ctx, 0, tp->n_threads);
+  tpool_work(tp, g, fn, ctx);
 
   if (!tpool_spin(tpool_all_done, tp)) {
     pthread_mutex_lock(&tp->mu);
-    while (atomic_load(&tp->n_pending) > 0) pthread_cond_wait(&tp->cv_done, &tp->mu);
+    while (!tpool_all_done(tp)) pthread_cond_wait(&tp->cv_done, &tp->mu);
     pthread_mutex_unlock(&tp->mu);
   }
 }

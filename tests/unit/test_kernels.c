@@ -335,6 +335,38 @@ TEST(kernels_tpool_runs_every_ith_once) {
   EXPECT_TRUE(tp == NULL);
 }
 
+/* Tasks are claimed by whichever thread comes first (tpool.c), so a late
+ * worker may find a job already done, or find the next one: across many
+ * back-to-back jobs with two different functions, each job's every task
+ * must still run exactly once, with that job's own fn and ctx (a stale
+ * worker running a task with the previous job's ctx would leave a count of
+ * 2 in an old array and 0 in the new one). */
+static void kt_count_odd(void *ctx, int ith, int nth) {
+  atomic_int *counts = ctx;
+  atomic_fetch_add(&counts[32 + ith], 1);
+  atomic_fetch_add(&counts[64 + nth], 1);
+}
+
+TEST(kernels_tpool_claims_each_task_once_across_jobs) {
+  enum { JOBS = 4000 };
+  static atomic_int counts[JOBS][128];
+  for (int n = 2; n <= 3; n++) {
+    thread_pool *tp = NULL;
+    ASSERT_INT_EQ(tpool_new(n, &tp), 0);
+    for (int j = 0; j < JOBS; j++)
+      for (int i = 0; i < 128; i++) atomic_init(&counts[j][i], 0);
+    for (int j = 0; j < JOBS; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
+    for (int j = 0; j < JOBS && !test_failed_flag; j++) {
+      int base = j % 2 ? 32 : 0;
+      for (int i = 0; i < n; i++) EXPECT_INT_EQ(atomic_load(&counts[j][base + i]), 1);
+      EXPECT_INT_EQ(atomic_load(&counts[j][base + n]), 0);
+      EXPECT_INT_EQ(atomic_load(&counts[j][32 - base]), 0); /* the other function never ran on it */
+      EXPECT_INT_EQ(atomic_load(&counts[j][64 + n]), n);
+    }
+    tpool_free(tp);
+  }
+}
+
 TEST(kernels_isa_name) {
   const char *isa = kern_isa();
   EXPECT_TRUE(strcmp(isa, "avx512-vnni") == 0 || strcmp(isa, "avx2") == 0 ||
