@@ -46,8 +46,8 @@
  * microseconds of serial work) while a thread waiting longer - for a
  * descheduled peer on a loaded machine, or between tokens - sleeps soon:
  * against 100 us it cut CPU per token by ~25% (TinyLlama Q4_K_M) to ~75%
- * (tiny model) with no loss of tokens/s (docs/perf.md, "Thread-pool
- * spin"). PARLEY_TPOOL_SPIN_US (0 to 100000) overrides it, for measuring. */
+ * (tiny model) at load 6-7 before tasks were claimed, 4-10% since, with
+ * no loss of tokens/s (docs/perf.md, "Thread-pool spin"). PARLEY_TPOOL_SPIN_US (0 to 100000) overrides it, for measuring. */
 #define TPOOL_SPIN_NS_DEFAULT 20000
 static int64_t g_spin_ns = TPOOL_SPIN_NS_DEFAULT;
 static pthread_once_t g_spin_once = PTHREAD_ONCE_INIT;
