@@ -136,8 +136,9 @@ typedef struct stt_config {
   /* Whole-buffer decoding (stt_transcribe, stt_stream_transcribe) of audio
    * at least this long is split at the quietest point near its middle and
    * the two halves decoded at once on two pooled decoders, when a second
-   * one is idle (or the pool has room): about half the wall time on two
-   * cores, the same CPU time. 0 = 12 s; negative = never split. */
+   * one is idle (for audio over 5 times this long, also when the pool has
+   * room to make one): about half the wall time on two cores, the same CPU
+   * time. 0 = 12 s; negative = never split. */
   double split_min_s;
 } stt_config;
 
@@ -157,9 +158,10 @@ typedef struct stt_backend_ops {
   /* Whole buffer on a begun, not yet fed stream, then end: the same result
    * as transcribe. NULL = feed + end. */
   int (*stream_transcribe)(void *st, const int16_t *pcm, size_t n, stt_result *out);
-  /* stream_begin that never waits: ERR_OVERLOADED at once when every
-   * decoder is busy. NULL = the front end never splits. */
-  int (*stream_try_begin)(void *ctx, void **st);
+  /* stream_begin that never waits: ERR_OVERLOADED at once when no decoder
+   * is idle (and, unless may_create, none is made either: making one costs
+   * about a second). NULL = the front end never splits. */
+  int (*stream_try_begin)(void *ctx, void **st, bool may_create);
 } stt_backend_ops;
 
 extern const stt_backend_ops stt_backend_pocketsphinx;

@@ -209,7 +209,8 @@ static int transcribe_split(stt_stream *st, const int16_t *pcm, size_t n, stt_re
   size_t cut = split_point(pcm, n, ops->sample_rate);
   if (!cut) return 1; /* no pause near the middle */
   void *st2 = NULL;
-  if (ops->stream_try_begin(st->s->ctx, &st2)) return 1; /* busy: decode whole on one */
+  /* busy: decode whole on one; make a decoder (~1 s) only for long audio */
+  if (ops->stream_try_begin(st->s->ctx, &st2, n >= 5 * st->s->split_min)) return 1;
   half_job h = {.ops = ops, .st = st2, .pcm = pcm + cut, .n = n - cut};
   pthread_t th;
   if (pthread_create(&th, NULL, half_main, &h) != 0) {

@@ -169,9 +169,9 @@ static void sphinx_close(void *ctx) {
   free(c);
 }
 
-/* Takes an idle decoder, creates one if the pool has room, or waits (when
- * wait; otherwise ERR_OVERLOADED at once). */
-static int pool_acquire(sphinx_ctx *c, int *slot, bool wait) {
+/* Takes an idle decoder, creates one if the pool has room (and create), or
+ * waits (when wait; otherwise ERR_OVERLOADED at once). */
+static int pool_acquire(sphinx_ctx *c, int *slot, bool wait, bool create) {
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += c->wait_ms / 1000;
@@ -186,7 +186,7 @@ static int pool_acquire(sphinx_ctx *c, int *slot, bool wait) {
         pthread_mutex_unlock(&c->lock);
         return 0;
       }
-    if (c->n_made < c->n_max) {
+    if (create && c->n_made < c->n_max) {
       /* Creating under the lock keeps creation serialized; others wait. */
       int i = c->n_made;
       int rc = make_decoder(c, &c->dec[i]);
@@ -213,12 +213,12 @@ static void pool_release(sphinx_ctx *c, int slot) {
   pthread_mutex_unlock(&c->lock);
 }
 
-static int stream_begin(void *ctx, void **out, bool wait) {
+static int stream_begin(void *ctx, void **out, bool wait, bool create) {
   *out = NULL;
   sphinx_ctx *c = ctx;
   sphinx_stream *s = calloc(1, sizeof *s);
   if (!s) return err_set(ERR_NOMEM, "pocketsphinx: stream");
-  int rc = pool_acquire(c, &s->slot, wait);
+  int rc = pool_acquire(c, &s->slot, wait, create);
   if (rc) {
     free(s);
     return rc;
@@ -238,8 +238,10 @@ static int stream_begin(void *ctx, void **out, bool wait) {
   return 0;
 }
 
-static int sphinx_stream_begin(void *ctx, void **out) { return stream_begin(ctx, out, true); }
-static int sphinx_stream_try_begin(void *ctx, void **out) { return stream_begin(ctx, out, false); }
+static int sphinx_stream_begin(void *ctx, void **out) { return stream_begin(ctx, out, true, true); }
+static int sphinx_stream_try_begin(void *ctx, void **out, bool may_create) {
+  return stream_begin(ctx, out, false, may_create);
+}
 
 static int feed(sphinx_stream *s, const int16_t *pcm, size_t n, bool full) {
   if (s->ended) return err_set(ERR_INVALID, "stt: feed after end");

@@ -286,7 +286,7 @@ TEST(speech_stt_split_long_audio) {
   memcpy(pcm + at, gf, ng * sizeof *pcm);
   double last_start = (double)(ng + gap + nl + gap) / 16000.0; /* where the second goforward begins */
   stt *s;
-  stt_config cfg = {.split_min_s = 4, .n_max = 2};
+  stt_config cfg = {.split_min_s = 4, .n_max = 2, .n_preload = 2};
   int rc = stt_open(&s, &cfg);
   if (rc == ERR_NOT_FOUND) TEST_SKIP("pocketsphinx-en-us model not installed");
   ASSERT_INT_EQ(rc, 0);
