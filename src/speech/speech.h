@@ -138,7 +138,7 @@ typedef struct stt_config {
    * the two halves decoded at once on two pooled decoders, when a second
    * one is idle (for audio over 5 times this long, also when the pool has
    * room to make one): about half the wall time on two cores, the same CPU
-   * time. 0 = 12 s; negative = never split. */
+   * time. 0 = 30 s; negative = never split. */
   double split_min_s;
 } stt_config;
 

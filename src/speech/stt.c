@@ -44,7 +44,7 @@ int stt_open(stt **out, const stt_config *cfg) {
   stt *s = calloc(1, sizeof *s);
   if (!s) return err_set(ERR_NOMEM, "stt: handle");
   s->ops = &stt_backend_pocketsphinx;
-  double split_s = cfg && cfg->split_min_s != 0 ? cfg->split_min_s : 12.0;
+  double split_s = cfg && cfg->split_min_s != 0 ? cfg->split_min_s : 30.0;
   s->split_min = split_s > 0 && s->ops->stream_try_begin ? (size_t)(split_s * s->ops->sample_rate) : 0;
   int rc = s->ops->open(&s->ctx, cfg);
   if (rc) {
