@@ -23,7 +23,11 @@ before(async () => {
   dg = new DeepgramClient({ apiKey: 'k', baseUrl: `${srv.url}/deepgram` });
 });
 after(async () => {
-  if (srv) await srv.stop();
+  if (srv) {
+    const log = srv.log;
+    const code = await srv.stop();
+    assert.equal(code, 0, `parley exited with ${code}:\n${log().slice(-4000)}`);
+  }
   if (models?.cleanup) models.cleanup();
 });
 
