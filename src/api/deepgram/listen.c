@@ -389,10 +389,12 @@ static void utterances_json(const stt_result *r, const listen_opts *o, int chann
   free(spans);
 }
 
-/* Transcribes each channel of pcm and builds the whole response. first,
- * when not NULL, is a decoder already taken for channel 0 (it is used up;
- * the caller still frees it); other channels take one from the pool. */
-static int listen_run(stt *s, stt_stream *first, struct manager *mgr, const listen_opts *o, const audio_pcm *pcm,
+/* Transcribes each channel of pcm and builds the whole response. *first,
+ * when not NULL, is a decoder already taken for channel 0: it is used and
+ * freed (*first = NULL) before the intelligence features run, so a
+ * generation never holds a speech decoder; other channels take one from the
+ * pool. */
+static int listen_run(stt *s, stt_stream **first, struct manager *mgr, const listen_opts *o, const audio_pcm *pcm,
                       const char *request_id, const char *sha, json_t **out) {
   json_t *channels = json_array(), *utts = o->utterances ? json_array() : NULL;
   buf text = BUF_INIT; /* every channel's transcript, for the intelligence features */
@@ -402,8 +404,13 @@ static int listen_run(stt *s, stt_stream *first, struct manager *mgr, const list
   for (int c = 0; c < n_ch && !rc; c++) {
     stt_result r = {0};
     const int16_t *data = (const int16_t *)pcm->data + (size_t)c * pcm->n_frames;
-    rc = c == 0 && first ? stt_stream_transcribe(first, data, pcm->n_frames, &r)
-                         : stt_transcribe(s, data, pcm->n_frames, &r);
+    if (c == 0 && *first) {
+      rc = stt_stream_transcribe(*first, data, pcm->n_frames, &r);
+      stt_stream_free(*first);
+      *first = NULL;
+    } else {
+      rc = stt_transcribe(s, data, pcm->n_frames, &r);
+    }
     if (rc) break;
     if (o->numerals) apply_numerals(&r);
     apply_replace(&r, o, &warned_multi);
@@ -518,7 +525,7 @@ typedef struct cb_job {
 static void *listen_main(void *arg) {
   cb_job *j = arg;
   json_t *resp = NULL;
-  int rc = listen_run(j->stt, j->first, api_speech_manager(j->sp), &j->o, &j->pcm, j->request_id, j->sha, &resp);
+  int rc = listen_run(j->stt, &j->first, api_speech_manager(j->sp), &j->o, &j->pcm, j->request_id, j->sha, &resp);
   if (j->first) stt_stream_free(j->first);
   if (j->s) { /* synchronous: the body of the response already started */
     char *d = NULL;
