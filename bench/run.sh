@@ -9,3 +9,4 @@ bash bench/model.sh
 [ -f bench/serve.sh ] && bash bench/serve.sh
 [ -f bench/sse.sh ] && bash bench/sse.sh
 [ -f bench/grammar.sh ] && bash bench/grammar.sh
+[ -f bench/stt_rtf.sh ] && bash bench/stt_rtf.sh 3 whole "split=-1" split12 "split=12"

@@ -271,15 +271,42 @@ int api_speech_spans(const stt_result *r, double gap_s, double max_s, api_span *
   return (int)n;
 }
 
-void api_speech_punctuate(const char *word, bool first, bool last, char *out, size_t cap) {
+static bool in_list(const char *w, const char *const *list) {
+  for (; *list; list++)
+    if (strcmp(w, *list) == 0) return true;
+  return false;
+}
+
+char api_speech_sentence_end(const stt_word *w, size_t n) {
+  static const char *const WH[] = {"what", "where", "who", "whom", "whose", "why", "how", "which", NULL};
+  static const char *const AUX[] = {"is",     "are",    "was",      "were",  "am",     "do",     "does",
+                                    "did",    "can",    "could",    "will",  "would",  "should", "shall",
+                                    "may",    "might",  "have",     "has",   "had",    "isn't",  "aren't",
+                                    "wasn't", "don't",  "doesn't",  "didn't", "can't", "won't",  "wouldn't",
+                                    "couldn't", "shouldn't", "haven't", "hasn't", NULL};
+  static const char *const SUBJ[] = {"i",    "you",   "he",   "she",    "it",     "we",      "they",     "there",
+                                     "this", "that",  "these", "those", "the",    "a",       "an",       "my",
+                                     "your", "his",   "her",  "our",    "their",  "anyone",  "anybody",  "someone",
+                                     "somebody", "everyone", "anything", "something", NULL};
+  if (n == 0) return '.';
+  /* "how are you", "what time is it"; a lone "what" or "how" too */
+  if (in_list(w[0].word, WH)) return '?';
+  /* "do it now", "don't do that": an imperative, whose object looks like a subject */
+  static const char *const DO[] = {"do", "don't", NULL}, *const OBJ[] = {"it", "this", "that", "these", "those", NULL};
+  if (n >= 2 && in_list(w[0].word, DO) && in_list(w[1].word, OBJ)) return '.';
+  if (n >= 2 && in_list(w[0].word, AUX) && in_list(w[1].word, SUBJ)) return '?';
+  return '.';
+}
+
+void api_speech_punctuate(const char *word, bool first, char end, char *out, size_t cap) {
   snprintf(out, cap, "%s", word);
   size_t len = strlen(out);
   if (!len) return;
   /* "i" and its contractions are capitalised anywhere */
   bool is_i = (out[0] == 'i' && (out[1] == '\0' || out[1] == '\''));
   if ((first || is_i) && out[0] >= 'a' && out[0] <= 'z') out[0] = (char)toupper((unsigned char)out[0]);
-  if (last && len + 1 < cap) {
-    out[len] = '.';
+  if (end && len + 1 < cap) {
+    out[len] = end;
     out[len + 1] = '\0';
   }
 }
@@ -288,7 +315,9 @@ int api_speech_span_text(const stt_result *r, const api_span *s, bool punct, buf
   char w[160];
   for (size_t k = 0; k < s->n; k++) {
     const char *word = r->words[s->first + k].word;
-    if (punct) api_speech_punctuate(word, k == 0, k + 1 == s->n, w, sizeof w);
+    if (punct)
+      api_speech_punctuate(word, k == 0, k + 1 == s->n ? api_speech_sentence_end(&r->words[s->first], s->n) : 0, w,
+                           sizeof w);
     else snprintf(w, sizeof w, "%s", word);
     int rc = buf_appendf(out, "%s%s", k ? " " : "", w);
     if (rc) return rc;

@@ -95,9 +95,14 @@ typedef struct api_span {
 /* Returns the number of spans written into *out (malloc'd, NULL when there
  * are no words) or a negative error. */
 int api_speech_spans(const stt_result *r, double gap_s, double max_s, api_span **out);
+/* How the sentence of n words w ends: '?' when it reads as a question (an
+ * interrogative first word, or an auxiliary verb followed by a pronoun or a
+ * determiner: "is it", "can you", "do the"), '.' otherwise. */
+char api_speech_sentence_end(const stt_word *w, size_t n);
 /* The word with light punctuation for its place in a sentence: a capital at
- * the start of a sentence (and for "i", "i'm", ...), a period at the end. */
-void api_speech_punctuate(const char *word, bool first, bool last, char *out, size_t cap);
+ * the start of a sentence (and for "i", "i'm", ...), and end ('.' or '?';
+ * 0 = not the last word) after it. */
+void api_speech_punctuate(const char *word, bool first, char end, char *out, size_t cap);
 /* Appends the words of span s, punctuated when punct, separated by spaces. */
 int api_speech_span_text(const stt_result *r, const api_span *s, bool punct, buf *out);
 /* "HH:MM:SS,mmm" (SRT, comma) or "HH:MM:SS.mmm" (VTT, dot). */

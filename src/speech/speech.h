@@ -119,6 +119,7 @@ typedef struct stt_result {
   double confidence;       /* mean word confidence, 0 with no words */
   double audio_seconds;    /* audio fed */
   double decode_seconds;   /* wall time spent decoding */
+  int parts;               /* whole-buffer decoding: decoders it ran on (2 = split) */
 } stt_result;
 void stt_result_free(stt_result *r);
 
@@ -132,6 +133,13 @@ typedef struct stt_config {
   /* Backend options as name/value pairs, NULL-terminated ({"-beam", "1e-40",
    * NULL}); they override the backend's defaults. NULL = none. */
   const char *const *options;
+  /* Whole-buffer decoding (stt_transcribe, stt_stream_transcribe) of audio
+   * at least this long is split at the quietest point near its middle and
+   * the two halves decoded at once on two pooled decoders, when a second
+   * one is idle (for audio over 5 times this long, also when the pool has
+   * room to make one): about half the wall time on two cores, the same CPU
+   * time. 0 = 30 s; negative = never split. */
+  double split_min_s;
 } stt_config;
 
 typedef struct stt_backend_ops {
@@ -150,6 +158,10 @@ typedef struct stt_backend_ops {
   /* Whole buffer on a begun, not yet fed stream, then end: the same result
    * as transcribe. NULL = feed + end. */
   int (*stream_transcribe)(void *st, const int16_t *pcm, size_t n, stt_result *out);
+  /* stream_begin that never waits: ERR_OVERLOADED at once when no decoder
+   * is idle (and, unless may_create, none is made either: making one costs
+   * about a second). NULL = the front end never splits. */
+  int (*stream_try_begin)(void *ctx, void **st, bool may_create);
 } stt_backend_ops;
 
 extern const stt_backend_ops stt_backend_pocketsphinx;

@@ -5,7 +5,17 @@
  *
  * Invariant: an stt_stream always holds a live backend stream until
  * stt_stream_free(), which the caller must call exactly once.
+ *
+ * Whole-buffer decoding of long audio is split in two at the quietest
+ * 300 ms near the middle and the halves decoded at once on two pooled
+ * decoders (the second on a short-lived thread) when the pool has one to
+ * spare without waiting: pocketsphinx decodes on one thread, so this is
+ * what lets a single transcription use both cores. Each half gets its own
+ * cepstral mean and language-model sentence context; cutting in a pause
+ * keeps that from costing accuracy (docs/speech.md has the measurement).
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +26,7 @@
 struct stt {
   const stt_backend_ops *ops;
   void *ctx;
+  size_t split_min; /* samples; 0 = never split */
 };
 
 struct stt_stream {
@@ -33,6 +44,8 @@ int stt_open(stt **out, const stt_config *cfg) {
   stt *s = calloc(1, sizeof *s);
   if (!s) return err_set(ERR_NOMEM, "stt: handle");
   s->ops = &stt_backend_pocketsphinx;
+  double split_s = cfg && cfg->split_min_s != 0 ? cfg->split_min_s : 30.0;
+  s->split_min = split_s > 0 && s->ops->stream_try_begin ? (size_t)(split_s * s->ops->sample_rate) : 0;
   int rc = s->ops->open(&s->ctx, cfg);
   if (rc) {
     free(s);
@@ -63,12 +76,15 @@ int stt_transcribe(stt *s, const int16_t *pcm, size_t n, stt_result *out) {
   memset(out, 0, sizeof *out);
   if (!pcm && n) return err_set(ERR_INVALID, "stt: no samples");
   if (n > STT_MAX_SAMPLES) return err_set(ERR_TOO_LARGE, "stt: %zu samples is more than 4 hours", n);
-  if (s->ops->transcribe) return s->ops->transcribe(s->ctx, pcm, n, out);
+  if (s->ops->transcribe && !(s->split_min && n >= s->split_min)) {
+    int rc = s->ops->transcribe(s->ctx, pcm, n, out);
+    if (!rc) out->parts = 1;
+    return rc;
+  }
   stt_stream *st;
   int rc = stt_stream_begin(s, &st);
   if (rc) return rc;
-  rc = stt_stream_feed(st, pcm, n);
-  if (rc == 0) rc = stt_stream_end(st, out);
+  rc = stt_stream_transcribe(st, pcm, n, out);
   stt_stream_free(st);
   return rc;
 }
@@ -98,15 +114,137 @@ int stt_stream_partial(stt_stream *st, char **text) {
   return st->s->ops->stream_partial(st->st, text);
 }
 
+/* ---- splitting a whole-buffer decode across two decoders ------------------ */
+
+/* The sample index to cut at: the middle of the quietest 300 ms window
+ * (sum of squares over 10 ms frames) whose centre lies in the middle half
+ * of the audio; among equals, the one nearest the middle. 0 when even that
+ * window is not a pause (its energy above a tenth of the audio's mean, i.e.
+ * less than 10 dB below it): cutting inside running speech breaks words. */
+static size_t split_point(const int16_t *pcm, size_t n, int rate) {
+  size_t fl = (size_t)rate / 100, nf = n / fl, win = 30;
+  if (nf < 4 * win) return 0;
+  double *e = malloc(nf * sizeof *e), total = 0;
+  if (!e) return 0;
+  for (size_t f = 0; f < nf; f++) {
+    double acc = 0;
+    for (size_t i = 0; i < fl; i++) acc += (double)pcm[f * fl + i] * pcm[f * fl + i];
+    e[f] = acc;
+    total += acc;
+  }
+  size_t lo = nf / 4, hi = 3 * nf / 4 - win, mid = nf / 2, best = lo;
+  double sum = 0, best_sum = -1;
+  for (size_t f = lo; f < lo + win; f++) sum += e[f];
+  for (size_t f = lo;; f++) {
+    size_t c = f + win / 2, bc = best + win / 2;
+    size_t dc = c > mid ? c - mid : mid - c, db = bc > mid ? bc - mid : mid - bc;
+    if (best_sum < 0 || sum < best_sum || (sum == best_sum && dc < db)) best_sum = sum, best = f;
+    if (f + 1 > hi) break;
+    sum += e[f + win] - e[f];
+  }
+  free(e);
+  if (best_sum > 0.1 * total / (double)nf * (double)win) return 0;
+  return (best + win / 2) * fl;
+}
+
+typedef struct half_job {
+  const stt_backend_ops *ops;
+  void *st;
+  const int16_t *pcm;
+  size_t n;
+  stt_result r;
+  int rc;
+  char detail[256];
+} half_job;
+
+static void *half_main(void *arg) {
+  half_job *h = arg;
+  h->rc = h->ops->stream_transcribe ? h->ops->stream_transcribe(h->st, h->pcm, h->n, &h->r)
+                                    : h->ops->stream_feed(h->st, h->pcm, h->n);
+  if (!h->rc && !h->ops->stream_transcribe) h->rc = h->ops->stream_end(h->st, &h->r);
+  if (h->rc) snprintf(h->detail, sizeof h->detail, "%s", err_detail());
+  return NULL;
+}
+
+/* Appends b (times shifted by offset seconds) to a; frees b's words. */
+static int merge_results(stt_result *a, stt_result *b, double offset) {
+  size_t na = a->n_words, nb = b->n_words;
+  if (nb) {
+    stt_word *w = realloc(a->words, (na + nb) * sizeof *w);
+    size_t la = a->text ? strlen(a->text) : 0, lb = b->text ? strlen(b->text) : 0;
+    char *t = malloc(la + lb + 2);
+    if (!w || !t) {
+      if (w) a->words = w;
+      free(t);
+      return err_set(ERR_NOMEM, "stt: merging halves");
+    }
+    a->words = w;
+    for (size_t i = 0; i < nb; i++) {
+      w[na + i] = b->words[i];
+      w[na + i].start += offset;
+      w[na + i].end += offset;
+    }
+    memcpy(t, a->text ? a->text : "", la);
+    size_t k = la;
+    if (la && lb) t[k++] = ' ';
+    memcpy(t + k, b->text, lb + 1);
+    free(a->text);
+    a->text = t;
+    a->n_words = na + nb;
+    a->confidence = (a->confidence * (double)na + b->confidence * (double)nb) / (double)(na + nb);
+    free(b->words);
+    b->words = NULL;
+    b->n_words = 0;
+  }
+  a->audio_seconds += b->audio_seconds;
+  if (b->decode_seconds > a->decode_seconds) a->decode_seconds = b->decode_seconds; /* they overlapped */
+  return 0;
+}
+
+/* Whole-buffer decoding on st, split across a second decoder when the audio
+ * is long and one is free. Returns 1 (out untouched) when it did not split. */
+static int transcribe_split(stt_stream *st, const int16_t *pcm, size_t n, stt_result *out) {
+  const stt_backend_ops *ops = st->s->ops;
+  if (!st->s->split_min || n < st->s->split_min) return 1;
+  size_t cut = split_point(pcm, n, ops->sample_rate);
+  if (!cut) return 1; /* no pause near the middle */
+  void *st2 = NULL;
+  /* busy: decode whole on one; make a decoder (~1 s) only for long audio */
+  if (ops->stream_try_begin(st->s->ctx, &st2, n >= 5 * st->s->split_min)) return 1;
+  half_job h = {.ops = ops, .st = st2, .pcm = pcm + cut, .n = n - cut};
+  pthread_t th;
+  if (pthread_create(&th, NULL, half_main, &h) != 0) {
+    ops->stream_free(st2);
+    return 1;
+  }
+  int rc = ops->stream_transcribe ? ops->stream_transcribe(st->st, pcm, cut, out) : ops->stream_feed(st->st, pcm, cut);
+  if (!rc && !ops->stream_transcribe) rc = ops->stream_end(st->st, out);
+  pthread_join(th, NULL);
+  ops->stream_free(st2);
+  if (!rc && h.rc) rc = err_set(h.rc, "%s", h.detail);
+  if (!rc) rc = merge_results(out, &h.r, (double)cut / ops->sample_rate);
+  if (!rc) out->parts = 2;
+  stt_result_free(&h.r);
+  if (rc) stt_result_free(out);
+  return rc;
+}
+
 int stt_stream_transcribe(stt_stream *st, const int16_t *pcm, size_t n, stt_result *out) {
   memset(out, 0, sizeof *out);
   if (st->ended) return err_set(ERR_INVALID, "stt: transcribe after end");
   if (!pcm && n) return err_set(ERR_INVALID, "stt: no samples");
   if (n > STT_MAX_SAMPLES) return err_set(ERR_TOO_LARGE, "stt: %zu samples is more than 4 hours", n);
   st->ended = true;
-  if (st->s->ops->stream_transcribe) return st->s->ops->stream_transcribe(st->st, pcm, n, out);
-  int rc = st->s->ops->stream_feed(st->st, pcm, n);
-  return rc ? rc : st->s->ops->stream_end(st->st, out);
+  int rc = transcribe_split(st, pcm, n, out);
+  if (rc != 1) return rc;
+  if (st->s->ops->stream_transcribe) {
+    rc = st->s->ops->stream_transcribe(st->st, pcm, n, out);
+  } else {
+    rc = st->s->ops->stream_feed(st->st, pcm, n);
+    if (!rc) rc = st->s->ops->stream_end(st->st, out);
+  }
+  if (!rc) out->parts = 1;
+  return rc;
 }
 
 int stt_stream_end(stt_stream *st, stt_result *out) {

@@ -264,6 +264,78 @@ TEST(speech_stt_librivox) {
   free(pcm);
 }
 
+/* Long whole-buffer audio is split at a pause near its middle across two
+ * decoders: the words of both halves come back in order, with the second
+ * half's times shifted to where it lies in the recording; with the pool's
+ * other decoder busy, or splitting off, the same audio decodes whole. */
+TEST(speech_stt_split_long_audio) {
+  size_t ng, nl;
+  int16_t *gf = load_16k(PS_DATA "/goforward.raw", true, &ng);
+  int16_t *lv = load_16k(PS_DATA "/librivox/sense_and_sensibility_01_austen_64kb-0880.wav", false, &nl);
+  if (!gf || !lv) TEST_SKIP("pocketsphinx-testdata not installed");
+  /* goforward, 1.5 s of faint noise, the librivox clip, 1.5 s, goforward */
+  size_t gap = 24000, n = 2 * ng + nl + 2 * gap;
+  int16_t *pcm = malloc(n * sizeof *pcm);
+  ASSERT_TRUE(pcm != NULL);
+  size_t at = 0;
+  uint32_t seed = 7;
+  memcpy(pcm, gf, ng * sizeof *pcm), at += ng;
+  for (size_t i = 0; i < gap; i++) seed = seed * 1103515245u + 12345u, pcm[at++] = (int16_t)((seed >> 16) % 41) - 20;
+  memcpy(pcm + at, lv, nl * sizeof *pcm), at += nl;
+  for (size_t i = 0; i < gap; i++) seed = seed * 1103515245u + 12345u, pcm[at++] = (int16_t)((seed >> 16) % 41) - 20;
+  memcpy(pcm + at, gf, ng * sizeof *pcm);
+  double last_start = (double)(ng + gap + nl + gap) / 16000.0; /* where the second goforward begins */
+  stt *s;
+  stt_config cfg = {.split_min_s = 4, .n_max = 2, .n_preload = 2};
+  int rc = stt_open(&s, &cfg);
+  if (rc == ERR_NOT_FOUND) TEST_SKIP("pocketsphinx-en-us model not installed");
+  ASSERT_INT_EQ(rc, 0);
+  stt_result r;
+  ASSERT_INT_EQ(stt_transcribe(s, pcm, n, &r), 0);
+  EXPECT_INT_EQ(r.parts, 2);
+  EXPECT_NEAR(r.audio_seconds, n / 16000.0, 1e-6);
+  const char *key[] = {"forward", "ten", "meters", "young", "man", NULL};
+  TEST_CHECK_(count_words(r.text, key) >= 5, 0, "transcript '%s'", r.text);
+  size_t n_fwd = 0;
+  for (size_t i = 0; i < r.n_words; i++) {
+    EXPECT_TRUE(r.words[i].end > r.words[i].start && r.words[i].end <= r.audio_seconds + 0.02);
+    if (i) TEST_CHECK_(r.words[i].start >= r.words[i - 1].end - 1e-9, 0, "word %zu '%s' at %.2f before %.2f", i,
+                       r.words[i].word, r.words[i].start, r.words[i - 1].end);
+    if (!strcmp(r.words[i].word, "forward")) {
+      /* the first "forward" is in goforward's first second, the second one
+       * in the last 2.8 s: the offset of the second half was applied */
+      if (n_fwd++ == 0) EXPECT_TRUE(r.words[i].start < 1.5);
+      else TEST_CHECK_(r.words[i].start > last_start && r.words[i].start < last_start + 1.5, 0, "second forward at %.2f",
+                       r.words[i].start);
+    }
+  }
+  EXPECT_INT_EQ(n_fwd, 2);
+  stt_result_free(&r);
+  /* the other decoder busy: decoded whole on one */
+  stt_stream *busy;
+  ASSERT_INT_EQ(stt_stream_begin(s, &busy), 0);
+  ASSERT_INT_EQ(stt_transcribe(s, pcm, n, &r), 0);
+  EXPECT_INT_EQ(r.parts, 1);
+  TEST_CHECK_(count_words(r.text, key) >= 5, 0, "whole transcript '%s'", r.text);
+  /* whole, the words after the pauses keep their times too (pocketsphinx's
+   * silence removal, now off, used to pull them early by the pauses) */
+  ASSERT_TRUE(r.n_words >= 4);
+  TEST_CHECK_(r.words[r.n_words - 1].end > last_start + 1.5, 0, "last word ends at %.2f", r.words[r.n_words - 1].end);
+  stt_result_free(&r);
+  stt_stream_free(busy);
+  stt_close(s);
+  /* splitting off */
+  stt_config off = {.split_min_s = -1};
+  ASSERT_INT_EQ(stt_open(&s, &off), 0);
+  ASSERT_INT_EQ(stt_transcribe(s, pcm, n, &r), 0);
+  EXPECT_INT_EQ(r.parts, 1);
+  stt_result_free(&r);
+  stt_close(s);
+  free(pcm);
+  free(gf);
+  free(lv);
+}
+
 /* A pooled decoder reports the same word times for the same audio however
  * many utterances it decoded before (pocketsphinx keeps segment times
  * stream-wide; each utterance starts a new stream). */
@@ -391,6 +463,11 @@ TEST(speech_stt_pool) {
   const char *unknown[] = {"-no-such-option", "1", NULL};
   stt_config badname = {.options = unknown};
   EXPECT_INT_EQ(stt_open(&s, &badname), ERR_INVALID);
+  /* overriding one of our defaults (-topn) is allowed, not a duplicate */
+  const char *over[] = {"-topn", "4", "-maxwpf", "12", NULL};
+  stt_config overcfg = {.options = over};
+  EXPECT_INT_EQ(stt_open(&s, &overcfg), 0);
+  stt_close(s);
   stt_config bad = {.model_dir = "/nonexistent/model"};
   EXPECT_INT_EQ(stt_open(&s, &bad), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "/nonexistent/model");

@@ -103,10 +103,13 @@ json_t *dg_alternative(const stt_result *r, size_t first, size_t n, double offse
   api_span *spans = NULL;
   int n_spans = api_speech_spans(r, 0.6, 10.0, &spans);
   if (n_spans < 0) n_spans = 0;
-  unsigned char *mark = calloc(r->n_words ? r->n_words : 1, 1); /* 1 = starts, 2 = ends a sentence */
+  /* 1 = starts, 2 = ends a sentence, 4 = ends a question */
+  unsigned char *mark = calloc(r->n_words ? r->n_words : 1, 1);
   for (int i = 0; mark && i < n_spans; i++) {
     mark[spans[i].first] |= 1;
     mark[spans[i].first + spans[i].n - 1] |= 2;
+    if (api_speech_sentence_end(&r->words[spans[i].first], spans[i].n) == '?')
+      mark[spans[i].first + spans[i].n - 1] |= 4;
   }
   free(spans);
   json_t *words = json_array();
@@ -115,7 +118,8 @@ json_t *dg_alternative(const stt_result *r, size_t first, size_t n, double offse
   for (size_t i = first; i < first + n && i < r->n_words; i++) {
     const stt_word *w = &r->words[i];
     char pw[160];
-    api_speech_punctuate(w->word, mark && (mark[i] & 1), mark && (mark[i] & 2), pw, sizeof pw);
+    char end = !mark || !(mark[i] & 2) ? 0 : (mark[i] & 4) ? '?' : '.';
+    api_speech_punctuate(w->word, mark && (mark[i] & 1), end, pw, sizeof pw);
     json_t *jw = json_pack("{s:s, s:f, s:f, s:f}", "word", w->word, "start", w->start + offset, "end",
                            w->end + offset, "confidence", w->confidence);
     if (jw && f->punctuate) json_object_set_new(jw, "punctuated_word", json_string(pw));

@@ -78,6 +78,44 @@ void dg_models_list(http_req *req, void *ctx);  /* common.c */
 void dg_models_get(http_req *req, void *ctx);
 void dg_read_post(http_req *req, void *ctx);    /* read.c */
 
+/* ---- text intelligence (read.c), shared by /read and /listen ---------------- */
+
+#define DG_INTEL_MAX_LABELS 16
+
+/* The summarize / topics / intents / sentiment options of a request, with
+ * owned copies of the custom labels (a /listen job outlives its request). */
+typedef struct dg_intel {
+  bool summarize, topics, intents, sentiment;
+  char *custom_topic[DG_INTEL_MAX_LABELS];
+  size_t n_custom_topic;
+  bool topic_strict; /* custom_topic_mode=strict: only the custom labels */
+  char *custom_intent[DG_INTEL_MAX_LABELS];
+  size_t n_custom_intent;
+  bool intent_strict;
+} dg_intel;
+
+/* results.summary as /read gives it ({"text"}) or as /listen does
+ * ({"result": "success", "short"}, summarize=v2; spec 3.3). */
+enum dg_summary_shape { DG_SUMMARY_TEXT, DG_SUMMARY_V2 };
+
+/* Reads the options (summarize true/false/v1/v2, topics, intents,
+ * sentiment, custom_topic(_mode), custom_intent(_mode)); answers 400 and
+ * returns ERR_INVALID on a bad value. Free with dg_intel_free either way. */
+int dg_intel_parse(http_req *req, dg_intel *o);
+bool dg_intel_any(const dg_intel *o);
+void dg_intel_free(dg_intel *o);
+
+/* Runs every requested feature on text with the default language model,
+ * greedy, one generation each: sets results.{summary, topics, intents,
+ * sentiments} and metadata.{summary,topics,intents,sentiment}_info. With
+ * warnings NULL the first failure stops it: returns the error with *failed
+ * naming the feature ("model" when no language model is available:
+ * ERR_UNAVAILABLE). With a warnings array, failures (and a missing model)
+ * become metadata.warnings entries for their features and it returns 0.
+ * Blocks the calling thread for the generations. */
+int dg_intel_run(struct manager *mgr, const dg_intel *o, const char *text, enum dg_summary_shape shape,
+                 json_t *results, json_t *metadata, json_t *warnings, const char **failed);
+
 /* ---- live STT helpers shared with listen.c ------------------------------- */
 
 /* Options of a transcript that both REST and live honour. */

@@ -16,8 +16,10 @@
  * utterances + utt_split, paragraphs, numerals (also with smart_format:
  * number words to digits), search (exact word-sequence matches),
  * replace (single words), tag, extra, encoding/sample_rate/channels. Options
- * no local backend can honour (numerals, redact, keywords, summarize,
- * topics, ...) are accepted and listed in metadata.warnings. A {"url"}
+ * no local backend can honour (redact, keywords, profanity_filter, ...) are
+ * accepted and listed in metadata.warnings. summarize, topics, intents and
+ * sentiment run on the transcript with the default language model (read.c,
+ * dg_intel_run), or are warnings when there is none. A {"url"}
  * body is fetched and a `callback` gets the result (the request answers
  * {"request_id"} at once and transcribes on a worker thread) only for hosts
  * the operator allows with --fetch-hosts (fetch.c); otherwise both are a 400
@@ -57,6 +59,7 @@ typedef struct listen_opts {
   size_t n_replace;
   char *callback;         /* NULL: answer synchronously */
   char *callback_method;  /* POST or PUT */
+  dg_intel intel;    /* summarize, topics, intents, sentiment (read.c) */
   json_t *warnings; /* owned array */
 } listen_opts;
 
@@ -67,6 +70,7 @@ static void listen_opts_free(listen_opts *o) {
   for (size_t i = 0; i < o->n_replace; i++) free(o->replace[i]);
   free(o->callback);
   free(o->callback_method);
+  dg_intel_free(&o->intel);
   json_decref(o->warnings);
   memset(o, 0, sizeof *o);
 }
@@ -97,12 +101,6 @@ static const struct {
     {"redact", "no redaction is applied"},
     {"keywords", "the local recognizer takes no keyword boosts"},
     {"keyterm", "the local recognizer takes no key terms"},
-    {"summarize", "summaries need the language-model engine, not wired to /listen yet"},
-    {"topics", "topic detection needs the language-model engine, not wired to /listen yet"},
-    {"custom_topic", "topic detection needs the language-model engine, not wired to /listen yet"},
-    {"intents", "intent recognition needs the language-model engine, not wired to /listen yet"},
-    {"custom_intent", "intent recognition needs the language-model engine, not wired to /listen yet"},
-    {"sentiment", "sentiment analysis needs the language-model engine, not wired to /listen yet"},
     {"detect_language", "the local model knows only English; no language detection is done"},
     {"detect_entities", "no entity detection is done"},
     {"filler_words", "the local recognizer drops filler words"},
@@ -126,6 +124,7 @@ static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
       dg_query_int(req, "channels", 1, AUDIO_CHANNELS_MAX, 1, &o->channels))
     return ERR_INVALID;
   o->fmt.punctuate = punct || smart || o->paragraphs;
+  if (dg_intel_parse(req, &o->intel)) return ERR_INVALID;
   bool num = false;
   if (dg_query_bool(req, "numerals", false, &num)) return ERR_INVALID;
   o->numerals = num || smart;
@@ -390,24 +389,34 @@ static void utterances_json(const stt_result *r, const listen_opts *o, int chann
   free(spans);
 }
 
-/* Transcribes each channel of pcm and builds the whole response. first,
- * when not NULL, is a decoder already taken for channel 0 (it is used up;
- * the caller still frees it); other channels take one from the pool. */
-static int listen_run(stt *s, stt_stream *first, const listen_opts *o, const audio_pcm *pcm, const char *request_id,
-                      const char *sha, json_t **out) {
+/* Transcribes each channel of pcm and builds the whole response. *first,
+ * when not NULL, is a decoder already taken for channel 0: it is used and
+ * freed (*first = NULL) before the intelligence features run, so a
+ * generation never holds a speech decoder; other channels take one from the
+ * pool. */
+static int listen_run(stt *s, stt_stream **first, struct manager *mgr, const listen_opts *o, const audio_pcm *pcm,
+                      const char *request_id, const char *sha, json_t **out) {
   json_t *channels = json_array(), *utts = o->utterances ? json_array() : NULL;
+  buf text = BUF_INIT; /* every channel's transcript, for the intelligence features */
   int n_ch = pcm->planar ? pcm->channels : 1;
   int rc = 0;
   bool warned_multi = false;
   for (int c = 0; c < n_ch && !rc; c++) {
     stt_result r = {0};
     const int16_t *data = (const int16_t *)pcm->data + (size_t)c * pcm->n_frames;
-    rc = c == 0 && first ? stt_stream_transcribe(first, data, pcm->n_frames, &r)
-                         : stt_transcribe(s, data, pcm->n_frames, &r);
+    if (c == 0 && *first) {
+      rc = stt_stream_transcribe(*first, data, pcm->n_frames, &r);
+      stt_stream_free(*first);
+      *first = NULL;
+    } else {
+      rc = stt_transcribe(s, data, pcm->n_frames, &r);
+    }
     if (rc) break;
     if (o->numerals) apply_numerals(&r);
     apply_replace(&r, o, &warned_multi);
     json_t *alt = dg_alternative(&r, 0, r.n_words, 0, &o->fmt);
+    const char *tr = json_string_value(json_object_get(alt, "transcript"));
+    if (tr && *tr) buf_appendf(&text, "%s%s", text.len ? " " : "", tr);
     if (alt && o->paragraphs) json_object_set_new(alt, "paragraphs", paragraphs_json(&r, o));
     json_t *ch = json_pack("{s:[o]}", "alternatives", alt);
     if (ch && o->n_search) json_object_set_new(ch, "search", search_json(&r, o, 0));
@@ -418,6 +427,7 @@ static int listen_run(stt *s, stt_stream *first, const listen_opts *o, const aud
   if (rc) {
     json_decref(channels);
     json_decref(utts);
+    buf_free(&text);
     return rc;
   }
   char created[40], uuid[37];
@@ -443,10 +453,19 @@ static int listen_run(stt *s, stt_stream *first, const listen_opts *o, const aud
     }
     json_object_set_new(meta, "extra", extra);
   }
-  if (meta && json_array_size(o->warnings)) json_object_set(meta, "warnings", o->warnings);
   json_t *results = json_pack("{s:o}", "channels", channels);
   if (results && utts) json_object_set(results, "utterances", utts);
   json_decref(utts);
+  if (meta && results && dg_intel_any(&o->intel)) {
+    /* on the transcript (channels joined in order); a failure is a warning */
+    const char *failed;
+    const dg_intel *in = &o->intel;
+    const char *feat = in->summarize ? "summarize" : in->topics ? "topics" : in->intents ? "intents" : "sentiment";
+    if (text.len) dg_intel_run(mgr, in, text.data, DG_SUMMARY_V2, results, meta, o->warnings, &failed);
+    else dg_warn(o->warnings, feat, "unsupported_value", "no words were transcribed, so there is no text to analyse");
+  }
+  buf_free(&text);
+  if (meta && json_array_size(o->warnings)) json_object_set(meta, "warnings", o->warnings);
   *out = json_pack("{s:o, s:o}", "metadata", meta, "results", results);
   return *out ? 0 : err_set(ERR_NOMEM, "building the response");
 }
@@ -506,7 +525,7 @@ typedef struct cb_job {
 static void *listen_main(void *arg) {
   cb_job *j = arg;
   json_t *resp = NULL;
-  int rc = listen_run(j->stt, j->first, &j->o, &j->pcm, j->request_id, j->sha, &resp);
+  int rc = listen_run(j->stt, &j->first, api_speech_manager(j->sp), &j->o, &j->pcm, j->request_id, j->sha, &resp);
   if (j->first) stt_stream_free(j->first);
   if (j->s) { /* synchronous: the body of the response already started */
     char *d = NULL;

@@ -14,9 +14,15 @@
  * under ~50 words; so do we. Segments cover the whole text (word 0 to the
  * last word): sentence-level segmentation is later work.
  *
+ * The same features run on /listen transcripts (listen.c calls
+ * dg_intel_run); only the summary's shape differs ({"text"} here,
+ * {"result", "short"} there), and there a failure is a warning, not an
+ * error, since the transcript is still worth returning.
+ *
  * Threads: the handler runs the generations one after another as detached
  * jobs and waits for each on a condition variable (like a non-streamed chat
- * it holds its HTTP pool thread for the length of the generation).
+ * it holds its HTTP pool thread for the length of the generation); /listen
+ * runs them on its producer thread after the transcription.
  */
 #include <math.h>
 #include <pthread.h>
@@ -137,14 +143,59 @@ static json_t *info_json(const char *model_uuid, const struct waiter *w) {
                    (json_int_t)w->n_out);
 }
 
-/* The custom labels of one feature (repeated query parameter). */
-static size_t custom_labels(http_req *req, const char *name, const char **out, size_t max) {
-  return http_req_query_all(req, name, out, max);
+/* ---- the features, shared by /read and /listen ---------------------------- */
+
+static void labels_free(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i]);
+}
+
+void dg_intel_free(dg_intel *o) {
+  labels_free(o->custom_topic, o->n_custom_topic);
+  labels_free(o->custom_intent, o->n_custom_intent);
+  memset(o, 0, sizeof *o);
+}
+
+bool dg_intel_any(const dg_intel *o) { return o->summarize || o->topics || o->intents || o->sentiment; }
+
+/* custom_<what> (repeated, copied) and custom_<what>_mode; 400 on a bad mode. */
+static int parse_custom(http_req *req, const char *what, char **out, size_t *n, bool *strict) {
+  char qname[32], qmode[40];
+  snprintf(qname, sizeof qname, "custom_%s", what);
+  snprintf(qmode, sizeof qmode, "%s_mode", qname);
+  const char *v[DG_INTEL_MAX_LABELS];
+  size_t k = http_req_query_all(req, qname, v, DG_INTEL_MAX_LABELS);
+  *n = 0;
+  for (size_t i = 0; i < k; i++)
+    if (*v[i] && (out[*n] = str_dup(v[i]))) (*n)++;
+  const char *mode = http_req_query(req, qmode);
+  if (mode && strcmp(mode, "strict") != 0 && strcmp(mode, "extended") != 0) {
+    dg_bad_request(req, qmode, "%s: expected strict or extended, got '%.40s'", qmode, mode);
+    return ERR_INVALID;
+  }
+  *strict = mode && strcmp(mode, "strict") == 0;
+  return 0;
+}
+
+int dg_intel_parse(http_req *req, dg_intel *o) {
+  memset(o, 0, sizeof *o);
+  const char *sv = http_req_query(req, "summarize");
+  if (sv && (strcmp(sv, "v2") == 0 || strcmp(sv, "v1") == 0)) o->summarize = true;
+  else if (dg_query_bool(req, "summarize", false, &o->summarize)) return ERR_INVALID;
+  if (dg_query_bool(req, "topics", false, &o->topics) || dg_query_bool(req, "intents", false, &o->intents) ||
+      dg_query_bool(req, "sentiment", false, &o->sentiment))
+    return ERR_INVALID;
+  if (parse_custom(req, "topic", o->custom_topic, &o->n_custom_topic, &o->topic_strict) ||
+      parse_custom(req, "intent", o->custom_intent, &o->n_custom_intent, &o->intent_strict))
+    return ERR_INVALID;
+  /* Deepgram: custom topics/intents turn their feature on */
+  if (o->n_custom_topic) o->topics = true;
+  if (o->n_custom_intent) o->intents = true;
+  return 0;
 }
 
 /* The schema of a list feature ("topics"/"intents"): 1 to 3 short labels,
  * or only the custom ones in strict mode. */
-static json_t *labels_schema(const char *key, const char *const *custom, size_t n_custom, bool strict) {
+static json_t *labels_schema(const char *key, char *const *custom, size_t n_custom, bool strict) {
   json_t *item = json_pack("{s:s, s:i, s:i}", "type", "string", "minLength", 1, "maxLength", 48);
   if (strict && n_custom) {
     json_t *en = json_array();
@@ -156,26 +207,20 @@ static json_t *labels_schema(const char *key, const char *const *custom, size_t 
                    "array", "items", item, "minItems", 1, "maxItems", 3, "required", key, "additionalProperties", 0);
 }
 
-/* Runs a topics/intents feature and builds its {"segments": [...]} result. */
-static int label_feature(http_req *req, manager *mgr, const char *feature, const char *label_key, const char *text,
-                         size_t n_words, const char *model_uuid, json_t *results, json_t *metadata) {
-  char qname[32], qmode[40];
-  snprintf(qname, sizeof qname, "custom_%s", strcmp(feature, "topics") == 0 ? "topic" : "intent");
-  snprintf(qmode, sizeof qmode, "%s_mode", qname);
-  const char *custom[16];
-  size_t n_custom = custom_labels(req, qname, custom, 16);
-  const char *mode = http_req_query(req, qmode);
-  if (mode && strcmp(mode, "strict") != 0 && strcmp(mode, "extended") != 0) {
-    dg_bad_request(req, qmode, "%s: expected strict or extended, got '%.40s'", qmode, mode);
-    return ERR_INVALID;
-  }
-  bool strict = mode && strcmp(mode, "strict") == 0;
+/* Runs a topics/intents feature and sets results.<feature> =
+ * {"segments": [...]} and metadata.<feature>_info. */
+static int label_feature(manager *mgr, const dg_intel *o, bool topics, const char *text, size_t n_words,
+                         const char *model_uuid, json_t *results, json_t *metadata) {
+  const char *feature = topics ? "topics" : "intents", *label_key = topics ? "topic" : "intent";
+  char *const *custom = topics ? o->custom_topic : o->custom_intent;
+  size_t n_custom = topics ? o->n_custom_topic : o->n_custom_intent;
+  bool strict = topics ? o->topic_strict : o->intent_strict;
   buf instr = BUF_INIT;
-  buf_appendf(&instr,
-              strcmp(feature, "topics") == 0
-                  ? "List the main topics of the user's text as short noun phrases. Answer as JSON: {\"topics\": [...]}."
-                  : "List what the speaker of the user's text wants to do, as short verb phrases. Answer as JSON: "
-                    "{\"intents\": [...]}.");
+  buf_append_str(&instr,
+                 topics ? "List the main topics of the user's text as short noun phrases. Answer as JSON: "
+                          "{\"topics\": [...]}."
+                        : "List what the speaker of the user's text wants to do, as short verb phrases. Answer as "
+                          "JSON: {\"intents\": [...]}.");
   if (n_custom) {
     buf_append_str(&instr, strict ? " Use only these labels: " : " Prefer these labels where they fit: ");
     for (size_t i = 0; i < n_custom; i++) buf_appendf(&instr, "%s%s", i ? ", " : "", custom[i]);
@@ -183,12 +228,12 @@ static int label_feature(http_req *req, manager *mgr, const char *feature, const
   }
   json_t *schema = labels_schema(feature, custom, n_custom, strict);
   struct waiter w;
-  int rc = schema ? run_one(mgr, instr.data, text, schema, 96, &w) : err_set(ERR_NOMEM, "out of memory");
+  int rc = schema && instr.data ? run_one(mgr, instr.data, text, schema, 96, &w) : err_set(ERR_NOMEM, "out of memory");
+  bool ran = schema && instr.data;
   buf_free(&instr);
   json_decref(schema);
   if (rc) {
-    if (schema) waiter_free(&w);
-    api_error(req, 0, rc, err_detail(), feature);
+    if (ran) waiter_free(&w);
     return rc;
   }
   json_t *doc = json_loadb(w.text.data ? w.text.data : "", w.text.len, 0, NULL);
@@ -205,11 +250,107 @@ static int label_feature(http_req *req, manager *mgr, const char *feature, const
                           (json_int_t)(n_words ? n_words - 1 : 0), feature, labels);
   json_object_set_new(results, feature, json_pack("{s:[o]}", "segments", seg));
   char info[32];
-  snprintf(info, sizeof info, "%s_info", strcmp(feature, "topics") == 0 ? "topics" : "intents");
+  snprintf(info, sizeof info, "%s_info", feature);
   json_object_set_new(metadata, info, info_json(model_uuid, &w));
   waiter_free(&w);
   return 0;
 }
+
+/* results.summary ({"text"} or {"result", "short"}) and metadata.summary_info. */
+static int summary_feature(manager *mgr, const char *text, size_t n_words, enum dg_summary_shape shape,
+                           const char *model_uuid, json_t *results, json_t *metadata) {
+  struct waiter w;
+  memset(&w, 0, sizeof w);
+  bool ran = n_words >= 50; /* Deepgram: short inputs come back unchanged */
+  if (!ran) {
+    buf_append_str(&w.text, text);
+  } else {
+    int rc = run_one(mgr, "Summarize the user's text in one or two sentences.", text, NULL, 160, &w);
+    if (rc) {
+      waiter_free(&w);
+      return rc;
+    }
+  }
+  const char *t = w.text.data ? w.text.data : "";
+  json_object_set_new(results, "summary",
+                      shape == DG_SUMMARY_V2 ? json_pack("{s:s, s:s%}", "result", "success", "short", t, w.text.len)
+                                             : json_pack("{s:s%}", "text", t, w.text.len));
+  json_object_set_new(metadata, "summary_info", info_json(model_uuid, &w));
+  if (ran) waiter_free(&w);
+  else buf_free(&w.text);
+  return 0;
+}
+
+/* results.sentiments and metadata.sentiment_info. */
+static int sentiment_feature(manager *mgr, const char *text, size_t n_words, const char *model_uuid, json_t *results,
+                             json_t *metadata) {
+  json_t *schema = json_pack("{s:s, s:{s:{s:[s, s, s]}}, s:[s], s:b}", "type", "object", "properties", "sentiment",
+                             "enum", "positive", "negative", "neutral", "required", "sentiment",
+                             "additionalProperties", 0);
+  if (!schema) return err_set(ERR_NOMEM, "out of memory");
+  struct waiter w;
+  int rc = run_one(mgr,
+                   "Classify the sentiment of the user's text as positive, negative or neutral. Answer as JSON: "
+                   "{\"sentiment\": ...}.",
+                   text, schema, 24, &w);
+  json_decref(schema);
+  if (rc) {
+    waiter_free(&w);
+    return rc;
+  }
+  json_t *doc = json_loadb(w.text.data ? w.text.data : "", w.text.len, 0, NULL);
+  const char *s = json_string_value(json_object_get(doc, "sentiment"));
+  if (!s) s = "neutral";
+  double conf = confidence(&w);
+  double score = strcmp(s, "positive") == 0 ? conf : strcmp(s, "negative") == 0 ? -conf : 0.0;
+  json_t *seg = json_pack("{s:s, s:i, s:I, s:s, s:f}", "text", text, "start_word", 0, "end_word",
+                          (json_int_t)(n_words ? n_words - 1 : 0), "sentiment", s, "sentiment_score", score);
+  json_object_set_new(results, "sentiments",
+                      json_pack("{s:[o], s:{s:s, s:f}}", "segments", seg, "average", "sentiment", s,
+                                "sentiment_score", score));
+  json_object_set_new(metadata, "sentiment_info", info_json(model_uuid, &w));
+  json_decref(doc);
+  waiter_free(&w);
+  return 0;
+}
+
+int dg_intel_run(manager *mgr, const dg_intel *o, const char *text, enum dg_summary_shape shape, json_t *results,
+                 json_t *metadata, json_t *warnings, const char **failed) {
+  static const char *const NAMES[4] = {"summarize", "topics", "intents", "sentiment"};
+  bool on[4] = {o->summarize, o->topics, o->intents, o->sentiment};
+  *failed = NULL;
+  size_t n_words = count_words(text);
+  manager_model *mm = NULL;
+  int rc = mgr ? manager_get(mgr, NULL, &mm) : err_set(ERR_UNAVAILABLE, "no model manager");
+  if (rc) {
+    rc = err_set(ERR_UNAVAILABLE,
+                 "text intelligence needs a language model: start parley with --default-model (or --model) "
+                 "naming one (%s)",
+                 err_detail());
+    for (int f = 0; f < 4 && warnings; f++)
+      if (on[f]) dg_warn(warnings, NAMES[f], "unsupported_feature", err_detail());
+    if (!warnings) *failed = "model";
+    return warnings ? 0 : rc;
+  }
+  char model_uuid[37];
+  dg_model_uuid(mm->name, model_uuid);
+  manager_release(mm);
+  for (int f = 0; f < 4; f++) {
+    if (!on[f]) continue;
+    rc = f == 0   ? summary_feature(mgr, text, n_words, shape, model_uuid, results, metadata)
+         : f == 3 ? sentiment_feature(mgr, text, n_words, model_uuid, results, metadata)
+                  : label_feature(mgr, o, f == 1, text, n_words, model_uuid, results, metadata);
+    if (!rc) continue;
+    if (!warnings) {
+      *failed = NAMES[f];
+      return rc;
+    }
+    dg_warn(warnings, NAMES[f], "processing_failed", err_detail());
+  }
+  return 0;
+}
+
+/* ---- POST /read ------------------------------------------------------------ */
 
 void dg_read_post(http_req *req, void *ctx) {
   api_speech *sp = ctx;
@@ -220,12 +361,8 @@ void dg_read_post(http_req *req, void *ctx) {
   size_t fetched_len = 0;
   char *text = NULL;
   json_t *out = NULL;
-  bool summarize, topics, intents, sentiment;
-  if (dg_query_bool(req, "summarize", false, &summarize) || dg_query_bool(req, "topics", false, &topics) ||
-      dg_query_bool(req, "intents", false, &intents) || dg_query_bool(req, "sentiment", false, &sentiment))
-    goto done;
-  const char *v2 = http_req_query(req, "summarize");
-  if (v2 && strcmp(v2, "v2") == 0) summarize = true;
+  dg_intel in;
+  if (dg_intel_parse(req, &in)) goto done;
   const char *lang = http_req_query(req, "language");
   if (lang && strcmp(lang, "en") != 0) {
     dg_bad_request(req, "language", "language: only 'en' is supported for text intelligence, got '%.32s'", lang);
@@ -250,25 +387,14 @@ void dg_read_post(http_req *req, void *ctx) {
     dg_bad_request(req, "text", "body: expected {\"text\": \"...\"} or {\"url\": \"...\"}");
     goto done;
   }
-  size_t n_words = text ? count_words(text) : 0;
-  if (!n_words) {
+  if (!text || !count_words(text)) {
     dg_bad_request(req, "text", "text: the text is empty");
     goto done;
   }
-  if (!summarize && !topics && !intents && !sentiment) {
+  if (!dg_intel_any(&in)) {
     dg_bad_request(req, "summarize", "no analysis requested: set summarize, topics, intents or sentiment to true");
     goto done;
   }
-  manager_model *mm = NULL;
-  if (manager_get(mgr, NULL, &mm)) {
-    api_error(req, 503, ERR_UNAVAILABLE,
-              "/read needs a language model: start parley with --default-model (or --model) naming one", NULL);
-    goto done;
-  }
-  char model_uuid[37];
-  dg_model_uuid(mm->name, model_uuid);
-  manager_release(mm);
-
   char request_id[37], created[40];
   dg_request_uuid(req, request_id);
   api_speech_rfc3339_now(created, sizeof created);
@@ -279,57 +405,19 @@ void dg_read_post(http_req *req, void *ctx) {
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     goto done;
   }
-  if (summarize) {
-    struct waiter w;
-    memset(&w, 0, sizeof w);
-    int rc = 0;
-    if (n_words < 50) { /* Deepgram: short inputs come back unchanged */
-      buf_append_str(&w.text, text);
-    } else if ((rc = run_one(mgr, "Summarize the user's text in one or two sentences.", text, NULL, 160, &w))) {
-      waiter_free(&w);
-      api_error(req, 0, rc, err_detail(), "summarize");
-      goto done;
-    }
-    json_object_set_new(results, "summary", json_pack("{s:s%}", "text", w.text.data ? w.text.data : "", w.text.len));
-    json_object_set_new(metadata, "summary_info", info_json(model_uuid, &w));
-    if (n_words < 50) buf_free(&w.text);
-    else waiter_free(&w);
-  }
-  if (topics && label_feature(req, mgr, "topics", "topic", text, n_words, model_uuid, results, metadata)) goto done;
-  if (intents && label_feature(req, mgr, "intents", "intent", text, n_words, model_uuid, results, metadata))
+  const char *failed = NULL;
+  int rc = dg_intel_run(mgr, &in, text, DG_SUMMARY_TEXT, results, metadata, NULL, &failed);
+  if (rc == ERR_UNAVAILABLE && failed && strcmp(failed, "model") == 0) {
+    api_error(req, 503, ERR_UNAVAILABLE, err_detail(), NULL);
     goto done;
-  if (sentiment) {
-    json_t *schema = json_pack("{s:s, s:{s:{s:[s, s, s]}}, s:[s], s:b}", "type", "object", "properties",
-                               "sentiment", "enum", "positive", "negative", "neutral", "required", "sentiment",
-                               "additionalProperties", 0);
-    struct waiter w;
-    int rc = schema ? run_one(mgr,
-                              "Classify the sentiment of the user's text as positive, negative or neutral. Answer as "
-                              "JSON: {\"sentiment\": ...}.",
-                              text, schema, 24, &w)
-                    : err_set(ERR_NOMEM, "out of memory");
-    json_decref(schema);
-    if (rc) {
-      if (schema) waiter_free(&w);
-      api_error(req, 0, rc, err_detail(), "sentiment");
-      goto done;
-    }
-    json_t *doc = json_loadb(w.text.data ? w.text.data : "", w.text.len, 0, NULL);
-    const char *s = json_string_value(json_object_get(doc, "sentiment"));
-    if (!s) s = "neutral";
-    double conf = confidence(&w);
-    double score = strcmp(s, "positive") == 0 ? conf : strcmp(s, "negative") == 0 ? -conf : 0.0;
-    json_t *seg = json_pack("{s:s, s:i, s:I, s:s, s:f}", "text", text, "start_word", 0, "end_word",
-                            (json_int_t)(n_words - 1), "sentiment", s, "sentiment_score", score);
-    json_object_set_new(results, "sentiments",
-                        json_pack("{s:[o], s:{s:s, s:f}}", "segments", seg, "average", "sentiment", s,
-                                  "sentiment_score", score));
-    json_object_set_new(metadata, "sentiment_info", info_json(model_uuid, &w));
-    json_decref(doc);
-    waiter_free(&w);
+  }
+  if (rc) {
+    api_error(req, 0, rc, err_detail(), failed);
+    goto done;
   }
   api_speech_respond_json(req, 200, out);
 done:
+  dg_intel_free(&in);
   json_decref(out);
   free(text);
   free(fetched);

@@ -371,7 +371,8 @@ static void tr_send_events(tr_job *j, const stt_result *r) {
     for (size_t k = 0; !rc && k < spans[i].n; k++) {
       char w[170], d[176];
       const stt_word *sw = &r->words[spans[i].first + k];
-      api_speech_punctuate(sw->word, k == 0, k + 1 == spans[i].n, w, sizeof w);
+      char end = k + 1 == spans[i].n ? api_speech_sentence_end(&r->words[spans[i].first], spans[i].n) : 0;
+      api_speech_punctuate(sw->word, k == 0, end, w, sizeof w);
       snprintf(d, sizeof d, "%s%s", (i || k) ? " " : "", w);
       json_t *ev = json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", d);
       if (ev && j->o.logprobs) {

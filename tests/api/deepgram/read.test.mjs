@@ -23,7 +23,11 @@ before(async () => {
   dg = new DeepgramClient({ apiKey: 'k', baseUrl: `${srv.url}/deepgram` });
 });
 after(async () => {
-  if (srv) await srv.stop();
+  if (srv) {
+    const log = srv.log;
+    const code = await srv.stop();
+    assert.equal(code, 0, `parley exited with ${code}:\n${log().slice(-4000)}`);
+  }
   if (models?.cleanup) models.cleanup();
 });
 
@@ -86,4 +90,72 @@ test('a short text is its own summary; no feature, no text, other languages are 
   }
   await assert.rejects(dg.read.v1.text.analyze({ body: { text: short }, summarize: true, language: 'de' }),
     (e) => e instanceof DeepgramError && e.statusCode === 400);
+});
+
+// POST /listen with the intelligence options: the same features run on the
+// transcript, in the pre-recorded shapes of spec 3.3 (summary v2 is
+// {result, short}, not /read's {text}).
+async function speech(text) {
+  const res = await dg.speak.v1.audio.generate({ text, model: 'aura-orion-en', encoding: 'linear16', sample_rate: 16000 });
+  return Buffer.from(await res.arrayBuffer());
+}
+
+test('listen summarize=v2, topics, intents, sentiment: results and *_info in the pre-recorded shapes', async (t) => {
+  if (skip) return t.skip(skip);
+  const wav = await speech('Go forward ten meters. Then turn left and stop.');
+  const r = await dg.listen.v1.media.transcribeFile(wav, { model: 'nova-3', punctuate: true, summarize: 'v2',
+    topics: true, intents: true, sentiment: true });
+  const alt = r.results.channels[0].alternatives[0];
+  assert.match(alt.transcript.toLowerCase(), /forward/);
+  const n = alt.transcript.trim().split(/\s+/).length;
+  // under 50 words: the summary is the transcript itself, in the v2 shape
+  assert.deepEqual(r.results.summary, { result: 'success', short: alt.transcript });
+  assert.equal(r.results.summary.text, undefined);
+  for (const [key, label] of [['topics', 'topic'], ['intents', 'intent']]) {
+    const seg = r.results[key].segments[0];
+    assert.equal(seg.text, alt.transcript);
+    assert.equal(seg.start_word, 0);
+    assert.equal(seg.end_word, n - 1);
+    assert.ok(seg[key].length >= 1 && seg[key].length <= 3, JSON.stringify(seg));
+    for (const x of seg[key]) {
+      assert.equal(typeof x[label], 'string');
+      assert.ok(x.confidence_score > 0 && x.confidence_score <= 1);
+    }
+  }
+  const s = r.results.sentiments;
+  assert.ok(['positive', 'negative', 'neutral'].includes(s.segments[0].sentiment));
+  assert.equal(s.segments[0].end_word, n - 1);
+  assert.deepEqual(s.average, { sentiment: s.segments[0].sentiment, sentiment_score: s.segments[0].sentiment_score });
+  // the *_info blocks name the language model, not the speech model
+  for (const k of ['summary_info', 'topics_info', 'intents_info', 'sentiment_info']) {
+    assert.match(r.metadata[k].model_uuid, UUID, k);
+    assert.notEqual(r.metadata[k].model_uuid, r.metadata.models[0], k);
+  }
+  for (const k of ['topics_info', 'intents_info', 'sentiment_info']) {
+    assert.ok(r.metadata[k].input_tokens > n, `${k} input_tokens`);
+    assert.ok(r.metadata[k].output_tokens > 0, `${k} output_tokens`);
+  }
+  assert.equal(r.metadata.summary_info.output_tokens, 0, 'a short transcript is summarised without generating');
+  const warned = (r.metadata.warnings || []).map((w) => w.parameter);
+  for (const p of ['summarize', 'topics', 'intents', 'sentiment']) assert.ok(!warned.includes(p), `warning for ${p}`);
+});
+
+test('listen: a long transcript is summarised by the model; strict custom labels; no intelligence without options', async (t) => {
+  if (skip) return t.skip(skip);
+  const wav = await speech(Array.from({ length: 8 }, () => 'Go forward ten meters. Then turn left and stop.').join(' '));
+  const r = await dg.listen.v1.media.transcribeFile(wav, { model: 'nova-3', summarize: true, topics: true,
+    custom_topic: ['Navigation', 'Cooking'], custom_topic_mode: 'strict' });
+  assert.ok(r.results.channels[0].alternatives[0].transcript.split(/\s+/).length >= 50);
+  assert.equal(r.results.summary.result, 'success');
+  assert.equal(typeof r.results.summary.short, 'string');
+  assert.ok(r.metadata.summary_info.output_tokens > 0);
+  for (const x of r.results.topics.segments[0].topics) assert.ok(['Navigation', 'Cooking'].includes(x.topic), x.topic);
+  assert.equal(r.results.intents, undefined);
+  assert.equal(r.metadata.intents_info, undefined);
+  const plain = await dg.listen.v1.media.transcribeFile(wav, { model: 'nova-3' });
+  for (const k of ['summary', 'topics', 'intents', 'sentiments']) assert.equal(plain.results[k], undefined, k);
+  const bad = await fetch(`${srv.url}/deepgram/v1/listen?topics=true&custom_topic_mode=loose`, {
+    method: 'POST', headers: { 'content-type': 'audio/wav' }, body: wav });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).err_msg, /custom_topic_mode/);
 });

@@ -255,6 +255,9 @@ test('listen search, replace, tag, extra; unsupported options are warnings, not 
   const warned = r.metadata.warnings.map((w) => w.parameter);
   for (const p of ['summarize', 'topics', 'intents', 'sentiment', 'keyterm', 'profanity_filter']) assert.ok(warned.includes(p), `no warning for ${p}`);
   for (const w of r.metadata.warnings) assert.ok(w.type && w.message);
+  // no language model on this server: the intelligence features say how to get one
+  assert.match(r.metadata.warnings.find((w) => w.parameter === 'topics').message, /--default-model/);
+  for (const k of ['summary', 'topics', 'intents', 'sentiments']) assert.equal(r.results[k], undefined, k);
 });
 
 test('listen numerals and smart_format: number words become digits, with the run\'s times', async (t) => {
