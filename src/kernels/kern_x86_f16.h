@@ -26,8 +26,11 @@
  * - one load per activation vector: left to itself gcc folds the load into
  *   both rows' FMAs (16 loads per 12 FMAs, load-port bound: 49 against 62
  *   GFLOP/s); an empty asm keeps it in a register.
- * - 3 tokens or fewer: no chunks, whole rows (two contiguous weight
- *   streams; the chunked walk was slower than the one-row tile at 2).
+ * - 3 tokens or fewer, or rows of at most one k-chunk: no chunks, no
+ *   parking, whole rows (two contiguous weight streams); the chunked walk
+ *   was slower than the one-row tile at 2 tokens and 2.5-3x slower on
+ *   attention's 64x128 products, where zeroing, parking and finishing
+ *   outweigh 64 columns of FMAs.
  * The sizes were tuned on Zen 3 (32 KiB L1d, 512 KiB L2): KC 128..1024,
  * RB 8..128, TB 6..18 measured 43-68 GFLOP/s for 2048x2048 x 64 tokens.
  *
@@ -49,16 +52,18 @@
 
 /* One k-range [k0, k1) (multiple of 16 long) of R rows (w, w + rb) x T
  * tokens (x, x + xs bytes), accumulators acc[(r * T + t) * 2 + h] loaded
- * and stored back. R and T are compile-time constants after inlining. */
+ * (or started at zero when zero is set: a zeroing loop over acc became a
+ * `rep stos` that cost 30% on attention-sized calls) and stored back. R
+ * and T are compile-time constants after inlining. */
 TGT_INL void kr_sweep(const uint8_t *w, size_t rb, const uint8_t *x, size_t xs, int64_t k0, int64_t k1,
-                      __m256 *acc, int R, int T, int kind) {
+                      __m256 *acc, int zero, int R, int T, int kind) {
   __m256 a[2][3][2];
 #pragma GCC unroll 2
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
     for (int t = 0; t < T; t++) {
-      a[r][t][0] = acc[(r * T + t) * 2];
-      a[r][t][1] = acc[(r * T + t) * 2 + 1];
+      a[r][t][0] = zero ? _mm256_setzero_ps() : acc[(r * T + t) * 2];
+      a[r][t][1] = zero ? _mm256_setzero_ps() : acc[(r * T + t) * 2 + 1];
     }
   for (int64_t i = k0; i < k1; i += 16) {
 #pragma GCC unroll 2
@@ -86,15 +91,15 @@ TGT_INL void kr_sweep(const uint8_t *w, size_t rb, const uint8_t *x, size_t xs, 
 
 /* The same for runtime R (1, 2) and T (1..3): one unrolled copy each. */
 TGT_INL void kr_sweep_rt(const uint8_t *w, size_t rb, const uint8_t *x, size_t xs, int64_t k0, int64_t k1,
-                         __m256 *acc, int R, int T, int kind) {
+                         __m256 *acc, int zero, int R, int T, int kind) {
   if (R == 2) {
-    if (T == 3) kr_sweep(w, rb, x, xs, k0, k1, acc, 2, 3, kind);
-    else if (T == 2) kr_sweep(w, rb, x, xs, k0, k1, acc, 2, 2, kind);
-    else kr_sweep(w, rb, x, xs, k0, k1, acc, 2, 1, kind);
+    if (T == 3) kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 2, 3, kind);
+    else if (T == 2) kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 2, 2, kind);
+    else kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 2, 1, kind);
   } else {
-    if (T == 3) kr_sweep(w, rb, x, xs, k0, k1, acc, 1, 3, kind);
-    else if (T == 2) kr_sweep(w, rb, x, xs, k0, k1, acc, 1, 2, kind);
-    else kr_sweep(w, rb, x, xs, k0, k1, acc, 1, 1, kind);
+    if (T == 3) kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 1, 3, kind);
+    else if (T == 2) kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 1, 2, kind);
+    else kr_sweep(w, rb, x, xs, k0, k1, acc, zero, 1, 1, kind);
   }
 }
 
@@ -120,17 +125,22 @@ TGT_INL void kr_rect(const void *W, size_t rb, int64_t nr, int64_t n, const void
   if (rbk > KR_RB) rbk = KR_RB;
   if (rbk < 2) rbk = 2;
   rbk &= ~(int64_t)1;
-  if (nt <= 3) { /* one token group: whole rows, two contiguous weight streams */
-    for (int64_t r = 0; r < nr; r += 2) {
-      int R = r + 2 <= nr ? 2 : 1, T = (int)nt;
-      __m256 a[12];
-      for (int k = 0; k < 12; k++) a[k] = _mm256_setzero_ps();
-      kr_sweep_rt(w + (size_t)r * rb, rb, x, xs, 0, n16, a, R, T, kind);
-      for (int rr = 0; rr < R; rr++)
-        for (int tt = 0; tt < T; tt++)
-          y[(size_t)tt * ys + (size_t)(r + rr)] = kr_finish(w + (size_t)(r + rr) * rb,
-                                                            (const float *)(x + (size_t)tt * xs), n, n16,
-                                                            a[(rr * T + tt) * 2], a[(rr * T + tt) * 2 + 1], kind);
+  if (nt <= 3 || n16 <= KR_KC) {
+    /* one token group, or rows of one k-chunk (attention's 64- and 128-
+     * column products): no packing, no parked accumulators; whole rows,
+     * two contiguous weight streams */
+    for (int64_t t = 0; t < nt; t += 3) {
+      int T = t + 3 <= nt ? 3 : (int)(nt - t);
+      for (int64_t r = 0; r < nr; r += 2) {
+        int R = r + 2 <= nr ? 2 : 1;
+        __m256 a[12];
+        kr_sweep_rt(w + (size_t)r * rb, rb, x + (size_t)t * xs, xs, 0, n16, a, 1, R, T, kind);
+        for (int rr = 0; rr < R; rr++)
+          for (int tt = 0; tt < T; tt++)
+            y[(size_t)(t + tt) * ys + (size_t)(r + rr)] =
+                kr_finish(w + (size_t)(r + rr) * rb, (const float *)(x + (size_t)(t + tt) * xs), n, n16,
+                          a[(rr * T + tt) * 2], a[(rr * T + tt) * 2 + 1], kind);
+      }
     }
     return;
   }
@@ -143,9 +153,6 @@ TGT_INL void kr_rect(const void *W, size_t rb, int64_t nr, int64_t n, const void
     int64_t r1 = r0 + rbk < nr ? r0 + rbk : nr;
     for (int64_t t0 = 0; t0 < nt; t0 += KR_TB) {
       int64_t t1 = t0 + KR_TB < nt ? t0 + KR_TB : nt;
-      for (int64_t p = 0; p < (r1 - r0 + 1) / 2; p++)
-        for (int g = 0; g < KR_TB / 3; g++)
-          for (int k = 0; k < 12; k++) acc[p][g][k] = _mm256_setzero_ps();
       for (int64_t k0 = 0; k0 < n16; k0 += KR_KC) {
         int64_t k1 = k0 + KR_KC < n16 ? k0 + KR_KC : n16;
         /* token rows n_cols * 4 bytes apart (often a power of two) would
@@ -158,7 +165,7 @@ TGT_INL void kr_rect(const void *W, size_t rb, int64_t nr, int64_t n, const void
             int T = t + 3 <= t1 ? 3 : (int)(t1 - t);
             kr_sweep_rt(w + (size_t)r * rb + (size_t)k0 * (kind ? 2 : 4), rb,
                         (const uint8_t *)(xp + (t - t0) * KR_KC), xps, 0, k1 - k0,
-                        acc[(r - r0) / 2][(t - t0) / 3], R, T, kind);
+                        acc[(r - r0) / 2][(t - t0) / 3], k0 == 0, R, T, kind);
           }
         }
       }
@@ -178,18 +185,29 @@ TGT_INL void kr_rect(const void *W, size_t rb, int64_t nr, int64_t n, const void
   }
 }
 
-TGT static void rect_f32(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, size_t xs, int64_t nt,
-                         float *y, size_t ys) {
-  kr_rect(w, rb, nr, n, x, xs, nt, y, ys, 0);
+/* Rows shorter than this go through the one-row tile (same results):
+ * attention's 64- and 128-column products measured 10-25% slower here
+ * (the per-(row, token) finish is a larger share), 256 columns and up
+ * faster (128x256 x 128 tokens: 47 -> 59 GFLOP/s). */
+#define KR_MIN_COLS 256
+
+TGT_INL void kr_by_tiles(kern_tile_fn tile, const uint8_t *w, size_t rb, int64_t nr, int64_t n, const uint8_t *x,
+                         size_t xs, int64_t nt, float *y, size_t ys) {
+  for (int64_t t = 0; t < nt; t += KERN_TILE_TOKENS) {
+    int k = (int)(nt - t < KERN_TILE_TOKENS ? nt - t : KERN_TILE_TOKENS);
+    for (int64_t r = 0; r < nr; r++) tile(w + (size_t)r * rb, n, x + (size_t)t * xs, xs, k, &y[(size_t)t * ys + (size_t)r], ys);
+  }
 }
-TGT static void rect_f16(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, size_t xs, int64_t nt,
-                         float *y, size_t ys) {
-  kr_rect(w, rb, nr, n, x, xs, nt, y, ys, 1);
-}
-TGT static void rect_bf16(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, size_t xs, int64_t nt,
-                          float *y, size_t ys) {
-  kr_rect(w, rb, nr, n, x, xs, nt, y, ys, 2);
-}
+
+#define DEFINE_RECT(name, tile, kind)                                                                       \
+  TGT static void name(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, size_t xs, int64_t nt, \
+                       float *y, size_t ys) {                                                               \
+    if (n < KR_MIN_COLS) kr_by_tiles(tile, w, rb, nr, n, x, xs, nt, y, ys);                                 \
+    else kr_rect(w, rb, nr, n, x, xs, nt, y, ys, kind);                                                     \
+  }
+DEFINE_RECT(rect_f32, tile_f32, 0)
+DEFINE_RECT(rect_f16, tile_f16, 1)
+DEFINE_RECT(rect_bf16, tile_bf16, 2)
 
 static void x86_fill_ops_rect(struct kern_ops *ops) {
   ops->rect[TENSOR_TYPE_F32] = rect_f32;
