@@ -7,8 +7,9 @@
  * calls after one warm-up, reported as GFLOP/s (2 * rows * cols * tokens per
  * call) and GB/s of weight bytes read (rows * row bytes per call; for one
  * token this is the number to compare with the read bandwidth, since decode
- * is memory-bound). The bandwidth line is a streaming sum over a 1 GiB
- * buffer, with 1 and with the pool's threads. "CPU share" is the process
+ * is memory-bound). The bandwidth lines read a 1 GiB buffer with 1..T
+ * threads (bench/bw_probe.h: 256-bit loads, eight accumulators, disjoint
+ * 1 MiB chunks per thread; 4 KiB pages, as the mapped weights get). "CPU share" is the process
  * CPU time over wall time x threads during the timed runs: well under 100%
  * means other processes took the cores and the figures are low (workers
  * spinning between runs count as busy, so it can read high with threads).
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "bw_probe.h"
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
@@ -42,38 +44,6 @@ static int cmp_d(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-struct bw_job {
-  const double *p;
-  size_t n;
-  double sums[64];
-};
-
-static void bw_worker(void *ctx, int ith, int nth) {
-  struct bw_job *j = ctx;
-  size_t a = j->n * (size_t)ith / (size_t)nth, b = j->n * (size_t)(ith + 1) / (size_t)nth;
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (size_t i = a; i + 4 <= b; i += 4) {
-    s0 += j->p[i];
-    s1 += j->p[i + 1];
-    s2 += j->p[i + 2];
-    s3 += j->p[i + 3];
-  }
-  j->sums[ith] = s0 + s1 + s2 + s3;
-}
-
-/* Median GB/s of a streaming read of 1 GiB. */
-static double read_bandwidth(thread_pool *tp, const double *buf, size_t n, int runs) {
-  double t[16];
-  struct bw_job j = {.p = buf, .n = n};
-  for (int r = 0; r < runs; r++) {
-    double t0 = now_s();
-    tpool_run(tp, bw_worker, &j);
-    t[r] = now_s() - t0;
-  }
-  qsort(t, (size_t)runs, sizeof t[0], cmp_d);
-  return (double)(n * sizeof(double)) / t[runs / 2] / 1e9;
-}
-
 int main(int argc, char **argv) {
   int threads_max = argc > 1 ? atoi(argv[1]) : 2;
   int runs = argc > 2 ? atoi(argv[2]) : 5;
@@ -90,15 +60,14 @@ int main(int argc, char **argv) {
   for (int t = 1; t <= threads_max && t <= 8; t++)
     if (tpool_new(t, &pools[t - 1])) return 1;
 
-  size_t n_bw = ((size_t)1 << 30) / sizeof(double);
-  double *bw = malloc(n_bw * sizeof(double));
+  size_t n_bw = (size_t)1 << 30;
+  uint8_t *bw = bwp_alloc(&n_bw, 0);
   if (!bw) return 1;
-  for (size_t i = 0; i < n_bw; i++) bw[i] = (double)(i & 1023);
   printf("isa: %s\n", kern_isa());
   for (int t = 1; t <= threads_max && t <= 8; t++)
-    printf("read bandwidth, %d thread%s: %.1f GB/s (streaming sum over 1 GiB, median of %d)\n", t,
-           t > 1 ? "s" : "", read_bandwidth(pools[t - 1], bw, n_bw, runs), runs);
-  free(bw);
+    printf("read bandwidth, %d thread%s: %.1f GB/s (256-bit loads over 1 GiB, median of %d)\n", t,
+           t > 1 ? "s" : "", bwp_measure(bw, n_bw, t, runs, NULL), runs);
+  bwp_free(bw, n_bw);
 
   float *x = malloc(sizeof(float) * (size_t)(max_tok * n_cols));
   float *y = malloc(sizeof(float) * (size_t)(max_tok * max_rows));

@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 make --no-print-directory -j2 build/libparley.a >/dev/null
 mkdir -p build/bench
-cc -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -Isrc bench/kernels.c build/libparley.a \
+cc -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -Isrc -Ibench bench/kernels.c build/libparley.a \
   -lm -pthread -o build/bench/kernels
 ./build/bench/kernels "$@"

@@ -1,24 +1,47 @@
 #!/usr/bin/env bash
 # bench/model.sh - prompt processing (pp512) and generation (tg128) tokens/s
 # of random-weight models of TinyLlama-1.1B's shape at F16, Q8_0, Q4_0 and
-# Q4_K_M, with 2 threads, medians of RUNS repetitions (`parley bench`), next
-# to the generation bound the machine's read bandwidth allows
-# (bandwidth / weight bytes read per token). Models are generated once into
-# build/bench-models/ by `parley gen-model` (a few minutes the first time).
-#   bench/model.sh [RUNS=3] [TYPES="F16 Q8_0 Q4_0 Q4_K_M"]
+# Q4_K_M and of Qwen2.5-0.5B's shape at Q8_0 and Q4_K_M, with THREADS
+# threads, medians of RUNS repetitions (`parley bench`), each next to the
+# generation bound the machine's read bandwidth allows: bandwidth / weight
+# bytes a generated token reads. The bandwidth is measured right before each
+# model with the same thread count (bench/bandwidth.c --quick: 256 MiB read
+# with 256-bit loads, threads taking disjoint 1 MiB chunks, median of 5), so load
+# from other processes hits both figures alike. Models are generated once
+# into build/bench-models/ by `parley gen-model` (minutes the first time).
+#   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
+# (a bare type in MODELS means tinyllama:TYPE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
-TYPES=${2:-"F16 Q8_0 Q4_0 Q4_K_M"}
+MODELS=${2:-"tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"}
+THREADS=${3:-2}
 BIN=./build/parley
 dir=build/bench-models
-mkdir -p "$dir"
-for t in $TYPES; do
-  f="$dir/tinyllama-$t.gguf"
-  [ -f "$f" ] || { echo "generating $f"; "$BIN" gen-model "$f" --shape tinyllama --type "$t" >/dev/null; }
+mkdir -p "$dir" build/bench
+cc -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread bench/bandwidth.c -o build/bench/bandwidth
+for m in $MODELS; do
+  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
+  f="$dir/${m%%:*}-${m#*:}.gguf"
+  [ -f "$f" ] || { echo "generating $f"; "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null; }
 done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-for t in $TYPES; do
-  echo "== tinyllama $t"
-  "$BIN" bench "$dir/tinyllama-$t.gguf" -p 512 -n 128 -t 2 -r "$RUNS"
+summary=""
+for m in $MODELS; do
+  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
+  f="$dir/${m%%:*}-${m#*:}.gguf"
+  echo "== $m"
+  bw=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
+  out=$("$BIN" bench "$f" -p 512 -n 128 -t "$THREADS" -r "$RUNS")
+  echo "$out"
+  line=$(printf '%s\n' "$out" | awk -v bw="$bw" -v m="$m" '
+    /^pp/ {pp = $2} /^tg/ {tg = $2}
+    /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}
+    END {bound = bw * 1e9 / b;
+         printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s / %.1f MB per token)  tg = %3.0f%% of bound\n",
+                m, pp, tg, bound, bw, b / 1e6, 100 * tg / bound}')
+  echo "$line"
+  summary="$summary$line"$'\n'
 done
+echo "== summary ($THREADS threads, median of $RUNS; load now $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%s' "$summary"

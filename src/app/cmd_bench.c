@@ -8,12 +8,14 @@
  *          cache (logits of the last token only, as a prompt needs);
  *     tgN: N forwards of one token each from an empty cache, as generation.
  *     Each test runs r times after a warm-up; tokens/s median, min, max and
- *     standard deviation are printed (or one JSON object with --json).
+ *     standard deviation are printed (or one JSON object with --json), with
+ *     the weight bytes a generated token reads (all weights, but one row of
+ *     an untied token_embd) and the peak RSS split.
  *     -d DEPTH: both tests start with DEPTH positions already in the cache
  *     (filled once, in batches, before the repetitions): the speed at a long
  *     context. --cache-type: the KV cache type (default f16).
  *
- *   parley gen-model OUT.gguf [--shape small|tinyllama] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
+ *   parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
  *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead;
@@ -37,6 +39,7 @@
 #include "base/util.h"
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/testgen.h"
 #include "model/testgen_arch.h"
@@ -185,6 +188,12 @@ int cmd_bench(int argc, char **argv) {
   if (n_pp > 0) pp = summarize(pp_tps, (int)reps);
   if (n_tg > 0) tg = summarize(tg_tps, (int)reps);
   double wmib = (double)model_weight_bytes(m) / (1024.0 * 1024.0);
+  /* What a generated token reads: every weight once, except an untied
+   * token_embd, of which it reads one row (the bandwidth bound's divisor). */
+  uint64_t tok_bytes = model_weight_bytes(m);
+  const gguf_tensor *te = gguf_find_tensor(model_gguf(m), "token_embd.weight");
+  if (te && gguf_find_tensor(model_gguf(m), "output.weight") && te->n_bytes < tok_bytes && te->dims[1] > 0)
+    tok_bytes -= te->n_bytes - te->n_bytes / te->dims[1];
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   double rss_mib = (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
@@ -194,6 +203,7 @@ int cmd_bench(int argc, char **argv) {
     json_object_set_new(o, "model", json_string(path));
     json_object_set_new(o, "arch", json_string(model_arch_name(model_arch_of(m))));
     json_object_set_new(o, "weight_bytes", json_integer((json_int_t)model_weight_bytes(m)));
+    json_object_set_new(o, "token_read_bytes", json_integer((json_int_t)tok_bytes));
     json_object_set_new(o, "kv_bytes", json_integer((json_int_t)model_ctx_kv_bytes(ctx)));
     json_object_set_new(o, "kv_type", json_string(model_kv_type_name(model_ctx_kv_type(ctx))));
     json_object_set_new(o, "n_ctx", json_integer(model_ctx_n_ctx(ctx)));
@@ -232,7 +242,8 @@ int cmd_bench(int argc, char **argv) {
     printf("%-8s %12s %10s %10s %8s\n", "test", "t/s median", "min", "max", "sd");
     if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
     if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);
-    printf("each generated token reads %.1f MiB of weights\n", wmib);
+    printf("each generated token reads %.1f MiB of weights (%.0f bytes)\n", (double)tok_bytes / (1024.0 * 1024.0),
+           (double)tok_bytes);
     printf("peak RSS %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (compute buffers %.1f)\n", rss_mib, wmib,
            kv_mib, rss_mib - wmib - kv_mib, (double)model_ctx_buf_bytes(ctx) / (1024.0 * 1024.0));
   }
@@ -302,7 +313,7 @@ int cmd_gen_model(int argc, char **argv) {
   }
   if (!out) {
     fprintf(stderr,
-            "usage: parley gen-model OUT.gguf [--shape small|tinyllama] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
+            "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
             "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
     return 2;
   }
@@ -314,6 +325,19 @@ int cmd_gen_model(int argc, char **argv) {
     return 2;
   }
   if (k_m) t = TENSOR_TYPE_Q4_K;
+  if (strcmp(shape, "qwen2.5-0.5b") == 0) {
+    if (vocab || tmpl_file || n_ctx) {
+      fprintf(stderr, "parley gen-model: --shape qwen2.5-0.5b takes only --type and --seed\n");
+      return 2;
+    }
+    model_testgen_arch qg = model_testgen_arch_qwen25_05b(t, k_m);
+    qg.seed = (uint64_t)seed;
+    if (model_testgen_arch_write(&qg, out)) {
+      fprintf(stderr, "parley gen-model: %s\n", err_detail());
+      return 1;
+    }
+    return 0;
+  }
   model_testgen g;
   if (strcmp(shape, "tinyllama") == 0) {
     g = model_testgen_tinyllama(t);
@@ -321,7 +345,7 @@ int cmd_gen_model(int argc, char **argv) {
     g = model_testgen_small();
     g.type = g.type_embd = g.type_output = g.type_ffn_down = t;
   } else {
-    fprintf(stderr, "parley gen-model: unknown shape '%s' (small, tinyllama)\n", shape);
+    fprintf(stderr, "parley gen-model: unknown shape '%s' (small, tinyllama, qwen2.5-0.5b)\n", shape);
     return 2;
   }
   if (!k_m && t == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = t; /* plain Q4_K everywhere */

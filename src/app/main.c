@@ -58,7 +58,7 @@ static const struct command {
     {"rm", cmd_rm, "delete a model parley pulled: rm NAME"},
     {"run", cmd_run, "raw completion: run MODEL.gguf (-p TEXT | --tokens 1,2,3) [-n N] [--temp T] [--seed S] [-t N]"},
     {"bench", cmd_bench, "tokens/s: bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]"},
-    {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama] [--type T]"},
+    {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type T]"},
     {"chat-template", cmd_chat_template,
      "print the prompt a chat request renders to: (--model M | --template F) --request R.json"},
 };

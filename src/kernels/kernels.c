@@ -233,6 +233,7 @@ struct mm_job {
   /* activations as the tile kernel reads them */
   kern_tile_fn tile;  /* NULL: reference */
   kern_tile2_fn tile2; /* optional two-row tile */
+  kern_rect_fn rect;   /* optional rectangle kernel, for 2+ tokens */
   kern_quant_fn quant;
   const uint8_t *xa;
   uint8_t *xq;
@@ -258,6 +259,11 @@ static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_
       for (int64_t r = r0; r < r1; r++)
         ref_vec_dot((uint32_t)j->type, j->W + (size_t)r * j->row_bytes, j->x + t * j->n_cols,
                     j->n_cols, &j->y[t * j->n_rows + r]);
+    return;
+  }
+  if (j->rect && t1 - t0 > 1) { /* bit-identical to the tiles (kernels_impl.h) */
+    j->rect(j->W + (size_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, j->n_cols, j->xa + (size_t)t0 * j->xa_stride,
+            j->xa_stride, t1 - t0, &j->y[t0 * j->n_rows + r0], (size_t)j->n_rows);
     return;
   }
   for (int64_t tb = t0; tb < t1; tb += KERN_MM_TOK_BLOCK) {
@@ -357,6 +363,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
   if (!atomic_load(&g_force_ref) && ops->tile[type]) {
     j.tile = ops->tile[type];
     j.tile2 = ops->tile2[type];
+    j.rect = ops->rect[type];
     if (ops->tile_nt[type]) j.tnt = ops->tile_nt[type];
     j.xa_stride = kern_act_row_bytes(ops->act[type], n_cols);
     j.rows2 = j.tile2 && !(j.tnt > KERN_TILE_TOKENS &&

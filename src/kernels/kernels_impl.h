@@ -73,6 +73,13 @@ typedef void (*kern_tile_fn)(const void *w_row, int64_t n_cols, const void *x, s
  * rows and to run more independent accumulator chains. */
 typedef void (*kern_tile2_fn)(const void *w, size_t rb, int64_t n_cols, const void *x,
                               size_t x_stride, int nt, float *y, size_t y_stride);
+/* A whole output rectangle at once: nr rows (w + r * rb) x nt tokens (x +
+ * t * x_stride), y[t * y_stride + r]. Optional per type (NULL: the tile
+ * loop); kern_matmul uses it for rectangles of 2 or more tokens, so every
+ * result must be bit-identical to the type's one-row tile (which decode
+ * keeps using). For register-blocked F32/F16/BF16 (kern_x86_f16.h). */
+typedef void (*kern_rect_fn)(const void *w, size_t rb, int64_t nr, int64_t n_cols, const void *x,
+                             size_t x_stride, int64_t nt, float *y, size_t y_stride);
 /* Quantizes n f32 (a multiple of the block size) into activation blocks. */
 typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 
@@ -84,6 +91,7 @@ struct kern_ops {
   kern_quant_fn quant_q8_Kx;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
+  kern_rect_fn rect[TENSOR_TYPE_COUNT];   /* optional rectangle kernels (NULL: tiles) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
   unsigned char tile_nt[TENSOR_TYPE_COUNT]; /* tokens per tile call (0: KERN_TILE_TOKENS) */
 };

@@ -41,6 +41,34 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   return g;
 }
 
+model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m) {
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.n_embd = 896;
+  g.n_layer = 24;
+  g.n_head = 14;
+  g.n_head_kv = 2;
+  g.n_ff = 4864;
+  g.n_vocab = 151936;
+  g.n_ctx = 4096;
+  g.tied = true;
+  g.rope_freq_base = 1000000.0f;
+  g.norm_eps = 1e-6f;
+  g.type = g.type_embd = t;
+  if (k_m) {
+    g.type = TENSOR_TYPE_Q5_0;
+    g.type_embd = TENSOR_TYPE_Q8_0;
+    g.mixed = true;
+    g.type_v[0] = TENSOR_TYPE_Q5_0;
+    g.type_v[1] = TENSOR_TYPE_Q8_0;
+    g.type_down[0] = TENSOR_TYPE_Q4_K;
+    g.type_down[1] = TENSOR_TYPE_Q6_K;
+  }
+  return g;
+}
+
+/* llama.cpp's use_more_bits: the layers a K_M mix gives more bits. */
+static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
 int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   model_testgen_arch g_copy = *g_in; /* n_vocab follows a copied vocabulary */
   const model_testgen_arch *g = &g_copy;
@@ -125,7 +153,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       T("blk.%d.attn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
       T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
-      T("blk.%d.attn_v.weight", g->type, E, KV, 0.0f, a_e);
+      const int mb = more_bits(i, g->n_layer);
+      T("blk.%d.attn_v.weight", g->mixed ? g->type_v[mb] : g->type, E, KV, 0.0f, a_e);
       if (g->arch == MODEL_ARCH_QWEN2) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
@@ -138,7 +167,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.ffn_gate.weight", g->type, E, F, 0.0f, a_e);
       T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
-      T("blk.%d.ffn_down.weight", g->type, F, E, 0.0f, a_f);
+      T("blk.%d.ffn_down.weight", g->mixed ? g->type_down[mb] : g->type, F, E, 0.0f, a_f);
     }
     T0("output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     if (!g->tied) T0("output.weight", g->type, E, g->n_vocab, 0.0f, 3.0f * a_e);

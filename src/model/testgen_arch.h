@@ -25,6 +25,11 @@ typedef struct model_testgen_arch {
   uint32_t type_embd;     /* token_embd.weight (and bert's position and
                              token type embeddings) */
   bool tied;              /* decoders: no output.weight */
+  bool mixed;             /* attn_v and ffn_down take type_v / type_down
+                             below instead of type: [1] in llama.cpp's
+                             "more bits" layers (the first and last eighth
+                             and every third between), [0] elsewhere */
+  uint32_t type_v[2], type_down[2];
   float rope_freq_base;   /* 0 = leave the key out */
   float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */
   int pooling_type;       /* written as ARCH.pooling_type; -1 = absent */
@@ -40,6 +45,16 @@ typedef struct model_testgen_arch {
  * head_dim 32 (n_head*head_dim = 128 != n_embd), n_ff 160, tied. bert: 4 KV
  * heads, n_ff 128, mean pooling. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
+
+/* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV
+ * heads, head_dim 64, n_ff 4864, vocab 151936, tied embeddings, q/k/v
+ * biases, rope base 1e6, RMS eps 1e-6; context written as 4096 of the
+ * real 32768, enough to bench) in type t. k_m: the mix llama.cpp's Q4_K_M
+ * gives this model, where 896-column rows cannot hold 256-blocks and fall
+ * back (Q4_K -> Q5_0, Q6_K -> Q8_0): Q5_0 q/k/o/gate/up, attn_v Q8_0 in the
+ * 12 "more bits" layers and Q5_0 in the others, ffn_down (4864 columns)
+ * Q6_K / Q4_K likewise, token_embd Q8_0. */
+model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
 
 /* Writes the file (path.tmp, then renamed). */
 int model_testgen_arch_write(const model_testgen_arch *g, const char *path);

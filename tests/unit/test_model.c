@@ -192,6 +192,19 @@ TEST(model_llama_f16_matches_numpy) {
   ASSERT_TRUE(gen_model(&g, "f16", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
+  /* rows of 256 and 512 columns: the prompt's products go through the
+   * register-blocked rectangle kernels (kern_x86_f16.h), F16 and BF16 */
+  static const int wide[2] = {TENSOR_TYPE_F16, TENSOR_TYPE_BF16};
+  for (int i = 0; i < 2; i++) {
+    model_testgen w = model_testgen_small();
+    w.n_embd = 256;
+    w.n_ff = 512;
+    w.type = w.type_embd = w.type_output = w.type_ffn_down = (uint32_t)wide[i];
+    w.seed = 13;
+    ASSERT_TRUE(gen_model(&w, i ? "bf16_wide" : "f16_wide", path, sizeof path));
+    e = compare_model(path, MODEL_KV_F16, 2);
+    EXPECT_TRUE(e >= 0 && e < 1e-8);
+  }
 }
 
 /* Quantized weights: numpy uses the dequantized weights, so the difference

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
 #include "model/model.h"
@@ -270,6 +271,52 @@ TEST(model_qwen_quant_matches_numpy) {
   k.seed = 26;
   ASSERT_TRUE(gen(&k, "qwen3_q4k", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
+  EXPECT_TRUE(e >= 0 && e < 2e-3);
+}
+
+/* The Q4_K_M-like mix of gen-model --shape qwen2.5-0.5b (testgen_arch.h) on a
+ * small shape with 8 layers: llama.cpp's "more bits" layers of 8 are 0, 3,
+ * 6 and 7 (i < 8/8, i >= 7*8/8, (i - 1) % 3 == 2), written out here rather
+ * than computed with the generator's rule; those get Q8_0 attn_v and Q6_K
+ * ffn_down, the others Q5_0 and Q4_K; q/k/o/gate/up Q5_0, tied Q8_0
+ * embeddings. Then the logits against numpy (the fast Q5_0, Q8_0, Q4_K and
+ * Q6_K kernels together; same 2e-3 bound as above). */
+TEST(model_qwen_q4_k_m_mix) {
+  NEED_PY();
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
+  g.n_layer = 8;
+  g.n_ff = 256; /* ffn_down rows hold one 256-block */
+  g.tied = true;
+  g.type = TENSOR_TYPE_Q5_0;
+  g.type_embd = TENSOR_TYPE_Q8_0;
+  g.mixed = true;
+  g.type_v[0] = TENSOR_TYPE_Q5_0;
+  g.type_v[1] = TENSOR_TYPE_Q8_0;
+  g.type_down[0] = TENSOR_TYPE_Q4_K;
+  g.type_down[1] = TENSOR_TYPE_Q6_K;
+  g.seed = 27;
+  ASSERT_TRUE(gen(&g, "qwen2_k_m_mix", path, sizeof path));
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  static const bool more[8] = {true, false, false, true, false, false, true, true};
+  for (int i = 0; i < 8; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.attn_v.weight", i);
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    EXPECT_TRUE(t && t->type == (more[i] ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_Q5_0));
+    snprintf(name, sizeof name, "blk.%d.ffn_down.weight", i);
+    t = gguf_find_tensor(f, name);
+    EXPECT_TRUE(t && t->type == (more[i] ? TENSOR_TYPE_Q6_K : TENSOR_TYPE_Q4_K));
+    snprintf(name, sizeof name, "blk.%d.ffn_up.weight", i);
+    t = gguf_find_tensor(f, name);
+    EXPECT_TRUE(t && t->type == TENSOR_TYPE_Q5_0);
+  }
+  const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+  EXPECT_TRUE(te && te->type == TENSOR_TYPE_Q8_0);
+  EXPECT_TRUE(gguf_find_tensor(f, "output.weight") == NULL);
+  gguf_close(f);
+  double e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
 }
 

@@ -1,0 +1,213 @@
+/*
+ * bench/bw_probe.h - the machine's memory read bandwidth, measured the way
+ * a memory-bound kernel reads: every byte of a buffer much larger than the
+ * last-level cache, loaded with 256-bit loads into eight independent
+ * accumulators (so neither the adds nor one dependency chain limit it),
+ * sequentially (the hardware prefetchers see a plain stream), the threads
+ * taking disjoint 1 MiB chunks from an atomic counter as kern_matmul's
+ * workers take row chunks (so, as there, a thread that another process
+ * delays does not hold the others up: on a shared 2-core machine fixed
+ * halves made the 2-thread median swing 22-75 GB/s). Included by
+ * bench/kernels.c and bench/bandwidth.c; header-only so each bench program
+ * stays one file.
+ *
+ * Why not a scalar sum of doubles: one core issuing one 8-byte load and one
+ * dependent add per element measured 9 GB/s where the Q4_0 decode kernel
+ * read 11-12 GB/s from DRAM on one core, so that probe measured the loop,
+ * not the memory. The vectorized probe reads 64 bytes per cycle per core
+ * at best, far above DRAM speed, so memory is the only limit left.
+ *
+ * The buffer is filled with non-zero data first (never-written pages would
+ * all map the kernel's shared zero page, which stays in cache). With
+ * huge = true it is asked for transparent huge pages (madvise: fewer TLB
+ * misses); model weights are a file mapping in 4 KiB pages, so the probe
+ * can measure both and says which it used. Each run
+ * starts all threads at a barrier and ends when the slowest one is done;
+ * the median of the runs is reported, and the XOR of everything read is
+ * kept in a volatile sink so the compiler cannot drop the loads.
+ */
+#ifndef PARLEY_BENCH_BW_PROBE_H
+#define PARLEY_BENCH_BW_PROBE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define BWP_CHUNK ((size_t)1 << 20) /* bytes a thread takes at a time */
+
+struct bwp_shared {
+  const uint8_t *buf;
+  size_t bytes;      /* a multiple of BWP_CHUNK */
+  atomic_size_t next; /* next chunk to hand out in the current run */
+  int nth, runs;
+  pthread_barrier_t start, end;
+  volatile uint64_t sink[16];
+};
+
+struct bwp_arg {
+  struct bwp_shared *sh;
+  int ith;
+};
+
+static double bwp_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#if defined(__x86_64__)
+/* XOR of [p, p + n) in 64-bit lanes; n a multiple of 256. AVX2 when the
+ * CPU has it, else SSE2 (16-byte loads, still eight accumulators). */
+__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (size_t i = 0; i < n; i += 256) {
+    const __m256i *v = (const __m256i *)(p + i);
+    a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + 0));
+    a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + 1));
+    a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + 2));
+    a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + 3));
+    a4 = _mm256_xor_si256(a4, _mm256_load_si256(v + 4));
+    a5 = _mm256_xor_si256(a5, _mm256_load_si256(v + 5));
+    a6 = _mm256_xor_si256(a6, _mm256_load_si256(v + 6));
+    a7 = _mm256_xor_si256(a7, _mm256_load_si256(v + 7));
+  }
+  __m256i s = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)),
+                               _mm256_xor_si256(_mm256_xor_si256(a4, a5), _mm256_xor_si256(a6, a7)));
+  uint64_t o[4];
+  _mm256_storeu_si256((__m256i *)o, s);
+  return o[0] ^ o[1] ^ o[2] ^ o[3];
+}
+
+static uint64_t bwp_read_sse2(const uint8_t *p, size_t n) {
+  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (size_t i = 0; i < n; i += 128) {
+    const __m128i *v = (const __m128i *)(p + i);
+    a0 = _mm_xor_si128(a0, _mm_load_si128(v + 0));
+    a1 = _mm_xor_si128(a1, _mm_load_si128(v + 1));
+    a2 = _mm_xor_si128(a2, _mm_load_si128(v + 2));
+    a3 = _mm_xor_si128(a3, _mm_load_si128(v + 3));
+    a4 = _mm_xor_si128(a4, _mm_load_si128(v + 4));
+    a5 = _mm_xor_si128(a5, _mm_load_si128(v + 5));
+    a6 = _mm_xor_si128(a6, _mm_load_si128(v + 6));
+    a7 = _mm_xor_si128(a7, _mm_load_si128(v + 7));
+  }
+  __m128i s = _mm_xor_si128(_mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3)),
+                            _mm_xor_si128(_mm_xor_si128(a4, a5), _mm_xor_si128(a6, a7)));
+  uint64_t o[2];
+  _mm_storeu_si128((__m128i *)o, s);
+  return o[0] ^ o[1];
+}
+#endif
+
+static uint64_t bwp_read(const uint8_t *p, size_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
+  return bwp_read_sse2(p, n);
+#else
+  uint64_t a[8] = {0};
+  for (size_t i = 0; i < n; i += 64)
+    for (int k = 0; k < 8; k++) {
+      uint64_t v;
+      memcpy(&v, p + i + 8 * k, 8);
+      a[k] ^= v;
+    }
+  return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+#endif
+}
+
+static void *bwp_thread(void *arg) {
+  struct bwp_arg *a = arg;
+  struct bwp_shared *sh = a->sh;
+  size_t n_chunks = sh->bytes / BWP_CHUNK;
+  for (int r = 0; r < sh->runs; r++) {
+    pthread_barrier_wait(&sh->start);
+    uint64_t x = 0;
+    for (size_t c; (c = atomic_fetch_add(&sh->next, 1)) < n_chunks;)
+      x ^= bwp_read(sh->buf + c * BWP_CHUNK, BWP_CHUNK);
+    sh->sink[a->ith] ^= x;
+    pthread_barrier_wait(&sh->end);
+  }
+  return NULL;
+}
+
+static int bwp_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Allocates and fills a probe buffer of `bytes` (rounded up to 2 MiB and
+ * updated), transparent huge pages asked for or refused, or NULL. Free with bwp_free(buf, bytes). */
+static uint8_t *bwp_alloc(size_t *bytes, int huge) {
+  size_t n = (*bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+  madvise(p, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+  (void)huge;
+#endif
+  uint64_t *q = p, st = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < n / 8; i++) { /* every byte written, nothing zero-page backed */
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    q[i] = st;
+  }
+  *bytes = n;
+  return p;
+}
+
+static void bwp_free(uint8_t *buf, size_t bytes) {
+  if (buf) munmap(buf, bytes);
+}
+
+/* Median read bandwidth in GB/s (1e9 bytes/s) over `runs` (1..63) reads of
+ * the whole buffer (bytes a multiple of 2 MiB, as bwp_alloc gives) by nth
+ * (1..16) threads taking 1 MiB chunks; also the
+ * fastest run in *best_gbs when not NULL. 0 on failure. */
+static double bwp_measure(const uint8_t *buf, size_t bytes, int nth, int runs, double *best_gbs) {
+  if (nth < 1 || nth > 16 || runs < 1 || runs > 63) return 0;
+  struct bwp_shared sh;
+  memset(&sh, 0, sizeof sh);
+  sh.buf = buf;
+  sh.bytes = bytes;
+  sh.nth = nth;
+  sh.runs = runs;
+  if (pthread_barrier_init(&sh.start, NULL, (unsigned)nth + 1)) return 0;
+  if (pthread_barrier_init(&sh.end, NULL, (unsigned)nth + 1)) {
+    pthread_barrier_destroy(&sh.start);
+    return 0;
+  }
+  pthread_t th[16];
+  struct bwp_arg args[16];
+  for (int i = 0; i < nth; i++) {
+    args[i].sh = &sh;
+    args[i].ith = i;
+    if (pthread_create(&th[i], NULL, bwp_thread, &args[i])) abort();
+  }
+  double t[64];
+  size_t read = bytes / BWP_CHUNK * BWP_CHUNK;
+  for (int r = 0; r < runs; r++) {
+    atomic_store(&sh.next, 0);
+    pthread_barrier_wait(&sh.start);
+    double t0 = bwp_now();
+    pthread_barrier_wait(&sh.end);
+    t[r] = bwp_now() - t0;
+  }
+  for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&sh.start);
+  pthread_barrier_destroy(&sh.end);
+  qsort(t, (size_t)runs, sizeof t[0], bwp_cmp);
+  if (best_gbs) *best_gbs = (double)read / t[0] / 1e9;
+  return (double)read / t[runs / 2] / 1e9;
+}
+
+#endif
