@@ -17,6 +17,7 @@
 #define X86_DOT_U8S8(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1))
 
 #include "kernels/kern_x86_body.h"
+#include "kernels/kern_x86_q4x8.h"
 
 int kern_ops_avx2(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -25,6 +26,7 @@ int kern_ops_avx2(struct kern_ops *ops) {
     return 0;
   ops->isa = "avx2";
   x86_fill_ops(ops);
+  x86_fill_packed_ops(ops);
   return 1;
 }
 

@@ -20,6 +20,7 @@
 #define X86_DOT_U8S8(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (s))
 
 #include "kernels/kern_x86_body.h"
+#include "kernels/kern_x86_q4x8.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -30,6 +31,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
     return 0;
   ops->isa = "avx512-vnni";
   x86_fill_ops(ops);
+  x86_fill_packed_ops(ops);
   return 1;
 }
 
