@@ -23,7 +23,9 @@
 #ifndef PARLEY_KERNELS_KERN_X86_Q4X8_H
 #define PARLEY_KERNELS_KERN_X86_Q4X8_H
 
-#define Q4X8_NT 4 /* tokens per tile call */
+#ifndef Q4X8_NT
+#define Q4X8_NT 8 /* tokens per tile call */
+#endif
 
 /* One group of 8 interleaved Q4_0 rows (n columns) x nt <= Q4X8_NT tokens
  * of kern_block_q8s activations: y[t * ys + r] for r < 8. */
@@ -76,7 +78,13 @@ TGT static void ptile_q4x8(const void *w, int64_t n, const void *x, size_t xs, i
   case 1: body_q4x8(w, n, x, xs, 1, y, ys); break;
   case 2: body_q4x8(w, n, x, xs, 2, y, ys); break;
   case 3: body_q4x8(w, n, x, xs, 3, y, ys); break;
-  default: body_q4x8(w, n, x, xs, 4, y, ys); break;
+  case 4: body_q4x8(w, n, x, xs, 4, y, ys); break;
+#if Q4X8_NT > 4
+  case 5: body_q4x8(w, n, x, xs, 5, y, ys); break;
+  case 6: body_q4x8(w, n, x, xs, 6, y, ys); break;
+  case 7: body_q4x8(w, n, x, xs, 7, y, ys); break;
+#endif
+  default: body_q4x8(w, n, x, xs, Q4X8_NT, y, ys); break;
   }
 }
 
