@@ -88,6 +88,67 @@ TGT static void ptile_q4x8(const void *w, int64_t n, const void *x, size_t xs, i
   }
 }
 
+/* ---- Q8_0 x 8 rows -------------------------------------------------------
+ * Same interleave with 8 int8 vectors per block (vector j: elements
+ * 4j..4j+3 of the 8 rows). Signed x signed has no single AVX2 multiply, so
+ * the sign trick: |w| (u8, once per block and tile) times sign(x, w) (s8,
+ * per token). Those products reach 2 x 128 x 127 = 32512 per 16-bit lane,
+ * so each vpmaddubsw goes to int32 at once (vpmaddwd with ones) and the
+ * int32 sums are added: exact, any order. kern_block_q8 activations. */
+#ifndef Q8X8_NT
+#define Q8X8_NT 8 /* tokens per tile call */
+#endif
+
+TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const int64_t nb = n / 32;
+  const uint8_t *qs = wg;
+  const uint8_t *dh = qs + 256 * nb;
+  __m256 acc[Q8X8_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m256i s[Q8X8_NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(qs + 256 * b + 32 * j));
+      __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
+        __m256i xv = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * j)));
+        __m256i p = X86_DOT_U8S8(aw, _mm256_sign_epi8(xv, w));
+        s[t] = j == 0 ? p : _mm256_add_epi32(s[t], p);
+        __asm__("" : "+x"(s[t])); /* no reassociation into a tree (see body_q4x8) */
+      }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 16 * b)));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+TGT static void ptile_q8x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                           size_t ys) {
+  switch (nt) {
+  case 1: body_q8x8(w, n, x, xs, 1, y, ys); break;
+  case 2: body_q8x8(w, n, x, xs, 2, y, ys); break;
+  case 3: body_q8x8(w, n, x, xs, 3, y, ys); break;
+#if Q8X8_NT > 4
+  case 4: body_q8x8(w, n, x, xs, 4, y, ys); break;
+  case 5: body_q8x8(w, n, x, xs, 5, y, ys); break;
+  case 6: body_q8x8(w, n, x, xs, 6, y, ys); break;
+  case 7: body_q8x8(w, n, x, xs, 7, y, ys); break;
+#endif
+  default: body_q8x8(w, n, x, xs, Q8X8_NT, y, ys); break;
+  }
+}
+
 /* kern_block_q8s activations: the blocks quant_q8_x86 makes (bit-identical
  * to kern_quant_q8_c), with the float sum replaced by 8 * the integer sum. */
 TGT static void quant_q8s_x86(const float *x, void *dst, int64_t n) {
@@ -108,6 +169,9 @@ static void x86_fill_packed_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_0] = ptile_q4x8;
   ops->ptile_nt[TENSOR_TYPE_Q4_0] = Q4X8_NT;
   ops->pquant[TENSOR_TYPE_Q4_0] = quant_q8s_x86;
+  ops->ptile[TENSOR_TYPE_Q8_0] = ptile_q8x8;
+  ops->ptile_nt[TENSOR_TYPE_Q8_0] = Q8X8_NT;
+  ops->pquant[TENSOR_TYPE_Q8_0] = quant_q8_x86;
 }
 
 #endif

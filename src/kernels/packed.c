@@ -3,17 +3,17 @@
  * kernels multiply faster than GGUF rows, and the matmul driver for them
  * (kern_pack / kern_matmul_packed in kernels.h).
  *
- * Layout (Q4_0, the one packed type today): rows in groups of
- * KERN_PACK_ROWS = 8; a last partial group is padded with zero rows (scale
- * 0, never written to y). Group g is group_bytes long (144 bytes per block
- * of 32 columns, padded to a multiple of 64) and holds, for nb = n_cols/32
- * blocks:
- *   qs: nb x 128 bytes; block b at 128 b is four 32-byte vectors; byte
+ * Layout (Q4_0 and Q8_0, whose blocks are an f16 scale and QB = 16 or 32
+ * bytes of qs): rows in groups of KERN_PACK_ROWS = 8; a last partial group
+ * is padded with zero rows (scale 0, never written to y). Group g is
+ * group_bytes long (8 x 18 = 144 or 8 x 34 = 272 bytes per block of 32
+ * columns, padded to a multiple of 64) and holds, for nb = n_cols/32:
+ *   qs: nb x 8 QB bytes; block b is QB / 4 vectors of 32 bytes; byte
  *       4 r + m of vector i is byte 4 i + m of row 8 g + r's block b qs
- *       (a transpose of 4-byte words), so `& 15` gives elements
- *       4 i .. 4 i + 3 of each of the 8 rows and `>> 4` elements
- *       16 + 4 i .. 16 + 4 i + 3;
- *   d:  nb x 8 f16 at 128 nb: the 8 rows' block scales, row order.
+ *       (a transpose of 4-byte words). Q4_0: `& 15` gives elements
+ *       4 i .. 4 i + 3 of each of the 8 rows, `>> 4` elements
+ *       16 + 4 i .. 16 + 4 i + 3; Q8_0: vector i is elements 4 i .. 4 i + 3;
+ *   d:  nb x 8 f16 after the qs: the 8 rows' block scales, row order.
  * Same bytes as the GGUF rows (plus padding), so decode reads no more.
  *
  * The driver mirrors kern_matmul's (kernels.c): activations quantized once
@@ -47,41 +47,52 @@ struct kern_packed {
 };
 _Static_assert(sizeof(struct kern_packed) <= PK_HDR, "packed header");
 
-/* ---- Q4_0 x 8 layout ------------------------------------------------------ */
+/* ---- the x 8 layouts (Q4_0, Q8_0) ---------------------------------------- */
 
-static size_t q4x8_group_bytes(int64_t n_cols) {
-  size_t b = (size_t)(n_cols / 32) * 144;
+/* Bytes of qs per block and row: 16 (Q4_0 nibbles) or 32 (Q8_0 int8); both
+ * block types are an f16 scale followed by qs. */
+static int x8_qb(int type) { return type == TENSOR_TYPE_Q4_0 ? 16 : 32; }
+
+static size_t x8_group_bytes(int type, int64_t n_cols) {
+  size_t b = (size_t)(n_cols / 32) * (size_t)(8 * x8_qb(type) + 16);
   return (b + 63) & ~(size_t)63;
 }
 
-/* Packs rows 8g..8g+7 (those < n_rows; the others as zeros) into dst. */
-static void q4x8_pack_group(const uint8_t *W, size_t rb, int64_t n_rows, int64_t nb, int64_t g,
-                            uint8_t *dst) {
-  uint8_t *dh = dst + 128 * nb;
+/* Packs rows 8g..8g+7 (those < n_rows; the others as zeros) into dst:
+ * vector i (32 bytes) of block b holds at 4 r + m byte 4 i + m of row r's
+ * qs; the scales follow all the blocks' vectors. */
+static void x8_pack_group(int type, const uint8_t *W, size_t rb, int64_t n_rows, int64_t nb, int64_t g,
+                          uint8_t *dst) {
+  const int qb = x8_qb(type), nv = qb / 4;
+  const size_t bs = (size_t)qb + 2, vb = (size_t)(8 * qb);
+  uint8_t *dh = dst + vb * (size_t)nb;
   for (int r = 0; r < KERN_PACK_ROWS; r++) {
     int64_t row = g * KERN_PACK_ROWS + r;
-    if (row >= n_rows) {
-      for (int64_t b = 0; b < nb; b++) {
-        for (int i = 0; i < 4; i++) memset(dst + 128 * b + 32 * i + 4 * r, 0, 4);
-        memset(dh + 16 * b + 2 * r, 0, 2);
-      }
-      continue;
-    }
-    const block_q4_0 *src = (const block_q4_0 *)(W + (size_t)row * rb);
+    const uint8_t *src = row < n_rows ? W + (size_t)row * rb : NULL;
     for (int64_t b = 0; b < nb; b++) {
-      for (int i = 0; i < 4; i++) memcpy(dst + 128 * b + 32 * i + 4 * r, src[b].qs + 4 * i, 4);
-      memcpy(dh + 16 * b + 2 * r, &src[b].d, 2);
+      for (int i = 0; i < nv; i++) {
+        uint8_t *o = dst + vb * (size_t)b + 32 * i + 4 * r;
+        if (src)
+          memcpy(o, src + bs * (size_t)b + 2 + 4 * i, 4);
+        else
+          memset(o, 0, 4);
+      }
+      if (src)
+        memcpy(dh + 16 * b + 2 * r, src + bs * (size_t)b, 2);
+      else
+        memset(dh + 16 * b + 2 * r, 0, 2);
     }
   }
 }
 
-/* Row r (0..7) of a packed group back to a GGUF Q4_0 row (the inverse). */
-static void q4x8_unpack_row(const uint8_t *grp, int64_t nb, int r, uint8_t *row) {
-  block_q4_0 *dst = (block_q4_0 *)row;
-  const uint8_t *dh = grp + 128 * nb;
+/* Row r (0..7) of a packed group back to a GGUF row (the inverse). */
+static void x8_unpack_row(int type, const uint8_t *grp, int64_t nb, int r, uint8_t *row) {
+  const int qb = x8_qb(type), nv = qb / 4;
+  const size_t bs = (size_t)qb + 2, vb = (size_t)(8 * qb);
+  const uint8_t *dh = grp + vb * (size_t)nb;
   for (int64_t b = 0; b < nb; b++) {
-    for (int i = 0; i < 4; i++) memcpy(dst[b].qs + 4 * i, grp + 128 * b + 32 * i + 4 * r, 4);
-    memcpy(&dst[b].d, dh + 16 * b + 2 * r, 2);
+    for (int i = 0; i < nv; i++) memcpy(row + bs * (size_t)b + 2 + 4 * i, grp + vb * (size_t)b + 32 * i + 4 * r, 4);
+    memcpy(row + bs * (size_t)b, dh + 16 * b + 2 * r, 2);
   }
 }
 
@@ -90,13 +101,14 @@ static void q4x8_unpack_row(const uint8_t *grp, int64_t nb, int r, uint8_t *row)
 int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out) {
   *out = NULL;
   const struct kern_ops *ops = kern_ops_get();
-  if (type != TENSOR_TYPE_Q4_0 || !ops->ptile[type] || kern_ref_forced()) return 0;
+  if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0) || !ops->ptile[type] || kern_ref_forced())
+    return 0;
   if (n_rows <= 0 || n_cols <= 0) return 0;
   size_t rb;
   int rc = tensor_type_row_bytes((uint32_t)type, n_cols, &rb);
   if (rc) return rc;
   int64_t ng = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS, nb = n_cols / 32;
-  size_t gb = q4x8_group_bytes(n_cols), bytes;
+  size_t gb = x8_group_bytes(type, n_cols), used = (size_t)nb * (size_t)(8 * x8_qb(type) + 16), bytes;
   if (__builtin_mul_overflow(gb, (uint64_t)ng, &bytes) || bytes > SIZE_MAX - PK_HDR)
     return err_set(ERR_RANGE, "pack: %lld rows of %lld columns overflow", (long long)n_rows,
                    (long long)n_cols);
@@ -115,8 +127,8 @@ int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_pack
   p->data = (uint8_t *)mem + PK_HDR;
   for (int64_t g = 0; g < ng; g++) {
     uint8_t *dst = p->data + (size_t)g * gb;
-    memset(dst + 144 * nb, 0, gb - 144 * (size_t)nb);
-    q4x8_pack_group(W, rb, n_rows, nb, g, dst);
+    memset(dst + used, 0, gb - used);
+    x8_pack_group(type, W, rb, n_rows, nb, g, dst);
   }
   *out = p;
   return 0;
@@ -161,7 +173,7 @@ static void pk_rect_ref(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, in
     for (int r = 0; r < KERN_PACK_ROWS; r++) {
       int64_t rr = g * KERN_PACK_ROWS + r;
       if (rr >= p->n_rows) break;
-      q4x8_unpack_row(p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
+      x8_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
       for (int64_t t = t0; t < t1; t++)
         ref_vec_dot((uint32_t)p->type, row, j->x + t * p->n_cols, p->n_cols, &j->y[t * p->n_rows + rr]);
     }
@@ -252,6 +264,7 @@ int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, in
     j.tile = ops->ptile[p->type];
     j.tnt = ops->ptile_nt[p->type];
     j.quant = ops->pquant[p->type];
+    _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
     j.xa_stride = (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
     size_t bytes;
     if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))

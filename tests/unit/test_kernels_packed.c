@@ -60,9 +60,11 @@ static int kp_init(struct kp_case *c, int type, int64_t n_rows, int64_t n_cols, 
     float scale = 0.1f + (float)(r % 5), offset = r % 3 == 0 ? 0.4f : 0.0f;
     for (int64_t i = 0; i < n_cols; i++) tmp[i] = kp_rand() * scale + offset;
     uint8_t *row = c->W + (size_t)r * c->row_bytes;
-    if (ref_quantize_row((uint32_t)type, tmp, row, n_cols) ||
-        ref_dequantize_row((uint32_t)type, row, c->wd + r * n_cols, n_cols))
-      rc = -1;
+    if (ref_quantize_row((uint32_t)type, tmp, row, n_cols)) rc = -1;
+    /* -128 is a valid Q8_0 value no quantizer here makes (the sign trick's
+     * extreme): put one in every other row */
+    if (type == TENSOR_TYPE_Q8_0 && r % 2 == 1) ((block_q8_0 *)row)->qs[5] = -128;
+    if (ref_dequantize_row((uint32_t)type, row, c->wd + r * n_cols, n_cols)) rc = -1;
   }
   for (int64_t i = 0; !rc && i < n_tokens * n_cols; i++) c->x[i] = kp_rand() * (i % 611 == 7 ? 25.0f : 1.0f);
   free(tmp);
@@ -126,8 +128,7 @@ static bool kp_packs(int type) {
 
 /* Odd shapes on a 2-thread pool: against the double product and, tightly,
  * against the plain kern_matmul on the same rows. */
-TEST(kernels_packed_q4_0_shapes) {
-  NEED_PACK(TENSOR_TYPE_Q4_0);
+static void kp_shapes(int type) {
   static const int64_t rows[] = {1, 3, 7, 8, 9, 17, 64, 131};
   static const int64_t blocks[] = {1, 2, 3, 7};
   static const int64_t toks[] = {1, 2, 3, 4, 5, 9, 17};
@@ -137,7 +138,7 @@ TEST(kernels_packed_q4_0_shapes) {
     for (int bi = 0; bi < 4; bi++)
       for (int ki = 0; ki < 7; ki++) {
         struct kp_case c;
-        if (kp_init(&c, TENSOR_TYPE_Q4_0, rows[ri], 32 * blocks[bi], toks[ki])) {
+        if (kp_init(&c, type, rows[ri], 32 * blocks[bi], toks[ki])) {
           kp_free(&c);
           ASSERT_TRUE(!"setup");
         }
@@ -149,7 +150,7 @@ TEST(kernels_packed_q4_0_shapes) {
         ASSERT_TRUE(y && yp);
         EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, yp), 0);
         EXPECT_INT_EQ(kern_matmul(tp, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
-        int bad = kp_check_double(&c, yp, "packed");
+        int bad = kp_check_double(&c, yp, tensor_type_name((uint32_t)type));
         for (int64_t t = 0; t < c.n_tokens && !bad; t++)
           for (int64_t r = 0; r < c.n_rows && !bad; r++) {
             double a = y[t * c.n_rows + r], b = yp[t * c.n_rows + r], tol = 1e-5 * kp_abs(&c, r, t) + 1e-30;
@@ -170,14 +171,23 @@ done:
   tpool_free(tp);
 }
 
+TEST(kernels_packed_q4_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_shapes(TENSOR_TYPE_Q4_0);
+}
+
+TEST(kernels_packed_q8_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_shapes(TENSOR_TYPE_Q8_0);
+}
+
 /* Bit-identical results for 1, 2, 3 threads and for a token alone vs in a
  * batch of 37 (the property the engine's batching relies on). */
-TEST(kernels_packed_deterministic) {
-  NEED_PACK(TENSOR_TYPE_Q4_0);
+static void kp_deterministic(int type) {
   thread_pool *tps[3] = {NULL, NULL, NULL};
   for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
   struct kp_case c;
-  ASSERT_INT_EQ(kp_init(&c, TENSOR_TYPE_Q4_0, 133, 5 * 32, 37), 0);
+  ASSERT_INT_EQ(kp_init(&c, type, 133, 5 * 32, 37), 0);
   kern_packed *p = NULL;
   ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
   ASSERT_TRUE(p != NULL);
@@ -201,12 +211,18 @@ TEST(kernels_packed_deterministic) {
   for (int i = 0; i < 3; i++) tpool_free(tps[i]);
 }
 
+TEST(kernels_packed_deterministic) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_deterministic(TENSOR_TYPE_Q4_0);
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_deterministic(TENSOR_TYPE_Q8_0);
+}
+
 /* With the reference forced: kern_pack declines, and weights packed before
  * go through ref_vec_dot on the unpacked rows (bit for bit). */
-TEST(kernels_packed_reference_path) {
-  NEED_PACK(TENSOR_TYPE_Q4_0);
+static void kp_reference(int type) {
   struct kp_case c;
-  ASSERT_INT_EQ(kp_init(&c, TENSOR_TYPE_Q4_0, 21, 3 * 32, 4), 0);
+  ASSERT_INT_EQ(kp_init(&c, type, 21, 3 * 32, 4), 0);
   kern_packed *p = NULL;
   ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
   ASSERT_TRUE(p != NULL);
@@ -228,6 +244,13 @@ TEST(kernels_packed_reference_path) {
   tpool_free(tp);
   kern_packed_free(p);
   kp_free(&c);
+}
+
+TEST(kernels_packed_reference_path) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_reference(TENSOR_TYPE_Q4_0);
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_reference(TENSOR_TYPE_Q8_0);
 }
 
 /* Types without a packed layout, bad sizes, non-finite activations. */
