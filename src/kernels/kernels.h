@@ -73,6 +73,13 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
  * Errors: as kern_matmul, and ERR_NOMEM. */
 typedef struct kern_packed kern_packed;
 int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out);
+/* kern_pack that calls done(src, bytes, ctx) after each slice of rows it has
+ * copied (src..src + bytes of W, in order, covering W once), so a caller can
+ * release the source pages as it goes and never hold two copies of a big
+ * tensor. done may be NULL. */
+int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
+                 void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
+                 kern_packed **out);
 void kern_packed_free(kern_packed *p);
 /* Bytes the packed copy holds (for memory accounting). */
 size_t kern_packed_bytes(const kern_packed *p);

@@ -99,6 +99,12 @@ static void x8_unpack_row(int type, const uint8_t *grp, int64_t nb, int r, uint8
 /* ---- packing -------------------------------------------------------------- */
 
 int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out) {
+  return kern_pack_ex(type, W, n_rows, n_cols, NULL, NULL, out);
+}
+
+int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
+                 void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
+                 kern_packed **out) {
   *out = NULL;
   const struct kern_ops *ops = kern_ops_get();
   if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0) || !ops->ptile[type] || kern_ref_forced())
@@ -125,10 +131,16 @@ int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_pack
   p->row_bytes = rb;
   p->bytes = bytes;
   p->data = (uint8_t *)mem + PK_HDR;
+  const int64_t slice = 128; /* groups between done() calls: 1024 rows */
   for (int64_t g = 0; g < ng; g++) {
     uint8_t *dst = p->data + (size_t)g * gb;
     memset(dst + used, 0, gb - used);
     x8_pack_group(type, W, rb, n_rows, nb, g, dst);
+    if (done && ((g + 1) % slice == 0 || g + 1 == ng)) {
+      int64_t r0 = (g + 1 - ((g + 1) % slice ? (g + 1) % slice : slice)) * KERN_PACK_ROWS;
+      int64_t r1 = (g + 1) * KERN_PACK_ROWS < n_rows ? (g + 1) * KERN_PACK_ROWS : n_rows;
+      done((const uint8_t *)W + (size_t)r0 * rb, (size_t)(r1 - r0) * rb, ctx);
+    }
   }
   *out = p;
   return 0;

@@ -244,11 +244,26 @@ static void fmt_dims(const gguf_tensor *t, char *out, size_t cap) {
   if (o < cap) snprintf(out + o, cap - o, "]");
 }
 
+/* madvise(DONTNEED) on the whole pages inside src..src + bytes of the
+ * mapping (kern_pack_ex callback; ctx unused). Advisory: errors ignored. */
+static void release_pages(const void *src, size_t bytes, void *ctx) {
+  (void)ctx;
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0) return;
+  uintptr_t a = (uintptr_t)src, e = a + (uintptr_t)bytes;
+  a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+  e &= ~((uintptr_t)pg - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 /* Repacks a bound matrix when its type has a faster layout on this CPU (see
- * model_bind_matrix), then drops the mapping's pages of the original. */
+ * model_bind_matrix), releasing the mapping's pages of the original slice
+ * by slice as they are copied (so a big tensor is never resident twice),
+ * then once more over the whole range for the pages straddling slices. */
 static int bind_pack(model *m, model_tensor *t, uint64_t n_bytes) {
   kern_packed *p = NULL;
-  int rc = kern_pack((int)t->type, t->data, t->n_rows, t->n_cols, &p);
+  bool mapped = gguf_is_mapped(m->f);
+  int rc = kern_pack_ex((int)t->type, t->data, t->n_rows, t->n_cols, mapped ? release_pages : NULL, NULL, &p);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());
@@ -260,13 +275,7 @@ static int bind_pack(model *m, model_tensor *t, uint64_t n_bytes) {
     return err_set(ERR_NOMEM, "tensor '%s': out of memory", t->name);
   }
   t->packed = p;
-  if (gguf_is_mapped(m->f)) {
-    long pg = sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)t->data, e = a + (uintptr_t)n_bytes;
-    a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-    e &= ~((uintptr_t)pg - 1);
-    if (pg > 0 && e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* advisory */
-  }
+  if (mapped) release_pages(t->data, (size_t)n_bytes, NULL);
   return 0;
 }
 
