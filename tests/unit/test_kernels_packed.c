@@ -284,3 +284,41 @@ TEST(kernels_packed_edges) {
   kern_packed_free(p);
   kp_free(&c);
 }
+
+struct kp_ranges {
+  const uint8_t *next; /* where the next slice must start */
+  int calls;
+  bool in_order;
+};
+
+static void kp_done(const void *src, size_t bytes, void *ctx) {
+  struct kp_ranges *r = ctx;
+  if ((const uint8_t *)src != r->next || bytes == 0) r->in_order = false;
+  r->next = (const uint8_t *)src + bytes;
+  r->calls++;
+}
+
+/* kern_pack_ex reports the source rows it has copied: in order, each byte
+ * once, the whole tensor (what the model relies on to release pages), and
+ * packs the same as kern_pack. */
+TEST(kernels_packed_progress) {
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  struct kp_case c;
+  ASSERT_INT_EQ(kp_init(&c, TENSOR_TYPE_Q8_0, 2 * 1024 + 13, 32, 2), 0);
+  struct kp_ranges r = {c.W, 0, true};
+  kern_packed *p = NULL, *q = NULL;
+  ASSERT_INT_EQ(kern_pack_ex(c.type, c.W, c.n_rows, c.n_cols, kp_done, &r, &p), 0);
+  ASSERT_TRUE(p != NULL);
+  EXPECT_TRUE(r.in_order);
+  EXPECT_TRUE(r.next == c.W + c.row_bytes * (size_t)c.n_rows);
+  EXPECT_INT_EQ(r.calls, 3); /* 1024 + 1024 + 13 rows */
+  ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &q), 0);
+  float y1[2 * (2 * 1024 + 13)], y2[2 * (2 * 1024 + 13)];
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, 2, y1), 0);
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, q, c.x, 2, y2), 0);
+  EXPECT_MEM_EQ(y1, y2, sizeof y1);
+  EXPECT_INT_EQ(kp_check_double(&c, y1, "progress"), 0);
+  kern_packed_free(p);
+  kern_packed_free(q);
+  kp_free(&c);
+}
