@@ -32,8 +32,7 @@
 TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys) {
   const int64_t nb = n / 32;
-  const uint8_t *qs = wg;
-  const uint8_t *dh = qs + 128 * nb;
+  const uint8_t *blk0 = wg; /* 144-byte blocks: 8 f16 scales, 4 vectors */
   const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   __m256 acc[Q4X8_NT];
 #pragma GCC unroll 8
@@ -45,7 +44,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
     __m256i s[Q4X8_NT];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-      __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 128 * b + 32 * i));
+      __m256i v = _mm256_loadu_si256((const __m256i *)(blk0 + 144 * b + 16 + 32 * i));
       __m256i wl = _mm256_and_si256(v, m4), wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
@@ -59,7 +58,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
         __asm__("" : "+x"(s[t]));
       }
     }
-    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 16 * b)));
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk0 + 144 * b)));
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
@@ -102,8 +101,7 @@ TGT static void ptile_q4x8(const void *w, int64_t n, const void *x, size_t xs, i
 TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys) {
   const int64_t nb = n / 32;
-  const uint8_t *qs = wg;
-  const uint8_t *dh = qs + 256 * nb;
+  const uint8_t *blk0 = wg; /* 272-byte blocks: 8 f16 scales, 8 vectors */
   __m256 acc[Q8X8_NT];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -111,7 +109,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
     __m256i s[Q8X8_NT];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
-      __m256i w = _mm256_loadu_si256((const __m256i *)(qs + 256 * b + 32 * j));
+      __m256i w = _mm256_loadu_si256((const __m256i *)(blk0 + 272 * b + 16 + 32 * j));
       __m256i aw = _mm256_abs_epi8(w);
 #pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
@@ -122,7 +120,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
         __asm__("" : "+x"(s[t])); /* no reassociation into a tree (see body_q4x8) */
       }
     }
-    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dh + 16 * b)));
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk0 + 272 * b)));
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
