@@ -115,7 +115,7 @@ static int kp_check_double(const struct kp_case *c, const float *y, const char *
 /* True when this CPU packs type (x86 with AVX2 today). */
 static bool kp_packs(int type) {
   kern_packed *p = NULL;
-  uint8_t w[18 * 8] = {0};
+  uint8_t w[34 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q8_0) */
   if (kern_pack(type, w, 8, 32, &p) || !p) return false;
   kern_packed_free(p);
   return true;
