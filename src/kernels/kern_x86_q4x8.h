@@ -1,8 +1,8 @@
 /*
- * kern_x86_q4x8.h - the x86 kernel for Q4_0 weights repacked at load time
- * into groups of 8 interleaved rows (kernels/packed.c has the layout and
- * the driver), compiled by kern_avx2.c and kern_avx512.c after
- * kern_x86_body.h with the same TGT / TGT_INL macros.
+ * kern_x86_q4x8.h - the x86 kernels for Q4_0 (and, below, Q8_0) weights
+ * repacked at load time into groups of 8 interleaved rows (kernels/packed.c
+ * has the layout and the driver), compiled by kern_avx2.c and
+ * kern_avx512.c after kern_x86_body.h with the same TGT / TGT_INL macros.
  *
  * Why: the row-at-a-time Q4_0 kernel spends 8 vector instructions per 64
  * weights x token, 5 of them on the multiply pipes. With 8 rows interleaved
