@@ -8,6 +8,10 @@
  * prints the median CPU time of one call and its GFLOP/s (2 rows cols
  * tokens per call). The weights are 64 distinct random rows repeated, in
  * distinct memory (a matrix larger than the L3 cache streams from DRAM).
+ * With PACK=1 in the environment the weights are first repacked with
+ * kern_pack and multiplied with kern_matmul_packed (when the linked library
+ * has them, which kernels_cpu.sh tells with -DHAVE_PACK, and the type packs
+ * on this CPU; otherwise the plain path).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,10 +60,19 @@ int main(int argc, char **argv) {
     }
   }
   for (int64_t i = 0; i < nt * cols; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
-  if (kern_matmul(NULL, type, W, rows, cols, x, nt, y)) return 1; /* warm-up */
+#ifdef HAVE_PACK
+  kern_packed *pk = NULL;
+  const char *pe = getenv("PACK");
+  if (pe && strcmp(pe, "1") == 0 && kern_pack(type, W, rows, cols, &pk)) return 1;
+  if (pk) fprintf(stderr, "kernels_cpu: packed weights\n");
+#define MM() (pk ? kern_matmul_packed(NULL, pk, x, nt, y) : kern_matmul(NULL, type, W, rows, cols, x, nt, y))
+#else
+#define MM() kern_matmul(NULL, type, W, rows, cols, x, nt, y)
+#endif
+  if (MM()) return 1; /* warm-up */
   for (int i = 0; i < runs; i++) {
     double a = thread_cpu_s();
-    kern_matmul(NULL, type, W, rows, cols, x, nt, y);
+    MM();
     t[i] = thread_cpu_s() - a;
   }
   qsort(t, (size_t)runs, sizeof *t, cmp_d);

@@ -3,12 +3,15 @@
 # (bench/kernels_cpu.c), for A/B comparisons on a loaded machine.
 #   bench/kernels_cpu.sh TYPE ROWS COLS TOKENS [runs=9]
 # With LIB=path/to/libparley.a (and LIB_TAG=name) it links that library
-# instead, e.g. a baseline built from another commit.
+# instead, e.g. a baseline built from another commit. PACK=1 multiplies
+# weights repacked with kern_pack when the library has it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make --no-print-directory -j2 build/libparley.a >/dev/null
 mkdir -p build/bench
 LIB=${LIB:-build/libparley.a}
 out=build/bench/kernels_cpu${LIB_TAG:+-$LIB_TAG}
-cc -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -Isrc bench/kernels_cpu.c "$LIB" -lm -pthread -o "$out"
+def=
+if nm "$LIB" 2>/dev/null | grep ' T kern_pack$' >/dev/null; then def=-DHAVE_PACK; fi
+cc $def -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -pthread -Isrc bench/kernels_cpu.c "$LIB" -lm -pthread -o "$out"
 "$out" "$@"

@@ -487,6 +487,7 @@ int gguf_open(const char *path, gguf_file **out) {
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 size_t gguf_file_size(const gguf_file *f) { return f->size; }
+bool gguf_is_mapped(const gguf_file *f) { return f->mapped; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 size_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, size_t i) { return i < f->n_kv ? &f->kvs[i] : NULL; }

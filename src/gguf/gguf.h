@@ -125,6 +125,8 @@ void gguf_close(gguf_file *f);
 uint32_t gguf_version(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
 size_t gguf_file_size(const gguf_file *f);
+/* True when the file is memory-mapped by gguf_open (not a caller's buffer). */
+bool gguf_is_mapped(const gguf_file *f);
 /* Offset in the file where the (aligned) tensor data section starts. */
 uint64_t gguf_data_offset(const gguf_file *f);
 

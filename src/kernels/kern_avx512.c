@@ -21,6 +21,7 @@
 
 #include "kernels/kern_x86_body.h"
 #include "kernels/kern_x86_f16.h"
+#include "kernels/kern_x86_q4x8.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -32,6 +33,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   ops->isa = "avx512-vnni";
   x86_fill_ops(ops);
   x86_fill_ops_rect(ops);
+  x86_fill_packed_ops(ops);
   return 1;
 }
 

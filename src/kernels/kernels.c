@@ -110,6 +110,12 @@ static void *kern_tls_scratch(size_t bytes) {
   return s->p;
 }
 
+const struct kern_ops *kern_ops_get(void) { return kern_get_ops(); }
+bool kern_ref_forced(void) { return atomic_load(&g_force_ref); }
+void *kern_act_scratch(thread_pool *tp, size_t bytes) {
+  return tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
+}
+
 /* ---- portable activation quantizers ------------------------------------ */
 
 void kern_quant_q8_c(const float *x, void *dst, int64_t n) {
@@ -137,6 +143,16 @@ void kern_quant_q8_c(const float *x, void *dst, int64_t n) {
     }
     b[i].d = d;
     b[i].s = d * (float)sum;
+  }
+}
+
+void kern_quant_q8s_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_c(x, dst, n);
+  kern_block_q8s *b = dst;
+  for (int64_t i = 0; i < n / 32; i++) {
+    int sum = 0;
+    for (int j = 0; j < 32; j++) sum += b[i].qs[j];
+    b[i].s8 = 8 * sum;
   }
 }
 

@@ -11,6 +11,7 @@
 #define PARLEY_KERNELS_KERNELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- thread pool --------------------------------------------------------
@@ -56,6 +57,34 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
  * every dot product in double with ref_vec_dot. */
 int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_t n_cols,
                 const float *x, int64_t n_tokens, float *y);
+
+/* ---- weights repacked at load time (kernels/packed.c) ---------------------
+ * Some types have a faster layout than the GGUF rows for this CPU (today
+ * Q4_0 and Q8_0 on x86 AVX2: 8 rows interleaved in 4-byte groups, same
+ * size as the rows). kern_pack copies W (n_rows x n_cols of `type`, rows as for
+ * kern_matmul) into that layout in memory it allocates; *out is NULL (and 0
+ * returned) when the type has no packed layout on this CPU or the reference
+ * kernels are forced, and the caller keeps using kern_matmul on W. Free
+ * with kern_packed_free (one malloc'd block: free() does the same). kern_matmul_packed computes exactly what
+ * kern_matmul computes on the original rows within the same precision
+ * (bit-identical results for a given row and token whatever the thread
+ * count and the other tokens of the call); with the reference kernels
+ * forced it unpacks each row and uses the reference dot products.
+ * Errors: as kern_matmul, and ERR_NOMEM. */
+typedef struct kern_packed kern_packed;
+int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out);
+/* kern_pack that calls done(src, bytes, ctx) after each slice of rows it has
+ * copied (src..src + bytes of W, in order, covering W once), so a caller can
+ * release the source pages as it goes and never hold two copies of a big
+ * tensor. done may be NULL. */
+int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
+                 void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
+                 kern_packed **out);
+void kern_packed_free(kern_packed *p);
+/* Bytes the packed copy holds (for memory accounting). */
+size_t kern_packed_bytes(const kern_packed *p);
+int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,
+                       float *y);
 
 /* Forces the scalar reference kernels everywhere (tests and `--reference`);
  * also on when the environment has PARLEY_KERNELS=reference at first use. */

@@ -15,6 +15,7 @@
 #ifndef PARLEY_KERNELS_KERNELS_IMPL_H
 #define PARLEY_KERNELS_KERNELS_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,22 @@ typedef void (*kern_tile2_fn)(const void *w, size_t rb, int64_t n_cols, const vo
  * keeps using). For register-blocked F32/F16/BF16 (kern_x86_f16.h). */
 typedef void (*kern_rect_fn)(const void *w, size_t rb, int64_t nr, int64_t n_cols, const void *x,
                              size_t x_stride, int64_t nt, float *y, size_t y_stride);
+/* Packed-weight tile (kernels/packed.c): KERN_PACK_ROWS interleaved rows
+ * (one row group of the packed layout, nb blocks) x nt <= ptile_nt tokens of
+ * activations x_t = x + t * x_stride; y[t * y_stride + r] for r < 8. Same
+ * invariant as the tile functions: a token's results do not depend on nt. */
+#define KERN_PACK_ROWS 8
+typedef void (*kern_ptile_fn)(const void *w_group, int64_t n_cols, const void *x, size_t x_stride,
+                              int nt, float *y, size_t y_stride);
+/* Activation block of 32 for packed Q4_0: kern_block_q8 with the integer
+ * 8 * sum(qs) instead of the scaled float sum (the kernel subtracts it from
+ * the unsigned-nibble dot product in int32). */
+typedef struct {
+  float d;
+  int32_t s8;
+  int8_t qs[32];
+} kern_block_q8s;
+_Static_assert(sizeof(kern_block_q8s) == 40, "kern_block_q8s");
 /* Quantizes n f32 (a multiple of the block size) into activation blocks. */
 typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 
@@ -94,6 +111,11 @@ struct kern_ops {
   kern_rect_fn rect[TENSOR_TYPE_COUNT];   /* optional rectangle kernels (NULL: tiles) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
   unsigned char tile_nt[TENSOR_TYPE_COUNT]; /* tokens per tile call (0: KERN_TILE_TOKENS) */
+  /* packed weights (packed.c): tile, tokens per call and activation
+   * quantizer per type; ptile NULL: the type is never packed */
+  kern_ptile_fn ptile[TENSOR_TYPE_COUNT];
+  unsigned char ptile_nt[TENSOR_TYPE_COUNT];
+  kern_quant_fn pquant[TENSOR_TYPE_COUNT];
 };
 
 /* Each fills ops and returns 1 when compiled in and usable on this CPU. */
@@ -137,6 +159,14 @@ void kern_q8_K_interleave(block_q8_K *b, int64_t nb);
 /* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
  * every variant's pair quantizer, so their outputs agree bit for bit). */
 void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);
+/* The dispatched table, whether the reference is forced, and the
+ * activation scratch kern_matmul uses (pool thread 0's, or the calling
+ * thread's for tp NULL): for packed.c. */
+const struct kern_ops *kern_ops_get(void);
+bool kern_ref_forced(void);
+void *kern_act_scratch(thread_pool *tp, size_t bytes);
+/* The portable packed-Q4_0 activation quantizer (kern_block_q8s). */
+void kern_quant_q8s_c(const float *x, void *dst, int64_t n);
 /* Bytes of one activation row of n_cols in format act. */
 size_t kern_act_row_bytes(int act, int64_t n_cols);
 

@@ -112,13 +112,13 @@ static int bert_load(model *m) {
     return err_set(ERR_UNSUPPORTED, "key 'bert.attention.causal' is true: only bidirectional bert is supported");
 
   const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
-  if ((rc = model_bind_matrix(m, &w->pos_embd, E, hp->n_ctx_train, 0, "position_embd.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->pos_embd, E, hp->n_ctx_train, MODEL_BIND_ROWS, "position_embd.weight"))) return rc;
   const gguf_tensor *tt = gguf_find_tensor(m->f, "token_types.weight");
   if (!tt) return err_set(ERR_NOT_FOUND, "tensor 'token_types.weight' is missing");
   int64_t n_types = tt->n_dims == 2 && tt->dims[1] >= 1 && tt->dims[1] <= 65536 ? (int64_t)tt->dims[1] : 1;
   model_tensor types;
-  if ((rc = model_bind_matrix(m, &types, E, n_types, 0, "token_types.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &types, E, n_types, MODEL_BIND_ROWS, "token_types.weight"))) return rc;
   w->type0 = malloc((size_t)E * sizeof *w->type0);
   if (!w->type0) return err_set(ERR_NOMEM, "bert: out of memory");
   if ((rc = ref_dequantize_row(types.type, types.data, w->type0, E)))
@@ -207,7 +207,8 @@ static void bert_ctx_free(model_ctx *c) {
 }
 
 static int bert_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
+                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());

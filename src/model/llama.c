@@ -81,7 +81,7 @@ static int llama_load(model *m) {
   if (!w->layers) return err_set(ERR_NOMEM, "llama: out of memory");
 
   const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     llama_layer *L = &w->layers[l];
     int i = (int)l;
@@ -147,7 +147,8 @@ static void llama_ctx_free(model_ctx *c) {
 }
 
 static int matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
+                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());

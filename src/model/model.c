@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -242,6 +244,41 @@ static void fmt_dims(const gguf_tensor *t, char *out, size_t cap) {
   if (o < cap) snprintf(out + o, cap - o, "]");
 }
 
+/* madvise(DONTNEED) on the whole pages inside src..src + bytes of the
+ * mapping (kern_pack_ex callback; ctx unused). Advisory: errors ignored. */
+static void release_pages(const void *src, size_t bytes, void *ctx) {
+  (void)ctx;
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0) return;
+  uintptr_t a = (uintptr_t)src, e = a + (uintptr_t)bytes;
+  a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+  e &= ~((uintptr_t)pg - 1);
+  if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* Repacks a bound matrix when its type has a faster layout on this CPU (see
+ * model_bind_matrix), releasing the mapping's pages of the original slice
+ * by slice as they are copied (so a big tensor is never resident twice),
+ * then once more over the whole range for the pages straddling slices. */
+static int bind_pack(model *m, model_tensor *t, uint64_t n_bytes) {
+  kern_packed *p = NULL;
+  bool mapped = gguf_is_mapped(m->f);
+  int rc = kern_pack_ex((int)t->type, t->data, t->n_rows, t->n_cols, mapped ? release_pages : NULL, NULL, &p);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': cannot repack: %s", t->name, why);
+  }
+  if (!p) return 0;
+  if (own(m, p)) { /* kern_packed_free is free() */
+    kern_packed_free(p);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory", t->name);
+  }
+  t->packed = p;
+  if (mapped) release_pages(t->data, (size_t)n_bytes, NULL);
+  return 0;
+}
+
 static int bind_v(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags, const char *fmt,
                   va_list ap) {
   char name[128];
@@ -277,6 +314,7 @@ static int bind_v(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int
   t->data = g->data;
   t->row_bytes = rb;
   m->weight_bytes += g->n_bytes;
+  if (n_rows && !(flags & MODEL_BIND_ROWS)) return bind_pack(m, t, g->n_bytes);
   return 0;
 }
 

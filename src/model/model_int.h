@@ -24,6 +24,8 @@ typedef struct model_tensor {
   int64_t n_rows;    /* dims[1] (1 for a vector) */
   const void *data;  /* in the mapping */
   size_t row_bytes;
+  kern_packed *packed; /* the rows repacked for this CPU (owned by the model),
+                          or NULL: kern_matmul_packed instead of kern_matmul */
 } model_tensor;
 
 struct model {
@@ -86,12 +88,18 @@ struct model_ctx {
 /* ---- binding (model.c) --------------------------------------------------- */
 
 enum model_bind_flags {
-  MODEL_BIND_OPTIONAL = 1 /* absent: 0 with t->data NULL */
+  MODEL_BIND_OPTIONAL = 1, /* absent: 0 with t->data NULL */
+  MODEL_BIND_ROWS = 2      /* read by rows (embeddings), not multiplied:
+                              never repacked */
 };
 
 /* Binds the tensor named by fmt... as a matrix of n_rows x n_cols (n_rows 0:
  * a 1-D tensor of n_cols), checking its shape and that kern_matmul supports
- * its type. Adds its bytes to m->weight_bytes. */
+ * its type. Adds its bytes to m->weight_bytes. A matrix without
+ * MODEL_BIND_ROWS whose type has a packed layout on this CPU (kern_pack) is
+ * repacked into t->packed, and when the file is mapped the mapping's pages
+ * of the original are released (madvise DONTNEED: they were only read, so
+ * resident memory holds one copy; t->data stays valid, re-read on use). */
 int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags,
                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Binds a 1-D tensor of n elements as f32: in place when it is F32 (and

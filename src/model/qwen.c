@@ -105,7 +105,7 @@ static int qwen_load(model *m) {
   if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
   /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
   w->pooling = (enum model_pooling)pooling;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, 0, "token_embd.weight"))) return rc;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     qwen_layer *L = &w->layers[l];
     int i = (int)l;
@@ -185,7 +185,8 @@ static void qwen_ctx_free(model_ctx *c) {
 }
 
 static int qwen_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
+                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());

@@ -1,0 +1,175 @@
+/*
+ * kern_x86_q4x8.h - the x86 kernels for Q4_0 (and, below, Q8_0) weights
+ * repacked at load time into groups of 8 interleaved rows (kernels/packed.c
+ * has the layout and the driver), compiled by kern_avx2.c and
+ * kern_avx512.c after kern_x86_body.h with the same TGT / TGT_INL macros.
+ *
+ * Why: the row-at-a-time Q4_0 kernel spends 8 vector instructions per 64
+ * weights x token, 5 of them on the multiply pipes. With 8 rows interleaved
+ * in 4-byte words, one 32-byte register holds 4 consecutive nibbles of each
+ * of 8 rows, and one vpmaddubsw multiplies all of them by one broadcast of
+ * 4 activation bytes of a token: 8 vpmaddubsw per block of 32 x 8 rows x
+ * token, their products summed in 16 bits (|sum| <= 8 x 2 x 15 x 127 =
+ * 30480, exact), then one vpmaddwd, one int32 subtract of the stored
+ * 8 * sum(x), one conversion and one FMA with d_w d_x per block: about 12
+ * multiply-pipe instructions per 256 weights x token instead of 20.
+ * The nibbles are unpacked once per block and tile of tokens.
+ *
+ * Per (row, token) the arithmetic is fixed (exact int32 block sums, then
+ * acc = fma(float(sum), d_w * d_x, acc) block after block in column
+ * order), so a result does not depend on nt, on the other rows of the
+ * group, or on the variant (vpdpbusd would give the same exact sums).
+ */
+#ifndef PARLEY_KERNELS_KERN_X86_Q4X8_H
+#define PARLEY_KERNELS_KERN_X86_Q4X8_H
+
+#ifndef Q4X8_NT
+#define Q4X8_NT 8 /* tokens per tile call */
+#endif
+
+/* One group of 8 interleaved Q4_0 rows (n columns) x nt <= Q4X8_NT tokens
+ * of kern_block_q8s activations: y[t * ys + r] for r < 8. */
+TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg; /* 144-byte blocks: 8 f16 scales, 4 vectors */
+  const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  __m256 acc[Q4X8_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    /* words i and 4 + i of each token's 32 activation bytes meet the low
+     * and high nibbles of vector i; 16-bit sums per token across the
+     * block (exact, see the header) */
+    __m256i s[Q4X8_NT];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(blk0 + 144 * b + 16 + 32 * i));
+      __m256i wl = _mm256_and_si256(v, m4), wh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
+        __m256i xl = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * i)));
+        __m256i xh = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 16 + 4 * i)));
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wl, xl), _mm256_maddubs_epi16(wh, xh));
+        s[t] = i == 0 ? p : _mm256_add_epi16(s[t], p);
+        /* keeps gcc from reassociating the sums into a tree over all
+         * products of the block (it then spills them to the stack) */
+        __asm__("" : "+x"(s[t]));
+      }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk0 + 144 * b)));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
+      __m256i i32 = _mm256_sub_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(xb->s8));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
+                               acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+TGT static void ptile_q4x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                           size_t ys) {
+  switch (nt) {
+  case 1: body_q4x8(w, n, x, xs, 1, y, ys); break;
+  case 2: body_q4x8(w, n, x, xs, 2, y, ys); break;
+  case 3: body_q4x8(w, n, x, xs, 3, y, ys); break;
+  case 4: body_q4x8(w, n, x, xs, 4, y, ys); break;
+#if Q4X8_NT > 4
+  case 5: body_q4x8(w, n, x, xs, 5, y, ys); break;
+  case 6: body_q4x8(w, n, x, xs, 6, y, ys); break;
+  case 7: body_q4x8(w, n, x, xs, 7, y, ys); break;
+#endif
+  default: body_q4x8(w, n, x, xs, Q4X8_NT, y, ys); break;
+  }
+}
+
+/* ---- Q8_0 x 8 rows -------------------------------------------------------
+ * Same interleave with 8 int8 vectors per block (vector j: elements
+ * 4j..4j+3 of the 8 rows). Signed x signed has no single AVX2 multiply, so
+ * the sign trick: |w| (u8, once per block and tile) times sign(x, w) (s8,
+ * per token). Those products reach 2 x 128 x 127 = 32512 per 16-bit lane,
+ * so each vpmaddubsw goes to int32 at once (vpmaddwd with ones) and the
+ * int32 sums are added: exact, any order. kern_block_q8 activations. */
+#ifndef Q8X8_NT
+#define Q8X8_NT 8 /* tokens per tile call */
+#endif
+
+TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                       size_t ys) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg; /* 272-byte blocks: 8 f16 scales, 8 vectors */
+  __m256 acc[Q8X8_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m256i s[Q8X8_NT];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+      __m256i w = _mm256_loadu_si256((const __m256i *)(blk0 + 272 * b + 16 + 32 * j));
+      __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
+        __m256i xv = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * j)));
+        __m256i p = X86_DOT_U8S8(aw, _mm256_sign_epi8(xv, w));
+        s[t] = j == 0 ? p : _mm256_add_epi32(s[t], p);
+        __asm__("" : "+x"(s[t])); /* no reassociation into a tree (see body_q4x8) */
+      }
+    }
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk0 + 272 * b)));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+TGT static void ptile_q8x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                           size_t ys) {
+  switch (nt) {
+  case 1: body_q8x8(w, n, x, xs, 1, y, ys); break;
+  case 2: body_q8x8(w, n, x, xs, 2, y, ys); break;
+  case 3: body_q8x8(w, n, x, xs, 3, y, ys); break;
+#if Q8X8_NT > 4
+  case 4: body_q8x8(w, n, x, xs, 4, y, ys); break;
+  case 5: body_q8x8(w, n, x, xs, 5, y, ys); break;
+  case 6: body_q8x8(w, n, x, xs, 6, y, ys); break;
+  case 7: body_q8x8(w, n, x, xs, 7, y, ys); break;
+#endif
+  default: body_q8x8(w, n, x, xs, Q8X8_NT, y, ys); break;
+  }
+}
+
+/* kern_block_q8s activations: the blocks quant_q8_x86 makes (bit-identical
+ * to kern_quant_q8_c), with the float sum replaced by 8 * the integer sum. */
+TGT static void quant_q8s_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_x86(x, dst, n);
+  kern_block_q8s *b = dst;
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < n / 32; i++) {
+    __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    b[i].s8 = 8 * _mm_cvtsi128_si32(h);
+  }
+}
+
+static void x86_fill_packed_ops(struct kern_ops *ops) {
+  ops->ptile[TENSOR_TYPE_Q4_0] = ptile_q4x8;
+  ops->ptile_nt[TENSOR_TYPE_Q4_0] = Q4X8_NT;
+  ops->pquant[TENSOR_TYPE_Q4_0] = quant_q8s_x86;
+  ops->ptile[TENSOR_TYPE_Q8_0] = ptile_q8x8;
+  ops->ptile_nt[TENSOR_TYPE_Q8_0] = Q8X8_NT;
+  ops->pquant[TENSOR_TYPE_Q8_0] = quant_q8_x86;
+}
+
+#endif

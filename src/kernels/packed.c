@@ -1,0 +1,299 @@
+/*
+ * packed.c - weights repacked once at model load into a layout the CPU's
+ * kernels multiply faster than GGUF rows, and the matmul driver for them
+ * (kern_pack / kern_matmul_packed in kernels.h).
+ *
+ * Layout (Q4_0 and Q8_0, whose blocks are an f16 scale and QB = 16 or 32
+ * bytes of qs): rows in groups of KERN_PACK_ROWS = 8; a last partial group
+ * is padded with zero rows (scale 0, never written to y). Group g is
+ * group_bytes long: nb = n_cols / 32 packed blocks of 16 + 8 QB bytes
+ * (144 for Q4_0, 272 for Q8_0), padded to a multiple of 64. Packed block b:
+ *   bytes 0..15: the 8 rows' f16 scales of block b, row order;
+ *   then QB / 4 vectors of 32 bytes: byte 4 r + m of vector i is byte
+ *       4 i + m of row 8 g + r's block b qs (a transpose of 4-byte words).
+ *       Q4_0: `& 15` gives elements 4 i .. 4 i + 3 of each of the 8 rows,
+ *       `>> 4` elements 16 + 4 i .. 16 + 4 i + 3; Q8_0: vector i is
+ *       elements 4 i .. 4 i + 3.
+ * Scales next to their nibbles keep decode a single forward stream: with
+ * the scales in a separate area after the group's vectors, one-token calls
+ * streaming from DRAM were 20-30% slower (5.6 against 4.3-4.8 ms for
+ * 65536 x 2048 Q4_0 on one core).
+ * Same bytes as the GGUF rows (plus padding), so decode reads no more.
+ *
+ * The driver mirrors kern_matmul's (kernels.c): activations quantized once
+ * per call into the type's packed format, output rectangles (row groups x
+ * tokens) handed out by an atomic counter, tokens walked in blocks of 8
+ * outside the groups, one tile call (one group x up to ptile_nt tokens) per
+ * output element. Every (row, token) result comes from one tile call whose
+ * per-token arithmetic is fixed, so results do not depend on the thread
+ * count or on the other tokens of the call.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/ref.h"
+
+#define PK_TOK_BLOCK 8 /* tokens per sweep over a chunk of groups */
+#define PK_HDR 64      /* header bytes before the data (keeps it 64-aligned) */
+
+struct kern_packed {
+  int type;
+  int64_t n_rows, n_cols;
+  int64_t n_groups;    /* ceil(n_rows / 8) */
+  size_t group_bytes;  /* bytes per group of 8 rows */
+  size_t row_bytes;    /* bytes of one GGUF row (for unpacking) */
+  size_t bytes;        /* n_groups * group_bytes */
+  uint8_t *data;       /* this + PK_HDR */
+};
+_Static_assert(sizeof(struct kern_packed) <= PK_HDR, "packed header");
+
+/* ---- the x 8 layouts (Q4_0, Q8_0) ---------------------------------------- */
+
+/* Bytes of qs per block and row: 16 (Q4_0 nibbles) or 32 (Q8_0 int8); both
+ * block types are an f16 scale followed by qs. */
+static int x8_qb(int type) { return type == TENSOR_TYPE_Q4_0 ? 16 : 32; }
+
+static size_t x8_group_bytes(int type, int64_t n_cols) {
+  size_t b = (size_t)(n_cols / 32) * (size_t)(8 * x8_qb(type) + 16);
+  return (b + 63) & ~(size_t)63;
+}
+
+/* Packs rows 8g..8g+7 (those < n_rows; the others as zeros) into dst in
+ * the layout above. */
+static void x8_pack_group(int type, const uint8_t *W, size_t rb, int64_t n_rows, int64_t nb, int64_t g,
+                          uint8_t *dst) {
+  const int qb = x8_qb(type), nv = qb / 4;
+  const size_t bs = (size_t)qb + 2, pb = (size_t)(8 * qb + 16);
+  for (int r = 0; r < KERN_PACK_ROWS; r++) {
+    int64_t row = g * KERN_PACK_ROWS + r;
+    const uint8_t *src = row < n_rows ? W + (size_t)row * rb : NULL;
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *blk = dst + pb * (size_t)b;
+      for (int i = 0; i < nv; i++) {
+        uint8_t *o = blk + 16 + 32 * i + 4 * r;
+        if (src)
+          memcpy(o, src + bs * (size_t)b + 2 + 4 * i, 4);
+        else
+          memset(o, 0, 4);
+      }
+      if (src)
+        memcpy(blk + 2 * r, src + bs * (size_t)b, 2);
+      else
+        memset(blk + 2 * r, 0, 2);
+    }
+  }
+}
+
+/* Row r (0..7) of a packed group back to a GGUF row (the inverse). */
+static void x8_unpack_row(int type, const uint8_t *grp, int64_t nb, int r, uint8_t *row) {
+  const int qb = x8_qb(type), nv = qb / 4;
+  const size_t bs = (size_t)qb + 2, pb = (size_t)(8 * qb + 16);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = grp + pb * (size_t)b;
+    for (int i = 0; i < nv; i++) memcpy(row + bs * (size_t)b + 2 + 4 * i, blk + 16 + 32 * i + 4 * r, 4);
+    memcpy(row + bs * (size_t)b, blk + 2 * r, 2);
+  }
+}
+
+/* ---- packing -------------------------------------------------------------- */
+
+int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out) {
+  return kern_pack_ex(type, W, n_rows, n_cols, NULL, NULL, out);
+}
+
+int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
+                 void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
+                 kern_packed **out) {
+  *out = NULL;
+  const struct kern_ops *ops = kern_ops_get();
+  if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0) || !ops->ptile[type] || kern_ref_forced())
+    return 0;
+  if (n_rows <= 0 || n_cols <= 0) return 0;
+  size_t rb;
+  int rc = tensor_type_row_bytes((uint32_t)type, n_cols, &rb);
+  if (rc) return rc;
+  int64_t ng = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS, nb = n_cols / 32;
+  size_t gb = x8_group_bytes(type, n_cols), used = (size_t)nb * (size_t)(8 * x8_qb(type) + 16), bytes;
+  if (__builtin_mul_overflow(gb, (uint64_t)ng, &bytes) || bytes > SIZE_MAX - PK_HDR)
+    return err_set(ERR_RANGE, "pack: %lld rows of %lld columns overflow", (long long)n_rows,
+                   (long long)n_cols);
+  void *mem = NULL;
+  if (posix_memalign(&mem, 64, PK_HDR + bytes) != 0)
+    return err_set(ERR_NOMEM, "pack: %zu bytes for repacked weights", bytes);
+  struct kern_packed *p = mem;
+  memset(p, 0, PK_HDR);
+  p->type = type;
+  p->n_rows = n_rows;
+  p->n_cols = n_cols;
+  p->n_groups = ng;
+  p->group_bytes = gb;
+  p->row_bytes = rb;
+  p->bytes = bytes;
+  p->data = (uint8_t *)mem + PK_HDR;
+  const int64_t slice = 128; /* groups between done() calls: 1024 rows */
+  for (int64_t g = 0; g < ng; g++) {
+    uint8_t *dst = p->data + (size_t)g * gb;
+    memset(dst + used, 0, gb - used);
+    x8_pack_group(type, W, rb, n_rows, nb, g, dst);
+    if (done && ((g + 1) % slice == 0 || g + 1 == ng)) {
+      int64_t r0 = (g + 1 - ((g + 1) % slice ? (g + 1) % slice : slice)) * KERN_PACK_ROWS;
+      int64_t r1 = (g + 1) * KERN_PACK_ROWS < n_rows ? (g + 1) * KERN_PACK_ROWS : n_rows;
+      done((const uint8_t *)W + (size_t)r0 * rb, (size_t)(r1 - r0) * rb, ctx);
+    }
+  }
+  *out = p;
+  return 0;
+}
+
+void kern_packed_free(kern_packed *p) { free(p); }
+
+size_t kern_packed_bytes(const kern_packed *p) { return p ? p->bytes : 0; }
+
+/* ---- the driver ----------------------------------------------------------- */
+
+struct pk_job {
+  const kern_packed *p;
+  const float *x;
+  float *y;
+  int64_t n_tokens;
+  kern_ptile_fn tile; /* NULL: reference (unpack each row, ref_vec_dot) */
+  kern_quant_fn quant;
+  uint8_t *xq;
+  size_t xa_stride;
+  int tnt;
+  int64_t chunk_groups, n_group_chunks, chunk_toks, n_tok_chunks;
+  atomic_llong next;
+  atomic_int failed; /* reference path: a row buffer could not be had */
+};
+
+static void pk_quant_worker(void *arg, int ith, int nth) {
+  struct pk_job *j = arg;
+  int64_t t0 = j->n_tokens * ith / nth, t1 = j->n_tokens * (ith + 1) / nth;
+  for (int64_t t = t0; t < t1; t++)
+    j->quant(j->x + t * j->p->n_cols, j->xq + (size_t)t * j->xa_stride, j->p->n_cols);
+}
+
+static void pk_rect_ref(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+  const kern_packed *p = j->p;
+  uint8_t *row = malloc(p->row_bytes);
+  if (!row) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  for (int64_t g = g0; g < g1; g++)
+    for (int r = 0; r < KERN_PACK_ROWS; r++) {
+      int64_t rr = g * KERN_PACK_ROWS + r;
+      if (rr >= p->n_rows) break;
+      x8_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
+      for (int64_t t = t0; t < t1; t++)
+        ref_vec_dot((uint32_t)p->type, row, j->x + t * p->n_cols, p->n_cols, &j->y[t * p->n_rows + rr]);
+    }
+  free(row);
+}
+
+static void pk_rect(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+  if (!j->tile) {
+    pk_rect_ref(j, g0, g1, t0, t1);
+    return;
+  }
+  const kern_packed *p = j->p;
+  float tmp[KERN_PACK_ROWS * KERN_TILE_TOKENS_MAX];
+  for (int64_t tb = t0; tb < t1; tb += PK_TOK_BLOCK) {
+    int64_t te = tb + PK_TOK_BLOCK < t1 ? tb + PK_TOK_BLOCK : t1;
+    for (int64_t g = g0; g < g1; g++) {
+      const uint8_t *w = p->data + (size_t)g * p->group_bytes;
+      int64_t r0 = g * KERN_PACK_ROWS;
+      int nr = p->n_rows - r0 < KERN_PACK_ROWS ? (int)(p->n_rows - r0) : KERN_PACK_ROWS;
+      for (int64_t t = tb; t < te; t += j->tnt) {
+        int nt = (int)(te - t < j->tnt ? te - t : j->tnt);
+        const uint8_t *xa = j->xq + (size_t)t * j->xa_stride;
+        if (nr == KERN_PACK_ROWS) {
+          j->tile(w, p->n_cols, xa, j->xa_stride, nt, &j->y[t * p->n_rows + r0], (size_t)p->n_rows);
+        } else { /* padded last group: only its real rows reach y */
+          j->tile(w, p->n_cols, xa, j->xa_stride, nt, tmp, KERN_PACK_ROWS);
+          for (int k = 0; k < nt; k++)
+            memcpy(&j->y[(t + k) * p->n_rows + r0], tmp + k * KERN_PACK_ROWS, sizeof(float) * (size_t)nr);
+        }
+      }
+    }
+  }
+}
+
+static void pk_worker(void *arg, int ith, int nth) {
+  (void)ith;
+  (void)nth;
+  struct pk_job *j = arg;
+  int64_t n_chunks = j->n_group_chunks * j->n_tok_chunks;
+  for (;;) {
+    int64_t c = atomic_fetch_add(&j->next, 1);
+    if (c >= n_chunks) break;
+    int64_t gc = c % j->n_group_chunks, tc = c / j->n_group_chunks;
+    int64_t g0 = gc * j->chunk_groups, t0 = tc * j->chunk_toks;
+    int64_t g1 = g0 + j->chunk_groups < j->p->n_groups ? g0 + j->chunk_groups : j->p->n_groups;
+    int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
+    pk_rect(j, g0, g1, t0, t1);
+  }
+}
+
+/* About 8 chunks per thread; tokens split (in whole tiles) only when the
+ * groups alone give too few chunks (as mm_plan in kernels.c). */
+static void pk_plan(struct pk_job *j, int nth) {
+  int64_t want = (int64_t)nth * 8, ng = j->p->n_groups;
+  int64_t cg = (ng + want - 1) / want;
+  if (cg < 1) cg = 1;
+  j->chunk_groups = cg;
+  j->n_group_chunks = (ng + cg - 1) / cg;
+  j->chunk_toks = j->n_tokens;
+  j->n_tok_chunks = 1;
+  if (nth > 1 && j->n_group_chunks < want && j->n_tokens > j->tnt) {
+    int64_t tiles = (j->n_tokens + j->tnt - 1) / j->tnt;
+    int64_t split = (want + j->n_group_chunks - 1) / j->n_group_chunks;
+    if (split > tiles) split = tiles;
+    int64_t per = (tiles + split - 1) / split;
+    j->chunk_toks = per * j->tnt;
+    j->n_tok_chunks = (j->n_tokens + j->chunk_toks - 1) / j->chunk_toks;
+  }
+  atomic_init(&j->next, 0);
+  atomic_init(&j->failed, 0);
+}
+
+int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,
+                       float *y) {
+  if (!p) return err_set(ERR_INVALID, "matmul: no packed weights");
+  if (n_tokens < 0)
+    return err_set(ERR_RANGE, "matmul: negative size (%lld tokens)", (long long)n_tokens);
+  if (n_tokens == 0) return 0;
+  const struct kern_ops *ops = kern_ops_get();
+  struct pk_job j;
+  memset(&j, 0, sizeof j);
+  j.p = p;
+  j.x = x;
+  j.y = y;
+  j.n_tokens = n_tokens;
+  j.tnt = KERN_TILE_TOKENS;
+  if (!kern_ref_forced() && ops->ptile[p->type]) {
+    j.tile = ops->ptile[p->type];
+    j.tnt = ops->ptile_nt[p->type];
+    j.quant = ops->pquant[p->type];
+    _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
+    j.xa_stride = (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
+    size_t bytes;
+    if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
+      return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,
+                     (long long)p->n_cols);
+    j.xq = kern_act_scratch(tp, bytes);
+    if (!j.xq) return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
+    if (tp && n_tokens >= 2 * tpool_n_threads(tp) && n_tokens * p->n_cols >= 65536)
+      tpool_run(tp, pk_quant_worker, &j);
+    else
+      pk_quant_worker(&j, 0, 1);
+  }
+  pk_plan(&j, tpool_n_threads(tp));
+  tpool_run(tp, pk_worker, &j);
+  if (atomic_load(&j.failed)) return err_set(ERR_NOMEM, "matmul: a row buffer for the reference path");
+  return 0;
+}

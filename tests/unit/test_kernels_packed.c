@@ -1,0 +1,324 @@
+/*
+ * test_kernels_packed.c - weights repacked by kern_pack and multiplied by
+ * kern_matmul_packed, against independent expectations.
+ *
+ * Expected values come from the reference kernels only: a double product of
+ * the weights dequantized by ref_dequantize_row (with the 8-bit activation
+ * tolerance test_kernels.c derives), ref_vec_dot for the forced reference
+ * path, and the plain kern_matmul for a much tighter check: both quantize
+ * the activations identically and their per-block integer sums are exact,
+ * so they may differ only by f32 rounding of the block sums' accumulation
+ * (<= 1e-5 of sum |w x|). A wrong nibble, row or scale order breaks that by
+ * orders of magnitude. Shapes: row counts that are not multiples of the
+ * 8-row groups, 1..7 blocks, 1..17 tokens.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+#include "kernels/ref.h"
+#include "kernels/tensor_type.h"
+#include "test.h"
+
+static uint64_t kp_rng = 0x9e3779b97f4a7c15ull;
+static float kp_rand(void) { /* uniform in [-1, 1) */
+  kp_rng ^= kp_rng << 13;
+  kp_rng ^= kp_rng >> 7;
+  kp_rng ^= kp_rng << 17;
+  return (float)((double)(kp_rng >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+struct kp_case {
+  int type;
+  int64_t n_rows, n_cols, n_tokens;
+  size_t row_bytes;
+  uint8_t *W; /* n_rows GGUF rows */
+  float *wd;  /* the same dequantized by the reference */
+  float *x;   /* n_tokens x n_cols, a few outliers */
+};
+
+static void kp_free(struct kp_case *c) {
+  free(c->W);
+  free(c->wd);
+  free(c->x);
+}
+
+static int kp_init(struct kp_case *c, int type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
+  memset(c, 0, sizeof *c);
+  c->type = type;
+  c->n_rows = n_rows;
+  c->n_cols = n_cols;
+  c->n_tokens = n_tokens;
+  if (tensor_type_row_bytes((uint32_t)type, n_cols, &c->row_bytes)) return -1;
+  c->W = malloc(c->row_bytes * (size_t)n_rows);
+  c->wd = malloc(sizeof(float) * (size_t)(n_rows * n_cols));
+  c->x = malloc(sizeof(float) * (size_t)(n_tokens * n_cols));
+  float *tmp = malloc(sizeof(float) * (size_t)n_cols);
+  int rc = (!c->W || !c->wd || !c->x || !tmp) ? -1 : 0;
+  for (int64_t r = 0; r < n_rows && !rc; r++) {
+    float scale = 0.1f + (float)(r % 5), offset = r % 3 == 0 ? 0.4f : 0.0f;
+    for (int64_t i = 0; i < n_cols; i++) tmp[i] = kp_rand() * scale + offset;
+    uint8_t *row = c->W + (size_t)r * c->row_bytes;
+    if (ref_quantize_row((uint32_t)type, tmp, row, n_cols)) rc = -1;
+    /* -128 is a valid Q8_0 value no quantizer here makes (the sign trick's
+     * extreme): put one in every other row */
+    if (type == TENSOR_TYPE_Q8_0 && r % 2 == 1) ((block_q8_0 *)row)->qs[5] = -128;
+    if (ref_dequantize_row((uint32_t)type, row, c->wd + r * n_cols, n_cols)) rc = -1;
+  }
+  for (int64_t i = 0; !rc && i < n_tokens * n_cols; i++) c->x[i] = kp_rand() * (i % 611 == 7 ? 25.0f : 1.0f);
+  free(tmp);
+  return rc;
+}
+
+/* sum_j |w_j x_j| for (row r, token t). */
+static double kp_abs(const struct kp_case *c, int64_t r, int64_t t) {
+  double s = 0;
+  for (int64_t i = 0; i < c->n_cols; i++) s += fabs((double)c->wd[r * c->n_cols + i] * c->x[t * c->n_cols + i]);
+  return s;
+}
+
+/* y against the double product with the 8-bit activation bound (blocks of
+ * 32); returns the number of elements out of tolerance. */
+static int kp_check_double(const struct kp_case *c, const float *y, const char *what) {
+  int bad = 0;
+  for (int64_t t = 0; t < c->n_tokens; t++)
+    for (int64_t r = 0; r < c->n_rows; r++) {
+      const float *w = c->wd + r * c->n_cols, *x = c->x + t * c->n_cols;
+      double ref = 0, qerr = 0, sum_x = 0, wmax = 0;
+      for (int64_t i = 0; i < c->n_cols; i++) {
+        ref += (double)w[i] * x[i];
+        sum_x += fabs((double)x[i]);
+        if (fabs(w[i]) > wmax) wmax = fabs(w[i]);
+      }
+      for (int64_t b = 0; b < c->n_cols; b += 32) {
+        double amax = 0, ws = 0;
+        for (int64_t i = b; i < b + 32; i++) {
+          if (fabs(x[i]) > amax) amax = fabs(x[i]);
+          ws += fabs(w[i]);
+        }
+        qerr += ws * amax / 254.0;
+      }
+      double tol = qerr * (1 + 1e-5) + 1e-5 * kp_abs(c, r, t) + 1e-5 * sum_x * wmax + 1e-30;
+      double got = y[t * c->n_rows + r];
+      if (!(fabs(got - ref) <= tol)) {
+        if (!bad)
+          test_fail_at(__FILE__, __LINE__, "%s rows %lld cols %lld tokens %lld: y[%lld][%lld] = %.9g, expected %.9g (tol %.3g)",
+                       what, (long long)c->n_rows, (long long)c->n_cols, (long long)c->n_tokens, (long long)t,
+                       (long long)r, got, ref, tol);
+        bad++;
+      }
+    }
+  return bad;
+}
+
+/* True when this CPU packs type (x86 with AVX2 today). */
+static bool kp_packs(int type) {
+  kern_packed *p = NULL;
+  uint8_t w[34 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q8_0) */
+  if (kern_pack(type, w, 8, 32, &p) || !p) return false;
+  kern_packed_free(p);
+  return true;
+}
+
+#define NEED_PACK(type)                                                        \
+  do {                                                                         \
+    if (!kp_packs(type)) TEST_SKIP("no packed layout for this type on this CPU"); \
+  } while (0)
+
+/* Odd shapes on a 2-thread pool: against the double product and, tightly,
+ * against the plain kern_matmul on the same rows. */
+static void kp_shapes(int type) {
+  static const int64_t rows[] = {1, 3, 7, 8, 9, 17, 64, 131};
+  static const int64_t blocks[] = {1, 2, 3, 7};
+  static const int64_t toks[] = {1, 2, 3, 4, 5, 9, 17};
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ri = 0; ri < 8; ri++)
+    for (int bi = 0; bi < 4; bi++)
+      for (int ki = 0; ki < 7; ki++) {
+        struct kp_case c;
+        if (kp_init(&c, type, rows[ri], 32 * blocks[bi], toks[ki])) {
+          kp_free(&c);
+          ASSERT_TRUE(!"setup");
+        }
+        kern_packed *p = NULL;
+        ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+        ASSERT_TRUE(p != NULL);
+        size_t ny = (size_t)(c.n_rows * c.n_tokens);
+        float *y = malloc(sizeof(float) * ny), *yp = malloc(sizeof(float) * ny);
+        ASSERT_TRUE(y && yp);
+        EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, yp), 0);
+        EXPECT_INT_EQ(kern_matmul(tp, c.type, c.W, c.n_rows, c.n_cols, c.x, c.n_tokens, y), 0);
+        int bad = kp_check_double(&c, yp, tensor_type_name((uint32_t)type));
+        for (int64_t t = 0; t < c.n_tokens && !bad; t++)
+          for (int64_t r = 0; r < c.n_rows && !bad; r++) {
+            double a = y[t * c.n_rows + r], b = yp[t * c.n_rows + r], tol = 1e-5 * kp_abs(&c, r, t) + 1e-30;
+            if (!(fabs(a - b) <= tol)) {
+              test_fail_at(__FILE__, __LINE__, "rows %lld cols %lld tokens %lld: packed y[%lld][%lld] = %.9g, plain %.9g",
+                           (long long)c.n_rows, (long long)c.n_cols, (long long)c.n_tokens, (long long)t,
+                           (long long)r, b, a);
+              bad = 1;
+            }
+          }
+        free(y);
+        free(yp);
+        kern_packed_free(p);
+        kp_free(&c);
+        if (bad) goto done;
+      }
+done:
+  tpool_free(tp);
+}
+
+TEST(kernels_packed_q4_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_shapes(TENSOR_TYPE_Q4_0);
+}
+
+TEST(kernels_packed_q8_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_shapes(TENSOR_TYPE_Q8_0);
+}
+
+/* Bit-identical results for 1, 2, 3 threads and for a token alone vs in a
+ * batch of 37 (the property the engine's batching relies on). */
+static void kp_deterministic(int type) {
+  thread_pool *tps[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
+  struct kp_case c;
+  ASSERT_INT_EQ(kp_init(&c, type, 133, 5 * 32, 37), 0);
+  kern_packed *p = NULL;
+  ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+  ASSERT_TRUE(p != NULL);
+  size_t ny = (size_t)(c.n_rows * c.n_tokens);
+  float *y[3], *y1 = malloc(sizeof(float) * (size_t)c.n_rows);
+  for (int i = 0; i < 3; i++) {
+    y[i] = malloc(sizeof(float) * ny);
+    ASSERT_INT_EQ(kern_matmul_packed(tps[i], p, c.x, c.n_tokens, y[i]), 0);
+  }
+  EXPECT_INT_EQ(kp_check_double(&c, y[0], "1 thread"), 0);
+  EXPECT_MEM_EQ(y[0], y[1], ny * sizeof(float));
+  EXPECT_MEM_EQ(y[0], y[2], ny * sizeof(float));
+  for (int64_t t = 0; t < c.n_tokens; t += 3) {
+    ASSERT_INT_EQ(kern_matmul_packed(NULL, p, c.x + t * c.n_cols, 1, y1), 0);
+    EXPECT_MEM_EQ(y1, y[0] + t * c.n_rows, (size_t)c.n_rows * sizeof(float));
+  }
+  for (int i = 0; i < 3; i++) free(y[i]);
+  free(y1);
+  kern_packed_free(p);
+  kp_free(&c);
+  for (int i = 0; i < 3; i++) tpool_free(tps[i]);
+}
+
+TEST(kernels_packed_deterministic) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_deterministic(TENSOR_TYPE_Q4_0);
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_deterministic(TENSOR_TYPE_Q8_0);
+}
+
+/* With the reference forced: kern_pack declines, and weights packed before
+ * go through ref_vec_dot on the unpacked rows (bit for bit). */
+static void kp_reference(int type) {
+  struct kp_case c;
+  ASSERT_INT_EQ(kp_init(&c, type, 21, 3 * 32, 4), 0);
+  kern_packed *p = NULL;
+  ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+  ASSERT_TRUE(p != NULL);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  kern_force_reference(true);
+  kern_packed *q = (kern_packed *)1;
+  EXPECT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &q), 0);
+  EXPECT_TRUE(q == NULL);
+  float y[21 * 4];
+  EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, y), 0);
+  kern_force_reference(false);
+  for (int64_t t = 0; t < c.n_tokens; t++)
+    for (int64_t r = 0; r < c.n_rows; r++) {
+      float e;
+      ASSERT_INT_EQ(ref_vec_dot((uint32_t)c.type, c.W + (size_t)r * c.row_bytes, c.x + t * c.n_cols, c.n_cols, &e), 0);
+      EXPECT_TRUE(memcmp(&e, &y[t * c.n_rows + r], sizeof e) == 0);
+    }
+  tpool_free(tp);
+  kern_packed_free(p);
+  kp_free(&c);
+}
+
+TEST(kernels_packed_reference_path) {
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  kp_reference(TENSOR_TYPE_Q4_0);
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  kp_reference(TENSOR_TYPE_Q8_0);
+}
+
+/* Types without a packed layout, bad sizes, non-finite activations. */
+TEST(kernels_packed_edges) {
+  kern_packed *p = (kern_packed *)1;
+  uint8_t w[512] = {0};
+  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q4_K, w, 1, 256, &p), 0);
+  EXPECT_TRUE(p == NULL);
+  p = (kern_packed *)1;
+  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_F32, w, 2, 32, &p), 0);
+  EXPECT_TRUE(p == NULL);
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, NULL, NULL, 1, NULL), ERR_INVALID);
+  if (!kp_packs(TENSOR_TYPE_Q4_0)) return;
+  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q4_0, w, 1, 33, &p), ERR_RANGE);
+  struct kp_case c;
+  ASSERT_INT_EQ(kp_init(&c, TENSOR_TYPE_Q4_0, 11, 64, 3), 0);
+  ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+  ASSERT_TRUE(p != NULL);
+  EXPECT_TRUE(kern_packed_bytes(p) >= c.row_bytes * (size_t)c.n_rows);
+  float y[11 * 3];
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, -1, y), ERR_RANGE);
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, 0, y), 0);
+  c.x[64 + 40] = NAN; /* token 1, second block */
+  c.x[2 * 64 + 3] = INFINITY;
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, 3, y), 0);
+  for (int r = 0; r < 11; r++) {
+    EXPECT_TRUE(isfinite(y[r]));
+    EXPECT_FALSE(isfinite(y[11 + r]));
+    EXPECT_FALSE(isfinite(y[22 + r]));
+  }
+  kern_packed_free(p);
+  kp_free(&c);
+}
+
+struct kp_ranges {
+  const uint8_t *next; /* where the next slice must start */
+  int calls;
+  bool in_order;
+};
+
+static void kp_done(const void *src, size_t bytes, void *ctx) {
+  struct kp_ranges *r = ctx;
+  if ((const uint8_t *)src != r->next || bytes == 0) r->in_order = false;
+  r->next = (const uint8_t *)src + bytes;
+  r->calls++;
+}
+
+/* kern_pack_ex reports the source rows it has copied: in order, each byte
+ * once, the whole tensor (what the model relies on to release pages), and
+ * packs the same as kern_pack. */
+TEST(kernels_packed_progress) {
+  NEED_PACK(TENSOR_TYPE_Q8_0);
+  struct kp_case c;
+  ASSERT_INT_EQ(kp_init(&c, TENSOR_TYPE_Q8_0, 2 * 1024 + 13, 32, 2), 0);
+  struct kp_ranges r = {c.W, 0, true};
+  kern_packed *p = NULL, *q = NULL;
+  ASSERT_INT_EQ(kern_pack_ex(c.type, c.W, c.n_rows, c.n_cols, kp_done, &r, &p), 0);
+  ASSERT_TRUE(p != NULL);
+  EXPECT_TRUE(r.in_order);
+  EXPECT_TRUE(r.next == c.W + c.row_bytes * (size_t)c.n_rows);
+  EXPECT_INT_EQ(r.calls, 3); /* 1024 + 1024 + 13 rows */
+  ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &q), 0);
+  float y1[2 * (2 * 1024 + 13)], y2[2 * (2 * 1024 + 13)];
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, 2, y1), 0);
+  EXPECT_INT_EQ(kern_matmul_packed(NULL, q, c.x, 2, y2), 0);
+  EXPECT_MEM_EQ(y1, y2, sizeof y1);
+  EXPECT_INT_EQ(kp_check_double(&c, y1, "progress"), 0);
+  kern_packed_free(p);
+  kern_packed_free(q);
+  kp_free(&c);
+}
