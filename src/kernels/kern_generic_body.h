@@ -315,7 +315,12 @@ GEN_FN static void gen_tile_q5_K(const void *w, int64_t n, const void *x, size_t
   gen_tile_q45k(w, n, x, xs, nt, y, ys, 1);
 }
 
-/* Q6_K: element 128h + 32s + l, sub-block (128h + 32s + l) / 16. */
+/* Q6_K against KERN_ACT_Q8_K6X activations, the lanes of x86 body_q6_Kx:
+ * int32 lane L sums, for each 64-element chunk c, scale(sb) x the products
+ * of the 8 elements 64c + 32 (L % 2) + 16 (L / 4) + 8u + 4 (L / 2 % 2) + b
+ * (u = 0, 1; b = 0..3) of sub-block sb = 4c + 2 (L % 2) + L / 4, whose
+ * activations sit at qs[64c + 32u + 4L + b]; plus the offset -32 sc x the
+ * block sums of sub-blocks 2L and 2L + 1. */
 GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -323,27 +328,25 @@ GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t
     float acc[GL] = {0};
     for (int64_t ib = 0; ib < n / QK_K; ib++) {
       const block_q6_K *b = (const block_q6_K *)w + ib;
-      int32_t isum[GL] = {0};
-      for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+      int32_t isum[GL];
+      for (int l = 0; l < GL; l++)
+        isum[l] = xb[ib].bsums[2 * l] * (-32 * b->scales[2 * l]) +
+                  xb[ib].bsums[2 * l + 1] * (-32 * b->scales[2 * l + 1]);
+      for (int c = 0; c < 4; c++)
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          for (int u = 0; u < 2; u++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
-              int low = (b->ql[64 * h + e + 32 * (s & 1)] >> 4 * (s >> 1)) & 15;
-              int high = (b->qh[32 * h + e] >> 2 * s) & 3;
-              sum += (low | high << 4) * xq[e];
+              int e = 64 * c + 32 * (l % 2) + 16 * (l / 4) + 8 * u + 4 * (l / 2 % 2) + k;
+              int h = e / 128, s = e % 128 / 32, li = e % 32;
+              int low = (b->ql[64 * h + li + 32 * (s & 1)] >> 4 * (s >> 1)) & 15;
+              int high = (b->qh[32 * h + li] >> 2 * s) & 3;
+              sum += (low | high << 4) * xb[ib].qs[64 * c + 32 * u + 4 * l + k];
             }
-            isum[l] += sum * b->scales[8 * h + 2 * s + (l >= 4)];
-          }
+          isum[l] += sum * b->scales[4 * c + 2 * (l % 2) + l / 4];
         }
       float dd = gen_f16(&b->d) * xb[ib].d;
-      for (int l = 0; l < GL; l++) {
-        int32_t off = (xb[ib].bsums[2 * l] * b->scales[2 * l] +
-                       xb[ib].bsums[2 * l + 1] * b->scales[2 * l + 1]) * 32;
-        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
-      }
+      for (int l = 0; l < GL; l++) acc[l] = fmaf(dd, (float)isum[l], acc[l]);
     }
     y[t * ys] = gen_hsum(acc);
   }
@@ -426,6 +429,7 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_K = kern_quant_q8_K_c;
   ops->quant_q8p = kern_quant_q8p_c;
   ops->quant_q8_Kx = kern_quant_q8_Kx_c;
+  ops->quant_q8_K6x = kern_quant_q8_K6x_c;
   ops->tile[TENSOR_TYPE_F32] = gen_tile_f32;
   ops->tile[TENSOR_TYPE_F16] = gen_tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
@@ -454,7 +458,7 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
 }

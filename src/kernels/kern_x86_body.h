@@ -724,12 +724,21 @@ TGT static void quant_q8_Kx_x86(const float *x, void *dst, int64_t n) {
 }
 DEFINE_TILE8(tile_q5_K, body_q5_K)
 
-/* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
- * sub-block 8h + 2s + l/16, x = d * sc * (q - 32). The -32 is applied once
- * per super-block through the activation block sums. */
-TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0f), lo2 = _mm256_set1_epi8(3);
+/* Q6_K against KERN_ACT_Q8_K6X activations (kernels_impl.h). Element
+ * 128h + 32s + l, q = low4 | high2 << 4 in 0..63 (tensor_type.h), sub-block
+ * 8h + 2s + l / 16, x = d * sc * (q - 32). The 32-byte vectors V_s of the
+ * four groups of half h are interleaved in 4-byte words per pair (V_2g,
+ * V_2g+1): A = unpacklo_epi32, B = unpackhi_epi32 (once per row and
+ * super-block, shared by the nt tokens); then word w of 128-bit half j of
+ * both A and B belongs to sub-block 8h + 4g + 2 (w % 2) + j, so per token
+ * the two u8 x s8 products are added in 16 bits (|sum| <= 2 x 2 x 63 x 127
+ * = 32004, exact) and multiplied by the scales once: 8 maddubs + 4 madd per
+ * 256 weights instead of 8 + 8. The -32 goes through the activation block
+ * sums times -32 sc (|32 sc| <= 4096 fits int16), added as integers, so
+ * int32 lane L holds an exact integer the portable kernel reproduces. */
+TGT_INL void body_q6_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30);
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -737,44 +746,56 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     const block_q6_K *b = (const block_q6_K *)w + ib;
     float d = f16_load(&b->d);
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i scm = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
+    __m256i wa[4], wb[4], scv[4];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m256i ql0 = loadu256(b->ql + 64 * h), ql1 = loadu256(b->ql + 64 * h + 32);
       __m256i qhv = loadu256(b->qh + 32 * h);
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; s++) {
-        __m256i low = (s & 1) ? ql1 : ql0;
-        if (s >> 1) low = _mm256_srli_epi16(low, 4);
-        low = _mm256_and_si256(low, lo4);
-        __m256i high = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * s), lo2);
-        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, lo4), _mm256_and_si256(_mm256_slli_epi16(qhv, 4), hi2));
+      v[1] = _mm256_or_si256(_mm256_and_si256(ql1, lo4), _mm256_and_si256(_mm256_slli_epi16(qhv, 2), hi2));
+      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4), _mm256_and_si256(qhv, hi2));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
+                             _mm256_and_si256(_mm256_srli_epi16(qhv, 2), hi2));
+      __m256i half = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+#pragma GCC unroll 2
+      for (int g = 0; g < 2; g++) {
+        wa[2 * h + g] = _mm256_unpacklo_epi32(v[2 * g], v[2 * g + 1]);
+        wb[2 * h + g] = _mm256_unpackhi_epi32(v[2 * g], v[2 * g + 1]);
+        /* int16 lanes of word w in 128-bit half j: scale 4g + 2 (w % 2) + j of this h */
+        char i0 = (char)(2 * (4 * g)), i1 = (char)(2 * (4 * g + 2)), i2 = (char)(2 * (4 * g + 1)),
+             i3 = (char)(2 * (4 * g + 3));
+        scv[2 * h + g] = _mm256_shuffle_epi8(
+            half, _mm256_setr_epi8(i0, i0 + 1, i0, i0 + 1, i1, i1 + 1, i1, i1 + 1, i0, i0 + 1, i0,
+                                   i0 + 1, i1, i1 + 1, i1, i1 + 1, i2, i2 + 1, i2, i2 + 1, i3, i3 + 1,
+                                   i3, i3 + 1, i2, i2 + 1, i2, i2 + 1, i3, i3 + 1, i3, i3 + 1));
       }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 5);
-      __m256i tot = _mm256_sub_epi32(isum[t], off);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+      __m256i isum = _mm256_madd_epi16(loadu256(xb->bsums), scm);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) {
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wa[c], loadu256(xb->qs + 64 * c)),
+                                     _mm256_maddubs_epi16(wb[c], loadu256(xb->qs + 64 * c + 32)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[c]));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE8(tile_q6_K, body_q6_K)
+
+/* The Q6_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K6_interleave (so every variant's agree). */
+TGT static void quant_q8_K6x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K6_interleave(dst, n / QK_K);
+}
+DEFINE_TILE8(tile_q6_Kx, body_q6_Kx)
 
 /* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
  * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
@@ -893,6 +914,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_K = quant_q8_K_x86;
   ops->quant_q8p = quant_q8p_x86;
   ops->quant_q8_Kx = quant_q8_Kx_x86;
+  ops->quant_q8_K6x = quant_q8_K6x_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
@@ -908,7 +930,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
-  ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
+  ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
@@ -925,7 +947,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
 }

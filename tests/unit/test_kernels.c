@@ -433,6 +433,28 @@ TEST(kernels_activation_quantizers) {
       EXPECT_MEM_EQ(xa, xb2, sizeof xa);
     }
   }
+  /* the interleaved Q6_K activations (kernels_impl.h): element e of 64-element
+   * chunk c at 64c + 32u + 16j + 4w + k where e = 32 (w % 2) + 16j + 8u +
+   * 4 (w / 2) + k, block sums unchanged; every variant's quantizer agrees */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_K6x_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++) {
+      for (int c = 0; c < 4; c++)
+        for (int u = 0; u < 2; u++)
+          for (int j = 0; j < 2; j++)
+            for (int w = 0; w < 4; w++)
+              for (int k = 0; k < 4; k++)
+                EXPECT_INT_EQ(xa[ib].qs[64 * c + 32 * u + 16 * j + 4 * w + k],
+                              ka[ib].qs[64 * c + 32 * (w % 2) + 16 * j + 8 * u + 4 * (w / 2) + k]);
+      EXPECT_MEM_EQ(xa[ib].bsums, ka[ib].bsums, sizeof ka[ib].bsums);
+      EXPECT_MEM_EQ(&xa[ib].d, &ka[ib].d, sizeof ka[ib].d);
+    }
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_K6x(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
   /* Q8_K block sums: 16-element sums of qs */
   for (int k = 0; k < 16; k++) {
     int s = 0;
@@ -456,6 +478,7 @@ static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int
     else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8P) ops->quant_q8p(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_K6X) ops->quant_q8_K6x(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
