@@ -580,78 +580,72 @@ TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
   memcpy(mn + 4, &v, 4);
 }
 
-/* Q5_K (has_qh 1; has_qh 0 is Q4_K against plain block_q8_K, kept as the
- * reading of the format body_q4_Kx reorders): element 64p + 32h + l is nibble h of
- * qs[32p + l] (plus bit 2p + h of qh[l] as bit 4), sub-block 2p + h. */
-TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys, int has_qh) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+/* Q5_K against KERN_ACT_Q8_K5X activations (kernels_impl.h): element
+ * 64p + 32h + l is nibble h of qs[32p + l] plus bit 2p + h of qh[l] as bit
+ * 4 (q in 0..31), sub-block 2p + h. The 32-byte vectors V_2p, V_2p+1 of a
+ * chunk are regrouped by 128-bit halves (vperm2i128, once per row and
+ * super-block): A_p = elements 0..15 of both sub-blocks, B_p = 16..31, so
+ * in A_p and B_p the low 128 bits belong to sub-block 2p and the high to
+ * 2p + 1. Per token the two u8 x s8 products are added in 16 bits (|sum| <=
+ * 2 x 2 x 31 x 127 = 15748, exact) and multiplied by the scales once: 8
+ * maddubs + 4 madd per 256 weights instead of 8 + 8. Int32 lane L: 8
+ * elements of sub-block 2p + L / 4 summed over p. The mins as for Q4_K:
+ * dmin x min_k against the activations' fsum, one FNMA per token. */
+TGT_INL void body_q5_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  /* int16 lanes: scale 2p in the low 128 bits, 2p + 1 in the high (sc16 order) */
+  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
-    const uint8_t *qs, *qh = NULL, *scb;
-    float d, dmin;
-    if (has_qh) {
-      const block_q5_K *b = (const block_q5_K *)w + ib;
-      d = f16_load(&b->d);
-      dmin = f16_load(&b->dmin);
-      qs = b->qs;
-      qh = b->qh;
-      scb = b->scales;
-    } else {
-      const block_q4_K *b = (const block_q4_K *)w + ib;
-      d = f16_load(&b->d);
-      dmin = f16_load(&b->dmin);
-      qs = b->qs;
-      scb = b->scales;
-    }
+    const block_q5_K *b = (const block_q5_K *)w + ib;
+    float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
     uint8_t sc[8], mn[8];
-    scales12(scb, sc, mn);
-    /* mins per 16-element bsum: lane k16 -> mn[k16 / 2] */
-    __m128i mn8 = _mm_loadl_epi64((const __m128i *)mn);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-    /* the 8 scales as int16, in both 128-bit lanes, for lane broadcasts */
+    scales12(b->scales, sc, mn);
+    __m256 wmin = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-    __m256i qhv = has_qh ? loadu256(qh) : _mm256_setzero_si256();
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i qhv = loadu256(b->qh);
+    __m256i wa[4], wb[4], scv[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
-      __m256i q = loadu256(qs + 32 * p);
-      __m256i qlo = _mm256_and_si256(q, lo4);
-      __m256i qhi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-      if (has_qh) {
-        __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p), _mm256_set1_epi8(1));
-        __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p + 1), _mm256_set1_epi8(1));
-        qlo = _mm256_or_si256(qlo, _mm256_slli_epi16(b0, 4));
-        qhi = _mm256_or_si256(qhi, _mm256_slli_epi16(b1, 4));
-      }
-      __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p))));
-      __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p + 1))));
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-        __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, loadu256(xb->qs + 64 * p)), slo);
-        __m256i c = _mm256_madd_epi16(_mm256_maddubs_epi16(qhi, loadu256(xb->qs + 64 * p + 32)), shi);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
-      }
+      __m256i q = loadu256(b->qs + 32 * p);
+      /* bit 2p (2p + 1) of each qh byte moved to bit 4; 16-bit shifts, the
+       * bits crossing bytes land outside the mask */
+      __m256i h0 = 2 * p <= 4 ? _mm256_slli_epi16(qhv, 4 - 2 * p) : _mm256_srli_epi16(qhv, 2 * p - 4);
+      __m256i h1 = 2 * p + 1 <= 4 ? _mm256_slli_epi16(qhv, 3 - 2 * p) : _mm256_srli_epi16(qhv, 2 * p - 3);
+      __m256i v0 = _mm256_or_si256(_mm256_and_si256(q, lo4), _mm256_and_si256(h0, bit4));
+      __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), lo4), _mm256_and_si256(h1, bit4));
+      wa[p] = _mm256_permute2x128_si256(v0, v1, 0x20);
+      wb[p] = _mm256_permute2x128_si256(v0, v1, 0x31);
+      scv[p] = _mm256_shuffle_epi8(sc16, _mm256_add_epi8(pick, _mm256_set1_epi8((char)(4 * p))));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; p++) {
+        __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(wa[p], loadu256(xb->qs + 64 * p)),
+                                      _mm256_maddubs_epi16(wb[p], loadu256(xb->qs + 64 * p + 32)));
+        isum = p ? _mm256_add_epi32(isum, _mm256_madd_epi16(pr, scv[p])) : _mm256_madd_epi16(pr, scv[p]);
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(wmin, _mm256_loadu_ps((const float *)xb->bsums), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
 
-TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  tile_q45k(w, n, x, xs, nt, y, ys, 1);
+/* The Q5_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K5_interleave (so every variant's agree). */
+TGT static void quant_q8_K5x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K5_interleave(dst, n / QK_K);
 }
 
 /* Q4_K against KERN_ACT_Q8_KX activations (kernels_impl.h). The four
@@ -722,7 +716,7 @@ TGT static void quant_q8_Kx_x86(const float *x, void *dst, int64_t n) {
   quant_q8_K_x86(x, dst, n);
   kern_q8_K_interleave(dst, n / QK_K);
 }
-DEFINE_TILE8(tile_q5_K, body_q5_K)
+DEFINE_TILE8(tile_q5_Kx, body_q5_Kx)
 
 /* Q6_K against KERN_ACT_Q8_K6X activations (kernels_impl.h). Element
  * 128h + 32s + l, q = low4 | high2 << 4 in 0..63 (tensor_type.h), sub-block
@@ -915,6 +909,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8p = quant_q8p_x86;
   ops->quant_q8_Kx = quant_q8_Kx_x86;
   ops->quant_q8_K6x = quant_q8_K6x_x86;
+  ops->quant_q8_K5x = quant_q8_K5x_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
@@ -929,7 +924,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
-  ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
+  ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_Kx;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
@@ -946,7 +941,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
-  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
   ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;

@@ -229,12 +229,32 @@ void kern_quant_q8_K6x_c(const float *x, void *dst, int64_t n) {
   kern_q8_K6_interleave(dst, n / QK_K);
 }
 
+void kern_q8_K5_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    for (int p = 0; p < 4; p++) {
+      int8_t tmp[16];
+      memcpy(tmp, b[ib].qs + 64 * p + 16, 16);
+      memcpy(b[ib].qs + 64 * p + 16, b[ib].qs + 64 * p + 32, 16);
+      memcpy(b[ib].qs + 64 * p + 32, tmp, 16);
+    }
+    float fsum[8];
+    for (int k = 0; k < 8; k++) fsum[k] = b[ib].d * (float)(b[ib].bsums[2 * k] + b[ib].bsums[2 * k + 1]);
+    memcpy(b[ib].bsums, fsum, sizeof fsum);
+  }
+}
+
+void kern_quant_q8_K5x_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K5_interleave(dst, n / QK_K);
+}
+
 size_t kern_act_row_bytes(int act, int64_t n_cols) {
   switch ((enum kern_act)act) {
   case KERN_ACT_Q8: return (size_t)(n_cols / 32) * sizeof(kern_block_q8);
   case KERN_ACT_Q8_K:
   case KERN_ACT_Q8_KX:
-  case KERN_ACT_Q8_K6X: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
+  case KERN_ACT_Q8_K6X:
+  case KERN_ACT_Q8_K5X: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
   case KERN_ACT_Q8P: return (size_t)((n_cols / 32 + 1) / 2) * sizeof(kern_pair_q8);
   case KERN_ACT_F32: break;
   }
@@ -387,6 +407,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
     case KERN_ACT_Q8_K: j.quant = ops->quant_q8_K; break;
     case KERN_ACT_Q8_KX: j.quant = ops->quant_q8_Kx; break;
     case KERN_ACT_Q8_K6X: j.quant = ops->quant_q8_K6x; break;
+    case KERN_ACT_Q8_K5X: j.quant = ops->quant_q8_K5x; break;
     case KERN_ACT_Q8P: j.quant = ops->quant_q8p; break;
     }
     if (j.quant) {

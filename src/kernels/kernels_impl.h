@@ -60,6 +60,7 @@ enum kern_act {
   KERN_ACT_Q8P,     /* x quantized to kern_pair_q8 rows (pairs of 32-blocks) */
   KERN_ACT_Q8_KX,   /* block_q8_K rows with qs interleaved for Q4_K (below) */
   KERN_ACT_Q8_K6X,  /* block_q8_K rows with qs interleaved for Q6_K (below) */
+  KERN_ACT_Q8_K5X,  /* block_q8_K rows with qs interleaved for Q5_K (below) */
 };
 
 /* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..tile_nt of the type), where
@@ -84,6 +85,7 @@ struct kern_ops {
   kern_quant_fn quant_q8p;
   kern_quant_fn quant_q8_Kx;
   kern_quant_fn quant_q8_K6x;
+  kern_quant_fn quant_q8_K5x;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
@@ -140,6 +142,17 @@ void kern_quant_q8_K6x_c(const float *x, void *dst, int64_t n);
  * sub-block (4c + 2 (w % 2) + j), so two 8-bit products can be summed in
  * 16 bits before the one scale multiply. Reorders nb blocks in place. */
 void kern_q8_K6_interleave(block_q8_K *b, int64_t nb);
+void kern_quant_q8_K5x_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_K5X: a block_q8_K whose bsums bytes hold the 8 floats fsum[k]
+ * of KERN_ACT_Q8_KX, and whose qs have the middle two 16-byte quarters of
+ * every 64-byte chunk p swapped: bytes 64p + 0..15 hold elements 64p +
+ * 0..15, 16..31 hold 64p + 32..47, 32..47 hold 64p + 16..31, 48..63 hold
+ * 64p + 48..63. A Q5_K kernel builds the same halves from its two weight
+ * vectors of sub-blocks 2p and 2p + 1 (vperm2i128), after which both
+ * 32-byte halves of a chunk hold sub-block 2p in the low 128 bits and
+ * 2p + 1 in the high, so two 8-bit products can be summed in 16 bits
+ * before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K5_interleave(block_q8_K *b, int64_t nb);
 /* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
  * every variant's pair quantizer, so their outputs agree bit for bit). */
 void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);
