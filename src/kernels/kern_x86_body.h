@@ -752,7 +752,8 @@ TGT_INL void body_q6_Kx(const void *w, int64_t n, const void *x, size_t xs, int 
       v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4), _mm256_and_si256(qhv, hi2));
       v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
                              _mm256_and_si256(_mm256_srli_epi16(qhv, 2), hi2));
-      __m256i half = _mm256_permute2x128_si256(sc16, sc16, h ? 0x11 : 0x00);
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
 #pragma GCC unroll 2
       for (int g = 0; g < 2; g++) {
         wa[2 * h + g] = _mm256_unpacklo_epi32(v[2 * g], v[2 * g + 1]);
