@@ -425,6 +425,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q4_K] = KERN_TILE_TOKENS_MAX;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = KERN_TILE_TOKENS_MAX;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q2_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q3_K] = KERN_TILE_TOKENS_MAX;
   ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;

@@ -798,8 +798,8 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
                        size_t ys) {
   const __m256i lo2 = _mm256_set1_epi8(3);
   const __m128i lo4 = _mm_set1_epi8(0x0f);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q2_K *b = (const block_q2_K *)w + ib;
@@ -809,8 +809,8 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), lo4));
     __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                           _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -820,7 +820,7 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
         int k = 8 * h + 2 * s;
         __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
           __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
@@ -828,7 +828,7 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mn16);
@@ -836,10 +836,10 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q2_K, body_q2_K)
+DEFINE_TILE8(tile_q2_K, body_q2_K)
 
 /* Q3_K: element 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 =
  * (qs[32h + l] >> 2s) & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k -
@@ -847,8 +847,8 @@ DEFINE_TILE(tile_q2_K, body_q2_K)
 TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                        size_t ys) {
   const __m256i lo2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q3_K *b = (const block_q3_K *)w + ib;
@@ -868,8 +868,8 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                           _mm256_permute2x128_si256(sc16, sc16, 0x11)};
     __m256i hm = loadu256(b->hmask);
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
+    __m256i isum[NT_WIDE];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -881,7 +881,7 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
         __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
         int k = 8 * h + 2 * s;
         __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
           __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
@@ -889,7 +889,7 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
         }
       }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
       __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 2);
@@ -897,10 +897,10 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q3_K, body_q3_K)
+DEFINE_TILE8(tile_q3_K, body_q3_K)
 
 /* ---- the table both variants fill ------------------------------------- */
 
@@ -925,6 +925,8 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q2_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q3_K] = NT_WIDE;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_Kx;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
