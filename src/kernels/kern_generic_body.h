@@ -371,6 +371,11 @@ GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t
   }
 }
 
+/* Q3_K against KERN_ACT_Q8_K3X activations, the lanes of x86 body_q3_Kx:
+ * int32 lane L sums, for h = 0, 1, (sc_k - 32) x the products of elements
+ * 128h + 32 (L % 4) + 16 (L / 4) + 4m + b (m, b = 0..3) of sub-block k =
+ * 8h + 2 (L % 4) + L / 4, whose activations sit at qs[128h + 32m + 4L + b];
+ * plus -4 (sc - 32) x the block sums of sub-blocks 2L and 2L + 1. */
 GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -384,25 +389,23 @@ GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t
         int high = (b->scales[8 + k % 4] >> (2 * (k / 4))) & 3;
         sc[k] = (low | high << 4) - 32;
       }
-      int32_t isum[GL] = {0};
+      int32_t isum[GL];
+      for (int l = 0; l < GL; l++)
+        isum[l] = xb[ib].bsums[2 * l] * (-4 * sc[2 * l]) + xb[ib].bsums[2 * l + 1] * (-4 * sc[2 * l + 1]);
       for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          int s = l % 4;
+          for (int m = 0; m < 4; m++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
+              int e = 16 * (l / 4) + 4 * m + k; /* element 128h + 32s + e */
               int q = ((b->qs[32 * h + e] >> 2 * s) & 3) | ((b->hmask[e] >> (4 * h + s)) & 1) << 2;
-              sum += q * xq[e];
+              sum += q * xb[ib].qs[128 * h + 32 * m + 4 * l + k];
             }
-            isum[l] += sum * sc[8 * h + 2 * s + (l >= 4)];
-          }
+          isum[l] += sum * sc[8 * h + 2 * s + l / 4];
         }
       float dd = gen_f16(&b->d) * xb[ib].d;
-      for (int l = 0; l < GL; l++) {
-        int32_t off = (xb[ib].bsums[2 * l] * sc[2 * l] + xb[ib].bsums[2 * l + 1] * sc[2 * l + 1]) * 4;
-        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
-      }
+      for (int l = 0; l < GL; l++) acc[l] = fmaf(dd, (float)isum[l], acc[l]);
     }
     y[t * ys] = gen_hsum(acc);
   }
@@ -415,6 +418,7 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_Kx = kern_quant_q8_Kx_c;
   ops->quant_q8_K6x = kern_quant_q8_K6x_c;
   ops->quant_q8_K5x = kern_quant_q8_K5x_c;
+  ops->quant_q8_K3x = kern_quant_q8_K3x_c;
   ops->tile[TENSOR_TYPE_F32] = gen_tile_f32;
   ops->tile[TENSOR_TYPE_F16] = gen_tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
@@ -447,7 +451,7 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 
 #endif

@@ -841,12 +841,24 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
 }
 DEFINE_TILE8(tile_q2_K, body_q2_K)
 
-/* Q3_K: element 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 =
- * (qs[32h + l] >> 2s) & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k -
- * 32) * (q - 4); the -4 goes through the block sums, as Q6_K's -32. */
-TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+/* Q3_K against KERN_ACT_Q8_K3X activations (kernels_impl.h): element
+ * 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 = (qs[32h + l] >> 2s)
+ * & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k - 32) * (q - 4),
+ * sub-block k = 8h + 2s + l / 16. The four 32-byte vectors V_s of half h
+ * are transposed in 4-byte words within each 128-bit half (8 unpacks,
+ * once per row and super-block, as Q4_K's): U_m's word i of half j is V_i's
+ * word m, sub-block 8h + 2i + j in every U_m. Per token and half the four
+ * u8 x s8 products are added in 16 bits (|sum| <= 4 x 2 x 7 x 127 = 7112)
+ * and multiplied by the scales once: 8 maddubs + 2 madd per 256 weights
+ * instead of 8 + 8. The -4 goes through the block sums times -4 (sc - 32)
+ * in the same integer sum. Int32 lane L: elements 32 (L % 4) + 16 (L / 4)
+ * + 0..15 of both halves, each times its sub-block's scale. */
+TGT_INL void body_q3_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
+  /* int16 lane pair of word i in 128-bit half j -> scale 2i + j of the half */
+  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -865,42 +877,56 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
                                  (int)(((a0 >> 4) & m4) | ((a2 >> 4) & m2) << 4),
                                  (int)(((a1 >> 4) & m4) | ((a2 >> 6) & m2) << 4));
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(sc8, _mm_set1_epi8(32)));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+    __m256i scm = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
     __m256i hm = loadu256(b->hmask);
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i u[2][4], scv[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m256i qv = loadu256(b->qs + 32 * h);
+      __m256i v[4];
 #pragma GCC unroll 4
       for (int s = 0; s < 4; s++) {
         __m256i low = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
-        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one);
-        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
+        int sh = 4 * h + s; /* hmask bit sh to bit 2 */
+        __m256i hb = sh >= 2 ? _mm256_srli_epi16(hm, sh - 2) : _mm256_slli_epi16(hm, 2 - sh);
+        v[s] = _mm256_or_si256(low, _mm256_and_si256(hb, bit2));
       }
+      __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+      __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+      u[h][0] = _mm256_unpacklo_epi64(t0, t2);
+      u[h][1] = _mm256_unpackhi_epi64(t0, t2);
+      u[h][2] = _mm256_unpacklo_epi64(t1, t3);
+      u[h][3] = _mm256_unpackhi_epi64(t1, t3);
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+      scv[h] = _mm256_shuffle_epi8(half, pick);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 2);
-      __m256i tot = _mm256_sub_epi32(isum[t], off);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+      __m256i isum = _mm256_madd_epi16(loadu256(xb->bsums), scm);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i p = _mm256_maddubs_epi16(u[h][0], loadu256(xb->qs + 128 * h));
+#pragma GCC unroll 3
+        for (int m = 1; m < 4; m++)
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[h][m], loadu256(xb->qs + 128 * h + 32 * m)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[h]));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE8(tile_q3_K, body_q3_K)
+DEFINE_TILE8(tile_q3_Kx, body_q3_Kx)
+
+/* The Q3_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K3_interleave (so every variant's agree). */
+TGT static void quant_q8_K3x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K3_interleave(dst, n / QK_K);
+}
 
 /* ---- the table both variants fill ------------------------------------- */
 
@@ -911,6 +937,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_Kx = quant_q8_Kx_x86;
   ops->quant_q8_K6x = quant_q8_K6x_x86;
   ops->quant_q8_K5x = quant_q8_K5x_x86;
+  ops->quant_q8_K3x = quant_q8_K3x_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
@@ -930,7 +957,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_Kx;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
   ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
-  ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
+  ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_Kx;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
   ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
   ops->tile2[TENSOR_TYPE_Q4_1] = tile2_q4_1;
@@ -947,7 +974,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
   ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 
 #endif

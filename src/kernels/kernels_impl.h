@@ -61,6 +61,7 @@ enum kern_act {
   KERN_ACT_Q8_KX,   /* block_q8_K rows with qs interleaved for Q4_K (below) */
   KERN_ACT_Q8_K6X,  /* block_q8_K rows with qs interleaved for Q6_K (below) */
   KERN_ACT_Q8_K5X,  /* block_q8_K rows with qs interleaved for Q5_K (below) */
+  KERN_ACT_Q8_K3X,  /* block_q8_K rows with qs interleaved for Q3_K (below) */
 };
 
 /* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..tile_nt of the type), where
@@ -86,6 +87,7 @@ struct kern_ops {
   kern_quant_fn quant_q8_Kx;
   kern_quant_fn quant_q8_K6x;
   kern_quant_fn quant_q8_K5x;
+  kern_quant_fn quant_q8_K3x;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
@@ -153,6 +155,16 @@ void kern_quant_q8_K5x_c(const float *x, void *dst, int64_t n);
  * 2p + 1 in the high, so two 8-bit products can be summed in 16 bits
  * before the one scale multiply. Reorders nb blocks in place. */
 void kern_q8_K5_interleave(block_q8_K *b, int64_t nb);
+void kern_quant_q8_K3x_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_K3X: a block_q8_K (bsums unchanged) whose qs are reordered
+ * in each 128-element half h the way a 4-byte word transpose of its four
+ * 32-byte groups orders them: byte 128h + 32m + 16j + 4i + b holds element
+ * 128h + 32i + 16j + 4m + b (m, i = 0..3; j = 0, 1; b = 0..3). After the
+ * same transpose of a Q3_K kernel's four weight vectors of half h, every
+ * 4-byte slot i of 128-bit half j of all four belongs to 16-element
+ * sub-block 8h + 2i + j, so four 8-bit products can be summed in 16 bits
+ * before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K3_interleave(block_q8_K *b, int64_t nb);
 /* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
  * every variant's pair quantizer, so their outputs agree bit for bit). */
 void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);

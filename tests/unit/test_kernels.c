@@ -475,6 +475,27 @@ TEST(kernels_activation_quantizers) {
       EXPECT_MEM_EQ(xa, xb2, sizeof xa);
     }
   }
+  /* the Q3_K activations (kernels_impl.h): a 4-byte word transpose of the
+   * four 32-byte groups of each 128-element half, block sums unchanged */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_K3x_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++) {
+      for (int hf = 0; hf < 2; hf++)
+        for (int m = 0; m < 4; m++)
+          for (int j = 0; j < 2; j++)
+            for (int i = 0; i < 4; i++)
+              for (int k = 0; k < 4; k++)
+                EXPECT_INT_EQ(xa[ib].qs[128 * hf + 32 * m + 16 * j + 4 * i + k],
+                              ka[ib].qs[128 * hf + 32 * i + 16 * j + 4 * m + k]);
+      EXPECT_MEM_EQ(xa[ib].bsums, ka[ib].bsums, sizeof ka[ib].bsums);
+      EXPECT_MEM_EQ(&xa[ib].d, &ka[ib].d, sizeof ka[ib].d);
+    }
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_K3x(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
   /* Q8_K block sums: 16-element sums of qs */
   for (int k = 0; k < 16; k++) {
     int s = 0;
@@ -500,6 +521,7 @@ static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int
     else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8_K6X) ops->quant_q8_K6x(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8_K5X) ops->quant_q8_K5x(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_K3X) ops->quant_q8_K3x(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
