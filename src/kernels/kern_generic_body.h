@@ -336,9 +336,12 @@ GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t
   }
 }
 
-/* Q2_K and Q3_K: element 128h + 32s + l, 16-element sub-blocks k =
- * (128h + 32s + l) / 16 (tensor_type.h); the lane sums follow
- * kern_x86_body.h (Q3_K's q - 4 through the block sums). */
+/* Q2_K against KERN_ACT_Q8_K3X activations, the lanes of x86 body_q2_Kx
+ * (Q3_K's, below): element 128h + 32s + e, q = (qs[32h + e] >> 2s) & 3,
+ * scale sc_k & 15 and min sc_k >> 4 of sub-block k = 8h + 2s + e / 16;
+ * int32 lane L sums, for h = 0, 1, the products of elements 16 (L / 4) +
+ * 4m + b of group s = L % 4 times their scale, and the mins of sub-blocks
+ * 2L, 2L + 1 against the block sums. */
 GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -348,16 +351,15 @@ GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t
       const block_q2_K *b = (const block_q2_K *)w + ib;
       int32_t isum[GL] = {0};
       for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          int s = l % 4;
+          for (int m = 0; m < 4; m++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
-              sum += ((b->qs[32 * h + e] >> 2 * s) & 3) * xq[e];
+              int e = 16 * (l / 4) + 4 * m + k;
+              sum += ((b->qs[32 * h + e] >> 2 * s) & 3) * xb[ib].qs[128 * h + 32 * m + 4 * l + k];
             }
-            isum[l] += sum * (b->scales[8 * h + 2 * s + (l >= 4)] & 15);
-          }
+          isum[l] += sum * (b->scales[8 * h + 2 * s + l / 4] & 15);
         }
       float dd = gen_f16(&b->d) * xb[ib].d, dm = gen_f16(&b->dmin) * xb[ib].d;
       for (int l = 0; l < GL; l++) {
@@ -450,7 +452,7 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
-  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K3X;
   ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 

@@ -792,12 +792,38 @@ TGT static void quant_q8_K6x_x86(const float *x, void *dst, int64_t n) {
 }
 DEFINE_TILE8(tile_q6_Kx, body_q6_Kx)
 
-/* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
- * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
-TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo2 = _mm256_set1_epi8(3);
+/* The Q2_K/Q3_K weight transpose: the four 32-byte vectors v[s] of a
+ * 128-element half (element 32s + l in byte l of v[s]) transposed in 4-byte
+ * words within each 128-bit half, u[m]'s word i = v[i]'s word m: slot i of
+ * 128-bit half j then holds a piece of sub-block 2i + j of the half in all
+ * four u[m], the order of KERN_ACT_Q8_K3X. */
+TGT_INL void transpose_words4(const __m256i v[4], __m256i u[4]) {
+  __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  u[0] = _mm256_unpacklo_epi64(t0, t2);
+  u[1] = _mm256_unpackhi_epi64(t0, t2);
+  u[2] = _mm256_unpacklo_epi64(t1, t3);
+  u[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* int16 lane pair of word i in 128-bit half j -> int16 2i + j of a 128-bit
+ * half of scales (for _mm256_shuffle_epi8). */
+#define PICK_SCALE_2I_J                                                                      \
+  _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 2, 3, 2, 3, 6, 7, 6, 7, \
+                   10, 11, 10, 11, 14, 15, 14, 15)
+
+/* Q2_K against KERN_ACT_Q8_K3X activations: element 128h + 32s + l, q =
+ * (qs[32h + l] >> 2s) & 3, sub-block k = 8h + 2s + l / 16, x = d * (sc_k &
+ * 15) * q - dmin * (sc_k >> 4). The vectors of each half are transposed as
+ * for Q3_K (transpose_words4), and per token and half the four products are
+ * summed in 16 bits (|sum| <= 4 x 2 x 3 x 127 = 3048) before one madd with
+ * the scales: 8 maddubs + 2 madd per 256 weights instead of 8 + 8. The
+ * mins: madd(bsums, mins) and one FNMA with dmin * d_x, as before. */
+TGT_INL void body_q2_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3), shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
   const __m128i lo4 = _mm_set1_epi8(0x0f);
+  const __m256i pick = PICK_SCALE_2I_J;
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -807,39 +833,41 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
     __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, lo4));
     __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), lo4));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i u[2][4], scv[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
+      /* the transpose of v[s] = (qv >> 2s) & 3 directly: u[m]'s word i is
+       * (qv's word m >> 2i) & 3, a word broadcast and a per-word shift */
       __m256i qv = loadu256(b->qs + 32 * h);
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; s++) {
-        __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
-      }
+      u[h][0] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0x00), shifts), lo2);
+      u[h][1] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0x55), shifts), lo2);
+      u[h][2] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0xaa), shifts), lo2);
+      u[h][3] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0xff), shifts), lo2);
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+      scv[h] = _mm256_shuffle_epi8(half, pick);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i p = _mm256_maddubs_epi16(u[h][0], loadu256(xb->qs + 128 * h));
+#pragma GCC unroll 3
+        for (int m = 1; m < 4; m++)
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[h][m], loadu256(xb->qs + 128 * h + 32 * m)));
+        isum = h ? _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[h])) : _mm256_madd_epi16(p, scv[h]);
+      }
       __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mn16);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE8(tile_q2_K, body_q2_K)
+DEFINE_TILE8(tile_q2_Kx, body_q2_Kx)
 
 /* Q3_K against KERN_ACT_Q8_K3X activations (kernels_impl.h): element
  * 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 = (qs[32h + l] >> 2s)
@@ -856,9 +884,7 @@ DEFINE_TILE8(tile_q2_K, body_q2_K)
 TGT_INL void body_q3_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
                         size_t ys) {
   const __m256i lo2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
-  /* int16 lane pair of word i in 128-bit half j -> scale 2i + j of the half */
-  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+  const __m256i pick = PICK_SCALE_2I_J;
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -891,12 +917,7 @@ TGT_INL void body_q3_Kx(const void *w, int64_t n, const void *x, size_t xs, int 
         __m256i hb = sh >= 2 ? _mm256_srli_epi16(hm, sh - 2) : _mm256_slli_epi16(hm, 2 - sh);
         v[s] = _mm256_or_si256(low, _mm256_and_si256(hb, bit2));
       }
-      __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-      __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-      u[h][0] = _mm256_unpacklo_epi64(t0, t2);
-      u[h][1] = _mm256_unpackhi_epi64(t0, t2);
-      u[h][2] = _mm256_unpacklo_epi64(t1, t3);
-      u[h][3] = _mm256_unpackhi_epi64(t1, t3);
+      transpose_words4(v, u[h]);
       /* two immediates: at -O0 (sanitizer builds) h is not a constant */
       __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
       scv[h] = _mm256_shuffle_epi8(half, pick);
@@ -956,7 +977,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q3_K] = NT_WIDE;
   ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_Kx;
   ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
-  ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
+  ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_Kx;
   ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_Kx;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
   ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
@@ -973,7 +994,7 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
   ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
   ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
-  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K3X;
   ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 
