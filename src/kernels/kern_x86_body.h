@@ -92,19 +92,6 @@ TGT_INL __m256i bits_to_bytes(const uint8_t *p) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
 }
 
-/* For 16-element sub-blocks k and k + 1 (k even) of a K-quant, the scale
- * vector for one 32-byte group: int16 lanes 0..7 = scale k, 8..15 = scale
- * k + 1, taken from sc16 (the 16 scales as int16) with one shuffle. half is
- * the 128-bit half of sc16 holding k (k / 8), broadcast beforehand. */
-TGT_INL __m256i scale_pair(__m256i half, int k) {
-  int b0 = 2 * (k % 8), b1 = b0 + 2;
-  return _mm256_shuffle_epi8(half, _mm256_setr_epi8(
-      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
-      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
-      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1),
-      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1)));
-}
-
 /* ---- activation quantizers (bit-identical to kern_quant_*_c) ------------ */
 
 TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
