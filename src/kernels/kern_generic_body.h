@@ -211,64 +211,6 @@ GEN_FN static void gen_tile_q4_0p(const void *w, int64_t n, const void *x, size_
 
 /* ---- K-quants x block_q8_K ------------------------------------------------ */
 
-/* Q4_K / Q5_K: element 64p + 32h + l, sub-block 2p + h (tensor_type.h). */
-static void gen_tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                          size_t ys, int has_qh) {
-  for (int t = 0; t < nt; t++) {
-    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
-    float acc[GL] = {0};
-    for (int64_t ib = 0; ib < n / QK_K; ib++) {
-      const uint8_t *qs, *qh = NULL, *b12;
-      float d, dmin;
-      if (has_qh) {
-        const block_q5_K *b = (const block_q5_K *)w + ib;
-        d = gen_f16(&b->d);
-        dmin = gen_f16(&b->dmin);
-        qs = b->qs;
-        qh = b->qh;
-        b12 = b->scales;
-      } else {
-        const block_q4_K *b = (const block_q4_K *)w + ib;
-        d = gen_f16(&b->d);
-        dmin = gen_f16(&b->dmin);
-        qs = b->qs;
-        b12 = b->scales;
-      }
-      int sc[8], mn[8];
-      for (int k = 0; k < 4; k++) {
-        sc[k] = b12[k] & 63;
-        mn[k] = b12[k + 4] & 63;
-      }
-      for (int k = 4; k < 8; k++) {
-        sc[k] = (b12[k + 4] & 15) | (b12[k - 4] >> 6) << 4;
-        mn[k] = (b12[k + 4] >> 4) | (b12[k] >> 6) << 4;
-      }
-      int32_t isum[GL] = {0}, msum[GL];
-      for (int p = 0; p < 4; p++)
-        for (int h = 0; h < 2; h++) {
-          const int8_t *xq = xb[ib].qs + 64 * p + 32 * h;
-          for (int l = 0; l < GL; l++) {
-            int32_t s = 0;
-            for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
-              int q = (qs[32 * p + e] >> 4 * h) & 15;
-              if (qh) q |= ((qh[e] >> (2 * p + h)) & 1) << 4;
-              s += q * xq[e];
-            }
-            isum[l] += s * sc[2 * p + h];
-          }
-        }
-      for (int l = 0; l < GL; l++) msum[l] = (xb[ib].bsums[2 * l] + xb[ib].bsums[2 * l + 1]) * mn[l];
-      float dd = d * xb[ib].d, dm = dmin * xb[ib].d;
-      for (int l = 0; l < GL; l++) {
-        acc[l] = fmaf(dd, (float)isum[l], acc[l]);
-        acc[l] = fmaf(-dm, (float)msum[l], acc[l]);
-      }
-    }
-    y[t * ys] = gen_hsum(acc);
-  }
-}
-
 /* Q4_K against KERN_ACT_Q8_KX activations, the lanes of x86 body_q4_Kx:
  * int32 lane L sums, for h = 0, 1, scale(sb) x the products of half L / 4
  * (16 elements) of sub-block sb = 2 (L % 4) + h; element e of sub-block sb
@@ -311,11 +253,58 @@ GEN_FN static void gen_tile_q4_K(const void *w, int64_t n, const void *x, size_t
     y[t * ys] = gen_hsum(acc);
   }
 }
+/* Q5_K against KERN_ACT_Q8_K5X activations, the lanes of x86 body_q5_Kx:
+ * int32 lane L sums, over the chunks p, scale(sb) x the products of
+ * elements 16u + 4 (L % 4) + b (u = 0, 1; b = 0..3) of sub-block sb = 2p +
+ * L / 4, whose activations sit at qs[64p + 32u + 4L + b]; the mins as for
+ * Q4_K. Element e of sub-block 2p + h: nibble h of qs[32p + e] plus bit
+ * 2p + h of qh[e] as bit 4. */
 GEN_FN static void gen_tile_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  gen_tile_q45k(w, n, x, xs, nt, y, ys, 1);
+  for (int t = 0; t < nt; t++) {
+    const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs);
+    float acc[GL] = {0};
+    for (int64_t ib = 0; ib < n / QK_K; ib++) {
+      const block_q5_K *b = (const block_q5_K *)w + ib;
+      float d = gen_f16(&b->d), dmin = gen_f16(&b->dmin);
+      const uint8_t *b12 = b->scales;
+      int sc[8], mn[8];
+      for (int k = 0; k < 4; k++) {
+        sc[k] = b12[k] & 63;
+        mn[k] = b12[k + 4] & 63;
+      }
+      for (int k = 4; k < 8; k++) {
+        sc[k] = (b12[k + 4] & 15) | (b12[k - 4] >> 6) << 4;
+        mn[k] = (b12[k + 4] >> 4) | (b12[k] >> 6) << 4;
+      }
+      int32_t isum[GL] = {0};
+      for (int p = 0; p < 4; p++)
+        for (int l = 0; l < GL; l++) {
+          int h = l / 4, s = 0;
+          for (int u = 0; u < 2; u++)
+            for (int k = 0; k < 4; k++) {
+              int e = 16 * u + 4 * (l % 4) + k;
+              int q = ((b->qs[32 * p + e] >> 4 * h) & 15) | ((b->qh[e] >> (2 * p + h)) & 1) << 4;
+              s += q * xb[ib].qs[64 * p + 32 * u + 4 * l + k];
+            }
+          isum[l] += s * sc[2 * p + h];
+        }
+      float fsum[GL], dd = d * xb[ib].d;
+      memcpy(fsum, xb[ib].bsums, sizeof fsum);
+      for (int l = 0; l < GL; l++) {
+        acc[l] = fmaf(dd, (float)isum[l], acc[l]);
+        acc[l] = fmaf(-(dmin * (float)mn[l]), fsum[l], acc[l]);
+      }
+    }
+    y[t * ys] = gen_hsum(acc);
+  }
 }
 
-/* Q6_K: element 128h + 32s + l, sub-block (128h + 32s + l) / 16. */
+/* Q6_K against KERN_ACT_Q8_K6X activations, the lanes of x86 body_q6_Kx:
+ * int32 lane L sums, for each 64-element chunk c, scale(sb) x the products
+ * of the 8 elements 64c + 32 (L % 2) + 16 (L / 4) + 8u + 4 (L / 2 % 2) + b
+ * (u = 0, 1; b = 0..3) of sub-block sb = 4c + 2 (L % 2) + L / 4, whose
+ * activations sit at qs[64c + 32u + 4L + b]; plus the offset -32 sc x the
+ * block sums of sub-blocks 2L and 2L + 1. */
 GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -323,35 +312,36 @@ GEN_FN static void gen_tile_q6_K(const void *w, int64_t n, const void *x, size_t
     float acc[GL] = {0};
     for (int64_t ib = 0; ib < n / QK_K; ib++) {
       const block_q6_K *b = (const block_q6_K *)w + ib;
-      int32_t isum[GL] = {0};
-      for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+      int32_t isum[GL];
+      for (int l = 0; l < GL; l++)
+        isum[l] = xb[ib].bsums[2 * l] * (-32 * b->scales[2 * l]) +
+                  xb[ib].bsums[2 * l + 1] * (-32 * b->scales[2 * l + 1]);
+      for (int c = 0; c < 4; c++)
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          for (int u = 0; u < 2; u++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
-              int low = (b->ql[64 * h + e + 32 * (s & 1)] >> 4 * (s >> 1)) & 15;
-              int high = (b->qh[32 * h + e] >> 2 * s) & 3;
-              sum += (low | high << 4) * xq[e];
+              int e = 64 * c + 32 * (l % 2) + 16 * (l / 4) + 8 * u + 4 * (l / 2 % 2) + k;
+              int h = e / 128, s = e % 128 / 32, li = e % 32;
+              int low = (b->ql[64 * h + li + 32 * (s & 1)] >> 4 * (s >> 1)) & 15;
+              int high = (b->qh[32 * h + li] >> 2 * s) & 3;
+              sum += (low | high << 4) * xb[ib].qs[64 * c + 32 * u + 4 * l + k];
             }
-            isum[l] += sum * b->scales[8 * h + 2 * s + (l >= 4)];
-          }
+          isum[l] += sum * b->scales[4 * c + 2 * (l % 2) + l / 4];
         }
       float dd = gen_f16(&b->d) * xb[ib].d;
-      for (int l = 0; l < GL; l++) {
-        int32_t off = (xb[ib].bsums[2 * l] * b->scales[2 * l] +
-                       xb[ib].bsums[2 * l + 1] * b->scales[2 * l + 1]) * 32;
-        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
-      }
+      for (int l = 0; l < GL; l++) acc[l] = fmaf(dd, (float)isum[l], acc[l]);
     }
     y[t * ys] = gen_hsum(acc);
   }
 }
 
-/* Q2_K and Q3_K: element 128h + 32s + l, 16-element sub-blocks k =
- * (128h + 32s + l) / 16 (tensor_type.h); the lane sums follow
- * kern_x86_body.h (Q3_K's q - 4 through the block sums). */
+/* Q2_K against KERN_ACT_Q8_K3X activations, the lanes of x86 body_q2_Kx
+ * (Q3_K's, below): element 128h + 32s + e, q = (qs[32h + e] >> 2s) & 3,
+ * scale sc_k & 15 and min sc_k >> 4 of sub-block k = 8h + 2s + e / 16;
+ * int32 lane L sums, for h = 0, 1, the products of elements 16 (L / 4) +
+ * 4m + b of group s = L % 4 times their scale, and the mins of sub-blocks
+ * 2L, 2L + 1 against the block sums. */
 GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -361,16 +351,15 @@ GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t
       const block_q2_K *b = (const block_q2_K *)w + ib;
       int32_t isum[GL] = {0};
       for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          int s = l % 4;
+          for (int m = 0; m < 4; m++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
-              sum += ((b->qs[32 * h + e] >> 2 * s) & 3) * xq[e];
+              int e = 16 * (l / 4) + 4 * m + k;
+              sum += ((b->qs[32 * h + e] >> 2 * s) & 3) * xb[ib].qs[128 * h + 32 * m + 4 * l + k];
             }
-            isum[l] += sum * (b->scales[8 * h + 2 * s + (l >= 4)] & 15);
-          }
+          isum[l] += sum * (b->scales[8 * h + 2 * s + l / 4] & 15);
         }
       float dd = gen_f16(&b->d) * xb[ib].d, dm = gen_f16(&b->dmin) * xb[ib].d;
       for (int l = 0; l < GL; l++) {
@@ -384,6 +373,11 @@ GEN_FN static void gen_tile_q2_K(const void *w, int64_t n, const void *x, size_t
   }
 }
 
+/* Q3_K against KERN_ACT_Q8_K3X activations, the lanes of x86 body_q3_Kx:
+ * int32 lane L sums, for h = 0, 1, (sc_k - 32) x the products of elements
+ * 128h + 32 (L % 4) + 16 (L / 4) + 4m + b (m, b = 0..3) of sub-block k =
+ * 8h + 2 (L % 4) + L / 4, whose activations sit at qs[128h + 32m + 4L + b];
+ * plus -4 (sc - 32) x the block sums of sub-blocks 2L and 2L + 1. */
 GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt,
                                  float *y, size_t ys) {
   for (int t = 0; t < nt; t++) {
@@ -397,25 +391,23 @@ GEN_FN static void gen_tile_q3_K(const void *w, int64_t n, const void *x, size_t
         int high = (b->scales[8 + k % 4] >> (2 * (k / 4))) & 3;
         sc[k] = (low | high << 4) - 32;
       }
-      int32_t isum[GL] = {0};
+      int32_t isum[GL];
+      for (int l = 0; l < GL; l++)
+        isum[l] = xb[ib].bsums[2 * l] * (-4 * sc[2 * l]) + xb[ib].bsums[2 * l + 1] * (-4 * sc[2 * l + 1]);
       for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++) {
-          const int8_t *xq = xb[ib].qs + 128 * h + 32 * s;
-          for (int l = 0; l < GL; l++) {
-            int32_t sum = 0;
+        for (int l = 0; l < GL; l++) {
+          int32_t sum = 0;
+          int s = l % 4;
+          for (int m = 0; m < 4; m++)
             for (int k = 0; k < 4; k++) {
-              int e = 4 * l + k;
+              int e = 16 * (l / 4) + 4 * m + k; /* element 128h + 32s + e */
               int q = ((b->qs[32 * h + e] >> 2 * s) & 3) | ((b->hmask[e] >> (4 * h + s)) & 1) << 2;
-              sum += q * xq[e];
+              sum += q * xb[ib].qs[128 * h + 32 * m + 4 * l + k];
             }
-            isum[l] += sum * sc[8 * h + 2 * s + (l >= 4)];
-          }
+          isum[l] += sum * sc[8 * h + 2 * s + l / 4];
         }
       float dd = gen_f16(&b->d) * xb[ib].d;
-      for (int l = 0; l < GL; l++) {
-        int32_t off = (xb[ib].bsums[2 * l] * sc[2 * l] + xb[ib].bsums[2 * l + 1] * sc[2 * l + 1]) * 4;
-        acc[l] = fmaf(dd, (float)(isum[l] - off), acc[l]);
-      }
+      for (int l = 0; l < GL; l++) acc[l] = fmaf(dd, (float)isum[l], acc[l]);
     }
     y[t * ys] = gen_hsum(acc);
   }
@@ -426,6 +418,9 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_K = kern_quant_q8_K_c;
   ops->quant_q8p = kern_quant_q8p_c;
   ops->quant_q8_Kx = kern_quant_q8_Kx_c;
+  ops->quant_q8_K6x = kern_quant_q8_K6x_c;
+  ops->quant_q8_K5x = kern_quant_q8_K5x_c;
+  ops->quant_q8_K3x = kern_quant_q8_K3x_c;
   ops->tile[TENSOR_TYPE_F32] = gen_tile_f32;
   ops->tile[TENSOR_TYPE_F16] = gen_tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = gen_tile_bf16;
@@ -436,6 +431,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q4_K] = KERN_TILE_TOKENS_MAX;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = KERN_TILE_TOKENS_MAX;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q2_K] = KERN_TILE_TOKENS_MAX;
+  ops->tile_nt[TENSOR_TYPE_Q3_K] = KERN_TILE_TOKENS_MAX;
   ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;
@@ -453,10 +450,10 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
-  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K3X;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 
 #endif

@@ -92,19 +92,6 @@ TGT_INL __m256i bits_to_bytes(const uint8_t *p) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
 }
 
-/* For 16-element sub-blocks k and k + 1 (k even) of a K-quant, the scale
- * vector for one 32-byte group: int16 lanes 0..7 = scale k, 8..15 = scale
- * k + 1, taken from sc16 (the 16 scales as int16) with one shuffle. half is
- * the 128-bit half of sc16 holding k (k / 8), broadcast beforehand. */
-TGT_INL __m256i scale_pair(__m256i half, int k) {
-  int b0 = 2 * (k % 8), b1 = b0 + 2;
-  return _mm256_shuffle_epi8(half, _mm256_setr_epi8(
-      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
-      (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1), (char)b0, (char)(b0 + 1),
-      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1),
-      (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1), (char)b1, (char)(b1 + 1)));
-}
-
 /* ---- activation quantizers (bit-identical to kern_quant_*_c) ------------ */
 
 TGT static void quant_q8_x86(const float *x, void *dst, int64_t n) {
@@ -580,78 +567,72 @@ TGT_INL void scales12(const uint8_t *b, uint8_t *sc, uint8_t *mn) {
   memcpy(mn + 4, &v, 4);
 }
 
-/* Q5_K (has_qh 1; has_qh 0 is Q4_K against plain block_q8_K, kept as the
- * reading of the format body_q4_Kx reorders): element 64p + 32h + l is nibble h of
- * qs[32p + l] (plus bit 2p + h of qh[l] as bit 4), sub-block 2p + h. */
-TGT_INL void tile_q45k(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys, int has_qh) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+/* Q5_K against KERN_ACT_Q8_K5X activations (kernels_impl.h): element
+ * 64p + 32h + l is nibble h of qs[32p + l] plus bit 2p + h of qh[l] as bit
+ * 4 (q in 0..31), sub-block 2p + h. The 32-byte vectors V_2p, V_2p+1 of a
+ * chunk are regrouped by 128-bit halves (vperm2i128, once per row and
+ * super-block): A_p = elements 0..15 of both sub-blocks, B_p = 16..31, so
+ * in A_p and B_p the low 128 bits belong to sub-block 2p and the high to
+ * 2p + 1. Per token the two u8 x s8 products are added in 16 bits (|sum| <=
+ * 2 x 2 x 31 x 127 = 15748, exact) and multiplied by the scales once: 8
+ * maddubs + 4 madd per 256 weights instead of 8 + 8. Int32 lane L: 8
+ * elements of sub-block 2p + L / 4 summed over p. The mins as for Q4_K:
+ * dmin x min_k against the activations' fsum, one FNMA per token. */
+TGT_INL void body_q5_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  /* int16 lanes: scale 2p in the low 128 bits, 2p + 1 in the high (sc16 order) */
+  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
-    const uint8_t *qs, *qh = NULL, *scb;
-    float d, dmin;
-    if (has_qh) {
-      const block_q5_K *b = (const block_q5_K *)w + ib;
-      d = f16_load(&b->d);
-      dmin = f16_load(&b->dmin);
-      qs = b->qs;
-      qh = b->qh;
-      scb = b->scales;
-    } else {
-      const block_q4_K *b = (const block_q4_K *)w + ib;
-      d = f16_load(&b->d);
-      dmin = f16_load(&b->dmin);
-      qs = b->qs;
-      scb = b->scales;
-    }
+    const block_q5_K *b = (const block_q5_K *)w + ib;
+    float d = f16_load(&b->d), dmin = f16_load(&b->dmin);
     uint8_t sc[8], mn[8];
-    scales12(scb, sc, mn);
-    /* mins per 16-element bsum: lane k16 -> mn[k16 / 2] */
-    __m128i mn8 = _mm_loadl_epi64((const __m128i *)mn);
-    __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
-    /* the 8 scales as int16, in both 128-bit lanes, for lane broadcasts */
+    scales12(b->scales, sc, mn);
+    __m256 wmin = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
     __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-    __m256i qhv = has_qh ? loadu256(qh) : _mm256_setzero_si256();
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i qhv = loadu256(b->qh);
+    __m256i wa[4], wb[4], scv[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
-      __m256i q = loadu256(qs + 32 * p);
-      __m256i qlo = _mm256_and_si256(q, lo4);
-      __m256i qhi = _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4);
-      if (has_qh) {
-        __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p), _mm256_set1_epi8(1));
-        __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * p + 1), _mm256_set1_epi8(1));
-        qlo = _mm256_or_si256(qlo, _mm256_slli_epi16(b0, 4));
-        qhi = _mm256_or_si256(qhi, _mm256_slli_epi16(b1, 4));
-      }
-      __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p))));
-      __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * p + 1))));
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-        __m256i a = _mm256_madd_epi16(_mm256_maddubs_epi16(qlo, loadu256(xb->qs + 64 * p)), slo);
-        __m256i c = _mm256_madd_epi16(_mm256_maddubs_epi16(qhi, loadu256(xb->qs + 64 * p + 32)), shi);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
-      }
+      __m256i q = loadu256(b->qs + 32 * p);
+      /* bit 2p (2p + 1) of each qh byte moved to bit 4; 16-bit shifts, the
+       * bits crossing bytes land outside the mask */
+      __m256i h0 = 2 * p <= 4 ? _mm256_slli_epi16(qhv, 4 - 2 * p) : _mm256_srli_epi16(qhv, 2 * p - 4);
+      __m256i h1 = 2 * p + 1 <= 4 ? _mm256_slli_epi16(qhv, 3 - 2 * p) : _mm256_srli_epi16(qhv, 2 * p - 3);
+      __m256i v0 = _mm256_or_si256(_mm256_and_si256(q, lo4), _mm256_and_si256(h0, bit4));
+      __m256i v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), lo4), _mm256_and_si256(h1, bit4));
+      wa[p] = _mm256_permute2x128_si256(v0, v1, 0x20);
+      wb[p] = _mm256_permute2x128_si256(v0, v1, 0x31);
+      scv[p] = _mm256_shuffle_epi8(sc16, _mm256_add_epi8(pick, _mm256_set1_epi8((char)(4 * p))));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mins16);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; p++) {
+        __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(wa[p], loadu256(xb->qs + 64 * p)),
+                                      _mm256_maddubs_epi16(wb[p], loadu256(xb->qs + 64 * p + 32)));
+        isum = p ? _mm256_add_epi32(isum, _mm256_madd_epi16(pr, scv[p])) : _mm256_madd_epi16(pr, scv[p]);
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(wmin, _mm256_loadu_ps((const float *)xb->bsums), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
 
-TGT_INL void body_q5_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  tile_q45k(w, n, x, xs, nt, y, ys, 1);
+/* The Q5_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K5_interleave (so every variant's agree). */
+TGT static void quant_q8_K5x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K5_interleave(dst, n / QK_K);
 }
 
 /* Q4_K against KERN_ACT_Q8_KX activations (kernels_impl.h). The four
@@ -722,14 +703,23 @@ TGT static void quant_q8_Kx_x86(const float *x, void *dst, int64_t n) {
   quant_q8_K_x86(x, dst, n);
   kern_q8_K_interleave(dst, n / QK_K);
 }
-DEFINE_TILE8(tile_q5_K, body_q5_K)
+DEFINE_TILE8(tile_q5_Kx, body_q5_Kx)
 
-/* Q6_K: element 128h + 32s + l, q = low4 | high2 << 4 (tensor_type.h),
- * sub-block 8h + 2s + l/16, x = d * sc * (q - 32). The -32 is applied once
- * per super-block through the activation block sums. */
-TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0f), lo2 = _mm256_set1_epi8(3);
+/* Q6_K against KERN_ACT_Q8_K6X activations (kernels_impl.h). Element
+ * 128h + 32s + l, q = low4 | high2 << 4 in 0..63 (tensor_type.h), sub-block
+ * 8h + 2s + l / 16, x = d * sc * (q - 32). The 32-byte vectors V_s of the
+ * four groups of half h are interleaved in 4-byte words per pair (V_2g,
+ * V_2g+1): A = unpacklo_epi32, B = unpackhi_epi32 (once per row and
+ * super-block, shared by the nt tokens); then word w of 128-bit half j of
+ * both A and B belongs to sub-block 8h + 4g + 2 (w % 2) + j, so per token
+ * the two u8 x s8 products are added in 16 bits (|sum| <= 2 x 2 x 63 x 127
+ * = 32004, exact) and multiplied by the scales once: 8 maddubs + 4 madd per
+ * 256 weights instead of 8 + 8. The -32 goes through the activation block
+ * sums times -32 sc (|32 sc| <= 4096 fits int16), added as integers, so
+ * int32 lane L holds an exact integer the portable kernel reproduces. */
+TGT_INL void body_q6_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0f), hi2 = _mm256_set1_epi8(0x30);
   __m256 acc[NT_WIDE];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
@@ -737,53 +727,92 @@ TGT_INL void body_q6_K(const void *w, int64_t n, const void *x, size_t xs, int n
     const block_q6_K *b = (const block_q6_K *)w + ib;
     float d = f16_load(&b->d);
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i scm = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
+    __m256i wa[4], wb[4], scv[4];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m256i ql0 = loadu256(b->ql + 64 * h), ql1 = loadu256(b->ql + 64 * h + 32);
       __m256i qhv = loadu256(b->qh + 32 * h);
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; s++) {
-        __m256i low = (s & 1) ? ql1 : ql0;
-        if (s >> 1) low = _mm256_srli_epi16(low, 4);
-        low = _mm256_and_si256(low, lo4);
-        __m256i high = _mm256_and_si256(_mm256_srli_epi16(qhv, 2 * s), lo2);
-        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, lo4), _mm256_and_si256(_mm256_slli_epi16(qhv, 4), hi2));
+      v[1] = _mm256_or_si256(_mm256_and_si256(ql1, lo4), _mm256_and_si256(_mm256_slli_epi16(qhv, 2), hi2));
+      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), lo4), _mm256_and_si256(qhv, hi2));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), lo4),
+                             _mm256_and_si256(_mm256_srli_epi16(qhv, 2), hi2));
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+#pragma GCC unroll 2
+      for (int g = 0; g < 2; g++) {
+        wa[2 * h + g] = _mm256_unpacklo_epi32(v[2 * g], v[2 * g + 1]);
+        wb[2 * h + g] = _mm256_unpackhi_epi32(v[2 * g], v[2 * g + 1]);
+        /* int16 lanes of word w in 128-bit half j: scale 4g + 2 (w % 2) + j of this h */
+        char i0 = (char)(2 * (4 * g)), i1 = (char)(2 * (4 * g + 2)), i2 = (char)(2 * (4 * g + 1)),
+             i3 = (char)(2 * (4 * g + 3));
+        scv[2 * h + g] = _mm256_shuffle_epi8(
+            half, _mm256_setr_epi8(i0, i0 + 1, i0, i0 + 1, i1, i1 + 1, i1, i1 + 1, i0, i0 + 1, i0,
+                                   i0 + 1, i1, i1 + 1, i1, i1 + 1, i2, i2 + 1, i2, i2 + 1, i3, i3 + 1,
+                                   i3, i3 + 1, i2, i2 + 1, i2, i2 + 1, i3, i3 + 1, i3, i3 + 1));
       }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 5);
-      __m256i tot = _mm256_sub_epi32(isum[t], off);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+      __m256i isum = _mm256_madd_epi16(loadu256(xb->bsums), scm);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) {
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wa[c], loadu256(xb->qs + 64 * c)),
+                                     _mm256_maddubs_epi16(wb[c], loadu256(xb->qs + 64 * c + 32)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[c]));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
     }
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE8(tile_q6_K, body_q6_K)
 
-/* Q2_K: element 128h + 32s + l, q = (qs[32h + l] >> 2s) & 3, sub-block
- * k = 8h + 2s + l/16, x = d * (sc_k & 15) * q - dmin * (sc_k >> 4). */
-TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo2 = _mm256_set1_epi8(3);
+/* The Q6_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K6_interleave (so every variant's agree). */
+TGT static void quant_q8_K6x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K6_interleave(dst, n / QK_K);
+}
+DEFINE_TILE8(tile_q6_Kx, body_q6_Kx)
+
+/* The Q2_K/Q3_K weight transpose: the four 32-byte vectors v[s] of a
+ * 128-element half (element 32s + l in byte l of v[s]) transposed in 4-byte
+ * words within each 128-bit half, u[m]'s word i = v[i]'s word m: slot i of
+ * 128-bit half j then holds a piece of sub-block 2i + j of the half in all
+ * four u[m], the order of KERN_ACT_Q8_K3X. */
+TGT_INL void transpose_words4(const __m256i v[4], __m256i u[4]) {
+  __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  u[0] = _mm256_unpacklo_epi64(t0, t2);
+  u[1] = _mm256_unpackhi_epi64(t0, t2);
+  u[2] = _mm256_unpacklo_epi64(t1, t3);
+  u[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* int16 lane pair of word i in 128-bit half j -> int16 2i + j of a 128-bit
+ * half of scales (for _mm256_shuffle_epi8). */
+#define PICK_SCALE_2I_J                                                                      \
+  _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 2, 3, 2, 3, 6, 7, 6, 7, \
+                   10, 11, 10, 11, 14, 15, 14, 15)
+
+/* Q2_K against KERN_ACT_Q8_K3X activations: element 128h + 32s + l, q =
+ * (qs[32h + l] >> 2s) & 3, sub-block k = 8h + 2s + l / 16, x = d * (sc_k &
+ * 15) * q - dmin * (sc_k >> 4). The vectors of each half are transposed as
+ * for Q3_K (transpose_words4), and per token and half the four products are
+ * summed in 16 bits (|sum| <= 4 x 2 x 3 x 127 = 3048) before one madd with
+ * the scales: 8 maddubs + 2 madd per 256 weights instead of 8 + 8. The
+ * mins: madd(bsums, mins) and one FNMA with dmin * d_x, as before. */
+TGT_INL void body_q2_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3), shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
   const __m128i lo4 = _mm_set1_epi8(0x0f);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+  const __m256i pick = PICK_SCALE_2I_J;
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q2_K *b = (const block_q2_K *)w + ib;
@@ -791,48 +820,60 @@ TGT_INL void body_q2_K(const void *w, int64_t n, const void *x, size_t xs, int n
     __m128i sc8 = _mm_loadu_si128((const __m128i *)b->scales);
     __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, lo4));
     __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), lo4));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i u[2][4], scv[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
+      /* the transpose of v[s] = (qv >> 2s) & 3 directly: u[m]'s word i is
+       * (qv's word m >> 2i) & 3, a word broadcast and a per-word shift */
       __m256i qv = loadu256(b->qs + 32 * h);
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; s++) {
-        __m256i q = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
-      }
+      u[h][0] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0x00), shifts), lo2);
+      u[h][1] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0x55), shifts), lo2);
+      u[h][2] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0xaa), shifts), lo2);
+      u[h][3] = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(qv, 0xff), shifts), lo2);
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+      scv[h] = _mm256_shuffle_epi8(half, pick);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i p = _mm256_maddubs_epi16(u[h][0], loadu256(xb->qs + 128 * h));
+#pragma GCC unroll 3
+        for (int m = 1; m < 4; m++)
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[h][m], loadu256(xb->qs + 128 * h + 32 * m)));
+        isum = h ? _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[h])) : _mm256_madd_epi16(p, scv[h]);
+      }
       __m256i msum = _mm256_madd_epi16(loadu256(xb->bsums), mn16);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
       acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d), _mm256_cvtepi32_ps(msum), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q2_K, body_q2_K)
+DEFINE_TILE8(tile_q2_Kx, body_q2_Kx)
 
-/* Q3_K: element 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 =
- * (qs[32h + l] >> 2s) & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k -
- * 32) * (q - 4); the -4 goes through the block sums, as Q6_K's -32. */
-TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                       size_t ys) {
-  const __m256i lo2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-  __m256 acc[NT_MAX];
-#pragma GCC unroll 4
+/* Q3_K against KERN_ACT_Q8_K3X activations (kernels_impl.h): element
+ * 128h + 32s + l, q = low2 | hbit << 2 in 0..7 (low2 = (qs[32h + l] >> 2s)
+ * & 3, hbit = bit 4h + s of hmask[l]), x = d * (sc_k - 32) * (q - 4),
+ * sub-block k = 8h + 2s + l / 16. The four 32-byte vectors V_s of half h
+ * are transposed in 4-byte words within each 128-bit half (8 unpacks,
+ * once per row and super-block, as Q4_K's): U_m's word i of half j is V_i's
+ * word m, sub-block 8h + 2i + j in every U_m. Per token and half the four
+ * u8 x s8 products are added in 16 bits (|sum| <= 4 x 2 x 7 x 127 = 7112)
+ * and multiplied by the scales once: 8 maddubs + 2 madd per 256 weights
+ * instead of 8 + 8. The -4 goes through the block sums times -4 (sc - 32)
+ * in the same integer sum. Int32 lane L: elements 32 (L % 4) + 16 (L / 4)
+ * + 0..15 of both halves, each times its sub-block's scale. */
+TGT_INL void body_q3_Kx(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const __m256i lo2 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);
+  const __m256i pick = PICK_SCALE_2I_J;
+  __m256 acc[NT_WIDE];
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < n / QK_K; ib++) {
     const block_q3_K *b = (const block_q3_K *)w + ib;
@@ -849,42 +890,51 @@ TGT_INL void body_q3_K(const void *w, int64_t n, const void *x, size_t xs, int n
                                  (int)(((a0 >> 4) & m4) | ((a2 >> 4) & m2) << 4),
                                  (int)(((a1 >> 4) & m4) | ((a2 >> 6) & m2) << 4));
     __m256i sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(sc8, _mm_set1_epi8(32)));
-    __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                          _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+    __m256i scm = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-4));
     __m256i hm = loadu256(b->hmask);
-    __m256i isum[NT_MAX];
-#pragma GCC unroll 4
-    for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
+    __m256i u[2][4], scv[2];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m256i qv = loadu256(b->qs + 32 * h);
+      __m256i v[4];
 #pragma GCC unroll 4
       for (int s = 0; s < 4; s++) {
         __m256i low = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * s), lo2);
-        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one);
-        __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
-        int k = 8 * h + 2 * s;
-        __m256i scv = scale_pair(sc_half[h], k);
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) {
-          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-          __m256i pr = _mm256_maddubs_epi16(q, loadu256(xb->qs + 128 * h + 32 * s));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, scv));
-        }
+        int sh = 4 * h + s; /* hmask bit sh to bit 2 */
+        __m256i hb = sh >= 2 ? _mm256_srli_epi16(hm, sh - 2) : _mm256_slli_epi16(hm, 2 - sh);
+        v[s] = _mm256_or_si256(low, _mm256_and_si256(hb, bit2));
       }
+      transpose_words4(v, u[h]);
+      /* two immediates: at -O0 (sanitizer builds) h is not a constant */
+      __m256i half = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+      scv[h] = _mm256_shuffle_epi8(half, pick);
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + ib;
-      __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(loadu256(xb->bsums), sc16), 2);
-      __m256i tot = _mm256_sub_epi32(isum[t], off);
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(tot), acc[t]);
+      __m256i isum = _mm256_madd_epi16(loadu256(xb->bsums), scm);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; h++) {
+        __m256i p = _mm256_maddubs_epi16(u[h][0], loadu256(xb->qs + 128 * h));
+#pragma GCC unroll 3
+        for (int m = 1; m < 4; m++)
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[h][m], loadu256(xb->qs + 128 * h + 32 * m)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scv[h]));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(isum), acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < nt; t++) y[t * ys] = hsum_ps(acc[t]);
 }
-DEFINE_TILE(tile_q3_K, body_q3_K)
+DEFINE_TILE8(tile_q3_Kx, body_q3_Kx)
+
+/* The Q3_K activations: quant_q8_K_x86's blocks, reordered by the shared
+ * kern_q8_K3_interleave (so every variant's agree). */
+TGT static void quant_q8_K3x_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  kern_q8_K3_interleave(dst, n / QK_K);
+}
 
 /* ---- the table both variants fill ------------------------------------- */
 
@@ -893,6 +943,9 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->quant_q8_K = quant_q8_K_x86;
   ops->quant_q8p = quant_q8p_x86;
   ops->quant_q8_Kx = quant_q8_Kx_x86;
+  ops->quant_q8_K6x = quant_q8_K6x_x86;
+  ops->quant_q8_K5x = quant_q8_K5x_x86;
+  ops->quant_q8_K3x = quant_q8_K3x_x86;
   ops->tile[TENSOR_TYPE_F32] = tile_f32;
   ops->tile[TENSOR_TYPE_F16] = tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = tile_bf16;
@@ -907,10 +960,12 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile_nt[TENSOR_TYPE_Q4_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q5_K] = NT_WIDE;
   ops->tile_nt[TENSOR_TYPE_Q6_K] = NT_WIDE;
-  ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_K;
-  ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_K;
-  ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_K;
-  ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_K;
+  ops->tile_nt[TENSOR_TYPE_Q2_K] = NT_WIDE;
+  ops->tile_nt[TENSOR_TYPE_Q3_K] = NT_WIDE;
+  ops->tile[TENSOR_TYPE_Q5_K] = tile_q5_Kx;
+  ops->tile[TENSOR_TYPE_Q6_K] = tile_q6_Kx;
+  ops->tile[TENSOR_TYPE_Q2_K] = tile_q2_Kx;
+  ops->tile[TENSOR_TYPE_Q3_K] = tile_q3_Kx;
   ops->tile2[TENSOR_TYPE_Q8_0] = tile2_q8_0;
   ops->tile2[TENSOR_TYPE_Q5_0] = tile2_q5_0;
   ops->tile2[TENSOR_TYPE_Q4_1] = tile2_q4_1;
@@ -924,10 +979,10 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->act[TENSOR_TYPE_Q4_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q5_1] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_Q4_K] = KERN_ACT_Q8_KX;
-  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K;
-  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K;
+  ops->act[TENSOR_TYPE_Q5_K] = KERN_ACT_Q8_K5X;
+  ops->act[TENSOR_TYPE_Q6_K] = KERN_ACT_Q8_K6X;
+  ops->act[TENSOR_TYPE_Q2_K] = KERN_ACT_Q8_K3X;
+  ops->act[TENSOR_TYPE_Q3_K] = KERN_ACT_Q8_K3X;
 }
 
 #endif

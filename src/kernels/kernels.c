@@ -226,11 +226,70 @@ void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n) {
   kern_q8_K_interleave(dst, n / QK_K);
 }
 
+void kern_q8_K6_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    int8_t tmp[QK_K];
+    for (int c = 0; c < 4; c++)
+      for (int u = 0; u < 2; u++)
+        for (int j = 0; j < 2; j++)
+          for (int w = 0; w < 4; w++)
+            for (int k = 0; k < 4; k++)
+              tmp[64 * c + 32 * u + 16 * j + 4 * w + k] =
+                  b[ib].qs[64 * c + 32 * (w % 2) + 16 * j + 8 * u + 4 * (w / 2) + k];
+    memcpy(b[ib].qs, tmp, sizeof tmp);
+  }
+}
+
+void kern_quant_q8_K6x_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K6_interleave(dst, n / QK_K);
+}
+
+void kern_q8_K5_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    for (int p = 0; p < 4; p++) {
+      int8_t tmp[16];
+      memcpy(tmp, b[ib].qs + 64 * p + 16, 16);
+      memcpy(b[ib].qs + 64 * p + 16, b[ib].qs + 64 * p + 32, 16);
+      memcpy(b[ib].qs + 64 * p + 32, tmp, 16);
+    }
+    float fsum[8];
+    for (int k = 0; k < 8; k++) fsum[k] = b[ib].d * (float)(b[ib].bsums[2 * k] + b[ib].bsums[2 * k + 1]);
+    memcpy(b[ib].bsums, fsum, sizeof fsum);
+  }
+}
+
+void kern_quant_q8_K5x_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K5_interleave(dst, n / QK_K);
+}
+
+void kern_q8_K3_interleave(block_q8_K *b, int64_t nb) {
+  for (int64_t ib = 0; ib < nb; ib++) {
+    int8_t tmp[QK_K];
+    for (int h = 0; h < 2; h++)
+      for (int m = 0; m < 4; m++)
+        for (int j = 0; j < 2; j++)
+          for (int i = 0; i < 4; i++)
+            for (int k = 0; k < 4; k++)
+              tmp[128 * h + 32 * m + 16 * j + 4 * i + k] = b[ib].qs[128 * h + 32 * i + 16 * j + 4 * m + k];
+    memcpy(b[ib].qs, tmp, sizeof tmp);
+  }
+}
+
+void kern_quant_q8_K3x_c(const float *x, void *dst, int64_t n) {
+  kern_quant_q8_K_c(x, dst, n);
+  kern_q8_K3_interleave(dst, n / QK_K);
+}
+
 size_t kern_act_row_bytes(int act, int64_t n_cols) {
   switch ((enum kern_act)act) {
   case KERN_ACT_Q8: return (size_t)(n_cols / 32) * sizeof(kern_block_q8);
   case KERN_ACT_Q8_K:
-  case KERN_ACT_Q8_KX: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
+  case KERN_ACT_Q8_KX:
+  case KERN_ACT_Q8_K6X:
+  case KERN_ACT_Q8_K5X:
+  case KERN_ACT_Q8_K3X: return (size_t)(n_cols / QK_K) * sizeof(block_q8_K);
   case KERN_ACT_Q8P: return (size_t)((n_cols / 32 + 1) / 2) * sizeof(kern_pair_q8);
   case KERN_ACT_F32: break;
   }
@@ -389,6 +448,9 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
     case KERN_ACT_Q8: j.quant = ops->quant_q8; break;
     case KERN_ACT_Q8_K: j.quant = ops->quant_q8_K; break;
     case KERN_ACT_Q8_KX: j.quant = ops->quant_q8_Kx; break;
+    case KERN_ACT_Q8_K6X: j.quant = ops->quant_q8_K6x; break;
+    case KERN_ACT_Q8_K5X: j.quant = ops->quant_q8_K5x; break;
+    case KERN_ACT_Q8_K3X: j.quant = ops->quant_q8_K3x; break;
     case KERN_ACT_Q8P: j.quant = ops->quant_q8p; break;
     }
     if (j.quant) {

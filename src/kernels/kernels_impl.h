@@ -60,6 +60,9 @@ enum kern_act {
   KERN_ACT_Q8_K,    /* x quantized to block_q8_K rows */
   KERN_ACT_Q8P,     /* x quantized to kern_pair_q8 rows (pairs of 32-blocks) */
   KERN_ACT_Q8_KX,   /* block_q8_K rows with qs interleaved for Q4_K (below) */
+  KERN_ACT_Q8_K6X,  /* block_q8_K rows with qs interleaved for Q6_K (below) */
+  KERN_ACT_Q8_K5X,  /* block_q8_K rows with qs interleaved for Q5_K (below) */
+  KERN_ACT_Q8_K3X,  /* block_q8_K rows with qs interleaved for Q3_K (below) */
 };
 
 /* y[t * y_stride] = dot(w_row, x_t) for t < nt (1..tile_nt of the type), where
@@ -106,6 +109,9 @@ struct kern_ops {
   kern_quant_fn quant_q8_K;
   kern_quant_fn quant_q8p;
   kern_quant_fn quant_q8_Kx;
+  kern_quant_fn quant_q8_K6x;
+  kern_quant_fn quant_q8_K5x;
+  kern_quant_fn quant_q8_K3x;
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   kern_rect_fn rect[TENSOR_TYPE_COUNT];   /* optional rectangle kernels (NULL: tiles) */
@@ -156,6 +162,39 @@ void kern_quant_q8_Kx_c(const float *x, void *dst, int64_t n);
  * h belongs to one sub-block, so their 8-bit products can be summed in 16
  * bits before the one scale multiply. Reorders nb blocks in place. */
 void kern_q8_K_interleave(block_q8_K *b, int64_t nb);
+void kern_quant_q8_K6x_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_K6X: a block_q8_K (bsums unchanged) whose qs are reordered
+ * in each 64-byte chunk c (elements 64c..64c+63: 32-element groups 2c and
+ * 2c + 1, i.e. 16-element sub-blocks 4c..4c+3) the way
+ * _mm256_unpacklo_epi32 / _mm256_unpackhi_epi32 interleave the two groups'
+ * 32-byte vectors X0, X1: byte 64c + 32u + 16j + 4w + b holds element
+ * 64c + 32 (w % 2) + 16j + 8u + 4 (w / 2) + b (u, j = 0, 1; w = 0..3; b =
+ * 0..3). A Q6_K kernel interleaves its weight vectors the same way, after
+ * which every 4-byte slot of both 32-byte halves of a chunk belongs to one
+ * sub-block (4c + 2 (w % 2) + j), so two 8-bit products can be summed in
+ * 16 bits before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K6_interleave(block_q8_K *b, int64_t nb);
+void kern_quant_q8_K5x_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_K5X: a block_q8_K whose bsums bytes hold the 8 floats fsum[k]
+ * of KERN_ACT_Q8_KX, and whose qs have the middle two 16-byte quarters of
+ * every 64-byte chunk p swapped: bytes 64p + 0..15 hold elements 64p +
+ * 0..15, 16..31 hold 64p + 32..47, 32..47 hold 64p + 16..31, 48..63 hold
+ * 64p + 48..63. A Q5_K kernel builds the same halves from its two weight
+ * vectors of sub-blocks 2p and 2p + 1 (vperm2i128), after which both
+ * 32-byte halves of a chunk hold sub-block 2p in the low 128 bits and
+ * 2p + 1 in the high, so two 8-bit products can be summed in 16 bits
+ * before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K5_interleave(block_q8_K *b, int64_t nb);
+void kern_quant_q8_K3x_c(const float *x, void *dst, int64_t n);
+/* KERN_ACT_Q8_K3X: a block_q8_K (bsums unchanged) whose qs are reordered
+ * in each 128-element half h the way a 4-byte word transpose of its four
+ * 32-byte groups orders them: byte 128h + 32m + 16j + 4i + b holds element
+ * 128h + 32i + 16j + 4m + b (m, i = 0..3; j = 0, 1; b = 0..3). After the
+ * same transpose of a Q3_K kernel's four weight vectors of half h, every
+ * 4-byte slot i of 128-bit half j of all four belongs to 16-element
+ * sub-block 8h + 2i + j, so four 8-bit products can be summed in 16 bits
+ * before the one scale multiply. Reorders nb blocks in place. */
+void kern_q8_K3_interleave(block_q8_K *b, int64_t nb);
 /* Rearranges nb (1 or 2) kern_block_q8 into one kern_pair_q8 (shared by
  * every variant's pair quantizer, so their outputs agree bit for bit). */
 void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);

@@ -465,6 +465,69 @@ TEST(kernels_activation_quantizers) {
       EXPECT_MEM_EQ(xa, xb2, sizeof xa);
     }
   }
+  /* the interleaved Q6_K activations (kernels_impl.h): element e of 64-element
+   * chunk c at 64c + 32u + 16j + 4w + k where e = 32 (w % 2) + 16j + 8u +
+   * 4 (w / 2) + k, block sums unchanged; every variant's quantizer agrees */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_K6x_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++) {
+      for (int c = 0; c < 4; c++)
+        for (int u = 0; u < 2; u++)
+          for (int j = 0; j < 2; j++)
+            for (int w = 0; w < 4; w++)
+              for (int k = 0; k < 4; k++)
+                EXPECT_INT_EQ(xa[ib].qs[64 * c + 32 * u + 16 * j + 4 * w + k],
+                              ka[ib].qs[64 * c + 32 * (w % 2) + 16 * j + 8 * u + 4 * (w / 2) + k]);
+      EXPECT_MEM_EQ(xa[ib].bsums, ka[ib].bsums, sizeof ka[ib].bsums);
+      EXPECT_MEM_EQ(&xa[ib].d, &ka[ib].d, sizeof ka[ib].d);
+    }
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_K6x(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
+  /* the Q5_K activations (kernels_impl.h): the middle 16-byte quarters of
+   * each 64-byte chunk swapped, bsums replaced by d x 32-sums as for Q4_K */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_K5x_c(x, xa, 512);
+    static const int quarter[4] = {0, 2, 1, 3}; /* stored quarter -> element quarter */
+    for (int ib = 0; ib < 2; ib++) {
+      for (int e = 0; e < 256; e++)
+        EXPECT_INT_EQ(xa[ib].qs[e], ka[ib].qs[64 * (e / 64) + 16 * quarter[e % 64 / 16] + e % 16]);
+      EXPECT_MEM_EQ(&xa[ib].d, &ka[ib].d, sizeof ka[ib].d);
+    }
+    float fs[8];
+    memcpy(fs, xa[1].bsums, sizeof fs);
+    for (int k = 0; k < 8; k++)
+      EXPECT_TRUE(fs[k] == ka[1].d * (float)(ka[1].bsums[2 * k] + ka[1].bsums[2 * k + 1]));
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_K5x(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
+  /* the Q3_K activations (kernels_impl.h): a 4-byte word transpose of the
+   * four 32-byte groups of each 128-element half, block sums unchanged */
+  {
+    block_q8_K xa[2], xb2[2];
+    kern_quant_q8_K3x_c(x, xa, 512);
+    for (int ib = 0; ib < 2; ib++) {
+      for (int hf = 0; hf < 2; hf++)
+        for (int m = 0; m < 4; m++)
+          for (int j = 0; j < 2; j++)
+            for (int i = 0; i < 4; i++)
+              for (int k = 0; k < 4; k++)
+                EXPECT_INT_EQ(xa[ib].qs[128 * hf + 32 * m + 16 * j + 4 * i + k],
+                              ka[ib].qs[128 * hf + 32 * i + 16 * j + 4 * m + k]);
+      EXPECT_MEM_EQ(xa[ib].bsums, ka[ib].bsums, sizeof ka[ib].bsums);
+      EXPECT_MEM_EQ(&xa[ib].d, &ka[ib].d, sizeof ka[ib].d);
+    }
+    if (kern_ops_avx512(&ops) || kern_ops_avx2(&ops) || kern_ops_neon(&ops)) {
+      ops.quant_q8_K3x(x, xb2, 512);
+      EXPECT_MEM_EQ(xa, xb2, sizeof xa);
+    }
+  }
   /* Q8_K block sums: 16-element sums of qs */
   for (int k = 0; k < 16; k++) {
     int s = 0;
@@ -488,6 +551,9 @@ static void kt_prepare(const struct kern_ops *ops, int type, const float *x, int
     else if (ops->act[type] == KERN_ACT_Q8) ops->quant_q8(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8P) ops->quant_q8p(xt, xa + t * xs, n_cols);
     else if (ops->act[type] == KERN_ACT_Q8_KX) ops->quant_q8_Kx(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_K6X) ops->quant_q8_K6x(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_K5X) ops->quant_q8_K5x(xt, xa + t * xs, n_cols);
+    else if (ops->act[type] == KERN_ACT_Q8_K3X) ops->quant_q8_K3x(xt, xa + t * xs, n_cols);
     else ops->quant_q8_K(xt, xa + t * xs, n_cols);
   }
 }
