@@ -27,6 +27,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "speech/speech.h"
+#include "../tests/unit/wer.h"
 
 #define PS_DATA "/usr/share/pocketsphinx/test/data"
 #define MAX_CLIPS 16
@@ -42,38 +43,6 @@ typedef struct clip {
 
 #define N_SETS 4
 static const char *SETS[N_SETS] = {"librivox", "cards", "goforward", "librivox joined"};
-
-static size_t split_words(const char *s, char words[][32], size_t max) {
-  size_t n = 0;
-  while (*s && n < max) {
-    while (*s && !isalnum((unsigned char)*s) && *s != '\'') s++;
-    size_t k = 0;
-    while (*s && (isalnum((unsigned char)*s) || *s == '\'')) {
-      if (k < 31) words[n][k++] = (char)tolower((unsigned char)*s);
-      s++;
-    }
-    if (k) words[n][k] = '\0', n++;
-  }
-  return n;
-}
-
-/* Word-level Levenshtein distance between ref and hyp; *n_ref = ref words. */
-static size_t word_errors(const char *ref, const char *hyp, size_t *n_ref) {
-  static char r[256][32], h[256][32];
-  size_t nr = split_words(ref, r, 256), nh = split_words(hyp, h, 256);
-  *n_ref = nr;
-  size_t prev[257], cur[257];
-  for (size_t j = 0; j <= nh; j++) prev[j] = j;
-  for (size_t i = 1; i <= nr; i++) {
-    cur[0] = i;
-    for (size_t j = 1; j <= nh; j++) {
-      size_t sub = prev[j - 1] + (strcmp(r[i - 1], h[j - 1]) != 0), del = prev[j] + 1, ins = cur[j - 1] + 1;
-      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-    }
-    memcpy(prev, cur, (nh + 1) * sizeof *prev);
-  }
-  return prev[nh];
-}
 
 static double now_s(clockid_t c) {
   struct timespec ts;
