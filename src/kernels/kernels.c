@@ -282,6 +282,21 @@ void kern_quant_q8_K3x_c(const float *x, void *dst, int64_t n) {
   kern_q8_K3_interleave(dst, n / QK_K);
 }
 
+void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt, int64_t *chunk_toks,
+                       int64_t *n_tok_chunks) {
+  int64_t want = (int64_t)nth * 8;
+  *chunk_toks = n_tokens;
+  *n_tok_chunks = 1;
+  if (nth > 1 && n_row_chunks < want && n_tokens > tnt) {
+    int64_t groups = (n_tokens + tnt - 1) / tnt;
+    int64_t split = (want + n_row_chunks - 1) / n_row_chunks;
+    if (split > groups) split = groups;
+    int64_t per = (groups + split - 1) / split;
+    *chunk_toks = per * tnt;
+    *n_tok_chunks = (n_tokens + *chunk_toks - 1) / *chunk_toks;
+  }
+}
+
 size_t kern_act_row_bytes(int act, int64_t n_cols) {
   switch ((enum kern_act)act) {
   case KERN_ACT_Q8: return (size_t)(n_cols / 32) * sizeof(kern_block_q8);
@@ -392,16 +407,7 @@ static void mm_plan(struct mm_job *j, int nth) {
   if (cr < 8) cr = 8;
   j->chunk_rows = cr;
   j->n_row_chunks = (j->n_rows + cr - 1) / cr;
-  j->chunk_toks = j->n_tokens;
-  j->n_tok_chunks = 1;
-  if (nth > 1 && j->n_row_chunks < want && j->n_tokens > j->tnt) {
-    int64_t groups = (j->n_tokens + j->tnt - 1) / j->tnt;
-    int64_t split = (want + j->n_row_chunks - 1) / j->n_row_chunks;
-    if (split > groups) split = groups;
-    int64_t per = (groups + split - 1) / split;
-    j->chunk_toks = per * j->tnt;
-    j->n_tok_chunks = (j->n_tokens + j->chunk_toks - 1) / j->chunk_toks;
-  }
+  kern_split_tokens(nth, j->n_row_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
   atomic_init(&j->next, 0);
 }
 

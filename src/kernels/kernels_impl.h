@@ -208,5 +208,11 @@ void *kern_act_scratch(thread_pool *tp, size_t bytes);
 void kern_quant_q8s_c(const float *x, void *dst, int64_t n);
 /* Bytes of one activation row of n_cols in format act. */
 size_t kern_act_row_bytes(int act, int64_t n_cols);
+/* How kern_matmul and kern_matmul_packed split tokens when there are too
+ * few row chunks (n_row_chunks, against 8 per thread) to keep nth threads
+ * busy: token chunks of whole tiles (tnt tokens). Shared so the two paths
+ * divide work the same way. */
+void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt, int64_t *chunk_toks,
+                       int64_t *n_tok_chunks);
 
 #endif

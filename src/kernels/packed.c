@@ -247,16 +247,7 @@ static void pk_plan(struct pk_job *j, int nth) {
   if (cg < 1) cg = 1;
   j->chunk_groups = cg;
   j->n_group_chunks = (ng + cg - 1) / cg;
-  j->chunk_toks = j->n_tokens;
-  j->n_tok_chunks = 1;
-  if (nth > 1 && j->n_group_chunks < want && j->n_tokens > j->tnt) {
-    int64_t tiles = (j->n_tokens + j->tnt - 1) / j->tnt;
-    int64_t split = (want + j->n_group_chunks - 1) / j->n_group_chunks;
-    if (split > tiles) split = tiles;
-    int64_t per = (tiles + split - 1) / split;
-    j->chunk_toks = per * j->tnt;
-    j->n_tok_chunks = (j->n_tokens + j->chunk_toks - 1) / j->chunk_toks;
-  }
+  kern_split_tokens(nth, j->n_group_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
   atomic_init(&j->next, 0);
   atomic_init(&j->failed, 0);
 }
