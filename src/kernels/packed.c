@@ -35,6 +35,7 @@
 #include "base/err.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/packed_k.h"
 #include "kernels/ref.h"
 
 #define PK_TOK_BLOCK 8 /* tokens per sweep over a chunk of groups */
@@ -110,14 +111,16 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
                  kern_packed **out) {
   *out = NULL;
   const struct kern_ops *ops = kern_ops_get();
-  if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0) || !ops->ptile[type] || kern_ref_forced())
+  const bool kq = kpk_handles(type); /* a K-quant layout (packed_k.c) */
+  if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0 && !kq) || !ops->ptile[type] || kern_ref_forced())
     return 0;
   if (n_rows <= 0 || n_cols <= 0) return 0;
   size_t rb;
   int rc = tensor_type_row_bytes((uint32_t)type, n_cols, &rb);
   if (rc) return rc;
   int64_t ng = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS, nb = n_cols / 32;
-  size_t gb = x8_group_bytes(type, n_cols), used = (size_t)nb * (size_t)(8 * x8_qb(type) + 16), bytes;
+  size_t gb = kq ? kpk_group_bytes(type, n_cols) : x8_group_bytes(type, n_cols);
+  size_t used = kq ? gb : (size_t)nb * (size_t)(8 * x8_qb(type) + 16), bytes;
   if (__builtin_mul_overflow(gb, (uint64_t)ng, &bytes) || bytes > SIZE_MAX - PK_HDR)
     return err_set(ERR_RANGE, "pack: %lld rows of %lld columns overflow", (long long)n_rows,
                    (long long)n_cols);
@@ -138,7 +141,10 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
   for (int64_t g = 0; g < ng; g++) {
     uint8_t *dst = p->data + (size_t)g * gb;
     memset(dst + used, 0, gb - used);
-    x8_pack_group(type, W, rb, n_rows, nb, g, dst);
+    if (kq)
+      kpk_pack_group(type, W, rb, n_rows, n_cols, g, dst);
+    else
+      x8_pack_group(type, W, rb, n_rows, nb, g, dst);
     if (done && ((g + 1) % slice == 0 || g + 1 == ng)) {
       int64_t r0 = (g + 1 - ((g + 1) % slice ? (g + 1) % slice : slice)) * KERN_PACK_ROWS;
       int64_t r1 = (g + 1) * KERN_PACK_ROWS < n_rows ? (g + 1) * KERN_PACK_ROWS : n_rows;
@@ -188,7 +194,10 @@ static void pk_rect_ref(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, in
     for (int r = 0; r < KERN_PACK_ROWS; r++) {
       int64_t rr = g * KERN_PACK_ROWS + r;
       if (rr >= p->n_rows) break;
-      x8_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
+      if (kpk_handles(p->type))
+        kpk_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols, r, row);
+      else
+        x8_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
       for (int64_t t = t0; t < t1; t++)
         ref_vec_dot((uint32_t)p->type, row, j->x + t * p->n_cols, p->n_cols, &j->y[t * p->n_rows + rr]);
     }
@@ -271,7 +280,8 @@ int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, in
     j.tnt = ops->ptile_nt[p->type];
     j.quant = ops->pquant[p->type];
     _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
-    j.xa_stride = (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
+    j.xa_stride = kpk_handles(p->type) ? kpk_act_row_bytes(p->type, p->n_cols)
+                                       : (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
     size_t bytes;
     if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
       return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,

@@ -10,7 +10,9 @@
  * so they may differ only by f32 rounding of the block sums' accumulation
  * (<= 1e-5 of sum |w x|). A wrong nibble, row or scale order breaks that by
  * orders of magnitude. Shapes: row counts that are not multiples of the
- * 8-row groups, 1..7 blocks, 1..17 tokens.
+ * 8-row groups, 1..7 blocks, 1..17 tokens. The K-quants (Q4_K) run the
+ * same checks on blocks of 256 columns (their activations are quantized
+ * in blocks of 256, which the tolerance follows).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,6 +22,10 @@
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 #include "test.h"
+
+/* Columns per weight block, which is also the activation block of the
+ * packed types (Q8_K-style 256 for the K-quants, 32 otherwise). */
+static int64_t kp_blk(int type) { return type == TENSOR_TYPE_Q4_K ? 256 : 32; }
 
 static uint64_t kp_rng = 0x9e3779b97f4a7c15ull;
 static float kp_rand(void) { /* uniform in [-1, 1) */
@@ -79,7 +85,7 @@ static double kp_abs(const struct kp_case *c, int64_t r, int64_t t) {
 }
 
 /* y against the double product with the 8-bit activation bound (blocks of
- * 32); returns the number of elements out of tolerance. */
+ * kp_blk); returns the number of elements out of tolerance. */
 static int kp_check_double(const struct kp_case *c, const float *y, const char *what) {
   int bad = 0;
   for (int64_t t = 0; t < c->n_tokens; t++)
@@ -91,9 +97,10 @@ static int kp_check_double(const struct kp_case *c, const float *y, const char *
         sum_x += fabs((double)x[i]);
         if (fabs(w[i]) > wmax) wmax = fabs(w[i]);
       }
-      for (int64_t b = 0; b < c->n_cols; b += 32) {
+      const int64_t ab = kp_blk(c->type);
+      for (int64_t b = 0; b < c->n_cols; b += ab) {
         double amax = 0, ws = 0;
-        for (int64_t i = b; i < b + 32; i++) {
+        for (int64_t i = b; i < b + ab; i++) {
           if (fabs(x[i]) > amax) amax = fabs(x[i]);
           ws += fabs(w[i]);
         }
@@ -115,8 +122,8 @@ static int kp_check_double(const struct kp_case *c, const float *y, const char *
 /* True when this CPU packs type (x86 with AVX2 today). */
 static bool kp_packs(int type) {
   kern_packed *p = NULL;
-  uint8_t w[34 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q8_0) */
-  if (kern_pack(type, w, 8, 32, &p) || !p) return false;
+  uint8_t w[144 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q4_K) */
+  if (kern_pack(type, w, 8, kp_blk(type), &p) || !p) return false;
   kern_packed_free(p);
   return true;
 }
@@ -128,17 +135,18 @@ static bool kp_packs(int type) {
 
 /* Odd shapes on a 2-thread pool: against the double product and, tightly,
  * against the plain kern_matmul on the same rows. */
-static void kp_shapes(int type) {
+static void kp_shapes(int type, bool all_tokens) {
   static const int64_t rows[] = {1, 3, 7, 8, 9, 17, 64, 131};
   static const int64_t blocks[] = {1, 2, 3, 7};
   static const int64_t toks[] = {1, 2, 3, 4, 5, 9, 17};
+  const int n_toks = all_tokens ? 17 : 7;
   thread_pool *tp = NULL;
   ASSERT_INT_EQ(tpool_new(2, &tp), 0);
   for (int ri = 0; ri < 8; ri++)
     for (int bi = 0; bi < 4; bi++)
-      for (int ki = 0; ki < 7; ki++) {
+      for (int ki = 0; ki < n_toks; ki++) {
         struct kp_case c;
-        if (kp_init(&c, type, rows[ri], 32 * blocks[bi], toks[ki])) {
+        if (kp_init(&c, type, rows[ri], kp_blk(type) * blocks[bi], all_tokens ? ki + 1 : toks[ki])) {
           kp_free(&c);
           ASSERT_TRUE(!"setup");
         }
@@ -173,12 +181,18 @@ done:
 
 TEST(kernels_packed_q4_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q4_0);
-  kp_shapes(TENSOR_TYPE_Q4_0);
+  kp_shapes(TENSOR_TYPE_Q4_0, false);
 }
 
 TEST(kernels_packed_q8_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q8_0);
-  kp_shapes(TENSOR_TYPE_Q8_0);
+  kp_shapes(TENSOR_TYPE_Q8_0, false);
+}
+
+/* Every token count 1..17 (whole 8-token tiles, a partial one, both). */
+TEST(kernels_packed_q4_k_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q4_K);
+  kp_shapes(TENSOR_TYPE_Q4_K, true);
 }
 
 /* Bit-identical results for 1, 2, 3 threads and for a token alone vs in a
@@ -187,7 +201,7 @@ static void kp_deterministic(int type) {
   thread_pool *tps[3] = {NULL, NULL, NULL};
   for (int i = 0; i < 3; i++) ASSERT_INT_EQ(tpool_new(i + 1, &tps[i]), 0);
   struct kp_case c;
-  ASSERT_INT_EQ(kp_init(&c, type, 133, 5 * 32, 37), 0);
+  ASSERT_INT_EQ(kp_init(&c, type, 133, 5 * kp_blk(type), 37), 0);
   kern_packed *p = NULL;
   ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
   ASSERT_TRUE(p != NULL);
@@ -216,13 +230,15 @@ TEST(kernels_packed_deterministic) {
   kp_deterministic(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_deterministic(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q4_K);
+  kp_deterministic(TENSOR_TYPE_Q4_K);
 }
 
 /* With the reference forced: kern_pack declines, and weights packed before
  * go through ref_vec_dot on the unpacked rows (bit for bit). */
 static void kp_reference(int type) {
   struct kp_case c;
-  ASSERT_INT_EQ(kp_init(&c, type, 21, 3 * 32, 4), 0);
+  ASSERT_INT_EQ(kp_init(&c, type, 21, 3 * kp_blk(type), 4), 0);
   kern_packed *p = NULL;
   ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
   ASSERT_TRUE(p != NULL);
@@ -251,13 +267,15 @@ TEST(kernels_packed_reference_path) {
   kp_reference(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_reference(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q4_K);
+  kp_reference(TENSOR_TYPE_Q4_K);
 }
 
 /* Types without a packed layout, bad sizes, non-finite activations. */
 TEST(kernels_packed_edges) {
   kern_packed *p = (kern_packed *)1;
   uint8_t w[512] = {0};
-  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q4_K, w, 1, 256, &p), 0);
+  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q5_K, w, 1, 256, &p), 0);
   EXPECT_TRUE(p == NULL);
   p = (kern_packed *)1;
   EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_F32, w, 2, 32, &p), 0);

@@ -1,0 +1,142 @@
+/*
+ * kern_x86_q4kx8.h - the x86 tile for Q4_K weights repacked into groups of
+ * 8 interleaved rows (layout in kernels/packed_k.c, driver in packed.c),
+ * compiled by kern_avx2.c and kern_avx512.c after kern_x86_body.h with the
+ * same TGT / TGT_INL macros.
+ *
+ * Per super-block of 8 rows x 256 columns and token: 64 vpmaddubsw (32
+ * multiply-adds each, the minimum for 2048 products), each multiplying the
+ * 4 nibbles of 8 rows in one 32-byte register by a broadcast of 4
+ * activation bytes; a sub-block's 8 products summed in 16 bits (|sum| <=
+ * 8 x 2 x 15 x 127 = 30480, exact), one vpmaddwd with the rows' 6-bit
+ * scales per sub-block into int32 lane r = row r, and the mins as 4
+ * vpmaddwd of the rows' (min 2p, min 2p + 1) pairs against the token's
+ * per-32 sums. Then per token and super-block two conversions and two
+ * FMAs: acc = fma(float(isum), d_r d_x, acc), acc = fnma(float(msum),
+ * dmin_r d_x, acc). The weights' nibbles and the scales are unpacked once
+ * per super-block and tile of tokens; no horizontal sums.
+ *
+ * Per (row, token) the arithmetic is fixed (exact int32 sums, then the two
+ * FMAs super-block after super-block), so a result does not depend on nt,
+ * on the other rows of the group, or on the variant.
+ */
+#ifndef PARLEY_KERNELS_KERN_X86_Q4KX8_H
+#define PARLEY_KERNELS_KERN_X86_Q4KX8_H
+
+#ifndef Q4KX8_NT
+#define Q4KX8_NT 8 /* tokens per tile call */
+#endif
+
+/* One group of 8 interleaved Q4_K rows (n columns) x nt <= Q4KX8_NT tokens
+ * of packed-Q4_K activations (block_q8_K with per-32 sums in bsums[0..7]):
+ * y[t * ys + r] for r < 8. */
+TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                        size_t ys) {
+  const int64_t nsb = n / QK_K;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[Q4KX8_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *o = (const uint8_t *)wg + 1152 * b;
+    __m256i va = loadu256(o + 32), vb = loadu256(o + 64), vn = loadu256(o + 96);
+    __m256i sca = _mm256_and_si256(va, m6), scb = _mm256_and_si256(vb, m6);
+    __m256i mna = _mm256_or_si256(_mm256_and_si256(vn, m4), _mm256_and_si256(_mm256_srli_epi16(va, 2), m30));
+    __m256i mnb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(vn, 4), m4),
+                                  _mm256_and_si256(_mm256_srli_epi16(vb, 2), m30));
+    __m256i isum[Q4KX8_NT];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+      /* rows' scale of sub-block k in both 16-bit lanes of each row */
+      const char c = (char)(4 * (k % 4));
+      const __m256i pick = _mm256_setr_epi8(c, -1, c, -1, c + 1, -1, c + 1, -1, c + 2, -1, c + 2, -1, c + 3, -1,
+                                            c + 3, -1, c, -1, c, -1, c + 1, -1, c + 1, -1, c + 2, -1, c + 2, -1,
+                                            c + 3, -1, c + 3, -1);
+      __m256i sck = _mm256_shuffle_epi8(k < 4 ? sca : scb, pick);
+      const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
+      __m256i s[Q4KX8_NT];
+#pragma GCC unroll 4
+      for (int i = 0; i < 8; i += 2) {
+        __m256i w0 = loadu256(wv + 32 * i), w1 = loadu256(wv + 32 * i + 32);
+        if (k % 2) {
+          w0 = _mm256_srli_epi16(w0, 4);
+          w1 = _mm256_srli_epi16(w1, 4);
+        }
+        w0 = _mm256_and_si256(w0, m4);
+        w1 = _mm256_and_si256(w1, m4);
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
+          const float *xq = (const float *)(xb->qs + 32 * k + 4 * i);
+          __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_castps_si256(_mm256_broadcast_ss(xq))),
+                                       _mm256_maddubs_epi16(w1, _mm256_castps_si256(_mm256_broadcast_ss(xq + 1))));
+          s[t] = i == 0 ? p : _mm256_add_epi16(s[t], p);
+          /* no reassociation into a spilled tree (see body_q4x8) */
+          __asm__("" : "+x"(s[t]));
+        }
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        __m256i v = _mm256_madd_epi16(s[t], sck);
+        isum[t] = k == 0 ? v : _mm256_add_epi32(isum[t], v);
+      }
+    }
+    /* mins: int16 lanes of row r = (min 2p, min 2p + 1), against the
+     * token's per-32 sums (bsums[2p], bsums[2p + 1]) */
+    const __m256i pk0 = _mm256_setr_epi8(0, -1, 4, -1, 1, -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1, 0, -1, 4, -1, 1,
+                                         -1, 5, -1, 2, -1, 6, -1, 3, -1, 7, -1);
+    const __m256i pk1 = _mm256_add_epi8(pk0, _mm256_setr_epi8(8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8,
+                                                              0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0, 8, 0));
+    __m256i mp[4] = {_mm256_shuffle_epi8(mna, pk0), _mm256_shuffle_epi8(mna, pk1), _mm256_shuffle_epi8(mnb, pk0),
+                     _mm256_shuffle_epi8(mnb, pk1)};
+    __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o));
+    __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + 16)));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
+      const float *bs = (const float *)xb->bsums;
+      __m256i ms = _mm256_madd_epi16(mp[0], _mm256_castps_si256(_mm256_broadcast_ss(bs)));
+#pragma GCC unroll 3
+      for (int q = 1; q < 4; q++)
+        ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mp[q], _mm256_castps_si256(_mm256_broadcast_ss(bs + q))));
+      __m256 dx = _mm256_set1_ps(xb->d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d8, dx), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm8, dx), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+TGT static void ptile_q4kx8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                            size_t ys) {
+  switch (nt) {
+  case 1: body_q4kx8(w, n, x, xs, 1, y, ys); break;
+  case 2: body_q4kx8(w, n, x, xs, 2, y, ys); break;
+  case 3: body_q4kx8(w, n, x, xs, 3, y, ys); break;
+  case 4: body_q4kx8(w, n, x, xs, 4, y, ys); break;
+#if Q4KX8_NT > 4
+  case 5: body_q4kx8(w, n, x, xs, 5, y, ys); break;
+  case 6: body_q4kx8(w, n, x, xs, 6, y, ys); break;
+  case 7: body_q4kx8(w, n, x, xs, 7, y, ys); break;
+#endif
+  default: body_q4kx8(w, n, x, xs, Q4KX8_NT, y, ys); break;
+  }
+}
+
+/* Packed-Q4_K activations: quant_q8_K_x86's blocks (bit-identical to
+ * kern_quant_q8_K_c) with bsums[k] = the sum of 32-element sub-block k. */
+TGT static void quant_q8_K32_x86(const float *x, void *dst, int64_t n) {
+  quant_q8_K_x86(x, dst, n);
+  block_q8_K *b = dst;
+  for (int64_t i = 0; i < n / QK_K; i++)
+    for (int k = 0; k < 8; k++) b[i].bsums[k] = (int16_t)(b[i].bsums[2 * k] + b[i].bsums[2 * k + 1]);
+}
+
+static void x86_fill_packed_k_ops(struct kern_ops *ops) {
+  ops->ptile[TENSOR_TYPE_Q4_K] = ptile_q4kx8;
+  ops->ptile_nt[TENSOR_TYPE_Q4_K] = Q4KX8_NT;
+  ops->pquant[TENSOR_TYPE_Q4_K] = quant_q8_K32_x86;
+}
+
+#endif
