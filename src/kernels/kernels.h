@@ -60,8 +60,8 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
 
 /* ---- weights repacked at load time (kernels/packed.c) ---------------------
  * Some types have a faster layout than the GGUF rows for this CPU (today
- * Q4_0 and Q8_0 on x86 AVX2: 8 rows interleaved in 4-byte groups, same
- * size as the rows). kern_pack copies W (n_rows x n_cols of `type`, rows as for
+ * Q4_0, Q8_0 and Q4_K on x86 AVX2: 8 rows interleaved in 4-byte groups,
+ * same size as the rows). kern_pack copies W (n_rows x n_cols of `type`, rows as for
  * kern_matmul) into that layout in memory it allocates; *out is NULL (and 0
  * returned) when the type has no packed layout on this CPU or the reference
  * kernels are forced, and the caller keeps using kern_matmul on W. Free

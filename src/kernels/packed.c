@@ -19,6 +19,8 @@
  * streaming from DRAM were 20-30% slower (5.6 against 4.3-4.8 ms for
  * 65536 x 2048 Q4_0 on one core).
  * Same bytes as the GGUF rows (plus padding), so decode reads no more.
+ * Q4_K has its own layout (packed_k.c, same bytes as its rows too); the
+ * driver and the packing loop below serve both, switched by kpk_handles.
  *
  * The driver mirrors kern_matmul's (kernels.c): activations quantized once
  * per call into the type's packed format, output rectangles (row groups x
