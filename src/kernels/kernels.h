@@ -44,8 +44,9 @@ void tpool_hold_end(thread_pool *tp);
  * out of range: all 0. */
 typedef struct tpool_stats {
   uint64_t n_tasks;  /* tasks (fn calls) this thread ran */
-  uint64_t n_sleeps; /* times it slept on a condition variable: a worker
-                        waiting for a job, the caller for a job's end */
+  uint64_t n_sleeps; /* times it went to sleep on a condition variable
+                        (counted on entry): a worker waiting for a job,
+                        the caller for a job's end */
   uint64_t busy_ns;  /* time inside fn */
   uint64_t sleep_ns; /* time asleep */
 } tpool_stats;

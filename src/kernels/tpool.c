@@ -175,7 +175,7 @@ static void tpool_work(thread_pool *tp, int ith, unsigned g, tpool_fn fn, void *
  * thread needs (the scheduler favours a thread waking from sleep over one
  * that spun), so the pool sleeps early for the next TPOOL_CONTENDED_NS. */
 #define TPOOL_GAP_NS 200000
-#define TPOOL_CONTENDED_NS 200000000
+#define TPOOL_CONTENDED_NS 2000000000
 static bool tpool_keep_spinning(thread_pool *tp, int64_t start, int64_t *prev, int64_t now) {
   if (now - *prev > TPOOL_GAP_NS) {
     atomic_store_explicit(&tp->contended_until_ns, now + TPOOL_CONTENDED_NS, memory_order_relaxed);
@@ -204,13 +204,13 @@ static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen) {
       if (!tpool_keep_spinning(tp, start, &prev, tpool_now_ns())) break;
     }
     int64_t t0 = tp->timing ? tpool_now_ns() : 0;
+    count_add(&tp->stats[ith].n_sleeps, 1);
     pthread_mutex_lock(&tp->mu);
     atomic_fetch_add(&tp->n_sleeping, 1);
     while (atomic_load(&tp->gen) == seen && !atomic_load(&tp->stop) && atomic_load(&tp->wake) == wk)
       pthread_cond_wait(&tp->cv_start, &tp->mu);
     atomic_fetch_sub(&tp->n_sleeping, 1);
     pthread_mutex_unlock(&tp->mu);
-    count_add(&tp->stats[ith].n_sleeps, 1);
     if (tp->timing) count_add(&tp->stats[ith].sleep_ns, (uint64_t)(tpool_now_ns() - t0));
     /* woken by a job, a stop, or a hold beginning: check again, spinning */
   }
@@ -347,12 +347,12 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
     if (!tpool_keep_spinning(tp, start, &prev, tpool_now_ns())) break;
   }
   int64_t t0 = tp->timing ? tpool_now_ns() : 0;
+  count_add(&tp->stats[0].n_sleeps, 1);
   pthread_mutex_lock(&tp->mu);
   atomic_store(&tp->caller_sleeping, 1);
   while (atomic_load(&tp->n_done) < nth) pthread_cond_wait(&tp->cv_done, &tp->mu);
   atomic_store(&tp->caller_sleeping, 0);
   pthread_mutex_unlock(&tp->mu);
-  count_add(&tp->stats[0].n_sleeps, 1);
   if (tp->timing) count_add(&tp->stats[0].sleep_ns, (uint64_t)(tpool_now_ns() - t0));
 }
 
