@@ -184,7 +184,10 @@ static bool tpool_keep_spinning(thread_pool *tp, int64_t start, int64_t *prev, i
   *prev = now;
   if (now - start < g_spin_ns) return true;
   if (now < atomic_load_explicit(&tp->contended_until_ns, memory_order_relaxed)) return false;
-  if (atomic_load_explicit(&tp->hold, memory_order_relaxed) > 0) return now - start < g_hold_ns;
+  /* seq_cst, after the worker read `wake`: tpool_hold_begin bumps hold
+   * before wake, so reading no hold here means the wake it will bump is
+   * still ahead and will stop the worker's sleep */
+  if (atomic_load(&tp->hold) > 0) return now - start < g_hold_ns;
   return now - atomic_load_explicit(&tp->released_ns, memory_order_relaxed) < g_linger_ns;
 }
 
@@ -200,7 +203,7 @@ static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen) {
         if (g != seen || atomic_load_explicit(&tp->stop, memory_order_relaxed)) return g;
         TPOOL_PAUSE();
       }
-      wk = atomic_load(&tp->wake); /* before reading hold: a hold begun after this wakes us */
+      wk = atomic_load(&tp->wake); /* before reading hold (tpool_keep_spinning) */
       if (!tpool_keep_spinning(tp, start, &prev, tpool_now_ns())) break;
     }
     int64_t t0 = tp->timing ? tpool_now_ns() : 0;
