@@ -570,7 +570,11 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
                                                 : false;
       if (w) c->step_out[st.n_out++] = t;
     }
+    /* the pass issues hundreds of small jobs: keep the workers awake
+     * between them (tpool_hold_begin) */
+    tpool_hold_begin(c->tp);
     int rc = c->m->ops->forward(c, &st, out);
+    tpool_hold_end(c->tp);
     if (rc) return rc; /* n_past still holds the positions before the batch */
     for (int64_t t = 0; t < step; t++) c->n_past[c->step_seq[t]] = c->step_pos[t] + 1;
     if (st.n_out) out += st.n_out * hp->n_vocab;
