@@ -24,9 +24,11 @@ void chunk_cost_observe(chunk_cost *c, int64_t n_dec, int64_t n_prompt, uint64_t
   if (n_dec < 0 || n_prompt < 0 || n_dec + n_prompt == 0) return;
   if (n_prompt == 0) {
     uint64_t *b = &c->base_ns[base_index(n_dec)];
-    *b = *b ? (3 * *b + ns) / 4 : ns;
+    *b = *b ? (*b + ns) / 2 : ns;
+    c->n_mixed = 0;
     return;
   }
+  if (n_dec > 0) c->n_mixed++;
   /* the prompt tokens' share: the step minus a decode-only step of the same
    * width. A prompt-only step counts its first token as that width (a step
    * of one prompt token, e.g. a prompt served from the prefix cache, costs
@@ -48,6 +50,7 @@ void chunk_cost_observe(chunk_cost *c, int64_t n_dec, int64_t n_prompt, uint64_t
 }
 
 int64_t chunk_tokens(const chunk_cost *c, int64_t n_dec, uint64_t budget_ns) {
+  if (c->n_mixed >= CHUNK_REBASE) return 0;
   if (c->tok_ns == 0) return CHUNK_COLD;
   uint64_t base = chunk_cost_base(c, n_dec);
   uint64_t fit = budget_ns > base ? (budget_ns - base) / c->tok_ns : 0;

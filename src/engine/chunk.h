@@ -17,7 +17,12 @@
  * re-measured from every step that carried prompt tokens (its time minus
  * base(d), per prompt token) and weighted half-and-half with the previous
  * estimate: it follows the prompt's position and the load within a step or
- * two. base(d) is a moving average of decode-only steps per d.
+ * two. base(d) is a moving average of decode-only steps per d; while a
+ * long prompt prefills every step carries prompt tokens, so every
+ * CHUNK_REBASE-th step carries none and measures base(d) again (a load
+ * change would otherwise be charged to the prompt tokens, and a stale base
+ * split the wrong way: a shrinking chunk, or one too big when the load
+ * drops). That costs the prompt ~3% of its steps' time.
  */
 #ifndef PARLEY_ENGINE_CHUNK_H
 #define PARLEY_ENGINE_CHUNK_H
@@ -27,7 +32,9 @@
 enum {
   CHUNK_N_BASE = 65,   /* base(d) is kept for d = 1..64 (more: base(64)) */
   CHUNK_COLD = 8,      /* prompt tokens per step before any cost is known */
-  CHUNK_MIN = 4        /* never fewer prompt tokens per step than this */
+  CHUNK_MIN = 4,       /* never fewer prompt tokens per step than this */
+  CHUNK_REBASE = 8     /* after this many steps with prompt tokens next to
+                          decoding, one decode-only step re-measures base */
 };
 
 typedef struct chunk_cost {
@@ -35,6 +42,8 @@ typedef struct chunk_cost {
                                        ns; 0 = not measured yet */
   uint64_t base_ns[CHUNK_N_BASE];   /* [d]: decode-only step of d tokens,
                                        ns (moving average); 0 = not yet */
+  int32_t n_mixed;                  /* steps with decode and prompt tokens
+                                       since the last decode-only step */
 } chunk_cost;
 
 /* Records a step of n_dec decode tokens and n_prompt prompt tokens that
@@ -51,7 +60,8 @@ uint64_t chunk_cost_base(const chunk_cost *c, int64_t n_dec);
  * least base(n_dec) / tok (the prompt always gets as much of a step as the
  * decoding streams, so a loaded machine, where the budget cannot hold
  * anyway, slows them by about 2x instead of starving the prompt);
- * CHUNK_COLD before any prompt token was measured. */
+ * CHUNK_COLD before any prompt token was measured; 0 when base is due to
+ * be measured again (CHUNK_REBASE). */
 int64_t chunk_tokens(const chunk_cost *c, int64_t n_dec, uint64_t budget_ns);
 
 #endif

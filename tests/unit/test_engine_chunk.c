@@ -112,7 +112,38 @@ TEST(engine_chunk_cost_base_nearest) {
   EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 1) / MS), 40);
   EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 5) / MS), 60);
   EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 200) / MS), 60);
-  /* the moving average: 60 -> (3 x 60 + 100) / 4 = 70 */
+  /* the moving average: 60 -> (60 + 100) / 2 = 80 */
   chunk_cost_observe(&c, 3, 0, 100 * MS);
-  EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 3) / MS), 70);
+  EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 3) / MS), 80);
+}
+
+/* While a long prompt prefills, every step carries prompt tokens and base
+ * is never measured; after CHUNK_REBASE such steps one step carries none
+ * (chunk 0), and its decode-only time is the new base. Here the load
+ * doubled meanwhile: without the new base (50 ms, now 100) the doubled
+ * step times would all be charged to the prompt tokens. */
+TEST(engine_chunk_cost_rebase) {
+  chunk_cost c;
+  memset(&c, 0, sizeof c);
+  chunk_cost_observe(&c, 3, 0, 50 * MS);
+  chunk_cost_observe(&c, 3, 10, 200 * MS); /* tok 15 */
+  int64_t k = chunk_tokens(&c, 3, 200 * MS);
+  EXPECT_INT_EQ(k, 10);
+  for (int i = 1; i < CHUNK_REBASE; i++) {
+    EXPECT_INT_GT(chunk_tokens(&c, 3, 200 * MS), 0);
+    chunk_cost_observe(&c, 3, 5, 2 * (50 + 5 * 15) * MS); /* twice as slow: 250 ms */
+  }
+  EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 0);
+  /* charged to the prompt alone the 250 ms steps made a token cost 40 ms */
+  EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 39); /* 15 -> 27.5 -> ... -> 39.8 */
+  chunk_cost_observe(&c, 3, 0, 100 * MS);
+  EXPECT_INT_EQ((int64_t)(chunk_cost_base(&c, 3) / MS), 75);
+  EXPECT_INT_GT(chunk_tokens(&c, 3, 200 * MS), 0);
+  /* with the base re-measured the next steps split right: 2 x (50 + 5 x 15)
+   * = 100 + 5 x 30, so tok heads to 30 ms, not 40 */
+  for (int i = 0; i < 6; i++) {
+    chunk_cost_observe(&c, 3, 0, 100 * MS);
+    chunk_cost_observe(&c, 3, 5, 250 * MS);
+  }
+  EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 30);
 }
