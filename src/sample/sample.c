@@ -343,9 +343,16 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
     lse = out->logprob;
   }
 
+  /* argmax, the first on ties; -inf and NaN never win (the running maximum
+   * stays in a register: comparing with L[best] made every element wait
+   * for the previous one's load, 3x slower) */
   int32_t best = -1;
+  float best_v = -INFINITY;
   for (int32_t i = 0; i < V; i++)
-    if (L[i] > -INFINITY && !isnan(L[i]) && (best < 0 || L[i] > L[best])) best = i;
+    if (L[i] > best_v) {
+      best_v = L[i];
+      best = i;
+    }
   if (best < 0) return err_set(ERR_INVALID, "sampler: every token has a logit of -inf or NaN (all banned?)");
 
   int32_t tok = best;
@@ -380,8 +387,22 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
        * the summation order could decide, is the prefix sorted and summed
        * in candidate order as the definition says. */
       double target = (double)s->p.top_p * total, m_prev = 0.0, m_k = 0.0;
-      int64_t keep = select_mass(s->w, s->ids, n, target, &m_prev, &m_k);
       double eps = 1e-9 * total;
+      /* first, when the weights above a small threshold already reach p
+       * (a peaked distribution), only those can be in the nucleus: one
+       * cheap pass shrinks the list (they all come before the rest) */
+      const float thr = 1e-4f; /* w is relative to the max (<= 1) */
+      double above = 0.0;
+      int64_t n_above = 0;
+      for (int64_t i = 0; i < n; i++)
+        if (s->w[i] >= thr) above += s->w[i];
+      if (above >= target + eps) {
+        for (int64_t i = 0; i < n; i++)
+          if (s->w[i] >= thr) swap_cand(s->w, s->ids, i, n_above++);
+      } else {
+        n_above = n;
+      }
+      int64_t keep = select_mass(s->w, s->ids, n_above, target, &m_prev, &m_k);
       if (!(m_prev < target - eps && m_k >= target + eps)) {
         int64_t m = keep < n ? keep + 1 : n;
         sort_cands(s->w, s->ids, 0, m);
