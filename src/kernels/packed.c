@@ -85,11 +85,14 @@ static size_t x8_group_bytes(int type, int64_t n_cols) {
  * 4 + i = element 16 + 4 i + m), and back. */
 static void x8_q5_hbits(const uint8_t qh[4], uint8_t h[4]) {
   uint32_t q = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+  /* byte m gathers bits m, m + 4, ..., m + 28 of q into bits 0..7 (bit
+   * 16 + 4 i + m = 4 (4 + i) + m lands at 4 + i): pairs, then nibbles,
+   * then the byte, by shifts and masks (model load packs millions) */
   for (int m = 0; m < 4; m++) {
-    uint8_t v = 0;
-    for (int i = 0; i < 4; i++)
-      v |= (uint8_t)(((q >> (4 * i + m)) & 1) << i | ((q >> (16 + 4 * i + m)) & 1) << (4 + i));
-    h[m] = v;
+    uint32_t v = (q >> m) & 0x11111111u;
+    v = (v | v >> 3) & 0x03030303u;
+    v = (v | v >> 6) & 0x000f000fu;
+    h[m] = (uint8_t)(v | v >> 12);
   }
 }
 
