@@ -176,6 +176,11 @@ TEST(kernels_packed_q4_0_shapes) {
   kp_shapes(TENSOR_TYPE_Q4_0);
 }
 
+TEST(kernels_packed_q5_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_shapes(TENSOR_TYPE_Q5_0);
+}
+
 TEST(kernels_packed_q8_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_shapes(TENSOR_TYPE_Q8_0);
@@ -216,6 +221,8 @@ TEST(kernels_packed_deterministic) {
   kp_deterministic(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_deterministic(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_deterministic(TENSOR_TYPE_Q5_0);
 }
 
 /* With the reference forced: kern_pack declines, and weights packed before
@@ -251,6 +258,8 @@ TEST(kernels_packed_reference_path) {
   kp_reference(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_reference(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_reference(TENSOR_TYPE_Q5_0);
 }
 
 /* Types without a packed layout, bad sizes, non-finite activations. */
