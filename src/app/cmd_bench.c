@@ -10,7 +10,13 @@
  *     Each test runs r times after a warm-up; tokens/s median, min, max and
  *     standard deviation are printed (or one JSON object with --json), with
  *     the weight bytes a generated token reads (all weights, but one row of
- *     an untied token_embd) and the peak RSS split.
+ *     an untied token_embd) and two RSS splits: the peak (ru_maxrss, the
+ *     whole run: load, the pp batch's compute buffers) and the RSS right
+ *     after the last generation run (/proc/self/statm), the figure that
+ *     matters while serving. "weights" counts every bound tensor in full,
+ *     but only the rows of token_embd that were read are resident, so
+ *     "other" is a lower bound of what is not weights or KV cache (it can
+ *     be negative: F16 TinyLlama).
  *     -d DEPTH: both tests start with DEPTH positions already in the cache
  *     (filled once, in batches, before the repetitions): the speed at a long
  *     context. --cache-type: the KV cache type (default f16).
@@ -32,6 +38,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "app/commands.h"
 #include "base/buf.h"
@@ -50,6 +57,23 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < lo || v > hi) return -1;
   *out = v;
+  return 0;
+}
+
+/* Resident and file-backed resident bytes of this process now
+ * (/proc/self/statm: pages; "shared" counts file-backed and shmem pages,
+ * here the model mapping and the libraries). 0 on success, -1 without
+ * /proc. */
+static int statm_now(uint64_t *rss, uint64_t *file) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  unsigned long long size, res, shared;
+  int n = fscanf(f, "%llu %llu %llu", &size, &res, &shared);
+  fclose(f);
+  if (n != 3) return -1;
+  long pg = sysconf(_SC_PAGESIZE);
+  *rss = (uint64_t)res * (uint64_t)pg;
+  *file = (uint64_t)shared * (uint64_t)pg;
   return 0;
 }
 
@@ -171,6 +195,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t n = depth - p < cp.n_batch ? depth - p : cp.n_batch;
     if (model_forward(ctx, toks + p, n, p, logits, MODEL_LOGITS_NONE)) goto fail;
   }
+  uint64_t gen_rss = 0, gen_file = 0; /* resident right after the last tg run */
   for (int64_t r = 0; r < reps; r++) {
     if (n_pp > 0) {
       uint64_t t0 = time_mono_ns();
@@ -182,6 +207,7 @@ int cmd_bench(int argc, char **argv) {
       for (int64_t i = 0; i < n_tg; i++)
         if (model_forward(ctx, &toks[depth + i], 1, depth + i, logits, MODEL_LOGITS_LAST)) goto fail;
       tg_tps[r] = (double)n_tg / ((double)(time_mono_ns() - t0) / 1e9);
+      if (statm_now(&gen_rss, &gen_file)) gen_rss = gen_file = 0;
     }
   }
   struct stats pp = {0, 0, 0, 0}, tg = {0, 0, 0, 0};
@@ -210,6 +236,10 @@ int cmd_bench(int argc, char **argv) {
     json_object_set_new(o, "depth", json_integer(depth));
     json_object_set_new(o, "buf_bytes", json_integer((json_int_t)model_ctx_buf_bytes(ctx)));
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
+    if (gen_rss) {
+      json_object_set_new(o, "gen_rss_bytes", json_integer((json_int_t)gen_rss));
+      json_object_set_new(o, "gen_rss_file_bytes", json_integer((json_int_t)gen_file));
+    }
     json_object_set_new(o, "threads", json_integer(n_threads));
     json_object_set_new(o, "isa", json_string(kern_isa()));
     json_object_set_new(o, "repetitions", json_integer(reps));
@@ -246,6 +276,11 @@ int cmd_bench(int argc, char **argv) {
            (double)tok_bytes);
     printf("peak RSS %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (compute buffers %.1f)\n", rss_mib, wmib,
            kv_mib, rss_mib - wmib - kv_mib, (double)model_ctx_buf_bytes(ctx) / (1024.0 * 1024.0));
+    if (gen_rss)
+      printf("RSS while generating %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (file-backed %.1f: the "
+             "model's mapping and the libraries)\n",
+             (double)gen_rss / (1024.0 * 1024.0), wmib, kv_mib, (double)gen_rss / (1024.0 * 1024.0) - wmib - kv_mib,
+             (double)gen_file / (1024.0 * 1024.0));
   }
   status = 0;
   goto done;
