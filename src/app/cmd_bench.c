@@ -77,6 +77,13 @@ static int statm_now(uint64_t *rss, uint64_t *file) {
   return 0;
 }
 
+/* CPU seconds of the whole process (all threads, user + system). */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -155,6 +162,7 @@ int cmd_bench(int argc, char **argv) {
   model_ctx *ctx = NULL;
   int32_t *toks = NULL;
   double *pp_tps = calloc((size_t)reps, sizeof(double)), *tg_tps = calloc((size_t)reps, sizeof(double));
+  double *tg_cpu = calloc((size_t)reps, sizeof(double)); /* CPU seconds per generated token */
   float *logits = NULL;
   if (model_open(path, &m)) {
     fprintf(stderr, "parley bench: cannot load %s: %s\n", path, err_detail());
@@ -179,7 +187,7 @@ int cmd_bench(int argc, char **argv) {
   }
   toks = malloc((size_t)need * sizeof *toks);
   logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-  if (!toks || !logits || !pp_tps || !tg_tps) goto done;
+  if (!toks || !logits || !pp_tps || !tg_tps || !tg_cpu) goto done;
   uint64_t st = 0x2545f4914f6cdd1dull;
   for (int64_t i = 0; i < need; i++) {
     st ^= st << 13;
@@ -204,9 +212,11 @@ int cmd_bench(int argc, char **argv) {
     }
     if (n_tg > 0) {
       uint64_t t0 = time_mono_ns();
+      double c0 = cpu_s();
       for (int64_t i = 0; i < n_tg; i++)
         if (model_forward(ctx, &toks[depth + i], 1, depth + i, logits, MODEL_LOGITS_LAST)) goto fail;
       tg_tps[r] = (double)n_tg / ((double)(time_mono_ns() - t0) / 1e9);
+      tg_cpu[r] = (cpu_s() - c0) / (double)n_tg;
       if (statm_now(&gen_rss, &gen_file)) gen_rss = gen_file = 0;
     }
   }
@@ -272,6 +282,11 @@ int cmd_bench(int argc, char **argv) {
     printf("%-8s %12s %10s %10s %8s\n", "test", "t/s median", "min", "max", "sd");
     if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
     if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);
+    if (n_tg > 0) {
+      qsort(tg_cpu, (size_t)reps, sizeof *tg_cpu, cmp_d);
+      printf("tg CPU time per token %.2f ms (median, all threads: with -t 1 a figure other processes disturb "
+             "less than t/s)\n", tg_cpu[reps / 2] * 1e3);
+    }
     printf("each generated token reads %.1f MiB of weights (%.0f bytes)\n", (double)tok_bytes / (1024.0 * 1024.0),
            (double)tok_bytes);
     printf("peak RSS %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (compute buffers %.1f)\n", rss_mib, wmib,
@@ -291,6 +306,7 @@ done:
   free(logits);
   free(pp_tps);
   free(tg_tps);
+  free(tg_cpu);
   model_ctx_free(ctx);
   model_free(m);
   return status;
