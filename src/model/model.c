@@ -9,11 +9,13 @@
  * load/ctx_init/forward through model_arch_ops.
  *
  * Invariants:
- *   - weights are never copied but for two cases: model_tensor.data points
- *     into the gguf mapping; matrices whose type has a repacked layout on
- *     this CPU are copied into it (bind_pack), and 1-D vectors (norms,
- *     biases) are copied (F32) or dequantized into small buffers the model
- *     owns (m->owned). The mapping's pages of every copied tensor are
+ *   - weights are copied out of the mapping once, at load, into memory the
+ *     model owns (m->owned): matrices whose type has a repacked layout on
+ *     this CPU into that layout (bind_pack), other matrices of 2 MiB and
+ *     more as they are, into huge pages (bind_copy), 1-D vectors (norms,
+ *     biases) into small f32 buffers. Only token_embd (MODEL_BIND_ROWS:
+ *     one row read per token), small matrices and files read into memory
+ *     rather than mapped stay where gguf put them. The mapping's pages of every copied tensor are
  *     released (MADV_DONTNEED), so they are not resident twice; see
  *     docs/runtime.md, "Memory".
  *   - every buffer a context computes with is allocated in model_ctx_new();
@@ -293,6 +295,35 @@ static void release_copied(model *m) {
   for (size_t i = 0; i < m->n_copied; i++) release_pages(m->copied[i].p, m->copied[i].n, NULL);
 }
 
+#define COPY_MIN ((size_t)2 << 20)   /* smallest matrix worth a huge-page copy */
+#define COPY_SLICE ((size_t)1 << 20) /* bytes copied between releases */
+
+/* A matrix without a repacked layout (F16, BF16, F32, the K-quants...)
+ * of at least COPY_MIN bytes, from a mapping: copied into huge pages
+ * (kern_weights_alloc), releasing the mapping's pages slice by slice, as
+ * bind_pack does. Generation streams every weight once per token; in the
+ * mapping that is 4 KiB pages (only part of a file is ever mapped with
+ * 2 MiB entries, depending on the page cache's folios), a TLB miss and a
+ * hardware-prefetch restart every 4 KiB. Same resident size, one memcpy of
+ * the file at load; the page cache keeps the file (reclaimable). */
+static int bind_copy(model *m, model_tensor *t, uint64_t n_bytes) {
+  if (!gguf_is_mapped(m->f) || n_bytes < COPY_MIN || n_bytes > SIZE_MAX) return 0;
+  uint8_t *dst = kern_weights_alloc((size_t)n_bytes);
+  if (!dst || own(m, dst)) {
+    free(dst);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory for %llu bytes", t->name, (unsigned long long)n_bytes);
+  }
+  const uint8_t *src = t->data;
+  for (size_t o = 0; o < (size_t)n_bytes; o += COPY_SLICE) {
+    size_t n = (size_t)n_bytes - o < COPY_SLICE ? (size_t)n_bytes - o : COPY_SLICE;
+    memcpy(dst + o, src + o, n);
+    release_pages(src + o, n, NULL);
+  }
+  copied(m, src, (size_t)n_bytes);
+  t->data = dst;
+  return 0;
+}
+
 /* Repacks a bound matrix when its type has a faster layout on this CPU (see
  * model_bind_matrix), releasing the mapping's pages of the original slice
  * by slice as they are copied (so a big tensor is never resident twice),
@@ -306,7 +337,7 @@ static int bind_pack(model *m, model_tensor *t, uint64_t n_bytes) {
     snprintf(why, sizeof why, "%s", err_detail());
     return err_set(rc, "tensor '%s': cannot repack: %s", t->name, why);
   }
-  if (!p) return 0;
+  if (!p) return bind_copy(m, t, n_bytes);
   if (own(m, p)) { /* kern_packed_free is free() */
     kern_packed_free(p);
     return err_set(ERR_NOMEM, "tensor '%s': out of memory", t->name);

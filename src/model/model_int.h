@@ -22,7 +22,7 @@ typedef struct model_tensor {
   uint32_t type;     /* enum tensor_type */
   int64_t n_cols;    /* dims[0] */
   int64_t n_rows;    /* dims[1] (1 for a vector) */
-  const void *data;  /* in the mapping */
+  const void *data;  /* in the mapping, or the model's copy (bind_copy) */
   size_t row_bytes;
   kern_packed *packed; /* the rows repacked for this CPU (owned by the model),
                           or NULL: kern_matmul_packed instead of kern_matmul */

@@ -1,8 +1,9 @@
 /*
  * test_model_mem.c - the model does not keep the file's pages of tensors it
  * holds a copy of resident (docs/runtime.md, "Memory"): repacked matrices
- * and copied 1-D vectors. Checked with /proc/self/pagemap's "present" bit
- * of the mapping, page by page, right after load and after a forward pass.
+ * (bind_pack), other matrices copied into huge pages (bind_copy) and 1-D
+ * vectors. Checked with /proc/self/pagemap's "present" bit of the mapping,
+ * page by page, right after load and after a forward pass.
  * (mincore() would not do: it reports the page cache, which keeps the file
  * whatever this process maps.)
  */
@@ -58,20 +59,23 @@ static void expect_released(int fd, const gguf_file *f, const char *prefix, cons
   }
 }
 
-TEST(model_mem_copied_tensors_not_resident) {
-  if (!q8_packs()) TEST_SKIP("Q8_0 is not repacked on this CPU");
+/* A model of type `type` whose tensors are several pages each (attn_q
+ * 2048 x 2048, norms 8 KiB = 2 pages, every matrix at least 2 MiB in F16):
+ * after load no page of a copied tensor is mapped, and after a forward
+ * pass none of blk.1 and the output (see below). */
+static void check_released(uint32_t type, const char *name) {
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (fd < 0) TEST_SKIP("/proc/self/pagemap cannot be read");
-  /* Tensors of several pages each (attn_q 4.4 MB, norms 8 KiB = 2 pages). */
   model_testgen g = model_testgen_small();
   g.n_embd = 2048;
   g.n_head = 16;
   g.n_head_kv = 4;
   g.n_ff = 1024;
   g.n_ctx = 64;
-  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q8_0;
+  g.n_vocab = 600;
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
   char path[512];
-  snprintf(path, sizeof path, "%s/mem_q8.gguf", test_tmpdir());
+  snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), name);
   ASSERT_INT_EQ(model_testgen_write(&g, path), 0);
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
@@ -96,4 +100,15 @@ TEST(model_mem_copied_tensors_not_resident) {
   model_free(m);
   close(fd);
   unlink(path);
+}
+
+/* Q8_0: matrices repacked (bind_pack), vectors copied. */
+TEST(model_mem_packed_not_resident) {
+  if (!q8_packs()) TEST_SKIP("Q8_0 is not repacked on this CPU");
+  check_released(TENSOR_TYPE_Q8_0, "mem_q8");
+}
+
+/* F16: matrices copied into huge pages (bind_copy), vectors copied. */
+TEST(model_mem_copied_not_resident) {
+  check_released(TENSOR_TYPE_F16, "mem_f16");
 }
