@@ -115,7 +115,8 @@ void *kern_weights_alloc(size_t n) {
     void *p = NULL;
     return posix_memalign(&p, 64, n) == 0 ? p : NULL;
   }
-  void *p = aligned_alloc(PK_HUGE, (n + 63) & ~(size_t)63);
+  void *p = NULL;
+  if (posix_memalign(&p, PK_HUGE, n) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
   if (p) (void)madvise(p, n & ~(PK_HUGE - 1), MADV_HUGEPAGE); /* advisory */
 #endif
