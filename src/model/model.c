@@ -11,13 +11,13 @@
  * Invariants:
  *   - weights are copied out of the mapping once, at load, into memory the
  *     model owns (m->owned): matrices whose type has a repacked layout on
- *     this CPU into that layout (bind_pack), other matrices of 2 MiB and
- *     more as they are, into huge pages (bind_copy), 1-D vectors (norms,
- *     biases) into small f32 buffers. Only token_embd (MODEL_BIND_ROWS:
- *     one row read per token), small matrices and files read into memory
- *     rather than mapped stay where gguf put them. The mapping's pages of every copied tensor are
- *     released (MADV_DONTNEED), so they are not resident twice; see
- *     docs/runtime.md, "Memory".
+ *     this CPU into that layout (bind_pack), other matrices as they are
+ *     (bind_copy; huge pages from 2 MiB on), 1-D vectors (norms, biases)
+ *     into small f32 buffers. Only tensors bound MODEL_BIND_ROWS
+ *     (token_embd: one row read per token) and files read into memory
+ *     rather than mapped stay where gguf put them. The mapping's pages of
+ *     every copied tensor are released (MADV_DONTNEED), so they are not
+ *     resident twice; see docs/runtime.md, "Memory".
  *   - every buffer a context computes with is allocated in model_ctx_new();
  *     a forward pass allocates nothing (the kernels' pool keeps its own
  *     scratch);
@@ -295,19 +295,22 @@ static void release_copied(model *m) {
   for (size_t i = 0; i < m->n_copied; i++) release_pages(m->copied[i].p, m->copied[i].n, NULL);
 }
 
-#define COPY_MIN ((size_t)2 << 20)   /* smallest matrix worth a huge-page copy */
 #define COPY_SLICE ((size_t)1 << 20) /* bytes copied between releases */
 
-/* A matrix without a repacked layout (F16, BF16, F32, the K-quants...)
- * of at least COPY_MIN bytes, from a mapping: copied into huge pages
- * (kern_weights_alloc), releasing the mapping's pages slice by slice, as
- * bind_pack does. Generation streams every weight once per token; in the
+/* A matrix without a repacked layout (F16, BF16, F32, the K-quants...),
+ * from a mapping: copied (kern_weights_alloc: huge pages from 2 MiB on),
+ * releasing the mapping's pages slice by slice, as bind_pack does.
+ * Why copy at all: generation streams every weight once per token; in the
  * mapping that is 4 KiB pages (only part of a file is ever mapped with
  * 2 MiB entries, depending on the page cache's folios), a TLB miss and a
- * hardware-prefetch restart every 4 KiB. Same resident size, one memcpy of
- * the file at load; the page cache keeps the file (reclaimable). */
+ * hardware-prefetch restart every 4 KiB. Why copy the small ones too: a
+ * matrix read from the mapping faults in its whole folio (up to 2 MiB),
+ * with the pages of its copied neighbours (Q4_K_M TinyLlama: attn_k and
+ * attn_v, 0.3-0.4 MiB, kept 31 MiB of attn_q and attn_output resident
+ * twice). Same resident size, one memcpy of the file at load; the page
+ * cache keeps the file (reclaimable). */
 static int bind_copy(model *m, model_tensor *t, uint64_t n_bytes) {
-  if (!gguf_is_mapped(m->f) || n_bytes < COPY_MIN || n_bytes > SIZE_MAX) return 0;
+  if (!gguf_is_mapped(m->f) || n_bytes == 0 || n_bytes > SIZE_MAX) return 0;
   uint8_t *dst = kern_weights_alloc((size_t)n_bytes);
   if (!dst || own(m, dst)) {
     free(dst);
