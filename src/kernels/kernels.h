@@ -104,6 +104,12 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
                  void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
                  kern_packed **out);
 void kern_packed_free(kern_packed *p);
+/* Memory for weights the caller copies out of a mapping: 64-byte aligned,
+ * and from 2 MiB on 2 MiB-aligned with its whole huge pages advised
+ * MADV_HUGEPAGE (decode streams the weights; 4 KiB pages cost a TLB miss
+ * and a hardware-prefetch restart every 4 KiB). NULL when out of memory;
+ * free with free(). kern_pack allocates its copies with it. */
+void *kern_weights_alloc(size_t n);
 /* Bytes the packed copy holds (for memory accounting). */
 size_t kern_packed_bytes(const kern_packed *p);
 int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,
