@@ -19,6 +19,8 @@
  *   --streams LIST  comma list of concurrency levels (default 1,4,8; 0 =
  *                   skip to the long-prompt part)
  *   --small         use the small test shape instead (quick smoke run)
+ *   -v              log every step that carries prompt tokens (its makeup,
+ *                   time and the scheduler's cost estimates) to stderr
  *
  * Prompts are random token ids (no tokenizer needed: the engine runs with
  * tok = NULL), greedy, EOG ignored, so every stream generates exactly -n.
@@ -29,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "engine/engine.h"
 #include "kernels/tensor_type.h"
@@ -113,6 +116,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-b") && i + 1 < argc) budget_ms = atoi(argv[++i]);
     else if (!strcmp(a, "--streams") && i + 1 < argc) snprintf(streams_arg, sizeof streams_arg, "%s", argv[++i]);
     else if (!strcmp(a, "--small")) small = true;
+    else if (!strcmp(a, "-v")) log_set_level(LOG_LEVEL_DEBUG);
     else if (a[0] != '-') path = a;
     else {
       fprintf(stderr, "unknown option %s\n", a);

@@ -3,6 +3,7 @@
 # them all; exits non-zero when any suite failed or could not run.
 #   - the C unit tests (build/unit-tests)
 #   - the same C suite under ASan+UBSan when CI=true or SAN_TOO=1
+#   - the arm64 build and the kernel tests under qemu when CI=true or ARM_TOO=1
 #   - the API tests (tests/api, Node's test runner with the vendors' SDKs)
 set -u
 cd "$(dirname "$0")/.."
@@ -30,6 +31,13 @@ if [ "${CI:-}" = "true" ] && command -v clang >/dev/null; then
   if ! make --no-print-directory -j2 CC=clang BUILD=build-clang build-clang/parley build-clang/unit-tests >"$log.build" 2>&1; then
     grep -E 'error|warning' "$log.build" | head -n 30; echo "clang build failed"; bad=1
   fi
+fi
+
+if [ "${CI:-}" = "true" ] || [ "${ARM_TOO:-0}" = "1" ]; then
+  echo "== arm64: the tree compiles for aarch64; kernel tests on NEON under qemu"
+  bash tests/arm64/run.sh 2>&1 | tee "$log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || bad=1
+  count_c "$log"
 fi
 
 if [ "${CI:-}" = "true" ] || [ "${SAN_TOO:-0}" = "1" ]; then

@@ -10,7 +10,13 @@
  *     Each test runs r times after a warm-up; tokens/s median, min, max and
  *     standard deviation are printed (or one JSON object with --json), with
  *     the weight bytes a generated token reads (all weights, but one row of
- *     an untied token_embd) and the peak RSS split.
+ *     an untied token_embd) and two RSS splits: the peak (ru_maxrss, the
+ *     whole run: load, the pp batch's compute buffers) and the RSS right
+ *     after the last generation run (/proc/self/statm), the figure that
+ *     matters while serving. "weights" counts every bound tensor in full,
+ *     but only the rows of token_embd that were read are resident, so
+ *     "other" is a lower bound of what is not weights or KV cache (it can
+ *     be negative: F16 TinyLlama).
  *     -d DEPTH: both tests start with DEPTH positions already in the cache
  *     (filled once, in batches, before the repetitions): the speed at a long
  *     context. --cache-type: the KV cache type (default f16).
@@ -32,6 +38,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "app/commands.h"
 #include "base/buf.h"
@@ -51,6 +58,30 @@ static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   if (errno || end == s || *end || v < lo || v > hi) return -1;
   *out = v;
   return 0;
+}
+
+/* Resident and file-backed resident bytes of this process now
+ * (/proc/self/statm: pages; "shared" counts file-backed and shmem pages,
+ * here the model mapping and the libraries). 0 on success, -1 without
+ * /proc. */
+static int statm_now(uint64_t *rss, uint64_t *file) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  unsigned long long size, res, shared;
+  int n = fscanf(f, "%llu %llu %llu", &size, &res, &shared);
+  fclose(f);
+  if (n != 3) return -1;
+  long pg = sysconf(_SC_PAGESIZE);
+  *rss = (uint64_t)res * (uint64_t)pg;
+  *file = (uint64_t)shared * (uint64_t)pg;
+  return 0;
+}
+
+/* CPU seconds of the whole process (all threads, user + system). */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -131,6 +162,7 @@ int cmd_bench(int argc, char **argv) {
   model_ctx *ctx = NULL;
   int32_t *toks = NULL;
   double *pp_tps = calloc((size_t)reps, sizeof(double)), *tg_tps = calloc((size_t)reps, sizeof(double));
+  double *tg_cpu = calloc((size_t)reps, sizeof(double)); /* CPU seconds per generated token */
   float *logits = NULL;
   if (model_open(path, &m)) {
     fprintf(stderr, "parley bench: cannot load %s: %s\n", path, err_detail());
@@ -155,7 +187,7 @@ int cmd_bench(int argc, char **argv) {
   }
   toks = malloc((size_t)need * sizeof *toks);
   logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-  if (!toks || !logits || !pp_tps || !tg_tps) goto done;
+  if (!toks || !logits || !pp_tps || !tg_tps || !tg_cpu) goto done;
   uint64_t st = 0x2545f4914f6cdd1dull;
   for (int64_t i = 0; i < need; i++) {
     st ^= st << 13;
@@ -171,6 +203,7 @@ int cmd_bench(int argc, char **argv) {
     int64_t n = depth - p < cp.n_batch ? depth - p : cp.n_batch;
     if (model_forward(ctx, toks + p, n, p, logits, MODEL_LOGITS_NONE)) goto fail;
   }
+  uint64_t gen_rss = 0, gen_file = 0; /* resident right after the last tg run */
   for (int64_t r = 0; r < reps; r++) {
     if (n_pp > 0) {
       uint64_t t0 = time_mono_ns();
@@ -179,9 +212,12 @@ int cmd_bench(int argc, char **argv) {
     }
     if (n_tg > 0) {
       uint64_t t0 = time_mono_ns();
+      double c0 = cpu_s();
       for (int64_t i = 0; i < n_tg; i++)
         if (model_forward(ctx, &toks[depth + i], 1, depth + i, logits, MODEL_LOGITS_LAST)) goto fail;
       tg_tps[r] = (double)n_tg / ((double)(time_mono_ns() - t0) / 1e9);
+      tg_cpu[r] = (cpu_s() - c0) / (double)n_tg;
+      if (statm_now(&gen_rss, &gen_file)) gen_rss = gen_file = 0;
     }
   }
   struct stats pp = {0, 0, 0, 0}, tg = {0, 0, 0, 0};
@@ -210,6 +246,10 @@ int cmd_bench(int argc, char **argv) {
     json_object_set_new(o, "depth", json_integer(depth));
     json_object_set_new(o, "buf_bytes", json_integer((json_int_t)model_ctx_buf_bytes(ctx)));
     json_object_set_new(o, "peak_rss_bytes", json_integer((json_int_t)ru.ru_maxrss * 1024));
+    if (gen_rss) {
+      json_object_set_new(o, "gen_rss_bytes", json_integer((json_int_t)gen_rss));
+      json_object_set_new(o, "gen_rss_file_bytes", json_integer((json_int_t)gen_file));
+    }
     json_object_set_new(o, "threads", json_integer(n_threads));
     json_object_set_new(o, "isa", json_string(kern_isa()));
     json_object_set_new(o, "repetitions", json_integer(reps));
@@ -242,10 +282,20 @@ int cmd_bench(int argc, char **argv) {
     printf("%-8s %12s %10s %10s %8s\n", "test", "t/s median", "min", "max", "sd");
     if (n_pp > 0) printf("pp%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_pp, pp.median, pp.min, pp.max, pp.sd);
     if (n_tg > 0) printf("tg%-6lld %12.2f %10.2f %10.2f %8.2f\n", (long long)n_tg, tg.median, tg.min, tg.max, tg.sd);
+    if (n_tg > 0) {
+      qsort(tg_cpu, (size_t)reps, sizeof *tg_cpu, cmp_d);
+      printf("tg CPU time per token %.2f ms (median, all threads: with -t 1 a figure other processes disturb "
+             "less than t/s)\n", tg_cpu[reps / 2] * 1e3);
+    }
     printf("each generated token reads %.1f MiB of weights (%.0f bytes)\n", (double)tok_bytes / (1024.0 * 1024.0),
            (double)tok_bytes);
     printf("peak RSS %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (compute buffers %.1f)\n", rss_mib, wmib,
            kv_mib, rss_mib - wmib - kv_mib, (double)model_ctx_buf_bytes(ctx) / (1024.0 * 1024.0));
+    if (gen_rss)
+      printf("RSS while generating %.1f MiB = weights %.1f + KV cache %.1f + %.1f other (file-backed %.1f: the "
+             "model's mapping and the libraries)\n",
+             (double)gen_rss / (1024.0 * 1024.0), wmib, kv_mib, (double)gen_rss / (1024.0 * 1024.0) - wmib - kv_mib,
+             (double)gen_file / (1024.0 * 1024.0));
   }
   status = 0;
   goto done;
@@ -256,6 +306,7 @@ done:
   free(logits);
   free(pp_tps);
   free(tg_tps);
+  free(tg_cpu);
   model_ctx_free(ctx);
   model_free(m);
   return status;

@@ -45,7 +45,9 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
+#include "engine/chunk.h"
 
 /* ---- requests and their channels ---------------------------------------- */
 
@@ -229,8 +231,7 @@ struct engine {
   int32_t n_slots, queue_max, n_vocab;
   int64_t n_ctx, n_batch, n_chunk;
   uint64_t chunk_budget_ns; /* engine_params.chunk_budget_ms */
-  uint64_t ns_per_tok;      /* moving average of a step's time per batch token
-                               (steps of >= 8 tokens); 0 = none measured yet */
+  chunk_cost cost;          /* measured step costs (chunk.h), engine thread */
 
   pthread_t thread;
   pthread_mutex_t mu;   /* queue, stopping, paused */
@@ -678,16 +679,11 @@ static int64_t step_build(engine *e) {
    * that their next token is not delayed by a whole long prefill */
   int64_t limit = e->n_batch;
   if (n > 0 && e->n_chunk > 0 && n + e->n_chunk < limit) limit = n + e->n_chunk;
-  /* ... and to what fits the time budget at the measured cost per token,
-   * but never below MIN_CHUNK prompt tokens per step: batched tokens cost
-   * far less than a step each, and a stale or load-inflated estimate must
-   * not starve the prompt (one token per step made a 2,000-token prompt
-   * take minutes on a loaded machine) */
-  enum { MIN_CHUNK = 16 };
-  if (n > 0 && e->chunk_budget_ns > 0 && e->ns_per_tok > 0) {
-    uint64_t fit = e->chunk_budget_ns / e->ns_per_tok;
-    int64_t cap = fit > (uint64_t)n ? (int64_t)(fit - (uint64_t)n) : MIN_CHUNK;
-    if (cap < MIN_CHUNK) cap = MIN_CHUNK;
+  /* ... and to what fits the time budget at the measured costs (chunk.h:
+   * a decode-only step of this width plus a measured cost per prompt
+   * token, which follows the prompt's position and the machine's load) */
+  if (n > 0 && e->chunk_budget_ns > 0) {
+    int64_t cap = chunk_tokens(&e->cost, n, e->chunk_budget_ns);
     if (n + cap < limit) limit = n + cap;
   }
   for (;;) {
@@ -747,9 +743,15 @@ static void step_run(engine *e) {
   model_batch b = {.n = n, .tokens = e->b_tokens, .seq = e->b_seq, .pos = e->b_pos, .want = e->b_want};
   uint64_t t0 = time_mono_ns();
   int rc = model_decode(e->ctx, &b, e->logits);
-  if (!rc && n >= 8) { /* smaller steps are dominated by reading the weights once */
-    uint64_t per = (time_mono_ns() - t0) / (uint64_t)n;
-    e->ns_per_tok = e->ns_per_tok ? (3 * e->ns_per_tok + per) / 4 : per;
+  if (!rc) {
+    uint64_t ns = time_mono_ns() - t0;
+    int64_t n_dec = 0;
+    for (int64_t k = 0; k < n; k++) n_dec += e->slots[e->b_seq[k]].decoding;
+    chunk_cost_observe(&e->cost, n_dec, n - n_dec, ns);
+    if (n > n_dec && log_get_level() <= LOG_LEVEL_DEBUG)
+      LOG_DEBUG("engine", "step: %lld decode + %lld prompt tokens (last at %lld) %.1f ms; base %.1f ms, token %.2f ms",
+                (long long)n_dec, (long long)(n - n_dec), (long long)e->b_pos[n - 1], (double)ns * 1e-6,
+                (double)chunk_cost_base(&e->cost, n_dec) * 1e-6, (double)e->cost.tok_ns * 1e-6);
   }
   if (rc) {
     /* every choice of every request with tokens in the batch fails */

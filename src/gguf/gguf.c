@@ -529,7 +529,7 @@ static int find_typed(const gguf_file *f, const char *key, const char *want, boo
 /* Integer value as a sign + magnitude pair, for range checks. */
 static int get_int(const gguf_file *f, const char *key, const char *want, int64_t lo, uint64_t hi,
                    int64_t *si, uint64_t *ui) {
-  const gguf_value *v;
+  const gguf_value *v = NULL; /* set by find_typed when it returns 0 */
   int rc = find_typed(f, key, want, true, false, GGUF_TYPE_COUNT, &v);
   if (rc) return rc;
   if (is_uint_type(v->type)) {
@@ -579,28 +579,28 @@ int gguf_get_i64(const gguf_file *f, const char *key, int64_t *out) {
 }
 
 int gguf_get_f32(const gguf_file *f, const char *key, float *out) {
-  const gguf_value *v;
+  const gguf_value *v = NULL; /* set by find_typed when it returns 0 */
   int rc = find_typed(f, key, "float32", false, true, GGUF_TYPE_FLOAT32, &v);
   if (!rc) *out = (float)v->v.f64;
   return rc;
 }
 
 int gguf_get_bool(const gguf_file *f, const char *key, bool *out) {
-  const gguf_value *v;
+  const gguf_value *v = NULL; /* set by find_typed when it returns 0 */
   int rc = find_typed(f, key, "bool", false, false, GGUF_TYPE_BOOL, &v);
   if (!rc) *out = v->v.u64 != 0;
   return rc;
 }
 
 int gguf_get_str(const gguf_file *f, const char *key, const char **out) {
-  const gguf_value *v;
+  const gguf_value *v = NULL; /* set by find_typed when it returns 0 */
   int rc = find_typed(f, key, "string", false, false, GGUF_TYPE_STRING, &v);
   if (!rc) *out = v->v.str.data;
   return rc;
 }
 
 int gguf_get_arr(const gguf_file *f, const char *key, uint32_t want_elem, const gguf_value **out) {
-  const gguf_value *v;
+  const gguf_value *v = NULL; /* set by find_typed when it returns 0 */
   int rc = find_typed(f, key, "array", false, false, GGUF_TYPE_ARRAY, &v);
   if (rc) return rc;
   if (want_elem < GGUF_TYPE_COUNT && v->v.arr.elem_type != want_elem)

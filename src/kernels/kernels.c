@@ -332,6 +332,8 @@ struct mm_job {
   bool rows2; /* pairs of rows through tile2 */
   /* split */
   int64_t chunk_rows, n_row_chunks;
+  int64_t n_big, small_rows; /* the first n_big row chunks hold chunk_rows rows,
+                                the rest small_rows (mm_plan) */
   int64_t chunk_toks, n_tok_chunks;
   atomic_llong next;
 };
@@ -391,8 +393,15 @@ static void mm_worker(void *arg, int ith, int nth) {
     int64_t c = atomic_fetch_add(&j->next, 1);
     if (c >= n_chunks) break;
     int64_t rc = c % j->n_row_chunks, tc = c / j->n_row_chunks;
-    int64_t r0 = rc * j->chunk_rows, t0 = tc * j->chunk_toks;
-    int64_t r1 = r0 + j->chunk_rows < j->n_rows ? r0 + j->chunk_rows : j->n_rows;
+    int64_t r0, len, t0 = tc * j->chunk_toks;
+    if (rc < j->n_big) {
+      r0 = rc * j->chunk_rows;
+      len = j->chunk_rows;
+    } else {
+      r0 = j->n_big * j->chunk_rows + (rc - j->n_big) * j->small_rows;
+      len = j->small_rows;
+    }
+    int64_t r1 = r0 + len < j->n_rows ? r0 + len : j->n_rows;
     int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
     mm_rect(j, r0, r1, t0, t1);
   }
@@ -408,6 +417,21 @@ static void mm_plan(struct mm_job *j, int nth) {
   j->chunk_rows = cr;
   j->n_row_chunks = (j->n_rows + cr - 1) / cr;
   kern_split_tokens(nth, j->n_row_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
+  j->n_big = j->n_row_chunks;
+  j->small_rows = cr;
+  /* Rows only (one token, generation): end on small chunks so that the
+   * threads finish close together - about 3/4 of the rows in ~3 big
+   * chunks per thread, the rest in ~16 small ones (at least 8 rows) per
+   * thread, as pk_plan does in packed.c. */
+  if (nth > 1 && j->n_tok_chunks == 1 && j->n_rows >= (int64_t)nth * 16 * 8) {
+    int64_t big = (j->n_rows + nth * 4 - 1) / (nth * 4), small = (j->n_rows + nth * 32 - 1) / (nth * 32);
+    if (small < 8) small = 8;
+    int64_t n_big = j->n_rows * 3 / 4 / big, rest = j->n_rows - n_big * big;
+    j->chunk_rows = big;
+    j->n_big = n_big;
+    j->small_rows = small;
+    j->n_row_chunks = n_big + (rest + small - 1) / small;
+  }
   atomic_init(&j->next, 0);
 }
 

@@ -28,6 +28,29 @@ int tpool_n_threads(const thread_pool *tp);
 /* Runs fn(ctx, ith, nth) for ith = 0..nth-1 (nth = tpool_n_threads) across
  * the pool and returns when all are done. tp NULL runs fn(ctx, 0, 1). */
 void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+/* A hold scope, opened by the pool's caller around a burst of jobs (a
+ * forward pass): until the matching tpool_hold_end, waiting threads spin
+ * for the next job for up to a few milliseconds instead of 20 us, so that
+ * a worker is awake for every job of the burst; opening one also wakes
+ * sleeping workers. After the end they spin about a millisecond more (the
+ * gap between two generated tokens), then sleep. Scopes nest; an end
+ * without a begin is ignored. Changes timing only, never results. tp NULL
+ * or one thread: no-op. */
+void tpool_hold_begin(thread_pool *tp);
+void tpool_hold_end(thread_pool *tp);
+/* Per-thread counters since tpool_new (thread 0 is the caller). busy_ns
+ * and sleep_ns stay 0 unless PARLEY_TPOOL_STATS=1 was set when the pool
+ * was made (it also prints them to stderr at tpool_free). tp NULL or ith
+ * out of range: all 0. */
+typedef struct tpool_stats {
+  uint64_t n_tasks;  /* tasks (fn calls) this thread ran */
+  uint64_t n_sleeps; /* times it went to sleep on a condition variable
+                        (counted on entry): a worker waiting for a job,
+                        the caller for a job's end */
+  uint64_t busy_ns;  /* time inside fn */
+  uint64_t sleep_ns; /* time asleep */
+} tpool_stats;
+void tpool_get_stats(const thread_pool *tp, int ith, tpool_stats *out);
 
 /* ---- matrix multiplication ----------------------------------------------
  * y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < n_rows.
@@ -81,6 +104,12 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
                  void (*done)(const void *src, size_t bytes, void *ctx), void *ctx,
                  kern_packed **out);
 void kern_packed_free(kern_packed *p);
+/* Memory for weights the caller copies out of a mapping: 64-byte aligned,
+ * and from 2 MiB on 2 MiB-aligned with its whole huge pages advised
+ * MADV_HUGEPAGE (decode streams the weights; 4 KiB pages cost a TLB miss
+ * and a hardware-prefetch restart every 4 KiB). NULL when out of memory;
+ * free with free(). kern_pack allocates its copies with it. */
+void *kern_weights_alloc(size_t n);
 /* Bytes the packed copy holds (for memory accounting). */
 size_t kern_packed_bytes(const kern_packed *p);
 int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,

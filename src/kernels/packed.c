@@ -3,17 +3,25 @@
  * kernels multiply faster than GGUF rows, and the matmul driver for them
  * (kern_pack / kern_matmul_packed in kernels.h).
  *
- * Layout (Q4_0 and Q8_0, whose blocks are an f16 scale and QB = 16 or 32
- * bytes of qs): rows in groups of KERN_PACK_ROWS = 8; a last partial group
- * is padded with zero rows (scale 0, never written to y). Group g is
- * group_bytes long: nb = n_cols / 32 packed blocks of 16 + 8 QB bytes
- * (144 for Q4_0, 272 for Q8_0), padded to a multiple of 64. Packed block b:
+ * Layout (Q4_0, Q5_0 and Q8_0, whose blocks are an f16 scale and QB = 16
+ * or 32 bytes of qs, Q5_0 with 4 bytes of high bits between): rows in
+ * groups of KERN_PACK_ROWS = 8; a last partial group is padded with zero
+ * rows (scale 0, never written to y). Group g is group_bytes long: nb =
+ * n_cols / 32 packed blocks (144 bytes for Q4_0, 176 for Q5_0, 272 for
+ * Q8_0), padded to a multiple of 64. Packed block b:
  *   bytes 0..15: the 8 rows' f16 scales of block b, row order;
  *   then QB / 4 vectors of 32 bytes: byte 4 r + m of vector i is byte
  *       4 i + m of row 8 g + r's block b qs (a transpose of 4-byte words).
- *       Q4_0: `& 15` gives elements 4 i .. 4 i + 3 of each of the 8 rows,
- *       `>> 4` elements 16 + 4 i .. 16 + 4 i + 3; Q8_0: vector i is
- *       elements 4 i .. 4 i + 3.
+ *       Q4_0, Q5_0: `& 15` gives elements 4 i .. 4 i + 3 of each of the 8
+ *       rows, `>> 4` elements 16 + 4 i .. 16 + 4 i + 3; Q8_0: vector i is
+ *       elements 4 i .. 4 i + 3;
+ *   Q5_0 only, then one 32-byte vector H of the high bits (bit 4 of each
+ *       5-bit q): byte 4 r + m, bit i is that of element 4 i + m of row r,
+ *       bit 4 + i that of element 16 + 4 i + m. So for nibble vector i a
+ *       16-bit shift of H by 4 - i (left) or i (right) and `& 0x10` put
+ *       the high bits of its low or high nibbles at bit 4 of the very bytes
+ *       the nibbles occupy: 5-bit q in three operations more per half
+ *       (shift, and, or).
  * Scales next to their nibbles keep decode a single forward stream: with
  * the scales in a separate area after the group's vectors, one-token calls
  * streaming from DRAM were 20-30% slower (5.6 against 4.3-4.8 ms for
@@ -31,8 +39,10 @@
  * count or on the other tokens of the call.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/err.h"
 #include "kernels/kernels.h"
@@ -54,37 +64,78 @@ struct kern_packed {
 };
 _Static_assert(sizeof(struct kern_packed) <= PK_HDR, "packed header");
 
-/* ---- the x 8 layouts (Q4_0, Q8_0) ---------------------------------------- */
+/* ---- the x 8 layouts (Q4_0, Q5_0, Q8_0) ---------------------------------- */
 
-/* Bytes of qs per block and row: 16 (Q4_0 nibbles) or 32 (Q8_0 int8); both
- * block types are an f16 scale followed by qs. */
-static int x8_qb(int type) { return type == TENSOR_TYPE_Q4_0 ? 16 : 32; }
+/* True for the types packed in the x 8 layout. */
+static bool x8_type(int type) {
+  return type == TENSOR_TYPE_Q4_0 || type == TENSOR_TYPE_Q5_0 || type == TENSOR_TYPE_Q8_0;
+}
+
+/* Bytes of qs per block and row: 16 (Q4_0, Q5_0 nibbles) or 32 (Q8_0
+ * int8). */
+static int x8_qb(int type) { return type == TENSOR_TYPE_Q8_0 ? 32 : 16; }
+
+/* Bytes of one packed block of 8 rows: 16 of scales, 8 qb of qs, and for
+ * Q5_0 32 of high bits. */
+static size_t x8_pb(int type) { return (size_t)(16 + 8 * x8_qb(type) + (type == TENSOR_TYPE_Q5_0 ? 32 : 0)); }
 
 static size_t x8_group_bytes(int type, int64_t n_cols) {
-  size_t b = (size_t)(n_cols / 32) * (size_t)(8 * x8_qb(type) + 16);
+  size_t b = (size_t)(n_cols / 32) * x8_pb(type);
   return (b + 63) & ~(size_t)63;
+}
+
+/* Q5_0 high bits of one row's block (qh, bit j = bit 4 of element j) to
+ * the 4 bytes of the packed H vector (byte m: bit i = element 4 i + m, bit
+ * 4 + i = element 16 + 4 i + m), and back. */
+static void x8_q5_hbits(const uint8_t qh[4], uint8_t h[4]) {
+  uint32_t q = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+  /* byte m gathers bits m, m + 4, ..., m + 28 of q into bits 0..7 (bit
+   * 16 + 4 i + m = 4 (4 + i) + m lands at 4 + i): pairs, then nibbles,
+   * then the byte, by shifts and masks (model load packs millions) */
+  for (int m = 0; m < 4; m++) {
+    uint32_t v = (q >> m) & 0x11111111u;
+    v = (v | v >> 3) & 0x03030303u;
+    v = (v | v >> 6) & 0x000f000fu;
+    h[m] = (uint8_t)(v | v >> 12);
+  }
+}
+
+static void x8_q5_qh(const uint8_t h[4], uint8_t qh[4]) {
+  uint32_t q = 0;
+  for (int m = 0; m < 4; m++)
+    for (int i = 0; i < 4; i++)
+      q |= (uint32_t)((h[m] >> i) & 1) << (4 * i + m) | (uint32_t)((h[m] >> (4 + i)) & 1) << (16 + 4 * i + m);
+  for (int k = 0; k < 4; k++) qh[k] = (uint8_t)(q >> (8 * k));
 }
 
 /* Packs rows 8g..8g+7 (those < n_rows; the others as zeros) into dst in
  * the layout above. */
 static void x8_pack_group(int type, const uint8_t *W, size_t rb, int64_t n_rows, int64_t nb, int64_t g,
                           uint8_t *dst) {
-  const int qb = x8_qb(type), nv = qb / 4;
-  const size_t bs = (size_t)qb + 2, pb = (size_t)(8 * qb + 16);
+  const int qb = x8_qb(type), nv = qb / 4, q5 = type == TENSOR_TYPE_Q5_0;
+  const size_t bs = (size_t)qb + 2 + (q5 ? 4 : 0), qo = q5 ? 6 : 2, pb = x8_pb(type);
   for (int r = 0; r < KERN_PACK_ROWS; r++) {
     int64_t row = g * KERN_PACK_ROWS + r;
     const uint8_t *src = row < n_rows ? W + (size_t)row * rb : NULL;
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *blk = dst + pb * (size_t)b;
+      const uint8_t *sb = src ? src + bs * (size_t)b : NULL;
       for (int i = 0; i < nv; i++) {
         uint8_t *o = blk + 16 + 32 * i + 4 * r;
-        if (src)
-          memcpy(o, src + bs * (size_t)b + 2 + 4 * i, 4);
+        if (sb)
+          memcpy(o, sb + qo + 4 * i, 4);
         else
           memset(o, 0, 4);
       }
-      if (src)
-        memcpy(blk + 2 * r, src + bs * (size_t)b, 2);
+      if (q5) {
+        uint8_t *o = blk + 16 + 32 * nv + 4 * r;
+        if (sb)
+          x8_q5_hbits(sb + 2, o);
+        else
+          memset(o, 0, 4);
+      }
+      if (sb)
+        memcpy(blk + 2 * r, sb, 2);
       else
         memset(blk + 2 * r, 0, 2);
     }
@@ -93,16 +144,39 @@ static void x8_pack_group(int type, const uint8_t *W, size_t rb, int64_t n_rows,
 
 /* Row r (0..7) of a packed group back to a GGUF row (the inverse). */
 static void x8_unpack_row(int type, const uint8_t *grp, int64_t nb, int r, uint8_t *row) {
-  const int qb = x8_qb(type), nv = qb / 4;
-  const size_t bs = (size_t)qb + 2, pb = (size_t)(8 * qb + 16);
+  const int qb = x8_qb(type), nv = qb / 4, q5 = type == TENSOR_TYPE_Q5_0;
+  const size_t bs = (size_t)qb + 2 + (q5 ? 4 : 0), qo = q5 ? 6 : 2, pb = x8_pb(type);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *blk = grp + pb * (size_t)b;
-    for (int i = 0; i < nv; i++) memcpy(row + bs * (size_t)b + 2 + 4 * i, blk + 16 + 32 * i + 4 * r, 4);
-    memcpy(row + bs * (size_t)b, blk + 2 * r, 2);
+    uint8_t *ob = row + bs * (size_t)b;
+    for (int i = 0; i < nv; i++) memcpy(ob + qo + 4 * i, blk + 16 + 32 * i + 4 * r, 4);
+    if (q5) x8_q5_qh(blk + 16 + 32 * nv + 4 * r, ob + 2);
+    memcpy(ob, blk + 2 * r, 2);
   }
 }
 
 /* ---- packing -------------------------------------------------------------- */
+
+#define PK_HUGE ((size_t)2 << 20) /* x86-64 transparent huge page */
+
+/* kernels.h. Advised before the first write (the system's THP mode is
+ * usually "madvise": nothing else asks). Only whole huge pages inside n
+ * are advised, so the tail never rounds the resident size up (a tail huge
+ * page would cost up to 2 MiB per tensor). Measured: one thread, Q4_0
+ * TinyLlama generation, 47-52 against 56-69 ms CPU per token (loaded
+ * machine, docs/perf.md). */
+void *kern_weights_alloc(size_t n) {
+  if (n < PK_HUGE) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, n) == 0 ? p : NULL;
+  }
+  void *p = NULL;
+  if (posix_memalign(&p, PK_HUGE, n) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (p) (void)madvise(p, n & ~(PK_HUGE - 1), MADV_HUGEPAGE); /* advisory */
+#endif
+  return p;
+}
 
 int kern_pack(int type, const void *W, int64_t n_rows, int64_t n_cols, kern_packed **out) {
   return kern_pack_ex(type, W, n_rows, n_cols, NULL, NULL, out);
@@ -114,7 +188,7 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
   *out = NULL;
   const struct kern_ops *ops = kern_ops_get();
   const bool kq = kpk_handles(type); /* a K-quant layout (packed_k.c) */
-  if ((type != TENSOR_TYPE_Q4_0 && type != TENSOR_TYPE_Q8_0 && !kq) || !ops->ptile[type] || kern_ref_forced())
+  if ((!x8_type(type) && !kq) || !ops->ptile[type] || kern_ref_forced())
     return 0;
   if (n_rows <= 0 || n_cols <= 0) return 0;
   size_t rb;
@@ -122,13 +196,12 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
   if (rc) return rc;
   int64_t ng = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS, nb = n_cols / 32;
   size_t gb = kq ? kpk_group_bytes(type, n_cols) : x8_group_bytes(type, n_cols);
-  size_t used = kq ? gb : (size_t)nb * (size_t)(8 * x8_qb(type) + 16), bytes;
+  size_t used = kq ? gb : (size_t)nb * x8_pb(type), bytes;
   if (__builtin_mul_overflow(gb, (uint64_t)ng, &bytes) || bytes > SIZE_MAX - PK_HDR)
     return err_set(ERR_RANGE, "pack: %lld rows of %lld columns overflow", (long long)n_rows,
                    (long long)n_cols);
-  void *mem = NULL;
-  if (posix_memalign(&mem, 64, PK_HDR + bytes) != 0)
-    return err_set(ERR_NOMEM, "pack: %zu bytes for repacked weights", bytes);
+  void *mem = kern_weights_alloc(PK_HDR + bytes);
+  if (!mem) return err_set(ERR_NOMEM, "pack: %zu bytes for repacked weights", bytes);
   struct kern_packed *p = mem;
   memset(p, 0, PK_HDR);
   p->type = type;
@@ -174,6 +247,8 @@ struct pk_job {
   size_t xa_stride;
   int tnt;
   int64_t chunk_groups, n_group_chunks, chunk_toks, n_tok_chunks;
+  int64_t n_big, small_groups; /* the first n_big group chunks hold chunk_groups
+                                  groups, the rest small_groups (pk_plan) */
   atomic_llong next;
   atomic_int failed; /* reference path: a row buffer could not be had */
 };
@@ -243,8 +318,15 @@ static void pk_worker(void *arg, int ith, int nth) {
     int64_t c = atomic_fetch_add(&j->next, 1);
     if (c >= n_chunks) break;
     int64_t gc = c % j->n_group_chunks, tc = c / j->n_group_chunks;
-    int64_t g0 = gc * j->chunk_groups, t0 = tc * j->chunk_toks;
-    int64_t g1 = g0 + j->chunk_groups < j->p->n_groups ? g0 + j->chunk_groups : j->p->n_groups;
+    int64_t g0, len, t0 = tc * j->chunk_toks;
+    if (gc < j->n_big) {
+      g0 = gc * j->chunk_groups;
+      len = j->chunk_groups;
+    } else {
+      g0 = j->n_big * j->chunk_groups + (gc - j->n_big) * j->small_groups;
+      len = j->small_groups;
+    }
+    int64_t g1 = g0 + len < j->p->n_groups ? g0 + len : j->p->n_groups;
     int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
     pk_rect(j, g0, g1, t0, t1);
   }
@@ -259,6 +341,22 @@ static void pk_plan(struct pk_job *j, int nth) {
   j->chunk_groups = cg;
   j->n_group_chunks = (ng + cg - 1) / cg;
   kern_split_tokens(nth, j->n_group_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
+  j->n_big = j->n_group_chunks;
+  j->small_groups = cg;
+  /* Rows only (one token, generation): the threads finish together only
+   * as closely as the last chunk is short, and a decode step ends ~170
+   * jobs per token this way. So about 3/4 of the groups go in ~3 big
+   * chunks per thread and the rest in ~16 small ones per thread (taken
+   * last, by whichever thread is free). Which thread computes a group
+   * never changes its result. */
+  if (nth > 1 && j->n_tok_chunks == 1 && ng >= (int64_t)nth * 16) {
+    int64_t big = (ng + nth * 4 - 1) / (nth * 4), small = (ng + nth * 32 - 1) / (nth * 32);
+    int64_t n_big = ng * 3 / 4 / big, rest = ng - n_big * big;
+    j->chunk_groups = big;
+    j->n_big = n_big;
+    j->small_groups = small;
+    j->n_group_chunks = n_big + (rest + small - 1) / small;
+  }
   atomic_init(&j->next, 0);
   atomic_init(&j->failed, 0);
 }

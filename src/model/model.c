@@ -9,9 +9,15 @@
  * load/ctx_init/forward through model_arch_ops.
  *
  * Invariants:
- *   - weights are never copied: model_tensor.data points into the gguf
- *     mapping; only 1-D vectors that are not F32 are dequantized into small
- *     buffers the model owns (m->owned);
+ *   - weights are copied out of the mapping once, at load, into memory the
+ *     model owns (m->owned): matrices whose type has a repacked layout on
+ *     this CPU into that layout (bind_pack), other matrices as they are
+ *     (bind_copy; huge pages from 2 MiB on), 1-D vectors (norms, biases)
+ *     into small f32 buffers. Only tensors bound MODEL_BIND_ROWS
+ *     (token_embd: one row read per token) and files read into memory
+ *     rather than mapped stay where gguf put them. The mapping's pages of
+ *     every copied tensor are released (MADV_DONTNEED), so they are not
+ *     resident twice; see docs/runtime.md, "Memory".
  *   - every buffer a context computes with is allocated in model_ctx_new();
  *     a forward pass allocates nothing (the kernels' pool keeps its own
  *     scratch);
@@ -53,6 +59,8 @@ const char *model_arch_name(enum model_arch a) {
 
 /* ---- open / free ---------------------------------------------------------- */
 
+static void release_copied(model *m);
+
 int model_open(const char *path, model **out) {
   *out = NULL;
   gguf_file *f = NULL;
@@ -90,6 +98,7 @@ int model_load(gguf_file *f, model **out) {
     model_free(m);
     return rc;
   }
+  release_copied(m);
   *out = m;
   return 0;
 }
@@ -99,6 +108,7 @@ void model_free(model *m) {
   if (m->ops && m->ops->unload) m->ops->unload(m);
   for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
   free(m->owned);
+  free(m->copied);
   gguf_close(m->f);
   free(m);
 }
@@ -256,6 +266,67 @@ static void release_pages(const void *src, size_t bytes, void *ctx) {
   if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
+/* Remembers that the model holds its own copy of src..src + bytes of the
+ * mapping, and releases those pages now. Out of memory for the list only
+ * costs the second release (release_copied), so it is not an error. */
+static void copied(model *m, const void *src, size_t bytes) {
+  if (!gguf_is_mapped(m->f)) return;
+  release_pages(src, bytes, NULL);
+  if (m->n_copied == m->cap_copied) {
+    size_t cap = m->cap_copied ? m->cap_copied * 2 : 64;
+    struct model_span *c = realloc(m->copied, cap * sizeof *c);
+    if (!c) return;
+    m->copied = c;
+    m->cap_copied = cap;
+  }
+  m->copied[m->n_copied++] = (struct model_span){src, bytes};
+}
+
+/* Releases every copied range once more, after the whole load. Needed
+ * because a page fault maps more than the page it hits: fault-around maps
+ * up to 64 KiB of neighbours, and on file systems with large folios (ext4
+ * since Linux 6.16) a fault maps the whole folio, up to 2 MiB. Copying a
+ * norm vector (8 KiB) right after the previous layer's ffn_down was
+ * repacked and released brought back up to 2 MiB of ffn_down's pages; a
+ * forward pass reading norms from the mapping did the same on every call
+ * (Q8_0 TinyLlama: 82 MiB of the file resident for 66 MiB of token_embd,
+ * on top of the repacked copy). */
+static void release_copied(model *m) {
+  for (size_t i = 0; i < m->n_copied; i++) release_pages(m->copied[i].p, m->copied[i].n, NULL);
+}
+
+#define COPY_SLICE ((size_t)1 << 20) /* bytes copied between releases */
+
+/* A matrix without a repacked layout (F16, BF16, F32, the K-quants...),
+ * from a mapping: copied (kern_weights_alloc: huge pages from 2 MiB on),
+ * releasing the mapping's pages slice by slice, as bind_pack does.
+ * Why copy at all: generation streams every weight once per token; in the
+ * mapping that is 4 KiB pages (only part of a file is ever mapped with
+ * 2 MiB entries, depending on the page cache's folios), a TLB miss and a
+ * hardware-prefetch restart every 4 KiB. Why copy the small ones too: a
+ * matrix read from the mapping faults in its whole folio (up to 2 MiB),
+ * with the pages of its copied neighbours (Q4_K_M TinyLlama: attn_k and
+ * attn_v, 0.3-0.4 MiB, kept 31 MiB of attn_q and attn_output resident
+ * twice). Same resident size, one memcpy of the file at load; the page
+ * cache keeps the file (reclaimable). */
+static int bind_copy(model *m, model_tensor *t, uint64_t n_bytes) {
+  if (!gguf_is_mapped(m->f) || n_bytes == 0 || n_bytes > SIZE_MAX) return 0;
+  uint8_t *dst = kern_weights_alloc((size_t)n_bytes);
+  if (!dst || own(m, dst)) {
+    free(dst);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory for %llu bytes", t->name, (unsigned long long)n_bytes);
+  }
+  const uint8_t *src = t->data;
+  for (size_t o = 0; o < (size_t)n_bytes; o += COPY_SLICE) {
+    size_t n = (size_t)n_bytes - o < COPY_SLICE ? (size_t)n_bytes - o : COPY_SLICE;
+    memcpy(dst + o, src + o, n);
+    release_pages(src + o, n, NULL);
+  }
+  copied(m, src, (size_t)n_bytes);
+  t->data = dst;
+  return 0;
+}
+
 /* Repacks a bound matrix when its type has a faster layout on this CPU (see
  * model_bind_matrix), releasing the mapping's pages of the original slice
  * by slice as they are copied (so a big tensor is never resident twice),
@@ -269,13 +340,13 @@ static int bind_pack(model *m, model_tensor *t, uint64_t n_bytes) {
     snprintf(why, sizeof why, "%s", err_detail());
     return err_set(rc, "tensor '%s': cannot repack: %s", t->name, why);
   }
-  if (!p) return 0;
+  if (!p) return bind_copy(m, t, n_bytes);
   if (own(m, p)) { /* kern_packed_free is free() */
     kern_packed_free(p);
     return err_set(ERR_NOMEM, "tensor '%s': out of memory", t->name);
   }
   t->packed = p;
-  if (mapped) release_pages(t->data, (size_t)n_bytes, NULL);
+  copied(m, t->data, (size_t)n_bytes);
   return 0;
 }
 
@@ -334,17 +405,19 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
   int rc = bind_v(m, &t, n, 0, flags, fmt, ap);
   va_end(ap);
   if (rc || !t.data) return rc;
-  if (t.type == TENSOR_TYPE_F32 && ((uintptr_t)t.data % sizeof(float)) == 0) {
-    *out = t.data;
-    return 0;
-  }
+  /* Copied even when F32: read from the mapping on every forward pass, an
+   * 8 KiB norm kept its whole folio (up to 2 MiB) of the file resident,
+   * next to the repacked copy of the matrices around it. */
   float *v = malloc((size_t)n * sizeof *v);
   if (!v || own(m, v)) {
     free(v);
     return err_set(ERR_NOMEM, "tensor '%s': out of memory", t.name);
   }
-  rc = ref_dequantize_row(t.type, t.data, v, n);
-  if (rc) return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
+  if (t.type == TENSOR_TYPE_F32)
+    memcpy(v, t.data, (size_t)n * sizeof *v);
+  else if ((rc = ref_dequantize_row(t.type, t.data, v, n)))
+    return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
+  copied(m, t.data, t.row_bytes);
   *out = v;
   return 0;
 }
@@ -570,7 +643,11 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
                                                 : false;
       if (w) c->step_out[st.n_out++] = t;
     }
+    /* the pass issues hundreds of small jobs: keep the workers awake
+     * between them (tpool_hold_begin) */
+    tpool_hold_begin(c->tp);
     int rc = c->m->ops->forward(c, &st, out);
+    tpool_hold_end(c->tp);
     if (rc) return rc; /* n_past still holds the positions before the batch */
     for (int64_t t = 0; t < step; t++) c->n_past[c->step_seq[t]] = c->step_pos[t] + 1;
     if (st.n_out) out += st.n_out * hp->n_vocab;

@@ -22,7 +22,7 @@ typedef struct model_tensor {
   uint32_t type;     /* enum tensor_type */
   int64_t n_cols;    /* dims[0] */
   int64_t n_rows;    /* dims[1] (1 for a vector) */
-  const void *data;  /* in the mapping */
+  const void *data;  /* in the mapping, or the model's copy (bind_copy) */
   size_t row_bytes;
   kern_packed *packed; /* the rows repacked for this CPU (owned by the model),
                           or NULL: kern_matmul_packed instead of kern_matmul */
@@ -34,9 +34,15 @@ struct model {
   const model_arch_ops *ops;
   model_hparams hp;
   uint64_t weight_bytes;   /* sum of bound tensors' bytes */
-  void **owned;            /* small buffers the model allocated (vectors
-                              dequantized to f32), freed with the model */
+  void **owned;            /* buffers the model allocated (vectors copied
+                              or dequantized to f32, repacked matrices),
+                              freed with the model */
   size_t n_owned, cap_owned;
+  struct model_span { const void *p; size_t n; } *copied; /* ranges of the
+                              mapping the model holds a copy of: released
+                              once more at the end of load (see
+                              release_copied in model.c) */
+  size_t n_copied, cap_copied;
   void *arch_data;         /* the architecture's tensors (llama.c) */
 };
 

@@ -5,7 +5,7 @@
  * penalties, (optionally) log-softmax for the log-probabilities, then either
  * take the argmax or build the candidate list (token, weight) and truncate
  * it: top-k by a deterministic quickselect (no full sort of a 150k
- * vocabulary), top-p by sorting only what can be in the nucleus, min-p by a
+ * vocabulary), top-p by a quickselect that follows the mass (no sort), min-p by a
  * linear filter. The draw walks the kept candidates in token-id order, so
  * the outcome of a seed depends only on the kept set and its weights.
  *
@@ -32,6 +32,7 @@ struct sampler {
   int32_t n_ring, ring_head;
   uint32_t *counts;     /* [n_vocab] occurrences in ring */
   uint32_t *stamp;      /* [n_vocab] penalized-this-call markers */
+  uint8_t *mark;        /* [n_vocab] all 0 between calls (kept-set scratch) */
   uint32_t gen;
   sample_rng rng;
 };
@@ -108,9 +109,10 @@ int sample_new(const sample_params *p, int32_t n_vocab, sampler **out) {
   s->w = malloc(V * sizeof *s->w);
   s->counts = calloc(V, sizeof *s->counts);
   s->stamp = calloc(V, sizeof *s->stamp);
+  s->mark = calloc(V, sizeof *s->mark);
   s->ring = malloc((p->penalty_last_n ? (size_t)p->penalty_last_n : 1) * sizeof *s->ring);
   s->bias = malloc((p->n_bias ? p->n_bias : 1) * sizeof *s->bias);
-  if (!s->logits || !s->ids || !s->w || !s->counts || !s->stamp || !s->ring || !s->bias) {
+  if (!s->logits || !s->ids || !s->w || !s->counts || !s->stamp || !s->mark || !s->ring || !s->bias) {
     sample_free(s);
     return err_set(ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
   }
@@ -128,6 +130,7 @@ void sample_free(sampler *s) {
   free(s->w);
   free(s->counts);
   free(s->stamp);
+  free(s->mark);
   free(s->ring);
   free(s->bias);
   free(s);
@@ -169,23 +172,31 @@ static inline void swap_cand(float *w, int32_t *ids, int64_t a, int64_t b) {
   ids[b] = ti;
 }
 
+/* Partitions [lo, hi) (hi - lo >= 2) around a median-of-three pivot:
+ * returns its final index piv, with [lo, piv) before it in candidate order
+ * and (piv, hi) after it. Deterministic. */
+static int64_t partition(float *w, int32_t *ids, int64_t lo, int64_t hi) {
+  int64_t mid = lo + (hi - lo) / 2;
+  if (before(w, ids, mid, lo)) swap_cand(w, ids, mid, lo);
+  if (before(w, ids, hi - 1, lo)) swap_cand(w, ids, hi - 1, lo);
+  if (before(w, ids, hi - 1, mid)) swap_cand(w, ids, hi - 1, mid);
+  /* pivot = median, moved to lo */
+  swap_cand(w, ids, lo, mid);
+  int64_t store = lo + 1;
+  for (int64_t i = lo + 1; i < hi; i++)
+    if (before(w, ids, i, lo)) swap_cand(w, ids, i, store++);
+  int64_t piv = store - 1;
+  swap_cand(w, ids, lo, piv);
+  return piv;
+}
+
 /* Rearranges [lo, hi) so that its first k elements (k < hi - lo) are the k
  * first in candidate order. Hoare-style quickselect with a median-of-three
  * pivot: deterministic, O(n) on average. */
 static void select_top(float *w, int32_t *ids, int64_t lo, int64_t hi, int64_t k) {
   while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (before(w, ids, mid, lo)) swap_cand(w, ids, mid, lo);
-    if (before(w, ids, hi - 1, lo)) swap_cand(w, ids, hi - 1, lo);
-    if (before(w, ids, hi - 1, mid)) swap_cand(w, ids, hi - 1, mid);
-    /* pivot = median, moved to lo */
-    swap_cand(w, ids, lo, mid);
-    int64_t store = lo + 1;
-    for (int64_t i = lo + 1; i < hi; i++)
-      if (before(w, ids, i, lo)) swap_cand(w, ids, i, store++);
-    int64_t piv = store - 1;
-    swap_cand(w, ids, lo, piv); /* pivot at its final rank piv */
-    int64_t rank = piv - lo;    /* elements before the pivot */
+    int64_t piv = partition(w, ids, lo, hi);
+    int64_t rank = piv - lo; /* elements before the pivot */
     if (rank == k || rank + 1 == k) return;
     if (rank > k) {
       hi = piv;
@@ -194,6 +205,61 @@ static void select_top(float *w, int32_t *ids, int64_t lo, int64_t hi, int64_t k
       lo = piv + 1;
     }
   }
+}
+
+/* Heap order for select_top_heap: the root is the candidate that comes
+ * last in candidate order among the kept ones. */
+static void heap_sift(float *w, int32_t *ids, int64_t k, int64_t i) {
+  for (;;) {
+    int64_t c = 2 * i + 1, worst = i;
+    if (c < k && before(w, ids, worst, c)) worst = c;
+    if (c + 1 < k && before(w, ids, worst, c + 1)) worst = c + 1;
+    if (worst == i) return;
+    swap_cand(w, ids, i, worst);
+    i = worst;
+  }
+}
+
+/* select_top for a small k (k < n): one pass over [0, n) with the k first
+ * candidates so far in a heap at [0, k); a newcomer that does not beat the
+ * root costs one comparison, so top-40 of 32k candidates is ~n comparisons
+ * instead of a quickselect's repeated partitions of both arrays. Leaves the
+ * same set at [0, k) as select_top (in another order). */
+static void select_top_heap(float *w, int32_t *ids, int64_t n, int64_t k) {
+  for (int64_t i = k / 2 - 1; i >= 0; i--) heap_sift(w, ids, k, i);
+  for (int64_t i = k; i < n; i++)
+    if (before(w, ids, i, 0)) {
+      swap_cand(w, ids, 0, i);
+      heap_sift(w, ids, k, 0);
+    }
+}
+
+/* The nucleus without sorting: rearranges [0, n) so that [0, k) are the k
+ * first candidates (in no order) for the smallest k whose weights reach
+ * target, and returns k (n if none does). *m_prev and *m_k get the mass of
+ * the first k - 1 and k candidates as summed here. A quickselect that
+ * follows the mass instead of a rank: O(n) on average. */
+static int64_t select_mass(float *w, int32_t *ids, int64_t n, double target, double *m_prev, double *m_k) {
+  int64_t lo = 0, hi = n;
+  double acc = 0.0; /* mass of [0, lo): all before [lo, hi), and < target */
+  while (hi - lo > 1) {
+    int64_t piv = partition(w, ids, lo, hi);
+    double upper = 0.0;
+    for (int64_t i = lo; i < piv; i++) upper += w[i];
+    if (acc + upper >= target) {
+      hi = piv;
+    } else if (acc + upper + w[piv] >= target) {
+      *m_prev = acc + upper;
+      *m_k = acc + upper + w[piv];
+      return piv + 1;
+    } else {
+      acc += upper + w[piv];
+      lo = piv + 1;
+    }
+  }
+  *m_prev = acc;
+  *m_k = lo < n ? acc + w[lo] : acc;
+  return lo < n ? lo + 1 : n;
 }
 
 /* Sorts [0, n) into candidate order (insertion sort for short lists, else
@@ -277,9 +343,16 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
     lse = out->logprob;
   }
 
+  /* argmax, the first on ties; -inf and NaN never win (the running maximum
+   * stays in a register: comparing with L[best] made every element wait
+   * for the previous one's load, 3x slower) */
   int32_t best = -1;
+  float best_v = -INFINITY;
   for (int32_t i = 0; i < V; i++)
-    if (L[i] > -INFINITY && !isnan(L[i]) && (best < 0 || L[i] > L[best])) best = i;
+    if (L[i] > best_v) {
+      best_v = L[i];
+      best = i;
+    }
   if (best < 0) return err_set(ERR_INVALID, "sampler: every token has a logit of -inf or NaN (all banned?)");
 
   int32_t tok = best;
@@ -297,7 +370,8 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
     }
     bool reordered = false;
     if (s->p.top_k > 0 && s->p.top_k < n) {
-      select_top(s->w, s->ids, 0, n, s->p.top_k);
+      if (s->p.top_k <= 1024 && (int64_t)s->p.top_k * 8 < n) select_top_heap(s->w, s->ids, n, s->p.top_k);
+      else select_top(s->w, s->ids, 0, n, s->p.top_k);
       n = s->p.top_k;
       reordered = true;
     }
@@ -305,28 +379,41 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
     if (s->p.top_p < 1.0f && n > 1) {
       total = 0.0;
       for (int64_t i = 0; i < n; i++) total += s->w[i];
-      /* Only tokens above a small threshold can be in the nucleus when the
-       * mass above it already reaches p; then sort just those. */
-      double target = (double)s->p.top_p * total;
-      float thr = s->w[0] > 0 ? 1e-4f : 0.0f; /* w is relative to the max (<= 1) */
+      /* The nucleus is the shortest prefix of the candidate order whose
+       * mass reaches p. Found by a mass-following quickselect, without
+       * sorting: with a flat distribution (high temperature, a random
+       * model) it is most of a 32k vocabulary, and sorting it cost ~10 ms
+       * per token. Only when the mass lands within rounding of p, where
+       * the summation order could decide, is the prefix sorted and summed
+       * in candidate order as the definition says. */
+      double target = (double)s->p.top_p * total, m_prev = 0.0, m_k = 0.0;
+      double eps = 1e-9 * total;
+      /* first, when the weights above a small threshold already reach p
+       * (a peaked distribution), only those can be in the nucleus: one
+       * cheap pass shrinks the list (they all come before the rest) */
+      const float thr = 1e-4f; /* w is relative to the max (<= 1) */
       double above = 0.0;
-      int64_t m = 0;
+      int64_t n_above = 0;
       for (int64_t i = 0; i < n; i++)
         if (s->w[i] >= thr) above += s->w[i];
-      if (above >= target) {
+      if (above >= target + eps) {
         for (int64_t i = 0; i < n; i++)
-          if (s->w[i] >= thr) swap_cand(s->w, s->ids, i, m++);
+          if (s->w[i] >= thr) swap_cand(s->w, s->ids, i, n_above++);
       } else {
-        m = n;
+        n_above = n;
       }
-      sort_cands(s->w, s->ids, 0, m);
-      double cum = 0.0;
-      int64_t keep = m;
-      for (int64_t i = 0; i < m; i++) {
-        cum += s->w[i];
-        if (cum >= target) {
-          keep = i + 1;
-          break;
+      int64_t keep = select_mass(s->w, s->ids, n_above, target, &m_prev, &m_k);
+      if (!(m_prev < target - eps && m_k >= target + eps)) {
+        int64_t m = keep < n ? keep + 1 : n;
+        sort_cands(s->w, s->ids, 0, m);
+        double cum = 0.0;
+        keep = m;
+        for (int64_t i = 0; i < m; i++) {
+          cum += s->w[i];
+          if (cum >= target) {
+            keep = i + 1;
+            break;
+          }
         }
       }
       n = keep;
@@ -349,7 +436,17 @@ int sample_next(sampler *s, const float *logits, bool want_logprob, sample_resul
     if (reordered && n > 1) {
       /* back to token-id order for the draw: sort ids, then look weights up
        * again from the logits (the same expression, so the same values) */
-      qsort(s->ids, (size_t)n, sizeof *s->ids, cmp_id);
+      if (n > V / 64) { /* many: mark and collect in one pass over the vocabulary */
+        for (int64_t i = 0; i < n; i++) s->mark[s->ids[i]] = 1;
+        int64_t j = 0;
+        for (int32_t t = 0; t < V; t++)
+          if (s->mark[t]) {
+            s->mark[t] = 0;
+            s->ids[j++] = t;
+          }
+      } else {
+        qsort(s->ids, (size_t)n, sizeof *s->ids, cmp_id);
+      }
       for (int64_t i = 0; i < n; i++) s->w[i] = expf((L[s->ids[i]] - mx) * inv_t);
     }
     total = 0.0;

@@ -16,6 +16,7 @@
  */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "kernels/kernels.h"
@@ -365,6 +366,91 @@ TEST(kernels_tpool_claims_each_task_once_across_jobs) {
     }
     tpool_free(tp);
   }
+}
+
+/* Waits (up to 20 s, a liveness bound, not a speed bound) until every
+ * worker of tp has gone to sleep more often than before[i]. */
+static bool kt_workers_slept(thread_pool *tp, const uint64_t *before) {
+  for (int ms = 0; ms < 20000; ms++) {
+    bool all = true;
+    for (int i = 1; i < tpool_n_threads(tp); i++) {
+      tpool_stats st;
+      tpool_get_stats(tp, i, &st);
+      if (st.n_sleeps <= before[i]) all = false;
+    }
+    if (all) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+/* Inside a hold scope (nested twice, as a caller inside a caller would)
+ * workers wait hot between jobs; whatever the timing, every task of every
+ * job runs exactly once with its own fn/ctx, the counters add up to every
+ * task run, and once the scope is left the workers do go to sleep (the
+ * n_sleeps counter moves). A new scope wakes them: jobs still run right
+ * after it. */
+TEST(kernels_tpool_hold_scope_runs_every_task_once_then_sleeps) {
+  enum { JOBS = 3000 };
+  static atomic_int counts[JOBS][128];
+  for (int n = 2; n <= 3; n++) {
+    thread_pool *tp = NULL;
+    ASSERT_INT_EQ(tpool_new(n, &tp), 0);
+    for (int round = 0; round < 2 && !test_failed_flag; round++) {
+      for (int j = 0; j < JOBS; j++)
+        for (int i = 0; i < 128; i++) atomic_init(&counts[j][i], 0);
+      uint64_t tasks0 = 0, before[4] = {0};
+      for (int i = 0; i < n; i++) {
+        tpool_stats st;
+        tpool_get_stats(tp, i, &st);
+        tasks0 += st.n_tasks;
+      }
+      tpool_hold_begin(tp);
+      tpool_hold_begin(tp);
+      for (int j = 0; j < JOBS / 2; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
+      tpool_hold_end(tp); /* still held once */
+      for (int j = JOBS / 2; j < JOBS; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
+      tpool_hold_end(tp);
+      tpool_hold_end(tp); /* unbalanced: ignored */
+      uint64_t tasks1 = 0;
+      for (int i = 0; i < n; i++) {
+        tpool_stats st;
+        tpool_get_stats(tp, i, &st);
+        tasks1 += st.n_tasks;
+        before[i] = st.n_sleeps;
+      }
+      EXPECT_INT_EQ((long long)(tasks1 - tasks0), (long long)JOBS * n);
+      for (int j = 0; j < JOBS && !test_failed_flag; j++) {
+        int base = j % 2 ? 32 : 0;
+        for (int i = 0; i < n; i++) EXPECT_INT_EQ(atomic_load(&counts[j][base + i]), 1);
+        EXPECT_INT_EQ(atomic_load(&counts[j][base + n]), 0);
+        EXPECT_INT_EQ(atomic_load(&counts[j][32 - base]), 0);
+        EXPECT_INT_EQ(atomic_load(&counts[j][64 + n]), n);
+      }
+      EXPECT_TRUE(kt_workers_slept(tp, before));
+      /* round 2 begins a scope with every worker asleep */
+    }
+    tpool_free(tp);
+  }
+  /* no pool, one thread: no-ops; stats of a bad index are zeros */
+  tpool_hold_begin(NULL);
+  tpool_hold_end(NULL);
+  thread_pool *tp1 = NULL;
+  ASSERT_INT_EQ(tpool_new(1, &tp1), 0);
+  tpool_hold_begin(tp1);
+  atomic_int counts1[128];
+  for (int i = 0; i < 128; i++) atomic_init(&counts1[i], 0);
+  tpool_run(tp1, kt_count, counts1);
+  tpool_hold_end(tp1);
+  EXPECT_INT_EQ(atomic_load(&counts1[0]), 1);
+  tpool_stats st;
+  st.n_tasks = 99;
+  tpool_get_stats(tp1, 5, &st);
+  EXPECT_INT_EQ((long long)st.n_tasks, 0);
+  tpool_get_stats(NULL, 0, &st);
+  EXPECT_INT_EQ((long long)st.n_sleeps, 0);
+  tpool_free(tp1);
 }
 
 TEST(kernels_isa_name) {

@@ -184,6 +184,11 @@ TEST(kernels_packed_q4_0_shapes) {
   kp_shapes(TENSOR_TYPE_Q4_0, false);
 }
 
+TEST(kernels_packed_q5_0_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_shapes(TENSOR_TYPE_Q5_0, false);
+}
+
 TEST(kernels_packed_q8_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_shapes(TENSOR_TYPE_Q8_0, false);
@@ -230,6 +235,8 @@ TEST(kernels_packed_deterministic) {
   kp_deterministic(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_deterministic(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_deterministic(TENSOR_TYPE_Q5_0);
   NEED_PACK(TENSOR_TYPE_Q4_K);
   kp_deterministic(TENSOR_TYPE_Q4_K);
 }
@@ -267,6 +274,8 @@ TEST(kernels_packed_reference_path) {
   kp_reference(TENSOR_TYPE_Q4_0);
   NEED_PACK(TENSOR_TYPE_Q8_0);
   kp_reference(TENSOR_TYPE_Q8_0);
+  NEED_PACK(TENSOR_TYPE_Q5_0);
+  kp_reference(TENSOR_TYPE_Q5_0);
   NEED_PACK(TENSOR_TYPE_Q4_K);
   kp_reference(TENSOR_TYPE_Q4_K);
 }

@@ -1,0 +1,114 @@
+/*
+ * test_model_mem.c - the model does not keep the file's pages of tensors it
+ * holds a copy of resident (docs/runtime.md, "Memory"): repacked matrices
+ * (bind_pack), other matrices copied into huge pages (bind_copy) and 1-D
+ * vectors. Checked with /proc/self/pagemap's "present" bit of the mapping,
+ * page by page, right after load and after a forward pass.
+ * (mincore() would not do: it reports the page cache, which keeps the file
+ * whatever this process maps.)
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+#include "model/model.h"
+#include "model/testgen.h"
+#include "test.h"
+
+/* Pages of [p, p + n) (whole pages only) mapped in this process, or -1
+ * when pagemap cannot be read. Bit 63 of a pagemap entry: page present. */
+static long present_pages(int fd, const void *p, size_t n) {
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) / (uintptr_t)pg, e = ((uintptr_t)p + n) / (uintptr_t)pg;
+  long count = 0;
+  for (uintptr_t i = a; i < e; i++) {
+    uint64_t ent;
+    if (pread(fd, &ent, sizeof ent, (off_t)(i * sizeof ent)) != (ssize_t)sizeof ent) return -1;
+    count += (long)(ent >> 63);
+  }
+  return count;
+}
+
+/* Q8_0 has a repacked layout on this CPU (kern_pack gives one). */
+static int q8_packs(void) {
+  uint8_t w[8 * 34];
+  memset(w, 0, sizeof w);
+  kern_packed *p = NULL;
+  if (kern_pack(TENSOR_TYPE_Q8_0, w, 8, 32, &p)) return 0;
+  kern_packed_free(p);
+  return p != NULL;
+}
+
+/* Every tensor but token_embd (read row by row from the mapping) whose name
+ * starts with `prefix` (or any, for "") must have no page present. */
+static void expect_released(int fd, const gguf_file *f, const char *prefix, const char *when) {
+  for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+    const gguf_tensor *t = gguf_tensor_at(f, i);
+    if (strcmp(t->name, "token_embd.weight") == 0 || strncmp(t->name, prefix, strlen(prefix)) != 0) continue;
+    long n = present_pages(fd, t->data, (size_t)t->n_bytes);
+    if (n != 0)
+      test_fail_at(__FILE__, __LINE__, "%s: %ld pages of '%s' (%llu bytes) still mapped", when, n, t->name,
+                   (unsigned long long)t->n_bytes);
+  }
+}
+
+/* A model of type `type` whose tensors are several pages each (attn_q
+ * 2048 x 2048, norms 8 KiB = 2 pages, every matrix at least 2 MiB in F16):
+ * after load no page of a copied tensor is mapped, and after a forward
+ * pass none of blk.1 and the output (see below). */
+static void check_released(uint32_t type, const char *name) {
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) TEST_SKIP("/proc/self/pagemap cannot be read");
+  model_testgen g = model_testgen_small();
+  g.n_embd = 2048;
+  g.n_head = 16;
+  g.n_head_kv = 4;
+  g.n_ff = 1024;
+  g.n_ctx = 64;
+  g.n_vocab = 600;
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), name);
+  ASSERT_INT_EQ(model_testgen_write(&g, path), 0);
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  const gguf_file *f = model_gguf(m);
+  ASSERT_TRUE(gguf_is_mapped(f));
+  expect_released(fd, f, "", "after load");
+  /* A forward pass reads token_embd rows from the mapping, whose faults may
+   * map the folio (up to 2 MiB) around them, reaching into blk.0; blk.1 and
+   * the output are beyond it and must stay unmapped. */
+  model_ctx_params cp = model_ctx_default_params();
+  cp.n_threads = 1;
+  model_ctx *c = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, &cp, &c), 0);
+  const int32_t toks[3] = {1, 2, 3};
+  float *logits = malloc((size_t)g.n_vocab * sizeof *logits);
+  ASSERT_TRUE(logits != NULL);
+  EXPECT_INT_EQ(model_forward(c, toks, 3, 0, logits, MODEL_LOGITS_LAST), 0);
+  expect_released(fd, f, "blk.1.", "after a forward pass");
+  expect_released(fd, f, "output", "after a forward pass");
+  free(logits);
+  model_ctx_free(c);
+  model_free(m);
+  close(fd);
+  unlink(path);
+}
+
+/* Q8_0: matrices repacked (bind_pack), vectors copied. */
+TEST(model_mem_packed_not_resident) {
+  if (!q8_packs()) TEST_SKIP("Q8_0 is not repacked on this CPU");
+  check_released(TENSOR_TYPE_Q8_0, "mem_q8");
+}
+
+/* F16: matrices copied into huge pages (bind_copy), vectors copied. */
+TEST(model_mem_copied_not_resident) {
+  check_released(TENSOR_TYPE_F16, "mem_f16");
+}
