@@ -35,7 +35,7 @@ for m in $MODELS; do
   out=$("$BIN" bench "$f" -p 512 -n 128 -t "$THREADS" -r "$RUNS")
   echo "$out"
   line=$(printf '%s\n' "$out" | awk -v bw="$bw" -v m="$m" '
-    /^pp/ {pp = $2} /^tg/ {tg = $2}
+    /^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
     /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}
     END {bound = bw * 1e9 / b;
          printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s / %.1f MB per token)  tg = %3.0f%% of bound\n",
