@@ -27,6 +27,31 @@
 #define Q4KX8_NT 4 /* tokens per tile call: 8 keeps 24 accumulators live and spills (2-4% slower at 64 tokens) */
 #endif
 
+/* One-token software prefetch, Q4KX8_PF_DIST bytes ahead (the groups of a
+ * matrix are one forward stream, and prefetches past its end do not
+ * fault). On the 2-core Zen 3 KVM guest, one-token calls over 300 MB of
+ * packed Q4_K (bench/kernels_cpu.sh, ROTATE_MB=300 HUGE=1, one thread, CPU
+ * time) read 0.77 of the one-thread read probe without prefetch and 0.83-
+ * 0.89 with 2048-8192 (medians of 7 alternating runs; docs/perf.md).
+ * Written as volatile asm: gcc hoists _mm_prefetch intrinsics into one
+ * burst of 18 at the super-block's start, which measured no gain; the asm
+ * stays spread, 2 lines per sub-block. Only at nt == 1: batches are
+ * compute-bound and keep the body unchanged. */
+#ifndef Q4KX8_PF_DIST
+#define Q4KX8_PF_DIST 4096
+#endif
+
+/* Prefetches the n lines starting Q4KX8_PF_DIST bytes after p. */
+TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
+#if Q4KX8_PF_DIST > 0
+#pragma GCC unroll 2
+  for (int i = 0; i < n; i++) __asm__ volatile("prefetcht0 %0" : : "m"(p[Q4KX8_PF_DIST + 64 * i]));
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 /* One group of 8 interleaved Q4_K rows (n columns) x nt <= Q4KX8_NT tokens
  * of packed-Q4_K activations (block_q8_K with per-32 sums in bsums[0..7]):
  * y[t * ys + r] for r < 8. */
@@ -54,6 +79,12 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                             c + 3, -1, c + 3, -1);
       __m256i sck = _mm256_shuffle_epi8(k < 4 ? sca : scb, pick);
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
+      /* one token: the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per
+       * sub-block and lines 16, 17 with sub-blocks 0, 1 */
+      if (nt == 1) {
+        q4kx8_prefetch(o + 128 * k, 2);
+        if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1);
+      }
       __m256i s[Q4KX8_NT];
 #pragma GCC unroll 4
       for (int i = 0; i < 8; i += 2) {
