@@ -31,8 +31,9 @@
  * matrix are one forward stream, and prefetches past its end do not
  * fault). On the 2-core Zen 3 KVM guest, one-token calls over 300 MB of
  * packed Q4_K (bench/kernels_cpu.sh, ROTATE_MB=300 HUGE=1, one thread, CPU
- * time) read 0.77 of the one-thread read probe without prefetch and 0.83-
- * 0.89 with 2048-8192 (medians of 7 alternating runs; docs/perf.md).
+ * time) read 0.69-0.81 of the one-thread read probe without prefetch and
+ * 0.83-0.95 with 2048-8192 in the quieter windows, no better in others
+ * (a loaded machine; docs/perf.md).
  * Written as volatile asm: gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
  * stays spread, 2 lines per sub-block. Only at nt == 1: batches are
