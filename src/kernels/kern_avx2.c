@@ -20,6 +20,7 @@
 #include "kernels/kern_x86_f16.h"
 #include "kernels/kern_x86_q4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
+#include "kernels/kern_x86_q6kx8.h"
 
 int kern_ops_avx2(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -31,6 +32,7 @@ int kern_ops_avx2(struct kern_ops *ops) {
   x86_fill_ops_rect(ops);
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
+  x86_fill_packed_q6k_ops(ops);
   return 1;
 }
 

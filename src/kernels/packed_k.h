@@ -1,5 +1,5 @@
 /*
- * packed_k.h - the repacked layouts of the K-quants (today Q4_K), beside the
+ * packed_k.h - the repacked layouts of the K-quants (Q4_K, Q6_K), beside the
  * x 8 Q4_0 / Q8_0 layouts of packed.c, which calls these through a small
  * per-type hook. Internal to src/kernels/; the layout is described in
  * packed_k.c.

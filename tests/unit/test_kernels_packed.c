@@ -10,7 +10,7 @@
  * so they may differ only by f32 rounding of the block sums' accumulation
  * (<= 1e-5 of sum |w x|). A wrong nibble, row or scale order breaks that by
  * orders of magnitude. Shapes: row counts that are not multiples of the
- * 8-row groups, 1..7 blocks, 1..17 tokens. The K-quants (Q4_K) run the
+ * 8-row groups, 1..7 blocks, 1..17 tokens. The K-quants (Q4_K, Q6_K) run the
  * same checks on blocks of 256 columns (their activations are quantized
  * in blocks of 256, which the tolerance follows).
  */
@@ -25,7 +25,7 @@
 
 /* Columns per weight block, which is also the activation block of the
  * packed types (Q8_K-style 256 for the K-quants, 32 otherwise). */
-static int64_t kp_blk(int type) { return type == TENSOR_TYPE_Q4_K ? 256 : 32; }
+static int64_t kp_blk(int type) { return type == TENSOR_TYPE_Q4_K || type == TENSOR_TYPE_Q6_K ? 256 : 32; }
 
 static uint64_t kp_rng = 0x9e3779b97f4a7c15ull;
 static float kp_rand(void) { /* uniform in [-1, 1) */
@@ -122,7 +122,7 @@ static int kp_check_double(const struct kp_case *c, const float *y, const char *
 /* True when this CPU packs type (x86 with AVX2 today). */
 static bool kp_packs(int type) {
   kern_packed *p = NULL;
-  uint8_t w[144 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q4_K) */
+  uint8_t w[210 * 8] = {0}; /* 8 rows of one block of the largest packed type (Q6_K) */
   if (kern_pack(type, w, 8, kp_blk(type), &p) || !p) return false;
   kern_packed_free(p);
   return true;
@@ -200,6 +200,11 @@ TEST(kernels_packed_q4_k_shapes) {
   kp_shapes(TENSOR_TYPE_Q4_K, true);
 }
 
+TEST(kernels_packed_q6_k_shapes) {
+  NEED_PACK(TENSOR_TYPE_Q6_K);
+  kp_shapes(TENSOR_TYPE_Q6_K, true);
+}
+
 /* Bit-identical results for 1, 2, 3 threads and for a token alone vs in a
  * batch of 37 (the property the engine's batching relies on). */
 static void kp_deterministic(int type) {
@@ -239,6 +244,8 @@ TEST(kernels_packed_deterministic) {
   kp_deterministic(TENSOR_TYPE_Q5_0);
   NEED_PACK(TENSOR_TYPE_Q4_K);
   kp_deterministic(TENSOR_TYPE_Q4_K);
+  NEED_PACK(TENSOR_TYPE_Q6_K);
+  kp_deterministic(TENSOR_TYPE_Q6_K);
 }
 
 /* With the reference forced: kern_pack declines, and weights packed before
@@ -278,6 +285,8 @@ TEST(kernels_packed_reference_path) {
   kp_reference(TENSOR_TYPE_Q5_0);
   NEED_PACK(TENSOR_TYPE_Q4_K);
   kp_reference(TENSOR_TYPE_Q4_K);
+  NEED_PACK(TENSOR_TYPE_Q6_K);
+  kp_reference(TENSOR_TYPE_Q6_K);
 }
 
 /* Types without a packed layout, bad sizes, non-finite activations. */
