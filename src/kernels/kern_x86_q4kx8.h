@@ -140,21 +140,7 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-TGT static void ptile_q4kx8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                            size_t ys) {
-  switch (nt) {
-  case 1: body_q4kx8(w, n, x, xs, 1, y, ys); break;
-  case 2: body_q4kx8(w, n, x, xs, 2, y, ys); break;
-  case 3: body_q4kx8(w, n, x, xs, 3, y, ys); break;
-  case 4: body_q4kx8(w, n, x, xs, 4, y, ys); break;
-#if Q4KX8_NT > 4
-  case 5: body_q4kx8(w, n, x, xs, 5, y, ys); break;
-  case 6: body_q4kx8(w, n, x, xs, 6, y, ys); break;
-  case 7: body_q4kx8(w, n, x, xs, 7, y, ys); break;
-#endif
-  default: body_q4kx8(w, n, x, xs, Q4KX8_NT, y, ys); break;
-  }
-}
+X8_PTILE(ptile_q4kx8, body_q4kx8, Q4KX8_NT)
 
 /* Packed-Q4_K activations: quant_q8_K_x86's blocks (bit-identical to
  * kern_quant_q8_K_c) with bsums[k] = the sum of 32-element sub-block k. */

@@ -27,6 +27,24 @@
 #define Q4X8_NT 8 /* tokens per tile call */
 #endif
 
+/* Defines NAME, a packed tile entry point (kern_ops.ptile) that calls the
+ * always-inlined BODY with the token count as a compile-time constant
+ * (1..7, else NT = the type's tokens per call), so gcc unrolls every token
+ * loop and keeps the accumulators in registers. Counts above NT never
+ * arrive (the driver caps them), and their branches fold away. */
+#define X8_PTILE(NAME, BODY, NT)                                                                \
+  TGT static void NAME(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,   \
+                       size_t ys) {                                                           \
+    if (nt == 1 || NT == 1) BODY(w, n, x, xs, 1, y, ys);                                       \
+    else if (nt == 2 || NT == 2) BODY(w, n, x, xs, 2, y, ys);                                  \
+    else if (nt == 3 || NT == 3) BODY(w, n, x, xs, 3, y, ys);                                  \
+    else if (NT > 4 && nt == 4) BODY(w, n, x, xs, NT > 4 ? 4 : 1, y, ys);                      \
+    else if (NT > 5 && nt == 5) BODY(w, n, x, xs, NT > 5 ? 5 : 1, y, ys);                      \
+    else if (NT > 6 && nt == 6) BODY(w, n, x, xs, NT > 6 ? 6 : 1, y, ys);                      \
+    else if (NT > 7 && nt == 7) BODY(w, n, x, xs, NT > 7 ? 7 : 1, y, ys);                      \
+    else BODY(w, n, x, xs, NT, y, ys);                                                         \
+  }
+
 /* Software prefetch distance in bytes ahead of the block being read.
  * The groups of a matrix are one forward stream (the next tile call reads
  * the bytes after this group's), so prefetching past the group's end is
@@ -97,21 +115,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-TGT static void ptile_q4x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                           size_t ys) {
-  switch (nt) {
-  case 1: body_q4x8(w, n, x, xs, 1, y, ys); break;
-  case 2: body_q4x8(w, n, x, xs, 2, y, ys); break;
-  case 3: body_q4x8(w, n, x, xs, 3, y, ys); break;
-  case 4: body_q4x8(w, n, x, xs, 4, y, ys); break;
-#if Q4X8_NT > 4
-  case 5: body_q4x8(w, n, x, xs, 5, y, ys); break;
-  case 6: body_q4x8(w, n, x, xs, 6, y, ys); break;
-  case 7: body_q4x8(w, n, x, xs, 7, y, ys); break;
-#endif
-  default: body_q4x8(w, n, x, xs, Q4X8_NT, y, ys); break;
-  }
-}
+X8_PTILE(ptile_q4x8, body_q4x8, Q4X8_NT)
 
 /* ---- Q8_0 x 8 rows -------------------------------------------------------
  * Same interleave with 8 int8 vectors per block (vector j: elements
@@ -158,21 +162,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-TGT static void ptile_q8x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                           size_t ys) {
-  switch (nt) {
-  case 1: body_q8x8(w, n, x, xs, 1, y, ys); break;
-  case 2: body_q8x8(w, n, x, xs, 2, y, ys); break;
-  case 3: body_q8x8(w, n, x, xs, 3, y, ys); break;
-#if Q8X8_NT > 4
-  case 4: body_q8x8(w, n, x, xs, 4, y, ys); break;
-  case 5: body_q8x8(w, n, x, xs, 5, y, ys); break;
-  case 6: body_q8x8(w, n, x, xs, 6, y, ys); break;
-  case 7: body_q8x8(w, n, x, xs, 7, y, ys); break;
-#endif
-  default: body_q8x8(w, n, x, xs, Q8X8_NT, y, ys); break;
-  }
-}
+X8_PTILE(ptile_q8x8, body_q8x8, Q8X8_NT)
 
 /* ---- Q5_0 x 8 rows -------------------------------------------------------
  * The Q4_0 nibble vectors plus the high-bit vector H (packed.c): q (0..31)
@@ -250,21 +240,7 @@ TGT_INL void body_q5x8(const void *wg, int64_t n, const void *x, size_t xs, int 
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-TGT static void ptile_q5x8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                           size_t ys) {
-  switch (nt) {
-  case 1: body_q5x8(w, n, x, xs, 1, y, ys); break;
-  case 2: body_q5x8(w, n, x, xs, 2, y, ys); break;
-  case 3: body_q5x8(w, n, x, xs, 3, y, ys); break;
-  case 4: body_q5x8(w, n, x, xs, 4, y, ys); break;
-#if Q5X8_NT > 4
-  case 5: body_q5x8(w, n, x, xs, 5, y, ys); break;
-  case 6: body_q5x8(w, n, x, xs, 6, y, ys); break;
-  case 7: body_q5x8(w, n, x, xs, 7, y, ys); break;
-#endif
-  default: body_q5x8(w, n, x, xs, Q5X8_NT, y, ys); break;
-  }
-}
+X8_PTILE(ptile_q5x8, body_q5x8, Q5X8_NT)
 
 /* kern_block_q8s activations: the blocks quant_q8_x86 makes (bit-identical
  * to kern_quant_q8_c), with the float sum replaced by 8 * the integer sum. */

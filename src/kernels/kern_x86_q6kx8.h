@@ -94,15 +94,7 @@ TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-TGT static void ptile_q6kx8(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
-                            size_t ys) {
-  switch (nt) {
-  case 1: body_q6kx8(w, n, x, xs, 1, y, ys); break;
-  case 2: body_q6kx8(w, n, x, xs, 2, y, ys); break;
-  case 3: body_q6kx8(w, n, x, xs, 3, y, ys); break;
-  default: body_q6kx8(w, n, x, xs, Q6KX8_NT, y, ys); break;
-  }
-}
+X8_PTILE(ptile_q6kx8, body_q6kx8, Q6KX8_NT)
 
 /* Packed Q6_K reads plain block_q8_K activations (quant_q8_K_x86,
  * bit-identical to kern_quant_q8_K_c): bsums per 16 are its sub-blocks. */
