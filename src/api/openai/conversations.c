@@ -226,7 +226,7 @@ void openai_conversations_item_get(http_req *req, void *ctx) {
   if (store_conversation_item_get(oc->st, c.id, item_id, &it)) {
     not_found(req, "Item", item_id, "item_id");
   } else {
-    json_t *o = json_loads(it.body, 0, NULL);
+    json_t *o = json_loads(it.body, JSON_ALLOW_NUL, NULL);
     if (o) api_respond_json(req, 200, o);
     else api_error(req, 500, ERR_CORRUPT, "the stored item is not valid JSON", NULL);
     json_decref(o);

@@ -243,7 +243,7 @@ int resp_items_to_messages(const json_t *items, const char *path, json_t *msgs) 
 /* Appends the parsed bodies of a listing to items. */
 static int append_bodies(const store_item_list *l, json_t *items) {
   for (size_t i = 0; i < l->n_items; i++) {
-    json_t *v = json_loads(l->items[i].body, 0, NULL);
+    json_t *v = json_loads(l->items[i].body, JSON_ALLOW_NUL, NULL);
     if (!v) return err_set(ERR_CORRUPT, "stored item %s is not valid JSON", l->items[i].item_id);
     if (json_array_append_new(items, v)) return err_set(ERR_NOMEM, "out of memory");
   }

@@ -734,7 +734,9 @@ done:
 }
 
 /* ---- stored responses ------------------------------------------------------------ */
-
+/* Stored bodies are what json_dumps wrote: generated text may hold a NUL
+ * (a model can emit the byte token <0x00>), which jansson writes as \u0000
+ * and reads back only with JSON_ALLOW_NUL. */
 static int load(http_req *req, openai_ctx *oc, store_response *out, json_t **body) {
   const char *id = http_req_param(req, "response_id");
   *body = NULL;
@@ -744,7 +746,7 @@ static int load(http_req *req, openai_ctx *oc, store_response *out, json_t **bod
     api_error(req, 404, ERR_NOT_FOUND, msg, "response_id");
     return ERR_NOT_FOUND;
   }
-  if (!(*body = json_loads(out->body, 0, NULL))) {
+  if (!(*body = json_loads(out->body, JSON_ALLOW_NUL, NULL))) {
     store_response_free(out);
     api_error(req, 500, ERR_CORRUPT, "the stored response is not valid JSON", NULL);
     return ERR_CORRUPT;
@@ -763,7 +765,7 @@ static void wait_finished(openai_ctx *oc, store_response *r, json_t **body, int 
     usleep(50000);
     store_response again;
     if (store_response_get(oc->st, r->id, &again)) return;
-    json_t *b = json_loads(again.body, 0, NULL);
+    json_t *b = json_loads(again.body, JSON_ALLOW_NUL, NULL);
     if (!b) {
       store_response_free(&again);
       return;
