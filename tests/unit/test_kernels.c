@@ -410,7 +410,18 @@ TEST(kernels_tpool_hold_scope_runs_every_task_once_then_sleeps) {
       tpool_hold_begin(tp);
       for (int j = 0; j < JOBS / 2; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
       tpool_hold_end(tp); /* still held once */
-      for (int j = JOBS / 2; j < JOBS; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
+      for (int j = JOBS / 2; j < JOBS - 1; j++) tpool_run(tp, j % 2 ? kt_count_odd : kt_count, counts[j]);
+      /* Sleep counts are taken before the last job: that job wakes a worker
+       * that already slept, so each must enter the sleep path again after
+       * this point. Taken after the scope instead, a worker that slept
+       * while this thread was descheduled (> the 1 ms linger) would never
+       * move its counter again (CI saw it). */
+      for (int i = 0; i < n; i++) {
+        tpool_stats st;
+        tpool_get_stats(tp, i, &st);
+        before[i] = st.n_sleeps;
+      }
+      tpool_run(tp, (JOBS - 1) % 2 ? kt_count_odd : kt_count, counts[JOBS - 1]);
       tpool_hold_end(tp);
       tpool_hold_end(tp); /* unbalanced: ignored */
       uint64_t tasks1 = 0;
@@ -418,7 +429,6 @@ TEST(kernels_tpool_hold_scope_runs_every_task_once_then_sleeps) {
         tpool_stats st;
         tpool_get_stats(tp, i, &st);
         tasks1 += st.n_tasks;
-        before[i] = st.n_sleeps;
       }
       EXPECT_INT_EQ((long long)(tasks1 - tasks0), (long long)JOBS * n);
       for (int j = 0; j < JOBS && !test_failed_flag; j++) {
