@@ -46,22 +46,6 @@ typedef struct llama_weights {
   bool tied;
 } llama_weights;
 
-/* Per-context activations, each [n_batch][width] f32. */
-typedef struct llama_bufs {
-  float *x;    /* residual stream [n_embd] */
-  float *xn;   /* normalized input / projection output [n_embd] */
-  float *q;    /* [n_head*head_dim] */
-  float *k;    /* [n_head_kv*head_dim] */
-  float *v;    /* [n_head_kv*head_dim] */
-  float *att;  /* attention output [n_head*head_dim] */
-  float *g;    /* FFN gate, then silu(gate)*up [n_ff] */
-  float *u;    /* FFN up [n_ff] */
-  float *work; /* the one allocation behind q, k, v, att and g, u: the
-                  attention buffers are dead once Wo has read att, before
-                  the FFN writes g and u, so both sets share it (saves
-                  n_batch x min(2 Q + 2 KV, 2 n_ff) floats: 9 MiB for
-                  TinyLlama's shape at n_batch 512) */
-} llama_bufs;
 
 static int llama_load(model *m) {
   model_hparams *hp = &m->hp;
@@ -114,55 +98,24 @@ static void llama_unload(model *m) {
 }
 
 static int llama_ctx_init(model_ctx *c) {
-  const model_hparams *hp = &c->m->hp;
-  llama_bufs *b = calloc(1, sizeof *b);
+  model_dense_bufs *b = calloc(1, sizeof *b);
   if (!b) return err_set(ERR_NOMEM, "llama context: out of memory");
   c->arch_data = b;
-  const size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
-               KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff;
-  const size_t att_w = 2 * Q + 2 * KV, ffn_w = 2 * F, work_w = att_w > ffn_w ? att_w : ffn_w;
-  size_t widths[3] = {E, E, work_w};
-  float **ptrs[3] = {&b->x, &b->xn, &b->work};
-  for (int i = 0; i < 3; i++) {
-    *ptrs[i] = malloc(B * widths[i] * sizeof(float));
-    if (!*ptrs[i]) return err_set(ERR_NOMEM, "llama context: cannot allocate buffers for a batch of %zu", B);
-    c->buf_bytes += B * widths[i] * sizeof(float);
-  }
-  b->q = b->work;
-  b->k = b->q + B * Q;
-  b->v = b->k + B * KV;
-  b->att = b->v + B * KV;
-  b->g = b->work;
-  b->u = b->work + B * F;
-  return 0;
+  return model_dense_bufs_init(c, b);
 }
 
 static void llama_ctx_free(model_ctx *c) {
-  llama_bufs *b = c->arch_data;
-  free(b->x);
-  free(b->xn);
-  free(b->work);
-  free(b);
+  model_dense_bufs_free(c->arch_data);
+  free(c->arch_data);
   c->arch_data = NULL;
-}
-
-static int matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
 }
 
 static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
   const llama_weights *w = c->m->arch_data;
-  llama_bufs *b = c->arch_data;
-  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  model_dense_bufs *b = c->arch_data;
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
   const int32_t n_rot = hp->rope.n_rot;
   const float eps = hp->norm_eps, scale = 1.0f / sqrtf((float)hd);
   int rc;
@@ -177,8 +130,8 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const llama_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = matmul(c, &L->wq, b->xn, n, b->q)) || (rc = matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = matmul(c, &L->wv, b->xn, n, b->v)))
+    if ((rc = model_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = model_matmul(c, &L->wk, b->xn, n, b->k)) ||
+        (rc = model_matmul(c, &L->wv, b->xn, n, b->v)))
       return rc;
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
@@ -186,19 +139,17 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
     }
     model_kv_store(c, l, st, b->k, b->v);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
-    if ((rc = matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
-    if ((rc = matmul(c, &L->gate, b->xn, n, b->g)) || (rc = matmul(c, &L->up, b->xn, n, b->u))) return rc;
-    model_swiglu(c, b->g, b->u, n * F);
-    if ((rc = matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, b, n))) return rc;
     ops_add(b->x, b->xn, n * E);
   }
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
-  return matmul(c, &w->output, b->xn, st->n_out, logits);
+  return model_matmul(c, &w->output, b->xn, st->n_out, logits);
 }
 
 const model_arch_ops model_arch_llama = {

@@ -942,23 +942,3 @@ int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q
     tpool_run(c->tp, att_worker, &j);
   return atomic_load(&j.err);
 }
-
-struct swiglu_job {
-  float *g;
-  const float *u;
-  int64_t n;
-};
-
-static void swiglu_worker(void *ctx, int ith, int nth) {
-  struct swiglu_job *j = ctx;
-  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
-  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
-}
-
-void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
-  struct swiglu_job sj = {g, u, n};
-  if (n < 16384)
-    swiglu_worker(&sj, 0, 1);
-  else
-    tpool_run(c->tp, swiglu_worker, &sj);
-}

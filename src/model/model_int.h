@@ -151,9 +151,42 @@ extern const model_arch_ops model_arch_qwen2; /* qwen.c */
 extern const model_arch_ops model_arch_qwen3; /* qwen.c */
 extern const model_arch_ops model_arch_bert;  /* bert.c */
 
+/* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
+
+/* Tokens per feed-forward sub-batch (dense.c says why). */
+#define MODEL_FFN_ROWS 128
+
+/* Per-context activations of a dense decoder block, f32. x, xn:
+ * [n_batch][n_embd]; q, att: [n_batch][n_head*head_dim]; k, v:
+ * [n_batch][n_head_kv*head_dim]; g, u: [model_ffn_rows][n_ff]. */
+typedef struct model_dense_bufs {
+  float *x;    /* residual stream */
+  float *xn;   /* normalized input / projection output */
+  float *q, *k, *v;
+  float *att;  /* attention output */
+  float *g;    /* FFN gate, then silu(gate)*up */
+  float *u;    /* FFN up */
+  float *work; /* the one allocation behind q, k, v, att and g, u: the
+                  attention buffers are dead once Wo has read att, before
+                  the FFN writes g and u, so both sets share it */
+} model_dense_bufs;
+
+/* min(n_batch, MODEL_FFN_ROWS). */
+int64_t model_ffn_rows(const model_ctx *c);
+/* Allocates b's buffers for c's batch (counted in c->buf_bytes). On error
+ * what was allocated stays in b for model_dense_bufs_free. */
+int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b);
+void model_dense_bufs_free(model_dense_bufs *b);
+/* y[n][t->n_rows] = x[n][t->n_cols] . t^T on the context's pool (packed
+ * layout when the tensor has one); an error names the tensor. */
+int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y);
 /* g[i] = silu(g[i]) * u[i] over n values, split across the context's pool
- * when n is large enough to pay for the wake-up (architectures with a
- * SwiGLU feed-forward: llama, qwen2, qwen3). */
+ * when n is large enough to pay for the wake-up. */
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
+/* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
+ * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
+ * model_ffn_rows tokens through b->g and b->u. */
+int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
+                    model_dense_bufs *b, int64_t n);
 
 #endif

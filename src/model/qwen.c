@@ -63,21 +63,9 @@ typedef struct qwen_weights {
   enum model_pooling pooling; /* for qwen_embed */
 } qwen_weights;
 
-/* Per-context activations, each [n_batch][width] f32. */
+/* Per-context activations (model_dense_bufs) and the embedding mode's state. */
 typedef struct qwen_bufs {
-  float *x;    /* residual stream [n_embd] */
-  float *xn;   /* normalized input / projection output [n_embd] */
-  float *q;    /* [n_head*head_dim] */
-  float *k;    /* [n_head_kv*head_dim] */
-  float *v;    /* [n_head_kv*head_dim] */
-  float *att;  /* attention output [n_head*head_dim] */
-  float *g;    /* FFN gate, then silu(gate)*up [n_ff] */
-  float *u;    /* FFN up [n_ff] */
-  float *work; /* the one allocation behind q, k, v, att and g, u: the
-                  attention buffers are dead once Wo has read att, before
-                  the FFN writes g and u, so both sets share it (saves
-                  n_batch x min(2 Q + 2 KV, 2 n_ff) floats: 9 MiB for
-                  TinyLlama's shape at n_batch 512) */
+  model_dense_bufs d;
   double *acc; /* [n_embd] mean pooling sums (qwen_embed) */
   bool embed;  /* qwen_forward stops at rms(out) rows in xn (qwen_embed) */
 } qwen_bufs;
@@ -148,54 +136,24 @@ static void qwen_unload(model *m) {
 }
 
 static int qwen_ctx_init(model_ctx *c) {
-  const model_hparams *hp = &c->m->hp;
   qwen_bufs *b = calloc(1, sizeof *b);
   if (!b) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
   c->arch_data = b;
-  const size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
-               KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff;
-  const size_t att_w = 2 * Q + 2 * KV, ffn_w = 2 * F, work_w = att_w > ffn_w ? att_w : ffn_w;
-  size_t widths[3] = {E, E, work_w};
-  float **ptrs[3] = {&b->x, &b->xn, &b->work};
-  for (int i = 0; i < 3; i++) {
-    *ptrs[i] = malloc(B * widths[i] * sizeof(float));
-    if (!*ptrs[i])
-      return err_set(ERR_NOMEM, "%s context: cannot allocate buffers for a batch of %zu", c->m->ops->name, B);
-    c->buf_bytes += B * widths[i] * sizeof(float);
-  }
-  b->q = b->work;
-  b->k = b->q + B * Q;
-  b->v = b->k + B * KV;
-  b->att = b->v + B * KV;
-  b->g = b->work;
-  b->u = b->work + B * F;
-  b->acc = malloc(E * sizeof *b->acc);
+  int rc = model_dense_bufs_init(c, &b->d);
+  if (rc) return rc;
+  b->acc = malloc((size_t)c->m->hp.n_embd * sizeof *b->acc);
   if (!b->acc) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
   return 0;
 }
 
 static void qwen_ctx_free(model_ctx *c) {
   qwen_bufs *b = c->arch_data;
-  free(b->x);
-  free(b->xn);
-  free(b->work);
+  model_dense_bufs_free(&b->d);
   free(b->acc);
   free(b);
   c->arch_data = NULL;
 }
 
-static int qwen_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
-}
-
-/* y[t] += b for each of n rows of width w. */
 static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
   for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
 }
@@ -204,8 +162,9 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
   const qwen_weights *w = c->m->arch_data;
-  qwen_bufs *b = c->arch_data;
-  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
+  qwen_bufs *qb = c->arch_data;
+  model_dense_bufs *b = &qb->d;
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
   const int32_t n_rot = hp->rope.n_rot;
   const float eps = hp->norm_eps, scale = 1.0f / sqrtf((float)hd);
   int rc;
@@ -220,8 +179,8 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const qwen_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = qwen_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = qwen_matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = qwen_matmul(c, &L->wv, b->xn, n, b->v)))
+    if ((rc = model_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = model_matmul(c, &L->wk, b->xn, n, b->k)) ||
+        (rc = model_matmul(c, &L->wv, b->xn, n, b->v)))
       return rc;
     if (L->bq) {
       add_bias(b->q, L->bq, n, Q);
@@ -238,20 +197,18 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
     }
     model_kv_store(c, l, st, b->k, b->v);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
-    if ((rc = qwen_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
-    if ((rc = qwen_matmul(c, &L->gate, b->xn, n, b->g)) || (rc = qwen_matmul(c, &L->up, b->xn, n, b->u))) return rc;
-    model_swiglu(c, b->g, b->u, n * F);
-    if ((rc = qwen_matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, b, n))) return rc;
     ops_add(b->x, b->xn, n * E);
   }
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
-  if (b->embed) return 0; /* qwen_embed reads the rows from xn */
-  return qwen_matmul(c, &w->output, b->xn, st->n_out, logits);
+  if (qb->embed) return 0; /* qwen_embed reads the rows from xn */
+  return model_matmul(c, &w->output, b->xn, st->n_out, logits);
 }
 
 /* Tokens 0..n-1 through sequence 0 (rewound to 0 first) in steps of
@@ -285,12 +242,12 @@ static int qwen_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
     if ((rc = qwen_forward(c, &st, NULL))) break;
     c->n_past[0] = done + step;
     if (pool == MODEL_POOLING_NONE)
-      memcpy(out + done * E, b->xn, (size_t)(step * E) * sizeof(float));
+      memcpy(out + done * E, b->d.xn, (size_t)(step * E) * sizeof(float));
     else if (pool == MODEL_POOLING_MEAN)
       for (int64_t t = 0; t < step; t++)
-        for (int64_t d = 0; d < E; d++) b->acc[d] += b->xn[t * E + d];
+        for (int64_t d = 0; d < E; d++) b->acc[d] += b->d.xn[t * E + d];
     else if (st.n_out)
-      memcpy(out, b->xn, (size_t)E * sizeof(float));
+      memcpy(out, b->d.xn, (size_t)E * sizeof(float));
     done += step;
   }
   b->embed = false;
