@@ -206,20 +206,9 @@ static void bert_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
-static int bert_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
-}
-
 /* y = W x + b over n rows. */
 static int bert_linear(model_ctx *c, const model_tensor *t, const float *bias, const float *x, int64_t n, float *y) {
-  int rc = bert_matmul(c, t, x, n, y);
+  int rc = model_matmul(c, t, x, n, y);
   if (rc) return rc;
   for (int64_t r = 0; r < n; r++) ops_add(y + r * t->n_rows, bias, t->n_rows);
   return 0;

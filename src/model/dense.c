@@ -1,7 +1,7 @@
 /*
  * dense.c - what the dense decoder architectures (llama, qwen2, qwen3)
- * share: their activation buffers, the matrix product with the tensor's
- * name in its error, and the SwiGLU feed-forward.
+ * share: their activation buffers and the SwiGLU feed-forward; and the
+ * matrix product with the tensor's name in its error, which bert uses too.
  *
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS tokens: its
  * two n_ff-wide activations are the largest buffers of a context (at
