@@ -30,7 +30,6 @@
  */
 #include <math.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
