@@ -4,10 +4,12 @@
 # Q4_K_M and of Qwen2.5-0.5B's shape at Q8_0 and Q4_K_M, with THREADS
 # threads, medians of RUNS repetitions (`parley bench`), each next to the
 # generation bound the machine's read bandwidth allows: bandwidth / weight
-# bytes a generated token reads. The bandwidth is measured right before each
-# model with the same thread count (bench/bandwidth.c --quick: 256 MiB read
-# with 256-bit loads, threads taking disjoint 1 MiB chunks, median of 5), so load
-# from other processes hits both figures alike. Models are generated once
+# bytes a generated token reads. The bandwidth is measured right before and
+# right after each model with the same thread count (bench/bandwidth.c
+# --quick: 256 MiB read with 256-bit loads, threads taking disjoint 1 MiB
+# chunks, median of 5) and the bound uses the mean of the two, so load from
+# other processes during the model's minute hits both figures alike (one
+# probe alone swung 20-38 GB/s between models on a shared machine). Models are generated once
 # into build/bench-models/ by `parley gen-model` (minutes the first time).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
 # (a bare type in MODELS means tinyllama:TYPE)
@@ -31,9 +33,12 @@ for m in $MODELS; do
   case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
   f="$dir/${m%%:*}-${m#*:}.gguf"
   echo "== $m"
-  bw=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
+  bw0=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
   out=$("$BIN" bench "$f" -p 512 -n 128 -t "$THREADS" -r "$RUNS")
+  bw1=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
+  bw=$(awk -v a="$bw0" -v b="$bw1" 'BEGIN {printf "%.2f", (a + b) / 2}')
   echo "$out"
+  echo "read bandwidth $bw0 GB/s before, $bw1 after"
   line=$(printf '%s\n' "$out" | awk -v bw="$bw" -v m="$m" '
     /^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
     /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}
