@@ -274,10 +274,11 @@ TEST(model_qwen_quant_matches_numpy) {
   EXPECT_TRUE(e >= 0 && e < 2e-3);
 }
 
-/* The Q4_K_M-like mix of gen-model --shape qwen2.5-0.5b (testgen_arch.h) on a
- * small shape with 8 layers: llama.cpp's "more bits" layers of 8 are 0, 3,
- * 6 and 7 (i < 8/8, i >= 7*8/8, (i - 1) % 3 == 2), written out here rather
- * than computed with the generator's rule; those get Q8_0 attn_v and Q6_K
+/* The Q4_K_M-like mix of gen-model --shape qwen2.5-0.5b
+ * (model_testgen_arch_qwen_k_m) on a small shape with 8 layers: llama.cpp's
+ * "more bits" layers of 8 are 0, 3, 6 and 7 (i < 8/8, i >= 7*8/8,
+ * (i - 1) % 3 == 2), written out here rather than computed with the
+ * generator's rule, and so are the types: those get Q8_0 attn_v and Q6_K
  * ffn_down, the others Q5_0 and Q4_K; q/k/o/gate/up Q5_0, tied Q8_0
  * embeddings. Then the logits against numpy (the fast Q5_0, Q8_0, Q4_K and
  * Q6_K kernels together; same 2e-3 bound as above). */
@@ -288,13 +289,7 @@ TEST(model_qwen_q4_k_m_mix) {
   g.n_layer = 8;
   g.n_ff = 256; /* ffn_down rows hold one 256-block */
   g.tied = true;
-  g.type = TENSOR_TYPE_Q5_0;
-  g.type_embd = TENSOR_TYPE_Q8_0;
-  g.mixed = true;
-  g.type_v[0] = TENSOR_TYPE_Q5_0;
-  g.type_v[1] = TENSOR_TYPE_Q8_0;
-  g.type_down[0] = TENSOR_TYPE_Q4_K;
-  g.type_down[1] = TENSOR_TYPE_Q6_K;
+  model_testgen_arch_qwen_k_m(&g);
   g.seed = 27;
   ASSERT_TRUE(gen(&g, "qwen2_k_m_mix", path, sizeof path));
   gguf_file *f = NULL;
