@@ -17,24 +17,10 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen_arch.h"
+#include "model_ref.h"
 
-#define PY "/usr/bin/python3"
 #define REF "tools/ref_bert.py"
-
-static int bpy_ready(void) {
-  if (access(REF, R_OK) != 0) {
-    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
-    return -1;
-  }
-  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
-}
-
-#define NEED_PY()                                                        \
-  do {                                                                   \
-    int r_ = bpy_ready();                                                \
-    if (r_ < 0) return;                                                  \
-    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
-  } while (0)
+#define NEED_PY() NEED_REF_PY(REF)
 
 static const int32_t PROMPT[] = {101, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 102};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
@@ -43,38 +29,11 @@ static const int32_t PROMPT[] = {101, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 3
 static float *ref_embed(const char *path, const int32_t *toks, int n, const char *pooling, bool normalize,
                         size_t n_out) {
   char ts[8192], out[512], cmd[16384];
-  size_t o = 0;
-  ts[0] = 0;
-  for (int i = 0; i < n && o < sizeof ts; i++) o += (size_t)snprintf(ts + o, sizeof ts - o, "%s%d", i ? "," : "", toks[i]);
+  ref_toks_str(toks, n, ts, sizeof ts);
   snprintf(out, sizeof out, "%s/bert_ref.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s", path, ts, out, pooling ? " --pooling " : "",
+  snprintf(cmd, sizeof cmd, REF_PY " " REF " embed %s %s %s%s%s%s", path, ts, out, pooling ? " --pooling " : "",
            pooling ? pooling : "", normalize ? " --normalize" : "");
-  if (system(cmd) != 0) return NULL;
-  float *v = malloc(n_out * sizeof *v);
-  FILE *fp = fopen(out, "rb");
-  if (!v || !fp) {
-    free(v);
-    if (fp) fclose(fp);
-    return NULL;
-  }
-  size_t got = fread(v, sizeof *v, n_out, fp);
-  int extra = fgetc(fp);
-  fclose(fp);
-  if (got != n_out || extra != EOF) {
-    free(v);
-    return NULL;
-  }
-  return v;
-}
-
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
+  return ref_run_floats(cmd, out, n_out);
 }
 
 static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
@@ -125,7 +84,7 @@ static double compare(const char *path, const char *pooling, bool normalize, int
     test_fail_at(__FILE__, __LINE__, "ref_bert.py failed on %s", path);
     return -1;
   }
-  double e = nmse(c, r, n);
+  double e = ref_nmse(c, r, n);
   if (normalize) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)c[i] * c[i];
@@ -235,7 +194,7 @@ TEST(model_bert_long_input_threads) {
   EXPECT_TRUE(memcmp(a, b, n1 * sizeof *a) == 0);
   float *r = ref_embed(path, toks, N, "mean", false, n1);
   ASSERT_TRUE(r != NULL);
-  double e = nmse(b, r, n1);
+  double e = ref_nmse(b, r, n1);
   printf("    120 tokens: nmse %.3g\n", e);
   EXPECT_TRUE(e < 1e-8);
   /* the same context twice, a short input in between */

@@ -17,81 +17,11 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model_ref.h"
 #include "model/testgen_arch.h"
 
-#define PY "/usr/bin/python3"
 #define REF "tools/ref_qwen.py"
-
-/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
-static int qpy_ready(void) {
-  if (access(REF, R_OK) != 0) {
-    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
-    return -1;
-  }
-  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
-}
-
-#define NEED_PY()                                                        \
-  do {                                                                   \
-    int r_ = qpy_ready();                                                \
-    if (r_ < 0) return;                                                  \
-    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
-  } while (0)
-
-static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
-  size_t o = 0;
-  out[0] = 0;
-  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
-}
-
-static float *ref_logits(const char *path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
-  char ts[4096], out[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(out, sizeof out, "%s/qwen_ref_logits.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", path, ts, out, kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return NULL;
-  size_t cnt = (size_t)n * (size_t)n_vocab;
-  float *v = malloc(cnt * sizeof *v);
-  FILE *fp = fopen(out, "rb");
-  if (!v || !fp) {
-    free(v);
-    if (fp) fclose(fp);
-    return NULL;
-  }
-  size_t got = fread(v, sizeof *v, cnt, fp);
-  int extra = fgetc(fp);
-  fclose(fp);
-  if (got != cnt || extra != EOF) {
-    free(v);
-    return NULL;
-  }
-  return v;
-}
-
-static int ref_greedy(const char *path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
-  char ts[4096], file[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(file, sizeof file, "%s/qwen_ref_greedy.txt", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", path, ts, n_gen, file, kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return -1;
-  FILE *fp = fopen(file, "r");
-  if (!fp) return -1;
-  int k = 0;
-  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
-  fclose(fp);
-  return k;
-}
-
-/* sum((a-b)^2) / sum(b^2) */
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+#define NEED_PY() NEED_REF_PY(REF)
 
 static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
@@ -105,48 +35,17 @@ static const char *gen(const model_testgen_arch *g, const char *name, char *path
   return path;
 }
 
-/* The prompt through a fresh context in one call (all logits). */
-static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
-                       int64_t n_batch, int64_t *n_vocab_out) {
-  model *m = NULL;
-  if (model_open(path, &m)) {
-    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
-    return NULL;
-  }
-  model_ctx_params p = model_ctx_default_params();
-  p.kv_type = kv;
-  p.n_threads = n_threads;
-  p.n_batch = n_batch;
-  model_ctx *c = NULL;
-  float *lg = NULL;
-  int64_t V = model_get_hparams(m)->n_vocab;
-  if (model_ctx_new(m, &p, &c)) {
-    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  } else {
-    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
-      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
-      free(lg);
-      lg = NULL;
-    }
-  }
-  *n_vocab_out = V;
-  model_ctx_free(c);
-  model_free(m);
-  return lg;
-}
-
 static double compare(const char *path, enum model_kv_type kv, int n_threads) {
   int64_t V = 0;
-  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
+  float *c = ref_c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
   if (!c) return -1;
-  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
+  float *r = ref_logits(REF, path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
   if (!r) {
     free(c);
     test_fail_at(__FILE__, __LINE__, "ref_qwen.py failed on %s", path);
     return -1;
   }
-  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
+  double e = ref_nmse(c, r, (size_t)N_PROMPT * (size_t)V);
   printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
          n_threads, e);
   free(c);
@@ -324,8 +223,8 @@ static void check_batch(enum model_arch arch, const char *name) {
   g.seed = 40;
   if (!gen(&g, name, path, sizeof path)) return;
   int64_t V = 0;
-  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
-  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
   model *m = NULL;
   model_ctx *c = NULL;
   model_ctx_params p = model_ctx_default_params();
@@ -341,7 +240,7 @@ static void check_batch(enum model_arch arch, const char *name) {
       test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
       goto out;
     }
-    double e1 = nmse(one, all + (size_t)i * V, (size_t)V), e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    double e1 = ref_nmse(one, all + (size_t)i * V, (size_t)V), e2 = ref_nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
     if (e1 > worst_one) worst_one = e1;
     if (e2 > worst_b5) worst_b5 = e2;
   }
@@ -372,7 +271,7 @@ static void check_greedy(enum model_arch arch, uint32_t type, const char *name, 
   enum { N_GEN = 32 };
   int32_t want[N_GEN], got[N_GEN];
   bool f16 = type != TENSOR_TYPE_F32;
-  int nw = ref_greedy(path, PROMPT, 6, N_GEN, f16, want);
+  int nw = ref_greedy(REF, path, PROMPT, 6, N_GEN, f16, want);
   EXPECT_INT_EQ(nw, N_GEN);
   model *m = NULL;
   model_ctx *c = NULL;
@@ -493,7 +392,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
     return;
   }
   const int64_t V = model_get_hparams(m)->n_vocab;
-  float *ra = ref_logits(path, A, 9, V, false), *rb = ref_logits(path, B, 7, V, false);
+  float *ra = ref_logits(REF, path, A, 9, V, false), *rb = ref_logits(REF, path, B, 7, V, false);
   float *lg = malloc((size_t)16 * (size_t)V * sizeof *lg);
   int32_t toks[16], seq[16];
   int64_t pos[16];
@@ -508,7 +407,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
   } else {
     double worst = 0;
     for (int i = 0; i < n; i++) {
-      double e = nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
+      double e = ref_nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
       if (e > worst) worst = e;
     }
     printf("    %s: 2 interleaved sequences vs numpy: worst row nmse %.3g\n", name, worst);
@@ -548,9 +447,9 @@ static double compare_embed(const char *path, const char *pooling, bool normaliz
   float *v = malloc(n_out * sizeof *v), *r = malloc(n_out * sizeof *r);
   double e = -1;
   char ts[1024], file[512], cmd[4096];
-  toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
+  ref_toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
   snprintf(file, sizeof file, "%s/qwen_ref_embed.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
+  snprintf(cmd, sizeof cmd, REF_PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
            pooling ? pooling : "", normalize ? " --normalize" : "", kv == MODEL_KV_F16 ? " --kv f16" : "");
   int rc = model_embed(c, PROMPT, N_PROMPT, v, normalize ? MODEL_EMBED_NORMALIZE : 0);
   if (rc) {
@@ -561,7 +460,7 @@ static double compare_embed(const char *path, const char *pooling, bool normaliz
     FILE *fp = fopen(file, "rb");
     size_t got = fp ? fread(r, sizeof *r, n_out, fp) : 0;
     if (fp) fclose(fp);
-    if (got == n_out) e = nmse(v, r, n_out);
+    if (got == n_out) e = ref_nmse(v, r, n_out);
     /* the sequence now holds the prompt */
     if (model_ctx_seq_n_past(c, 0) != N_PROMPT)
       test_fail_at(__FILE__, __LINE__, "sequence 0 holds %lld tokens after embed, expected %d",
