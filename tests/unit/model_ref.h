@@ -5,7 +5,7 @@
  * file): the check that python3 with numpy is there, running a reference
  * and reading back its floats or tokens, the C side's logits through a fresh
  * context, and the error measure. Used by test_model.c, test_model_qwen.c
- * and test_model_bert.c.
+ * and test_model_bert.c (test_model_kvq8.c: the error measure).
  */
 #ifndef PARLEY_TEST_MODEL_REF_H
 #define PARLEY_TEST_MODEL_REF_H

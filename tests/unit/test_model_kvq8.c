@@ -20,17 +20,7 @@
 #include "model/testgen_arch.h"
 #include "engine/manager.h"
 #include "model/registry.h"
-
-/* sum((a-b)^2) / sum(b^2) */
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+#include "model_ref.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void) { /* uniform in [0, 1) */
@@ -160,7 +150,7 @@ static void check_model(const char *path, const char *what) {
   float *q8_1t = run_logits(m, MODEL_KV_Q8_0, toks, n, false, 1);
   float *q8_steps = run_logits(m, MODEL_KV_Q8_0, toks, 40, true, 2);
   if (ref && q8 && q8_1t && q8_steps) {
-    double e = nmse(q8, ref, (size_t)n * (size_t)V);
+    double e = ref_nmse(q8, ref, (size_t)n * (size_t)V);
     printf("    %s: q8_0 vs f32 cache, %d tokens: nmse %.3g\n", what, n, e);
     EXPECT_TRUE(e < 5e-4);
     EXPECT_TRUE(e > 0); /* the cache really is quantized */
@@ -362,7 +352,7 @@ TEST(model_kvq8_attention_against_scalar) {
           free(s);
         }
       }
-      double err = nmse(out, ref, (size_t)(T * nh * hd));
+      double err = ref_nmse(out, ref, (size_t)(T * nh * hd));
       printf("    L=%lld threads=%d: nmse %.3g\n", (long long)L, th, err);
       EXPECT_TRUE(err < 5e-4);
       free(k), free(v), free(kd), free(vd), free(q), free(out), free(ref), free(seq), free(pos), free(blk);
