@@ -71,6 +71,34 @@ const char *test_shared_path(const char *rel, char *out, size_t cap) {
 
 const char *test_tmpdir(void) { return g_tmpdir; }
 
+int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n_files = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    if (!f) continue;
+    unsigned char *data = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    size_t n = 0;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+      size_t want = (size_t)size < max ? (size_t)size : max;
+      if ((data = malloc(want ? want : 1))) n = fread(data, 1, want, f);
+    }
+    fclose(f);
+    if (!data) continue;
+    n_files++;
+    fn(e->d_name, path, data, n, ud);
+    free(data);
+  }
+  closedir(d);
+  return n_files;
+}
+
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb, (void)flag, (void)ftw;
   return remove(path);

@@ -31,6 +31,12 @@ void test_skip(const char *why);
 const char *test_shared_path(const char *rel, char *out, size_t cap);
 /* A fresh empty directory for this test's files, removed after the test. */
 const char *test_tmpdir(void);
+/* Calls fn for every file of dir whose name does not start with '.' (the
+ * fuzz seed folders), in directory order, with its first max bytes (name:
+ * the file's name, path: dir/name). Returns how many files were read, -1
+ * when dir cannot be opened. */
+typedef void (*test_file_fn)(const char *name, const char *path, const unsigned char *data, size_t n, void *ud);
+int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud);
 extern int test_failed_flag;
 
 #define TEST(name)                                                              \
