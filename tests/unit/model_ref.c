@@ -5,6 +5,7 @@
 #include "model_ref.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -107,4 +108,23 @@ double ref_nmse(const float *a, const float *b, size_t n) {
     den += (double)b[i] * b[i];
   }
   return den > 0 ? num / den : num;
+}
+
+double ref_compare(const char *script, const char *path, const int32_t *toks, int n, enum model_kv_type kv,
+                   int n_threads) {
+  int64_t V = 0;
+  float *c = ref_c_logits(path, toks, n, kv, n_threads, 0, &V);
+  if (!c) return -1;
+  float *r = ref_logits(script, path, toks, n, V, kv == MODEL_KV_F16);
+  if (!r) {
+    free(c);
+    test_fail_at(__FILE__, __LINE__, "%s failed on %s", script, path);
+    return -1;
+  }
+  double e = ref_nmse(c, r, (size_t)n * (size_t)V);
+  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
+         n_threads, e);
+  free(c);
+  free(r);
+  return e;
 }

@@ -57,4 +57,10 @@ float *ref_c_logits(const char *path, const int32_t *toks, int n, enum model_kv_
 /* sum((a-b)^2) / sum(b^2) (the plain sum when b is all zero). */
 double ref_nmse(const float *a, const float *b, size_t n);
 
+/* C (cache type kv, n_threads) against script (its cache rounded the same
+ * way) on all logits of toks; prints and returns the NMSE, -1 (a failure
+ * recorded) when either side failed. path must contain a '/'. */
+double ref_compare(const char *script, const char *path, const int32_t *toks, int n, enum model_kv_type kv,
+                   int n_threads);
+
 #endif

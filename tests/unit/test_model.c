@@ -34,21 +34,7 @@ static const char *gen_model(const model_testgen *g, const char *name, char *pat
 /* C (kv type) vs numpy (kv rounded the same way) on PROMPT; returns NMSE or
  * -1 on failure. */
 static double compare_model(const char *path, enum model_kv_type kv, int n_threads) {
-  int64_t V = 0;
-  float *c = ref_c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
-  if (!c) return -1;
-  float *r = ref_logits(REF, path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
-  if (!r) {
-    free(c);
-    test_fail_at(__FILE__, __LINE__, "ref_llama.py failed on %s", path);
-    return -1;
-  }
-  double e = ref_nmse(c, r, (size_t)N_PROMPT * (size_t)V);
-  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
-         n_threads, e);
-  free(c);
-  free(r);
-  return e;
+  return ref_compare(REF, path, PROMPT, N_PROMPT, kv, n_threads);
 }
 
 /* F32 weights: the C runtime computes in f32, numpy in f64 on the same
