@@ -12,6 +12,24 @@
 #include "base/err.h"
 #include "test.h"
 
+const char *ref_write_llama(const model_testgen *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+const char *ref_write_arch(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_arch_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
 int ref_py_ready(const char *script) {
   if (access(script, R_OK) != 0) {
     test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", script);

@@ -4,8 +4,9 @@
  * ref_bert.py: independent float64 implementations reading the same GGUF
  * file): the check that python3 with numpy is there, running a reference
  * and reading back its floats or tokens, the C side's logits through a fresh
- * context, and the error measure. Used by test_model.c, test_model_qwen.c
- * and test_model_bert.c (test_model_kvq8.c: the error measure).
+ * context, and the error measure; and writing a random-weight model into
+ * the test's folder. Used by test_model.c, test_model_qwen.c,
+ * test_model_bert.c, test_model_kvq8.c and test_model_mem.c.
  */
 #ifndef PARLEY_TEST_MODEL_REF_H
 #define PARLEY_TEST_MODEL_REF_H
@@ -15,8 +16,16 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "model/testgen.h"
+#include "model/testgen_arch.h"
 
 #define REF_PY "/usr/bin/python3"
+
+/* Writes g (llama: testgen.h; qwen2/qwen3/bert: testgen_arch.h) as
+ * test_tmpdir()/NAME.gguf, its path in path[cap]. Returns path, or NULL with
+ * a failure recorded naming the writer's error. */
+const char *ref_write_llama(const model_testgen *g, const char *name, char *path, size_t cap);
+const char *ref_write_arch(const model_testgen_arch *g, const char *name, char *path, size_t cap);
 
 /* 1 ready, 0 skip (no numpy), -1 failed (script missing: a failure is
  * recorded). */

@@ -21,16 +21,6 @@
 static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
 
-static const char *gen_model(const model_testgen *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  int rc = model_testgen_write(g, path);
-  if (rc) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
-}
-
 /* C (kv type) vs numpy (kv rounded the same way) on PROMPT; returns NMSE or
  * -1 on failure. */
 static double compare_model(const char *path, enum model_kv_type kv, int n_threads) {
@@ -46,7 +36,7 @@ TEST(model_llama_f32_matches_numpy) {
   NEED_PY();
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f32", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   /* F16 cache: numpy rounds k and v to float16 too, so again only f32 noise,
@@ -57,7 +47,7 @@ TEST(model_llama_f32_matches_numpy) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.tied = true;
   g.seed = 2;
-  ASSERT_TRUE(gen_model(&g, "f32_tied", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f32_tied", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -71,7 +61,7 @@ TEST(model_llama_f16_matches_numpy) {
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
   g.seed = 3;
-  ASSERT_TRUE(gen_model(&g, "f16", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f16", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   /* rows of 256 and 512 columns: the prompt's products go through the
@@ -83,7 +73,7 @@ TEST(model_llama_f16_matches_numpy) {
     w.n_ff = 512;
     w.type = w.type_embd = w.type_output = w.type_ffn_down = (uint32_t)wide[i];
     w.seed = 13;
-    ASSERT_TRUE(gen_model(&w, i ? "bf16_wide" : "f16_wide", path, sizeof path));
+    ASSERT_TRUE(ref_write_llama(&w, i ? "bf16_wide" : "f16_wide", path, sizeof path));
     e = compare_model(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -115,7 +105,7 @@ static void check_quant(uint32_t type, bool k_shape, double tol) {
   if (type == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K; /* Q4_K_M-like mix */
   g.seed = 10 + type;
   snprintf(name, sizeof name, "q%u", type);
-  if (!gen_model(&g, name, path, sizeof path)) return;
+  if (!ref_write_llama(&g, name, path, sizeof path)) return;
   double e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < tol);
 }
@@ -137,20 +127,20 @@ TEST(model_llama_reference_kernels) {
   EXPECT_STR_EQ(kern_isa(), "reference");
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "ref_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_f32", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.n_embd = 256;
   g.n_ff = 512;
   g.type = g.type_embd = TENSOR_TYPE_Q4_K;
   g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K;
-  ASSERT_TRUE(gen_model(&g, "ref_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_q4k", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.n_embd = 64;
   g.n_ff = 160;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
-  ASSERT_TRUE(gen_model(&g, "ref_q40", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_q40", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   kern_force_reference(false);
@@ -166,7 +156,7 @@ TEST(model_llama_rope_options_match_numpy) {
   g.rope_scale_linear = 4.0f;
   g.n_rot = 8; /* partial rotation: 8 of 16 dims per head */
   g.seed = 5;
-  ASSERT_TRUE(gen_model(&g, "rope", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "rope", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const model_hparams *hp = model_get_hparams(m);
@@ -185,7 +175,7 @@ TEST(model_llama_batch_equals_token_by_token) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q8_0;
-  ASSERT_TRUE(gen_model(&g, "batch", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "batch", path, sizeof path));
   int64_t V = 0;
   float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
   float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
@@ -232,7 +222,7 @@ TEST(model_llama_long_prompt_matches_numpy) {
   g.n_ctx = 512;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
   g.seed = 30;
-  ASSERT_TRUE(gen_model(&g, "long", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "long", path, sizeof path));
   enum { N = 300 };
   int32_t toks[N];
   uint32_t st = 12345;
@@ -290,7 +280,7 @@ TEST(model_llama_sequences_match_numpy) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.seed = 40;
-  ASSERT_TRUE(gen_model(&g, "seqs", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "seqs", path, sizeof path));
   static const int32_t A[12] = {5, 9, 200, 14, 77, 3, 3, 150, 299, 1, 42, 8};
   static const int32_t B[8] = {100, 101, 102, 7, 8, 9, 250, 11};
   static const int32_t B2[6] = {100, 101, 102, 60, 61, 62}; /* B rewound to 3 */
@@ -405,7 +395,7 @@ TEST(model_llama_sequences_match_numpy) {
 TEST(model_llama_sequence_context_end) {
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "seqend", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "seqend", path, sizeof path));
   model *m = NULL;
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
@@ -435,7 +425,7 @@ static void check_greedy(uint32_t type, const char *name, uint64_t seed) {
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
   g.seed = seed;
-  if (!gen_model(&g, name, path, sizeof path)) return;
+  if (!ref_write_llama(&g, name, path, sizeof path)) return;
   enum { N_GEN = 32 };
   int32_t want[N_GEN], got[N_GEN];
   int nw = ref_greedy(REF, path, PROMPT, 6, N_GEN, true, want);
@@ -530,7 +520,7 @@ TEST(model_llama_shared_tiny_random) {
 TEST(model_llama_context_limits) {
   char path[512];
   model_testgen g = model_testgen_small(); /* trained context 128 */
-  ASSERT_TRUE(gen_model(&g, "ctx", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ctx", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   model_ctx *c = NULL;
@@ -569,7 +559,7 @@ TEST(model_llama_shared_pool) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
-  ASSERT_TRUE(gen_model(&g, "pool", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "pool", path, sizeof path));
   int64_t V = 0;
   float *own = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 0, &V);
   ASSERT_TRUE(own != NULL);
@@ -626,7 +616,7 @@ static int load_patched(const char *src, const char *find, const void *repl, siz
 TEST(model_llama_load_errors) {
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "bad", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "bad", path, sizeof path));
   /* head_count_kv 2 -> 4: attn_k must then be [64, 64] */
   const char *key = "llama.attention.head_count_kv";
   uint32_t four = 4;

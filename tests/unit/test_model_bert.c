@@ -36,15 +36,6 @@ static float *ref_embed(const char *path, const int32_t *toks, int n, const char
   return ref_run_floats(cmd, out, n_out);
 }
 
-static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  if (model_testgen_arch_write(g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
-}
-
 /* C embedding of toks through a fresh context; *n_out gets the float count. */
 static float *c_embed(const char *path, const int32_t *toks, int n, unsigned flags, int n_threads, size_t *n_out) {
   model *m = NULL;
@@ -106,7 +97,7 @@ TEST(model_bert_mean_matches_numpy) {
   NEED_PY();
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
-  ASSERT_TRUE(gen(&g, "bert_mean", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_mean", path, sizeof path));
   double e = compare(path, "mean", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "mean", true, 1);
@@ -114,7 +105,7 @@ TEST(model_bert_mean_matches_numpy) {
   /* pooling_type absent: mean */
   g.pooling_type = -1;
   g.seed = 2;
-  ASSERT_TRUE(gen(&g, "bert_nopool_key", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_nopool_key", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_MEAN);
@@ -129,13 +120,13 @@ TEST(model_bert_cls_and_none_match_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.pooling_type = MODEL_POOLING_CLS;
   g.seed = 3;
-  ASSERT_TRUE(gen(&g, "bert_cls", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_cls", path, sizeof path));
   double e = compare(path, "cls", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "cls", true, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.pooling_type = MODEL_POOLING_NONE;
-  ASSERT_TRUE(gen(&g, "bert_none", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_none", path, sizeof path));
   e = compare(path, "none", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "none", true, 1);
@@ -151,12 +142,12 @@ TEST(model_bert_f16_q8_and_reference_kernels) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.type = g.type_embd = TENSOR_TYPE_F16;
   g.seed = 4;
-  ASSERT_TRUE(gen(&g, "bert_f16", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_f16", path, sizeof path));
   double e = compare(path, "mean", true, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 5;
-  ASSERT_TRUE(gen(&g, "bert_q8", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_q8", path, sizeof path));
   e = compare(path, "mean", false, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
   kern_force_reference(true);
@@ -165,7 +156,7 @@ TEST(model_bert_f16_q8_and_reference_kernels) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = MODEL_POOLING_CLS;
-  ASSERT_TRUE(gen(&g, "bert_ref_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_ref_f32", path, sizeof path));
   e = compare(path, "cls", true, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   kern_force_reference(false);
@@ -179,7 +170,7 @@ TEST(model_bert_long_input_threads) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.seed = 6;
-  ASSERT_TRUE(gen(&g, "bert_long", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_long", path, sizeof path));
   enum { N = 120 };
   int32_t toks[N];
   uint32_t st = 777;
@@ -216,7 +207,7 @@ TEST(model_bert_long_input_threads) {
 
 static int open_bad(const model_testgen_arch *g, const char *name) {
   char path[512];
-  if (!gen(g, name, path, sizeof path)) return 1;
+  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
   model *m = NULL;
   int rc = model_open(path, &m);
   model_free(m);
@@ -226,7 +217,7 @@ static int open_bad(const model_testgen_arch *g, const char *name) {
 TEST(model_bert_errors) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
-  ASSERT_TRUE(gen(&g, "bert_err", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_err", path, sizeof path));
   model *m = NULL;
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);

@@ -41,12 +41,7 @@ static const char *llama_hd32(char *path, size_t cap) {
   g.n_embd = 128;
   g.n_ctx = 512;
   g.seed = 11;
-  snprintf(path, cap, "%s/kvq8_llama.gguf", test_tmpdir());
-  if (model_testgen_write(&g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen: %s", err_detail());
-    return NULL;
-  }
-  return path;
+  return ref_write_llama(&g, "kvq8_llama", path, cap);
 }
 
 static const char *arch_hd32(enum model_arch a, char *path, size_t cap) {
@@ -54,12 +49,9 @@ static const char *arch_hd32(enum model_arch a, char *path, size_t cap) {
   if (a == MODEL_ARCH_QWEN2) g.n_embd = 128; /* 4 heads of 32 */
   g.n_ctx = 512;
   g.seed = 12;
-  snprintf(path, cap, "%s/kvq8_%s.gguf", test_tmpdir(), model_arch_name(a));
-  if (model_testgen_arch_write(&g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen_arch: %s", err_detail());
-    return NULL;
-  }
-  return path;
+  char name[64];
+  snprintf(name, sizeof name, "kvq8_%s", model_arch_name(a));
+  return ref_write_arch(&g, name, path, cap);
 }
 
 static int32_t *prompt_tokens(int n, int64_t n_vocab) {
@@ -366,8 +358,7 @@ TEST(model_kvq8_attention_against_scalar) {
 TEST(model_kvq8_fallback_for_head_dim) {
   model_testgen g = model_testgen_small();
   char path[512];
-  snprintf(path, sizeof path, "%s/kvq8_hd16.gguf", test_tmpdir());
-  ASSERT_INT_EQ(model_testgen_write(&g, path), 0);
+  ASSERT_TRUE(ref_write_llama(&g, "kvq8_hd16", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   ASSERT_INT_EQ(model_get_hparams(m)->head_dim, 16);

@@ -26,15 +26,6 @@
 static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
 
-static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  if (model_testgen_arch_write(g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
-}
-
 /* C vs numpy on PROMPT (ref_compare). */
 static double compare(const char *path, enum model_kv_type kv, int n_threads) {
   return ref_compare(REF, path, PROMPT, N_PROMPT, kv, n_threads);
@@ -49,14 +40,14 @@ TEST(model_qwen2_f32_matches_numpy) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g.rope_freq_base = 1000000.0f;
-  ASSERT_TRUE(gen(&g, "qwen2_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_f32", path, sizeof path));
   double e = compare(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.tied = true;
   g.seed = 2;
-  ASSERT_TRUE(gen(&g, "qwen2_f32_tied", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_f32_tied", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -68,7 +59,7 @@ TEST(model_qwen3_f32_matches_numpy) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.rope_freq_base = 1000000.0f;
-  ASSERT_TRUE(gen(&g, "qwen3_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_f32", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN3);
@@ -82,7 +73,7 @@ TEST(model_qwen3_f32_matches_numpy) {
   g.head_dim = 0;
   g.tied = false;
   g.seed = 3;
-  ASSERT_TRUE(gen(&g, "qwen3_f32_hd16", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_f32_hd16", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -97,7 +88,7 @@ TEST(model_qwen_f16_matches_numpy) {
     model_testgen_arch g = model_testgen_arch_small(archs[a]);
     g.type = g.type_embd = TENSOR_TYPE_F16;
     g.seed = 10 + (uint64_t)a;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
     double e = compare(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -116,11 +107,11 @@ TEST(model_qwen_reference_kernels) {
     model_testgen_arch g = model_testgen_arch_small(archs[a]);
     g.type = g.type_embd = TENSOR_TYPE_Q8_0;
     g.seed = 20 + (uint64_t)a;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
     double e = compare(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
     g.type = g.type_embd = TENSOR_TYPE_F32;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
     e = compare(path, MODEL_KV_F32, 1);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -130,7 +121,7 @@ TEST(model_qwen_reference_kernels) {
   k.n_ff = 512;
   k.type = k.type_embd = TENSOR_TYPE_Q4_K;
   k.seed = 26;
-  ASSERT_TRUE(gen(&k, "qwen3_ref_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&k, "qwen3_ref_q4k", path, sizeof path));
   double ek = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(ek >= 0 && ek < 1e-8);
   kern_force_reference(false);
@@ -144,7 +135,7 @@ TEST(model_qwen_quant_matches_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 25;
-  ASSERT_TRUE(gen(&g, "qwen2_q8", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_q8", path, sizeof path));
   double e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
   /* K-quants need rows of multiples of 256: qwen3 with n_embd 256, head_dim
@@ -155,7 +146,7 @@ TEST(model_qwen_quant_matches_numpy) {
   k.n_ff = 512;
   k.type = k.type_embd = TENSOR_TYPE_Q4_K;
   k.seed = 26;
-  ASSERT_TRUE(gen(&k, "qwen3_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&k, "qwen3_q4k", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
 }
@@ -177,7 +168,7 @@ TEST(model_qwen_q4_k_m_mix) {
   g.tied = true;
   model_testgen_arch_qwen_k_m(&g);
   g.seed = 27;
-  ASSERT_TRUE(gen(&g, "qwen2_k_m_mix", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_k_m_mix", path, sizeof path));
   gguf_file *f = NULL;
   ASSERT_INT_EQ(gguf_open(path, &f), 0);
   static const bool more[8] = {true, false, false, true, false, false, true, true};
@@ -208,7 +199,7 @@ static void check_batch(enum model_arch arch, const char *name) {
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 40;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   int64_t V = 0;
   float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
   float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
@@ -254,7 +245,7 @@ static void check_greedy(enum model_arch arch, uint32_t type, const char *name, 
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.type = g.type_embd = type;
   g.seed = seed;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   enum { N_GEN = 32 };
   int32_t want[N_GEN], got[N_GEN];
   bool f16 = type != TENSOR_TYPE_F32;
@@ -302,7 +293,7 @@ static int open_bad(enum model_arch arch, const char *bad, const char *name) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.bad_tensor = bad;
-  if (!gen(&g, name, path, sizeof path)) return 1;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return 1;
   model *m = NULL;
   int rc = model_open(path, &m);
   model_free(m);
@@ -322,7 +313,7 @@ TEST(model_qwen_load_errors) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.head_dim = 0;
   g.arch = MODEL_ARCH_QWEN2;
-  ASSERT_TRUE(gen(&g, "qwen2_ok", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_ok", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN2);
@@ -332,8 +323,7 @@ TEST(model_qwen_load_errors) {
   model_free(m);
   /* llama has no embed */
   model_testgen lg = model_testgen_small();
-  snprintf(path, sizeof path, "%s/qwen_test_llama.gguf", test_tmpdir());
-  ASSERT_INT_EQ(model_testgen_write(&lg, path), 0);
+  ASSERT_TRUE(ref_write_llama(&lg, "qwen_test_llama", path, sizeof path));
   ASSERT_INT_EQ(model_open(path, &m), 0);
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
@@ -346,7 +336,7 @@ TEST(model_qwen_load_errors) {
   /* rank pooling (rerankers) loads for generation but does not embed */
   model_testgen_arch g4 = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g4.pooling_type = 4;
-  ASSERT_TRUE(gen(&g4, "qwen3_rank", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g4, "qwen3_rank", path, sizeof path));
   ASSERT_INT_EQ(model_open(path, &m), 0);
   ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
   EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
@@ -364,7 +354,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.seed = 60;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   model *m = NULL;
   model_ctx *c = NULL;
   model_ctx_params p = model_ctx_default_params();
@@ -469,7 +459,7 @@ TEST(model_qwen_embed_matches_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.pooling_type = MODEL_POOLING_LAST;
   g.seed = 70;
-  ASSERT_TRUE(gen(&g, "qwen3_embed", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_embed", path, sizeof path));
   double e = compare_embed(path, "last", true, MODEL_KV_F32, 0);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare_embed(path, "last", false, MODEL_KV_F16, 5); /* three steps */
@@ -481,14 +471,14 @@ TEST(model_qwen_embed_matches_numpy) {
     g.pooling_type = pools[i];
     char nm[64];
     snprintf(nm, sizeof nm, "qwen3_embed_%s", names[i]);
-    ASSERT_TRUE(gen(&g, nm, path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, nm, path, sizeof path));
     e = compare_embed(path, names[i], i != 2, MODEL_KV_F32, 5);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
   /* qwen2 without the key: last */
   model_testgen_arch g2 = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g2.seed = 71;
-  ASSERT_TRUE(gen(&g2, "qwen2_embed", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g2, "qwen2_embed", path, sizeof path));
   e = compare_embed(path, NULL, true, MODEL_KV_F32, 0);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
