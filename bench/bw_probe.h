@@ -37,10 +37,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #define BWP_CHUNK ((size_t)1 << 20) /* bytes a thread takes at a time */
 
 struct bwp_shared {
@@ -63,64 +59,47 @@ static double bwp_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* GCC's generic vectors of 64-bit lanes (may_alias as the intrinsics'
+ * types: the buffer is written as uint64_t): 32 bytes for AVX2's 256-bit
+ * loads, 16 for the baseline's 128-bit ones (SSE2 on x86-64, NEON on
+ * arm64). */
+typedef uint64_t bwp_v32 __attribute__((vector_size(32), may_alias));
+typedef uint64_t bwp_v16 __attribute__((vector_size(16), may_alias));
+
+/* The body of a read function of (p, n) over vectors of type V: the XOR of
+ * [p, p + n) in 64-bit lanes into eight accumulators of one vector each
+ * (n a multiple of 8 vectors, p aligned to one). One loop for both widths;
+ * each instance compiles to its own target's loads. */
+#define BWP_READ_BODY(V)                                                  \
+  V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+  for (size_t i = 0; i < n; i += 8 * sizeof(V)) {                          \
+    const V *v = (const V *)(p + i);                                      \
+    a0 ^= v[0];                                                           \
+    a1 ^= v[1];                                                           \
+    a2 ^= v[2];                                                           \
+    a3 ^= v[3];                                                           \
+    a4 ^= v[4];                                                           \
+    a5 ^= v[5];                                                           \
+    a6 ^= v[6];                                                           \
+    a7 ^= v[7];                                                           \
+  }                                                                       \
+  V s = ((a0 ^ a1) ^ (a2 ^ a3)) ^ ((a4 ^ a5) ^ (a6 ^ a7));                \
+  uint64_t x = 0;                                                         \
+  for (size_t l = 0; l < sizeof(V) / 8; l++) x ^= s[l];                   \
+  return x
+
 #if defined(__x86_64__)
-/* XOR of [p, p + n) in 64-bit lanes; n a multiple of 256. AVX2 when the
- * CPU has it, else SSE2 (16-byte loads, still eight accumulators). */
-__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) {
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (size_t i = 0; i < n; i += 256) {
-    const __m256i *v = (const __m256i *)(p + i);
-    a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + 0));
-    a1 = _mm256_xor_si256(a1, _mm256_load_si256(v + 1));
-    a2 = _mm256_xor_si256(a2, _mm256_load_si256(v + 2));
-    a3 = _mm256_xor_si256(a3, _mm256_load_si256(v + 3));
-    a4 = _mm256_xor_si256(a4, _mm256_load_si256(v + 4));
-    a5 = _mm256_xor_si256(a5, _mm256_load_si256(v + 5));
-    a6 = _mm256_xor_si256(a6, _mm256_load_si256(v + 6));
-    a7 = _mm256_xor_si256(a7, _mm256_load_si256(v + 7));
-  }
-  __m256i s = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3)),
-                               _mm256_xor_si256(_mm256_xor_si256(a4, a5), _mm256_xor_si256(a6, a7)));
-  uint64_t o[4];
-  _mm256_storeu_si256((__m256i *)o, s);
-  return o[0] ^ o[1] ^ o[2] ^ o[3];
-}
-
-static uint64_t bwp_read_sse2(const uint8_t *p, size_t n) {
-  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-  for (size_t i = 0; i < n; i += 128) {
-    const __m128i *v = (const __m128i *)(p + i);
-    a0 = _mm_xor_si128(a0, _mm_load_si128(v + 0));
-    a1 = _mm_xor_si128(a1, _mm_load_si128(v + 1));
-    a2 = _mm_xor_si128(a2, _mm_load_si128(v + 2));
-    a3 = _mm_xor_si128(a3, _mm_load_si128(v + 3));
-    a4 = _mm_xor_si128(a4, _mm_load_si128(v + 4));
-    a5 = _mm_xor_si128(a5, _mm_load_si128(v + 5));
-    a6 = _mm_xor_si128(a6, _mm_load_si128(v + 6));
-    a7 = _mm_xor_si128(a7, _mm_load_si128(v + 7));
-  }
-  __m128i s = _mm_xor_si128(_mm_xor_si128(_mm_xor_si128(a0, a1), _mm_xor_si128(a2, a3)),
-                            _mm_xor_si128(_mm_xor_si128(a4, a5), _mm_xor_si128(a6, a7)));
-  uint64_t o[2];
-  _mm_storeu_si128((__m128i *)o, s);
-  return o[0] ^ o[1];
-}
+__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32); }
 #endif
+static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16); }
 
+/* XOR of [p, p + n) in 64-bit lanes, n a multiple of 256: AVX2 when the
+ * CPU has it, else the baseline's vectors (still eight accumulators). */
 static uint64_t bwp_read(const uint8_t *p, size_t n) {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
-  return bwp_read_sse2(p, n);
-#else
-  uint64_t a[8] = {0};
-  for (size_t i = 0; i < n; i += 64)
-    for (int k = 0; k < 8; k++) {
-      uint64_t v;
-      memcpy(&v, p + i + 8 * k, 8);
-      a[k] ^= v;
-    }
-  return a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 #endif
+  return bwp_read_base(p, n);
 }
 
 static void *bwp_thread(void *arg) {

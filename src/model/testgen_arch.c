@@ -54,16 +54,18 @@ model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m) {
   g.rope_freq_base = 1000000.0f;
   g.norm_eps = 1e-6f;
   g.type = g.type_embd = t;
-  if (k_m) {
-    g.type = TENSOR_TYPE_Q5_0;
-    g.type_embd = TENSOR_TYPE_Q8_0;
-    g.mixed = true;
-    g.type_v[0] = TENSOR_TYPE_Q5_0;
-    g.type_v[1] = TENSOR_TYPE_Q8_0;
-    g.type_down[0] = TENSOR_TYPE_Q4_K;
-    g.type_down[1] = TENSOR_TYPE_Q6_K;
-  }
+  if (k_m) model_testgen_arch_qwen_k_m(&g);
   return g;
+}
+
+void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
+  g->type = TENSOR_TYPE_Q5_0;
+  g->type_embd = TENSOR_TYPE_Q8_0;
+  g->mixed = true;
+  g->type_v[0] = TENSOR_TYPE_Q5_0;
+  g->type_v[1] = TENSOR_TYPE_Q8_0;
+  g->type_down[0] = TENSOR_TYPE_Q4_K;
+  g->type_down[1] = TENSOR_TYPE_Q6_K;
 }
 
 /* llama.cpp's use_more_bits: the layers a K_M mix gives more bits. */

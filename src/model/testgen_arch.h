@@ -56,6 +56,11 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch);
  * Q6_K / Q4_K likewise, token_embd Q8_0. */
 model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
 
+/* The tensor types of that Q4_K_M mix on any shape: type Q5_0, type_embd
+ * Q8_0, mixed, type_v {Q5_0, Q8_0}, type_down {Q4_K, Q6_K}. ffn_down rows
+ * (n_ff columns) must hold whole 256-blocks. */
+void model_testgen_arch_qwen_k_m(model_testgen_arch *g);
+
 /* Writes the file (path.tmp, then renamed). */
 int model_testgen_arch_write(const model_testgen_arch *g, const char *path);
 

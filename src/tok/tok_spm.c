@@ -33,54 +33,12 @@ typedef struct bigram {
   size_t size;
 } bigram;
 
-typedef struct heap {
-  bigram *v;
-  size_t n, cap;
-} heap;
-
 /* a before b: higher score, then smaller left index */
 static bool bg_before(const bigram *a, const bigram *b) {
   return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static int heap_push(heap *h, bigram b) {
-  if (h->n == h->cap) {
-    size_t cap = h->cap ? h->cap * 2 : 64;
-    bigram *p = realloc(h->v, cap * sizeof(bigram));
-    if (!p) return err_set(ERR_NOMEM, "tokenizer merge queue");
-    h->v = p;
-    h->cap = cap;
-  }
-  size_t i = h->n++;
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!bg_before(&b, &h->v[parent])) break;
-    h->v[i] = h->v[parent];
-    i = parent;
-  }
-  h->v[i] = b;
-  return 0;
-}
-
-static bigram heap_pop(heap *h) {
-  bigram top = h->v[0];
-  bigram last = h->v[--h->n];
-  size_t i = 0;
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, best = i;
-    const bigram *bv = &last;
-    if (l < h->n && bg_before(&h->v[l], bv)) {
-      best = l;
-      bv = &h->v[l];
-    }
-    if (r < h->n && bg_before(&h->v[r], bv)) best = r;
-    if (best == i) break;
-    h->v[i] = h->v[best];
-    i = best;
-  }
-  if (h->n) h->v[i] = last;
-  return top;
-}
+#include "tok/tok_heap.h"
 
 static int try_bigram(const tok *t, const char *text, const sym *syms, int left, int right, heap *h) {
   if (left < 0 || right < 0) return 0;

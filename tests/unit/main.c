@@ -9,6 +9,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -70,6 +71,83 @@ const char *test_shared_path(const char *rel, char *out, size_t cap) {
 }
 
 const char *test_tmpdir(void) { return g_tmpdir; }
+
+char *test_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *p = NULL;
+  size_t n = 0, cap = 0, got;
+  do {
+    if (cap - n < 65536) {
+      char *q = realloc(p, cap = cap * 2 + 65536 + 1);
+      if (!q) {
+        free(p);
+        fclose(f);
+        return NULL;
+      }
+      p = q;
+    }
+    got = fread(p + n, 1, cap - 1 - n, f);
+    n += got;
+  } while (got > 0);
+  fclose(f);
+  p[n] = '\0';
+  if (len) *len = n;
+  return p;
+}
+
+int test_capture(int (*fn)(int, char **), int argc, const char **argv, char **out, char **err) {
+  char op[600], ep[600];
+  snprintf(op, sizeof op, "%s/stdout.txt", test_tmpdir());
+  snprintf(ep, sizeof ep, "%s/stderr.txt", test_tmpdir());
+  fflush(stdout);
+  fflush(stderr);
+  int so = dup(1), se = dup(2);
+  int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (so < 0 || se < 0 || fo < 0 || fe < 0) return -100;
+  dup2(fo, 1);
+  dup2(fe, 2);
+  close(fo);
+  close(fe);
+  int rc = fn(argc, (char **)argv);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(so, 1);
+  dup2(se, 2);
+  close(so);
+  close(se);
+  *out = test_read_file(op, NULL);
+  *err = test_read_file(ep, NULL);
+  return rc;
+}
+
+int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n_files = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    if (!f) continue;
+    unsigned char *data = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    size_t n = 0;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+      size_t want = (size_t)size < max ? (size_t)size : max;
+      if ((data = malloc(want ? want : 1))) n = fread(data, 1, want, f);
+    }
+    fclose(f);
+    if (!data) continue;
+    n_files++;
+    fn(e->d_name, path, data, n, ud);
+    free(data);
+  }
+  closedir(d);
+  return n_files;
+}
 
 static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb, (void)flag, (void)ftw;

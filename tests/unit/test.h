@@ -31,6 +31,20 @@ void test_skip(const char *why);
 const char *test_shared_path(const char *rel, char *out, size_t cap);
 /* A fresh empty directory for this test's files, removed after the test. */
 const char *test_tmpdir(void);
+/* Calls fn for every file of dir whose name does not start with '.' (the
+ * fuzz seed folders), in directory order, with its first max bytes (name:
+ * the file's name, path: dir/name). Returns how many files were read, -1
+ * when dir cannot be opened. */
+/* The whole file, NUL-terminated, malloc'd (its length in *len when len is
+ * not NULL), or NULL when it cannot be read. */
+char *test_read_file(const char *path, size_t *len);
+/* Runs fn(argc, argv) (a command's entry point) with stdout and stderr
+ * captured into files of test_tmpdir(); returns its exit status, *out and
+ * *err get what it wrote (malloc'd, the caller frees). -100 when the
+ * capture could not be set up. */
+int test_capture(int (*fn)(int, char **), int argc, const char **argv, char **out, char **err);
+typedef void (*test_file_fn)(const char *name, const char *path, const unsigned char *data, size_t n, void *ud);
+int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud);
 extern int test_failed_flag;
 
 #define TEST(name)                                                              \

@@ -5,7 +5,6 @@
  * error event's type for each failure). */
 #include "test.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 
 #include "api/anthropic/anthropic.h"
@@ -247,36 +246,27 @@ TEST(anthropic_renderer_helpers) {
 
 /* Every fuzz seed goes through the translation as the harness feeds it:
  * a clean result either way, and the seeds that are valid requests parse. */
-TEST(anthropic_fuzz_seeds_replay) {
-  const char *dir = "tests/fuzz/seeds/anthropic_request";
-  DIR *d = opendir(dir);
-  if (!d) TEST_SKIP("tests/fuzz/seeds/anthropic_request not found (run from the repository root)");
-  int n_files = 0, n_ok = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "rb");
-    if (!f) continue;
-    static char in[65536];
-    size_t n = fread(in, 1, sizeof in, f);
-    fclose(f);
-    n_files++;
-    json_t *v = NULL;
-    if (api_json_decode_object(in, n, &v)) continue;
-    for (int count = 0; count < 2; count++) {
-      anthropic_req r;
-      int rc = anthropic_req_parse(v, count == 1, &r);
-      TEST_CHECK_(rc <= 0, 0, "%s: positive return %d", path, rc);
-      if (rc) continue;
-      n_ok++;
-      EXPECT_TRUE(json_is_array(r.messages));
-      anthropic_req_free(&r);
-    }
-    json_decref(v);
+static void parse_seed(const char *name, const char *path, const unsigned char *in, size_t n, void *ud) {
+  int *n_ok = ud;
+  (void)name;
+  json_t *v = NULL;
+  if (api_json_decode_object((const char *)in, n, &v)) return;
+  for (int count = 0; count < 2; count++) {
+    anthropic_req r;
+    int rc = anthropic_req_parse(v, count == 1, &r);
+    TEST_CHECK_(rc <= 0, 0, "%s: positive return %d", path, rc);
+    if (rc) continue;
+    (*n_ok)++;
+    EXPECT_TRUE(json_is_array(r.messages));
+    anthropic_req_free(&r);
   }
-  closedir(d);
+  json_decref(v);
+}
+
+TEST(anthropic_fuzz_seeds_replay) {
+  int n_ok = 0;
+  int n_files = test_each_file("tests/fuzz/seeds/anthropic_request", 65536, parse_seed, &n_ok);
+  if (n_files < 0) TEST_SKIP("tests/fuzz/seeds/anthropic_request not found (run from the repository root)");
   EXPECT_INT_GE(n_files, 7);
   EXPECT_INT_GE(n_ok, 5);
 }

@@ -58,13 +58,13 @@ TEST(audio_g711_vs_audioop) {
   char path[600];
   size_t n_mu = 0, n_a = 0, n_mud = 0, n_ad = 0;
   snprintf(path, sizeof path, "%s/mu", dir);
-  unsigned char *mu = tau_read_file(path, &n_mu);
+  unsigned char *mu = (unsigned char *)test_read_file(path, &n_mu);
   snprintf(path, sizeof path, "%s/a", dir);
-  unsigned char *a = tau_read_file(path, &n_a);
+  unsigned char *a = (unsigned char *)test_read_file(path, &n_a);
   snprintf(path, sizeof path, "%s/mud", dir);
-  unsigned char *mud = tau_read_file(path, &n_mud);
+  unsigned char *mud = (unsigned char *)test_read_file(path, &n_mud);
   snprintf(path, sizeof path, "%s/ad", dir);
-  unsigned char *ad = tau_read_file(path, &n_ad);
+  unsigned char *ad = (unsigned char *)test_read_file(path, &n_ad);
   ASSERT_TRUE(mu && a && mud && ad);
   ASSERT_INT_EQ(n_mu, 65536);
   ASSERT_INT_EQ(n_a, 65536);
@@ -168,7 +168,7 @@ TEST(audio_decode_testdata_vs_sox) {
   int n_done = 0;
   for (size_t i = 0; i < sizeof TESTDATA / sizeof TESTDATA[0]; i++) {
     size_t len;
-    unsigned char *bytes = tau_read_file(TESTDATA[i], &len);
+    unsigned char *bytes = (unsigned char *)test_read_file(TESTDATA[i], &len);
     if (!bytes) continue;
     char cmd[512];
     long rate = 0, samples = 0, channels = 0;

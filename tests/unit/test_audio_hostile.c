@@ -5,6 +5,7 @@
  * negative code with a detail; never a crash (the sanitizer run checks
  * memory).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,37 +208,27 @@ TEST(audio_decode_hint_forces_demuxer) {
  * harness, e.g. crash-adts-layout-copy: an ADTS stream whose frames change
  * channel layout, which made sink_setup copy into an uninitialized layout)
  * decodes the way tests/fuzz/fuzz_audio.c decodes it, cleanly. */
-#include <dirent.h>
-TEST(audio_fuzz_seeds_decode_cleanly) {
-  DIR *d = opendir("tests/fuzz/seeds/audio");
-  if (!d) TEST_SKIP("tests/fuzz/seeds/audio not found (run from the repository root)");
-  struct dirent *e;
-  int n = 0;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "tests/fuzz/seeds/audio/%s", e->d_name);
-    size_t len;
-    unsigned char *bytes = tau_read_file(path, &len);
-    if (!bytes) continue;
-    audio_pcm p;
-    audio_decode_opts o = {.target_rate = 16000, .target_channels = 1, .max_seconds = 30};
-    int rc = audio_decode(bytes, len, &o, &p);
-    if (rc == 0) {
-      EXPECT_INT_EQ(p.rate, 16000);
-      EXPECT_INT_EQ(p.channels, 1);
-      EXPECT_TRUE(p.n_frames > 0);
-      const float *x = p.data;
-      size_t bad = 0;
-      for (size_t i = 0; i < p.n_frames; i++) bad += !(x[i] >= -1.0f && x[i] <= 1.0f);
-      TEST_CHECK_(bad == 0, 0, "%s: %zu samples outside [-1, 1]", e->d_name, bad);
-    } else {
-      TEST_CHECK_(clean_code(rc), 0, "%s: code %d (%s)", e->d_name, rc, err_detail());
-    }
-    audio_pcm_free(&p);
-    free(bytes);
-    n++;
+static void decode_seed(const char *name, const char *path, const unsigned char *bytes, size_t len, void *ud) {
+  (void)path, (void)ud;
+  audio_pcm p;
+  audio_decode_opts o = {.target_rate = 16000, .target_channels = 1, .max_seconds = 30};
+  int rc = audio_decode(bytes, len, &o, &p);
+  if (rc == 0) {
+    EXPECT_INT_EQ(p.rate, 16000);
+    EXPECT_INT_EQ(p.channels, 1);
+    EXPECT_TRUE(p.n_frames > 0);
+    const float *x = p.data;
+    size_t bad = 0;
+    for (size_t i = 0; i < p.n_frames; i++) bad += !(x[i] >= -1.0f && x[i] <= 1.0f);
+    TEST_CHECK_(bad == 0, 0, "%s: %zu samples outside [-1, 1]", name, bad);
+  } else {
+    TEST_CHECK_(clean_code(rc), 0, "%s: code %d (%s)", name, rc, err_detail());
   }
-  closedir(d);
+  audio_pcm_free(&p);
+}
+
+TEST(audio_fuzz_seeds_decode_cleanly) {
+  int n = test_each_file("tests/fuzz/seeds/audio", SIZE_MAX, decode_seed, NULL);
+  if (n < 0) TEST_SKIP("tests/fuzz/seeds/audio not found (run from the repository root)");
   EXPECT_TRUE(n >= 10);
 }

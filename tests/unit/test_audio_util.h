@@ -1,7 +1,7 @@
 /*
  * test_audio_util.h - helpers shared by the audio_ and speech_ tests: a sine
- * generator, a single-bin DFT to find which frequency dominates, reading a
- * whole file, and running a shell command for one line of output.
+ * generator, a single-bin DFT to find which frequency dominates, and running
+ * a shell command for one line of output (whole files: test_read_file).
  */
 #ifndef PARLEY_TEST_AUDIO_UTIL_H
 #define PARLEY_TEST_AUDIO_UTIL_H
@@ -39,19 +39,6 @@ static inline int tau_dominant(const float *x, size_t n, size_t stride, int rate
   double lo = tau_power(x, n, stride, rate, freq * 0.7);
   double hi = tau_power(x, n, stride, rate, freq * 1.4);
   return p > ratio * lo && p > ratio * hi && p > 1e-6;
-}
-
-static inline unsigned char *tau_read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
-  size_t got = fread(p, 1, (size_t)(n > 0 ? n : 0), f);
-  fclose(f);
-  *len = got;
-  return p;
 }
 
 /* First line printed by a shell command (trailing newline removed), or -1. */

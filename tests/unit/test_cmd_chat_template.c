@@ -9,31 +9,17 @@
  * tools/render_jinja.py passes; the reference output is jinja2's render of the
  * same template and request by that script.
  */
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "app/commands.h"
-#include "base/buf.h"
 #include "base/err.h"
 #include "gguf/gguf.h"
 #include "test.h"
 
 #define CONV_DIR "tests/golden/conversations"
-
-static char *ct_slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  buf b = BUF_INIT;
-  char tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
-  fclose(f);
-  if (!b.data) buf_append(&b, "", 0);
-  return buf_detach(&b, NULL);
-}
 
 static int ct_put(const char *path, const char *s) {
   FILE *f = fopen(path, "wb");
@@ -43,31 +29,9 @@ static int ct_put(const char *path, const char *s) {
   return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-/* Runs cmd_chat_template(argv) with stdout/stderr captured. Returns its exit
- * status; *out and *err are malloc'd (freed by the caller). */
+/* Runs cmd_chat_template(argv) with stdout/stderr captured (test_capture). */
 static int ct_run(char **out, char **err, int argc, const char **argv) {
-  char op[600], ep[600];
-  snprintf(op, sizeof op, "%s/stdout.txt", test_tmpdir());
-  snprintf(ep, sizeof ep, "%s/stderr.txt", test_tmpdir());
-  fflush(stdout);
-  fflush(stderr);
-  int so = dup(1), se = dup(2);
-  int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (so < 0 || se < 0 || fo < 0 || fe < 0) return -100;
-  dup2(fo, 1);
-  dup2(fe, 2);
-  close(fo);
-  close(fe);
-  int rc = cmd_chat_template(argc, (char **)argv);
-  fflush(stdout);
-  fflush(stderr);
-  dup2(so, 1);
-  dup2(se, 2);
-  close(so);
-  close(se);
-  *out = ct_slurp(op);
-  *err = ct_slurp(ep);
-  return rc;
+  return test_capture(cmd_chat_template, argc, argv, out, err);
 }
 
 /* A metadata-only GGUF with a template (may be NULL) and an optional tool_use variant. */
@@ -100,7 +64,7 @@ static char *ct_reference(const char *t, const char *c) {
   snprintf(out, sizeof out, "%s/ref.txt", test_tmpdir());
   snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/render_jinja.py '%s' '%s' > '%s' 2>/dev/null", t, c, out);
   if (system(cmd) != 0) return NULL;
-  return ct_slurp(out);
+  return test_read_file(out, NULL);
 }
 
 static const char *const CONVS[] = {"01_single_user", "03_multi_turn", "06_tool_call_object_args",
@@ -125,7 +89,7 @@ TEST(cmd_chat_template_model_matches_jinja2) {
                   0);
     tpath = tbuf;
   }
-  char *src = ct_slurp(tpath);
+  char *src = test_read_file(tpath, NULL);
   ASSERT_TRUE(src != NULL);
   char model[600];
   snprintf(model, sizeof model, "%s/m.gguf", test_tmpdir());

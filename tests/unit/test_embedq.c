@@ -88,10 +88,36 @@ static bool fixture_make(fixture *f, enum model_arch arch, uint32_t type, int po
   return true;
 }
 
+static void fixture_free(fixture *f) {
+  if (f && f->m) model_free(f->m);
+  free(f);
+}
+
+/* A fixture of arch with layer matrices of type (0 = F32) and pooling (-1 =
+ * the architecture's), references computed; NULL (a failure recorded) when
+ * it could not be made. */
+static fixture *fixture_new(enum model_arch arch, uint32_t type, int pooling) {
+  fixture *f = calloc(1, sizeof *f);
+  if (!f) test_fail_at(__FILE__, __LINE__, "out of memory");
+  else if (!fixture_make(f, arch, type, pooling)) {
+    fixture_free(f);
+    f = NULL;
+  }
+  return f;
+}
+
 static double max_diff(const float *a, const float *b, int64_t n) {
   double d = 0;
   for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
   return d;
+}
+
+/* The largest max_diff of n packed vectors in out against the references of
+ * inputs first .. first + n - 1. */
+static double worst_vs_alone(const fixture *f, const float *out, int first, int n) {
+  double worst = 0;
+  for (int i = 0; i < n; i++) worst = fmax(worst, max_diff(out + i * f->E, f->ref[first + i], f->E));
+  return worst;
 }
 
 /* All N_IN inputs (486 tokens) in one bert forward pass equal each alone,
@@ -99,9 +125,8 @@ static double max_diff(const float *a, const float *b, int64_t n) {
  * row on its own); with 2 threads (attention split across (sequence, head)
  * tasks). */
 static void batch_equals_alone(uint32_t type) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_BERT, type, -1);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_BERT, type, -1)) goto out;
   for (int threads = 1; threads <= 2; threads++) {
     model_ctx *c = NULL;
     model_ctx_params p = model_ctx_default_params();
@@ -111,8 +136,7 @@ static void batch_equals_alone(uint32_t type) {
     float *packed = calloc((size_t)(N_IN * f->E), sizeof *packed);
     int rc = model_embed_batch(c, N_IN, f->tp, f->len, packed, MODEL_EMBED_NORMALIZE);
     EXPECT_INT_EQ(rc, 0);
-    double worst = 0;
-    for (int i = 0; i < N_IN && rc == 0; i++) worst = fmax(worst, max_diff(packed + i * f->E, f->ref[i], f->E));
+    double worst = rc == 0 ? worst_vs_alone(f, packed, 0, N_IN) : 0;
     printf("    %s threads=%d: max |batched - alone| = %.3g over %d inputs\n", tensor_type_name(type), threads, worst,
            N_IN);
     EXPECT_TRUE(worst <= TOL);
@@ -121,9 +145,7 @@ static void batch_equals_alone(uint32_t type) {
     free(packed);
     model_ctx_free(c);
   }
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 TEST(embedq_bert_batch_equals_alone) {
@@ -135,9 +157,8 @@ TEST(embedq_bert_batch_equals_alone) {
 TEST(embedq_bert_batch_matches_numpy) {
   if (access("tools/ref_bert.py", R_OK) != 0 || system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
     TEST_SKIP("tools/ref_bert.py or python3 with numpy not available");
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_BERT, 0, -1);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_BERT, 0, -1)) goto out;
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_ctx_new(f->m, NULL, &c), 0);
   float *packed = calloc((size_t)(N_IN * f->E), sizeof *packed);
@@ -158,18 +179,15 @@ TEST(embedq_bert_batch_matches_numpy) {
   EXPECT_TRUE(d < 1e-4); /* float32 vs float64, as test_model_bert.c */
   free(packed);
   model_ctx_free(c);
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 /* The batcher: one request of N_IN inputs, with batches bounded to 7
  * inputs and 60 tokens, equals each alone; the batch count follows the
  * bounds (fewer passes than inputs). */
 TEST(embedq_one_request_bounded_batches) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_BERT, 0, -1);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_BERT, 0, -1)) goto out;
   embedq_params p = embedq_default_params();
   p.max_seqs = 7;
   p.max_tokens = 60;
@@ -178,9 +196,7 @@ TEST(embedq_one_request_bounded_batches) {
   float *out = calloc((size_t)(N_IN * f->E), sizeof *out);
   size_t bad = 99;
   EXPECT_INT_EQ(embedq_embed(q, N_IN, f->tp, f->len, out, &bad), 0);
-  double worst = 0;
-  for (int i = 0; i < N_IN; i++) worst = fmax(worst, max_diff(out + i * f->E, f->ref[i], f->E));
-  EXPECT_TRUE(worst <= TOL);
+  EXPECT_TRUE(worst_vs_alone(f, out, 0, N_IN) <= TOL);
   embedq_stats st;
   embedq_get_stats(q, &st);
   EXPECT_INT_EQ(st.inputs, N_IN);
@@ -195,9 +211,7 @@ TEST(embedq_one_request_bounded_batches) {
   EXPECT_INT_EQ(st.queued, 0);
   free(out);
   embedq_free(q);
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 /* Errors name the failing input: a token outside the vocabulary in input
@@ -205,9 +219,8 @@ out:
  * longer than the context (refused before anything is queued), an empty
  * input. */
 TEST(embedq_errors_name_the_input) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_BERT, 0, -1);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_BERT, 0, -1)) goto out;
   embedq *q = NULL;
   ASSERT_INT_EQ(embedq_new(f->m, NULL, &q), 0);
   float *out = calloc((size_t)(N_IN * f->E), sizeof *out);
@@ -233,9 +246,7 @@ TEST(embedq_errors_name_the_input) {
   EXPECT_INT_EQ(st.queued, 0);
   free(out);
   embedq_free(q);
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 /* Concurrent requests: 8 threads, each embedding 3 rounds of 5 inputs of
@@ -257,15 +268,14 @@ static void *worker_main(void *arg) {
       w->fails++;
       continue;
     }
-    for (int i = 0; i < 5; i++) w->worst = fmax(w->worst, max_diff(out + i * f->E, f->ref[first + i], f->E));
+    w->worst = fmax(w->worst, worst_vs_alone(f, out, first, 5));
   }
   return NULL;
 }
 
 TEST(embedq_concurrent_requests) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_BERT, 0, -1);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_BERT, 0, -1)) goto out;
   embedq *q = NULL;
   embedq_params p = embedq_default_params();
   p.n_threads = 2;
@@ -287,30 +297,23 @@ TEST(embedq_concurrent_requests) {
   EXPECT_TRUE(st.batches <= 8 * 3); /* at least one pass per call's 5 inputs */
   printf("    120 inputs from 24 concurrent calls: %llu forward passes\n", (unsigned long long)st.batches);
   embedq_free(q);
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 /* A decoder embedder (qwen3, last-token pooling) has no one-pass batch:
  * model_embed_batch runs each sequence alone, and the batcher gives the
  * same vectors as model_embed. */
 TEST(embedq_qwen_falls_back_to_one_at_a_time) {
-  fixture *f = calloc(1, sizeof *f);
+  fixture *f = fixture_new(MODEL_ARCH_QWEN3, 0, MODEL_POOLING_LAST);
   ASSERT_TRUE(f);
-  if (!fixture_make(f, MODEL_ARCH_QWEN3, 0, MODEL_POOLING_LAST)) goto out;
   embedq *q = NULL;
   ASSERT_INT_EQ(embedq_new(f->m, NULL, &q), 0);
   float *out = calloc((size_t)(12 * f->E), sizeof *out);
   EXPECT_INT_EQ(embedq_embed(q, 12, f->tp, f->len, out, NULL), 0);
-  double worst = 0;
-  for (int i = 0; i < 12; i++) worst = fmax(worst, max_diff(out + i * f->E, f->ref[i], f->E));
-  EXPECT_TRUE(worst <= TOL);
+  EXPECT_TRUE(worst_vs_alone(f, out, 0, 12) <= TOL);
   free(out);
   embedq_free(q);
-out:
-  if (f->m) model_free(f->m);
-  free(f);
+  fixture_free(f);
 }
 
 /* Bad parameters are named. */

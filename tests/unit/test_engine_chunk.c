@@ -11,6 +11,16 @@
 
 #define MS 1000000ull
 
+/* A fresh cost model that has seen one decode-only step of n_dec tokens
+ * taking base_ms, then one step of n_dec + n_prompt tokens taking step_ms. */
+static chunk_cost taught(int64_t n_dec, uint64_t base_ms, int64_t n_prompt, uint64_t step_ms) {
+  chunk_cost c;
+  memset(&c, 0, sizeof c);
+  chunk_cost_observe(&c, n_dec, 0, base_ms * MS);
+  chunk_cost_observe(&c, n_dec, n_prompt, step_ms * MS);
+  return c;
+}
+
 /* Nothing measured: a small fixed chunk, never "no cap". */
 TEST(engine_chunk_cost_cold) {
   chunk_cost c;
@@ -39,10 +49,7 @@ TEST(engine_chunk_cost_budget) {
  * shrinks within two steps. 10 tokens at 25 ms each: tok 15 -> 20 -> 22.5,
  * chunk (200 - 50) / 22.5 = 6. */
 TEST(engine_chunk_cost_follows_position) {
-  chunk_cost c;
-  memset(&c, 0, sizeof c);
-  chunk_cost_observe(&c, 3, 0, 50 * MS);
-  chunk_cost_observe(&c, 3, 16, 290 * MS);
+  chunk_cost c = taught(3, 50, 16, 290);
   EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 10);
   chunk_cost_observe(&c, 3, 10, 300 * MS);
   EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 20);
@@ -56,17 +63,12 @@ TEST(engine_chunk_cost_follows_position) {
  * gets as much of the step as the decoding: 150 / 30 = 5 tokens. A budget
  * below the decode step alone: the same 5. */
 TEST(engine_chunk_cost_floor_under_load) {
-  chunk_cost c;
-  memset(&c, 0, sizeof c);
-  chunk_cost_observe(&c, 3, 0, 150 * MS);
-  chunk_cost_observe(&c, 3, 10, 450 * MS);
+  chunk_cost c = taught(3, 150, 10, 450);
   EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 30);
   EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 5);
   EXPECT_INT_EQ(chunk_tokens(&c, 3, 1 * MS), 5);
   /* cheap decode, dear tokens: never below CHUNK_MIN */
-  memset(&c, 0, sizeof c);
-  chunk_cost_observe(&c, 1, 0, 10 * MS);
-  chunk_cost_observe(&c, 1, 2, 410 * MS);
+  c = taught(1, 10, 2, 410);
   EXPECT_INT_EQ(chunk_tokens(&c, 1, 200 * MS), CHUNK_MIN);
 }
 
@@ -75,10 +77,7 @@ TEST(engine_chunk_cost_floor_under_load) {
  * per token, not ~0 (which would let the next chunk fill n_batch). 3 + 7
  * tokens in 100 ms with a stale base of 120 ms: 100 / 10 / 2 = 5 ms. */
 TEST(engine_chunk_cost_stale_base) {
-  chunk_cost c;
-  memset(&c, 0, sizeof c);
-  chunk_cost_observe(&c, 3, 0, 120 * MS);
-  chunk_cost_observe(&c, 3, 7, 100 * MS);
+  chunk_cost c = taught(3, 120, 7, 100);
   EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 5);
   EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 24); /* the share floor: 120 / 5 */
 }
@@ -123,10 +122,7 @@ TEST(engine_chunk_cost_base_nearest) {
  * doubled meanwhile: without the new base (50 ms, now 100) the doubled
  * step times would all be charged to the prompt tokens. */
 TEST(engine_chunk_cost_rebase) {
-  chunk_cost c;
-  memset(&c, 0, sizeof c);
-  chunk_cost_observe(&c, 3, 0, 50 * MS);
-  chunk_cost_observe(&c, 3, 10, 200 * MS); /* tok 15 */
+  chunk_cost c = taught(3, 50, 10, 200); /* tok 15 */
   int64_t k = chunk_tokens(&c, 3, 200 * MS);
   EXPECT_INT_EQ(k, 10);
   for (int i = 1; i < CHUNK_REBASE; i++) {

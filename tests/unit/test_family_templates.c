@@ -27,20 +27,6 @@
 
 #define CONV_DIR "tests/golden/conversations"
 
-static char *ft_read(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  buf b = BUF_INIT;
-  char tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
-  fclose(f);
-  size_t l = 0;
-  char *s = buf_detach(&b, &l);
-  if (len) *len = l;
-  return s;
-}
-
 static int ft_write(const char *path, const char *s) {
   FILE *f = fopen(path, "wb");
   if (!f) return -1;
@@ -64,7 +50,7 @@ static int ft_strftime(tmpl_heap *h, void *user, const tmpl_value *args, size_t 
  * builds them) into out. 0 or an error with err_detail(). */
 static int ft_render(const char *src, const char *conv_path, buf *out) {
   size_t len;
-  char *text = ft_read(conv_path, &len);
+  char *text = test_read_file(conv_path, &len);
   if (!text) return err_set(ERR_IO, "cannot read %s", conv_path);
   json_error_t jerr;
   json_t *j = json_loadb(text, len, 0, &jerr);
@@ -169,7 +155,7 @@ TEST(family_templates_jinja2_parity) {
       TEST_CHECK_(stat(p, &st) != 0, 0, "jinja2 rejects default %s x %s", name, convs[c]);
       snprintf(p, sizeof p, "%s/%s__%s.out", odir, name, convs[c]);
       size_t wn = 0;
-      char *want = ft_read(p, &wn);
+      char *want = test_read_file(p, &wn);
       if (!want) continue;
       snprintf(p, sizeof p, "%s/%s.json", CONV_DIR, convs[c]);
       buf got = BUF_INIT;
@@ -234,7 +220,7 @@ TEST(family_templates_mirror_real_templates) {
       char p[8400];
       snprintf(p, sizeof p, "%s/%s__%s.out", odir, m->real, convs[c]);
       size_t wn = 0;
-      char *want = ft_read(p, &wn);
+      char *want = test_read_file(p, &wn);
       TEST_CHECK_(want != NULL, 0, "jinja2 did not render %s x %s", m->real, convs[c]);
       if (!want) continue;
       snprintf(p, sizeof p, "%s/%s.json", CONV_DIR, convs[c]);

@@ -13,146 +13,18 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model_ref.h"
 
-#define PY "/usr/bin/python3"
 #define REF "tools/ref_llama.py"
-
-/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
-static int py_ready(void) {
-  if (access(REF, R_OK) != 0) {
-    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
-    return -1;
-  }
-  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
-}
-
-#define NEED_PY()                                                      \
-  do {                                                                 \
-    int r_ = py_ready();                                               \
-    if (r_ < 0) return;                                                \
-    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
-  } while (0)
-
-static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
-  size_t o = 0;
-  out[0] = 0;
-  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
-}
-
-/* numpy logits [n][n_vocab] into a malloc'd array; NULL on failure. */
-static float *ref_logits(const char *model_path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
-  char ts[4096], out[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(out, sizeof out, "%s/ref_logits.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", model_path, ts, out, kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return NULL;
-  size_t cnt = (size_t)n * (size_t)n_vocab;
-  float *v = malloc(cnt * sizeof *v);
-  FILE *fp = fopen(out, "rb");
-  if (!v || !fp) {
-    free(v);
-    if (fp) fclose(fp);
-    return NULL;
-  }
-  size_t got = fread(v, sizeof *v, cnt, fp);
-  int extra = fgetc(fp);
-  fclose(fp);
-  if (got != cnt || extra != EOF) {
-    free(v);
-    return NULL;
-  }
-  return v;
-}
-
-/* numpy greedy continuation of n_gen tokens; returns how many were parsed. */
-static int ref_greedy(const char *model_path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
-  char ts[4096], path[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(path, sizeof path, "%s/ref_greedy.txt", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", model_path, ts, n_gen, path,
-           kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return -1;
-  FILE *fp = fopen(path, "r");
-  if (!fp) return -1;
-  int k = 0;
-  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
-  fclose(fp);
-  return k;
-}
-
-/* sum((a-b)^2) / sum(b^2) */
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+#define NEED_PY() NEED_REF_PY(REF)
 
 static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
 
-static const char *gen_model(const model_testgen *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  int rc = model_testgen_write(g, path);
-  if (rc) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
-}
-
-/* Runs the prompt through a fresh context in one call (all logits). */
-static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
-                       int64_t n_batch, int64_t *n_vocab_out) {
-  model *m = NULL;
-  if (model_open(path, &m)) {
-    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
-    return NULL;
-  }
-  model_ctx_params p = model_ctx_default_params();
-  p.kv_type = kv;
-  p.n_threads = n_threads;
-  p.n_batch = n_batch;
-  model_ctx *c = NULL;
-  float *lg = NULL;
-  int64_t V = model_get_hparams(m)->n_vocab;
-  if (model_ctx_new(m, &p, &c)) {
-    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  } else {
-    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
-      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
-      free(lg);
-      lg = NULL;
-    }
-  }
-  *n_vocab_out = V;
-  model_ctx_free(c);
-  model_free(m);
-  return lg;
-}
-
 /* C (kv type) vs numpy (kv rounded the same way) on PROMPT; returns NMSE or
  * -1 on failure. */
 static double compare_model(const char *path, enum model_kv_type kv, int n_threads) {
-  int64_t V = 0;
-  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
-  if (!c) return -1;
-  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
-  if (!r) {
-    free(c);
-    test_fail_at(__FILE__, __LINE__, "ref_llama.py failed on %s", path);
-    return -1;
-  }
-  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
-  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
-         n_threads, e);
-  free(c);
-  free(r);
-  return e;
+  return ref_compare(REF, path, PROMPT, N_PROMPT, kv, n_threads);
 }
 
 /* F32 weights: the C runtime computes in f32, numpy in f64 on the same
@@ -164,7 +36,7 @@ TEST(model_llama_f32_matches_numpy) {
   NEED_PY();
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f32", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   /* F16 cache: numpy rounds k and v to float16 too, so again only f32 noise,
@@ -175,7 +47,7 @@ TEST(model_llama_f32_matches_numpy) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.tied = true;
   g.seed = 2;
-  ASSERT_TRUE(gen_model(&g, "f32_tied", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f32_tied", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -189,7 +61,7 @@ TEST(model_llama_f16_matches_numpy) {
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
   g.seed = 3;
-  ASSERT_TRUE(gen_model(&g, "f16", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "f16", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   /* rows of 256 and 512 columns: the prompt's products go through the
@@ -201,7 +73,7 @@ TEST(model_llama_f16_matches_numpy) {
     w.n_ff = 512;
     w.type = w.type_embd = w.type_output = w.type_ffn_down = (uint32_t)wide[i];
     w.seed = 13;
-    ASSERT_TRUE(gen_model(&w, i ? "bf16_wide" : "f16_wide", path, sizeof path));
+    ASSERT_TRUE(ref_write_llama(&w, i ? "bf16_wide" : "f16_wide", path, sizeof path));
     e = compare_model(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -233,7 +105,7 @@ static void check_quant(uint32_t type, bool k_shape, double tol) {
   if (type == TENSOR_TYPE_Q4_K) g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K; /* Q4_K_M-like mix */
   g.seed = 10 + type;
   snprintf(name, sizeof name, "q%u", type);
-  if (!gen_model(&g, name, path, sizeof path)) return;
+  if (!ref_write_llama(&g, name, path, sizeof path)) return;
   double e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < tol);
 }
@@ -255,20 +127,20 @@ TEST(model_llama_reference_kernels) {
   EXPECT_STR_EQ(kern_isa(), "reference");
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "ref_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_f32", path, sizeof path));
   double e = compare_model(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.n_embd = 256;
   g.n_ff = 512;
   g.type = g.type_embd = TENSOR_TYPE_Q4_K;
   g.type_output = g.type_ffn_down = TENSOR_TYPE_Q6_K;
-  ASSERT_TRUE(gen_model(&g, "ref_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_q4k", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.n_embd = 64;
   g.n_ff = 160;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
-  ASSERT_TRUE(gen_model(&g, "ref_q40", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ref_q40", path, sizeof path));
   e = compare_model(path, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   kern_force_reference(false);
@@ -284,7 +156,7 @@ TEST(model_llama_rope_options_match_numpy) {
   g.rope_scale_linear = 4.0f;
   g.n_rot = 8; /* partial rotation: 8 of 16 dims per head */
   g.seed = 5;
-  ASSERT_TRUE(gen_model(&g, "rope", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "rope", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const model_hparams *hp = model_get_hparams(m);
@@ -303,10 +175,10 @@ TEST(model_llama_batch_equals_token_by_token) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q8_0;
-  ASSERT_TRUE(gen_model(&g, "batch", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "batch", path, sizeof path));
   int64_t V = 0;
-  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
-  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
   ASSERT_TRUE(all && b5);
   model *m = NULL;
   model_ctx *c = NULL;
@@ -318,8 +190,8 @@ TEST(model_llama_batch_equals_token_by_token) {
   double worst_b5 = 0, worst_one = 0;
   for (int i = 0; i < N_PROMPT; i++) {
     ASSERT_INT_EQ(model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST), 0);
-    double e1 = nmse(one, all + (size_t)i * V, (size_t)V);
-    double e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    double e1 = ref_nmse(one, all + (size_t)i * V, (size_t)V);
+    double e2 = ref_nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
     if (e1 > worst_one) worst_one = e1;
     if (e2 > worst_b5) worst_b5 = e2;
   }
@@ -332,7 +204,7 @@ TEST(model_llama_batch_equals_token_by_token) {
   EXPECT_INT_EQ(model_ctx_n_past(c), N_PROMPT);
   /* rewinding: recompute the last 4 positions from position 10 */
   ASSERT_INT_EQ(model_forward(c, &PROMPT[10], 4, 10, one, MODEL_LOGITS_LAST), 0);
-  EXPECT_TRUE(nmse(one, all + (size_t)(N_PROMPT - 1) * V, (size_t)V) < 1e-10);
+  EXPECT_TRUE(ref_nmse(one, all + (size_t)(N_PROMPT - 1) * V, (size_t)V) < 1e-10);
   free(one);
   free(all);
   free(b5);
@@ -350,7 +222,7 @@ TEST(model_llama_long_prompt_matches_numpy) {
   g.n_ctx = 512;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
   g.seed = 30;
-  ASSERT_TRUE(gen_model(&g, "long", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "long", path, sizeof path));
   enum { N = 300 };
   int32_t toks[N];
   uint32_t st = 12345;
@@ -359,14 +231,14 @@ TEST(model_llama_long_prompt_matches_numpy) {
     toks[i] = (int32_t)((st >> 8) % 300);
   }
   int64_t V = 0;
-  float *c = c_logits(path, toks, N, MODEL_KV_F16, 2, 0, &V);
-  float *c37 = c_logits(path, toks, N, MODEL_KV_F16, 2, 37, &V);
+  float *c = ref_c_logits(path, toks, N, MODEL_KV_F16, 2, 0, &V);
+  float *c37 = ref_c_logits(path, toks, N, MODEL_KV_F16, 2, 37, &V);
   ASSERT_TRUE(c && c37);
-  float *r = ref_logits(path, toks, N, V, true);
+  float *r = ref_logits(REF, path, toks, N, V, true);
   ASSERT_TRUE(r != NULL);
-  double e = nmse(c, r, (size_t)N * (size_t)V), e37 = nmse(c37, c, (size_t)N * (size_t)V);
+  double e = ref_nmse(c, r, (size_t)N * (size_t)V), e37 = ref_nmse(c37, c, (size_t)N * (size_t)V);
   /* the last rows alone, where attention spans all three tiles */
-  double e_last = nmse(c + (size_t)(N - 20) * V, r + (size_t)(N - 20) * V, (size_t)20 * V);
+  double e_last = ref_nmse(c + (size_t)(N - 20) * V, r + (size_t)(N - 20) * V, (size_t)20 * V);
   printf("    300 tokens: nmse %.3g (last 20 rows %.3g); steps of 37 vs one batch %.3g\n", e, e_last, e37);
   EXPECT_TRUE(e < 1e-8);
   EXPECT_TRUE(e_last < 1e-8);
@@ -388,7 +260,7 @@ TEST(model_llama_long_prompt_matches_numpy) {
   model_batch b1 = {.n = N - 200, .tokens = toks + 200, .seq = s1, .logits = MODEL_LOGITS_ALL};
   float *tail = malloc((size_t)(N - 200) * (size_t)V * sizeof *tail);
   ASSERT_INT_EQ(model_decode(ctx, &b1, tail), 0);
-  double e_copy = nmse(tail, r + (size_t)200 * V, (size_t)(N - 200) * V);
+  double e_copy = ref_nmse(tail, r + (size_t)200 * V, (size_t)(N - 200) * V);
   printf("    copied 200-position prefix, 100 more tokens: nmse %.3g\n", e_copy);
   EXPECT_TRUE(e_copy < 1e-8);
   free(tail);
@@ -408,7 +280,7 @@ TEST(model_llama_sequences_match_numpy) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.seed = 40;
-  ASSERT_TRUE(gen_model(&g, "seqs", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "seqs", path, sizeof path));
   static const int32_t A[12] = {5, 9, 200, 14, 77, 3, 3, 150, 299, 1, 42, 8};
   static const int32_t B[8] = {100, 101, 102, 7, 8, 9, 250, 11};
   static const int32_t B2[6] = {100, 101, 102, 60, 61, 62}; /* B rewound to 3 */
@@ -425,14 +297,14 @@ TEST(model_llama_sequences_match_numpy) {
   ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
   EXPECT_INT_EQ(model_ctx_n_seq(c), 3);
   const int64_t V = model_get_hparams(m)->n_vocab;
-  float *ra = ref_logits(path, A, 12, V, false), *rb = ref_logits(path, B, 8, V, false);
-  float *rb2 = ref_logits(path, B2, 6, V, false), *rc = ref_logits(path, C, 6, V, false);
+  float *ra = ref_logits(REF, path, A, 12, V, false), *rb = ref_logits(REF, path, B, 8, V, false);
+  float *rb2 = ref_logits(REF, path, B2, 6, V, false), *rc = ref_logits(REF, path, C, 6, V, false);
   ASSERT_TRUE(ra && rb && rb2 && rc);
   float *lg = malloc((size_t)20 * (size_t)V * sizeof *lg);
   double worst = 0;
 #define CHECK_ROW(row, ref, k)                                              \
   do {                                                                      \
-    double e_ = nmse(lg + (size_t)(row) * V, (ref) + (size_t)(k) * V, (size_t)V); \
+    double e_ = ref_nmse(lg + (size_t)(row) * V, (ref) + (size_t)(k) * V, (size_t)V); \
     if (e_ > worst) worst = e_;                                             \
   } while (0)
 
@@ -482,7 +354,7 @@ TEST(model_llama_sequences_match_numpy) {
   ASSERT_INT_EQ(model_decode(c, &b4, lg), 0);
   double e_copy = 0;
   for (int i = 0; i < 3; i++) {
-    double e = nmse(lg + (size_t)i * V, ra + (size_t)(9 + i) * V, (size_t)V);
+    double e = ref_nmse(lg + (size_t)i * V, ra + (size_t)(9 + i) * V, (size_t)V);
     if (e > e_copy) e_copy = e;
   }
   printf("    sequence copied from a prefix: nmse %.3g\n", e_copy);
@@ -523,7 +395,7 @@ TEST(model_llama_sequences_match_numpy) {
 TEST(model_llama_sequence_context_end) {
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "seqend", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "seqend", path, sizeof path));
   model *m = NULL;
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
@@ -553,10 +425,10 @@ static void check_greedy(uint32_t type, const char *name, uint64_t seed) {
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
   g.seed = seed;
-  if (!gen_model(&g, name, path, sizeof path)) return;
+  if (!ref_write_llama(&g, name, path, sizeof path)) return;
   enum { N_GEN = 32 };
   int32_t want[N_GEN], got[N_GEN];
-  int nw = ref_greedy(path, PROMPT, 6, N_GEN, true, want);
+  int nw = ref_greedy(REF, path, PROMPT, 6, N_GEN, true, want);
   EXPECT_INT_EQ(nw, N_GEN);
   model *m = NULL;
   model_ctx *c = NULL;
@@ -612,11 +484,11 @@ TEST(model_llama_shared_tiny_random) {
   model_free(m);
   static const int32_t toks[] = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
   int64_t V = 0;
-  float *c = c_logits(path, toks, 12, MODEL_KV_F16, 2, 0, &V);
+  float *c = ref_c_logits(path, toks, 12, MODEL_KV_F16, 2, 0, &V);
   ASSERT_TRUE(c != NULL);
-  float *r = ref_logits(path, toks, 12, V, true);
+  float *r = ref_logits(REF, path, toks, 12, V, true);
   ASSERT_TRUE(r != NULL);
-  double e = nmse(c, r, (size_t)12 * (size_t)V);
+  double e = ref_nmse(c, r, (size_t)12 * (size_t)V);
   printf("    llama-2-tiny-random: nmse %.3g\n", e);
   EXPECT_TRUE(e < 1e-8);
   free(c);
@@ -648,7 +520,7 @@ TEST(model_llama_shared_tiny_random) {
 TEST(model_llama_context_limits) {
   char path[512];
   model_testgen g = model_testgen_small(); /* trained context 128 */
-  ASSERT_TRUE(gen_model(&g, "ctx", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "ctx", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   model_ctx *c = NULL;
@@ -687,9 +559,9 @@ TEST(model_llama_shared_pool) {
   char path[512];
   model_testgen g = model_testgen_small();
   g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_Q4_0;
-  ASSERT_TRUE(gen_model(&g, "pool", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "pool", path, sizeof path));
   int64_t V = 0;
-  float *own = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 0, &V);
+  float *own = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 0, &V);
   ASSERT_TRUE(own != NULL);
   thread_pool *tp = NULL;
   ASSERT_INT_EQ(tpool_new(2, &tp), 0);
@@ -744,7 +616,7 @@ static int load_patched(const char *src, const char *find, const void *repl, siz
 TEST(model_llama_load_errors) {
   char path[512];
   model_testgen g = model_testgen_small();
-  ASSERT_TRUE(gen_model(&g, "bad", path, sizeof path));
+  ASSERT_TRUE(ref_write_llama(&g, "bad", path, sizeof path));
   /* head_count_kv 2 -> 4: attn_k must then be [64, 64] */
   const char *key = "llama.attention.head_count_kv";
   uint32_t four = 4;

@@ -17,24 +17,10 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen_arch.h"
+#include "model_ref.h"
 
-#define PY "/usr/bin/python3"
 #define REF "tools/ref_bert.py"
-
-static int bpy_ready(void) {
-  if (access(REF, R_OK) != 0) {
-    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
-    return -1;
-  }
-  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
-}
-
-#define NEED_PY()                                                        \
-  do {                                                                   \
-    int r_ = bpy_ready();                                                \
-    if (r_ < 0) return;                                                  \
-    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
-  } while (0)
+#define NEED_PY() NEED_REF_PY(REF)
 
 static const int32_t PROMPT[] = {101, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 102};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
@@ -43,47 +29,11 @@ static const int32_t PROMPT[] = {101, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 3
 static float *ref_embed(const char *path, const int32_t *toks, int n, const char *pooling, bool normalize,
                         size_t n_out) {
   char ts[8192], out[512], cmd[16384];
-  size_t o = 0;
-  ts[0] = 0;
-  for (int i = 0; i < n && o < sizeof ts; i++) o += (size_t)snprintf(ts + o, sizeof ts - o, "%s%d", i ? "," : "", toks[i]);
+  ref_toks_str(toks, n, ts, sizeof ts);
   snprintf(out, sizeof out, "%s/bert_ref.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s", path, ts, out, pooling ? " --pooling " : "",
+  snprintf(cmd, sizeof cmd, REF_PY " " REF " embed %s %s %s%s%s%s", path, ts, out, pooling ? " --pooling " : "",
            pooling ? pooling : "", normalize ? " --normalize" : "");
-  if (system(cmd) != 0) return NULL;
-  float *v = malloc(n_out * sizeof *v);
-  FILE *fp = fopen(out, "rb");
-  if (!v || !fp) {
-    free(v);
-    if (fp) fclose(fp);
-    return NULL;
-  }
-  size_t got = fread(v, sizeof *v, n_out, fp);
-  int extra = fgetc(fp);
-  fclose(fp);
-  if (got != n_out || extra != EOF) {
-    free(v);
-    return NULL;
-  }
-  return v;
-}
-
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  if (model_testgen_arch_write(g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
+  return ref_run_floats(cmd, out, n_out);
 }
 
 /* C embedding of toks through a fresh context; *n_out gets the float count. */
@@ -125,7 +75,7 @@ static double compare(const char *path, const char *pooling, bool normalize, int
     test_fail_at(__FILE__, __LINE__, "ref_bert.py failed on %s", path);
     return -1;
   }
-  double e = nmse(c, r, n);
+  double e = ref_nmse(c, r, n);
   if (normalize) {
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)c[i] * c[i];
@@ -147,7 +97,7 @@ TEST(model_bert_mean_matches_numpy) {
   NEED_PY();
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
-  ASSERT_TRUE(gen(&g, "bert_mean", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_mean", path, sizeof path));
   double e = compare(path, "mean", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "mean", true, 1);
@@ -155,7 +105,7 @@ TEST(model_bert_mean_matches_numpy) {
   /* pooling_type absent: mean */
   g.pooling_type = -1;
   g.seed = 2;
-  ASSERT_TRUE(gen(&g, "bert_nopool_key", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_nopool_key", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_embed_pooling(m), MODEL_POOLING_MEAN);
@@ -170,13 +120,13 @@ TEST(model_bert_cls_and_none_match_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.pooling_type = MODEL_POOLING_CLS;
   g.seed = 3;
-  ASSERT_TRUE(gen(&g, "bert_cls", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_cls", path, sizeof path));
   double e = compare(path, "cls", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "cls", true, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.pooling_type = MODEL_POOLING_NONE;
-  ASSERT_TRUE(gen(&g, "bert_none", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_none", path, sizeof path));
   e = compare(path, "none", false, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, "none", true, 1);
@@ -192,12 +142,12 @@ TEST(model_bert_f16_q8_and_reference_kernels) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.type = g.type_embd = TENSOR_TYPE_F16;
   g.seed = 4;
-  ASSERT_TRUE(gen(&g, "bert_f16", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_f16", path, sizeof path));
   double e = compare(path, "mean", true, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 5;
-  ASSERT_TRUE(gen(&g, "bert_q8", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_q8", path, sizeof path));
   e = compare(path, "mean", false, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
   kern_force_reference(true);
@@ -206,7 +156,7 @@ TEST(model_bert_f16_q8_and_reference_kernels) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = MODEL_POOLING_CLS;
-  ASSERT_TRUE(gen(&g, "bert_ref_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_ref_f32", path, sizeof path));
   e = compare(path, "cls", true, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   kern_force_reference(false);
@@ -220,7 +170,7 @@ TEST(model_bert_long_input_threads) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
   g.seed = 6;
-  ASSERT_TRUE(gen(&g, "bert_long", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_long", path, sizeof path));
   enum { N = 120 };
   int32_t toks[N];
   uint32_t st = 777;
@@ -235,7 +185,7 @@ TEST(model_bert_long_input_threads) {
   EXPECT_TRUE(memcmp(a, b, n1 * sizeof *a) == 0);
   float *r = ref_embed(path, toks, N, "mean", false, n1);
   ASSERT_TRUE(r != NULL);
-  double e = nmse(b, r, n1);
+  double e = ref_nmse(b, r, n1);
   printf("    120 tokens: nmse %.3g\n", e);
   EXPECT_TRUE(e < 1e-8);
   /* the same context twice, a short input in between */
@@ -257,7 +207,7 @@ TEST(model_bert_long_input_threads) {
 
 static int open_bad(const model_testgen_arch *g, const char *name) {
   char path[512];
-  if (!gen(g, name, path, sizeof path)) return 1;
+  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
   model *m = NULL;
   int rc = model_open(path, &m);
   model_free(m);
@@ -267,7 +217,7 @@ static int open_bad(const model_testgen_arch *g, const char *name) {
 TEST(model_bert_errors) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_BERT);
-  ASSERT_TRUE(gen(&g, "bert_err", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "bert_err", path, sizeof path));
   model *m = NULL;
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);

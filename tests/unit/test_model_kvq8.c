@@ -20,17 +20,7 @@
 #include "model/testgen_arch.h"
 #include "engine/manager.h"
 #include "model/registry.h"
-
-/* sum((a-b)^2) / sum(b^2) */
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+#include "model_ref.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static double urand(void) { /* uniform in [0, 1) */
@@ -51,12 +41,7 @@ static const char *llama_hd32(char *path, size_t cap) {
   g.n_embd = 128;
   g.n_ctx = 512;
   g.seed = 11;
-  snprintf(path, cap, "%s/kvq8_llama.gguf", test_tmpdir());
-  if (model_testgen_write(&g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen: %s", err_detail());
-    return NULL;
-  }
-  return path;
+  return ref_write_llama(&g, "kvq8_llama", path, cap);
 }
 
 static const char *arch_hd32(enum model_arch a, char *path, size_t cap) {
@@ -64,12 +49,9 @@ static const char *arch_hd32(enum model_arch a, char *path, size_t cap) {
   if (a == MODEL_ARCH_QWEN2) g.n_embd = 128; /* 4 heads of 32 */
   g.n_ctx = 512;
   g.seed = 12;
-  snprintf(path, cap, "%s/kvq8_%s.gguf", test_tmpdir(), model_arch_name(a));
-  if (model_testgen_arch_write(&g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen_arch: %s", err_detail());
-    return NULL;
-  }
-  return path;
+  char name[64];
+  snprintf(name, sizeof name, "kvq8_%s", model_arch_name(a));
+  return ref_write_arch(&g, name, path, cap);
 }
 
 static int32_t *prompt_tokens(int n, int64_t n_vocab) {
@@ -160,7 +142,7 @@ static void check_model(const char *path, const char *what) {
   float *q8_1t = run_logits(m, MODEL_KV_Q8_0, toks, n, false, 1);
   float *q8_steps = run_logits(m, MODEL_KV_Q8_0, toks, 40, true, 2);
   if (ref && q8 && q8_1t && q8_steps) {
-    double e = nmse(q8, ref, (size_t)n * (size_t)V);
+    double e = ref_nmse(q8, ref, (size_t)n * (size_t)V);
     printf("    %s: q8_0 vs f32 cache, %d tokens: nmse %.3g\n", what, n, e);
     EXPECT_TRUE(e < 5e-4);
     EXPECT_TRUE(e > 0); /* the cache really is quantized */
@@ -362,7 +344,7 @@ TEST(model_kvq8_attention_against_scalar) {
           free(s);
         }
       }
-      double err = nmse(out, ref, (size_t)(T * nh * hd));
+      double err = ref_nmse(out, ref, (size_t)(T * nh * hd));
       printf("    L=%lld threads=%d: nmse %.3g\n", (long long)L, th, err);
       EXPECT_TRUE(err < 5e-4);
       free(k), free(v), free(kd), free(vd), free(q), free(out), free(ref), free(seq), free(pos), free(blk);
@@ -376,8 +358,7 @@ TEST(model_kvq8_attention_against_scalar) {
 TEST(model_kvq8_fallback_for_head_dim) {
   model_testgen g = model_testgen_small();
   char path[512];
-  snprintf(path, sizeof path, "%s/kvq8_hd16.gguf", test_tmpdir());
-  ASSERT_INT_EQ(model_testgen_write(&g, path), 0);
+  ASSERT_TRUE(ref_write_llama(&g, "kvq8_hd16", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   ASSERT_INT_EQ(model_get_hparams(m)->head_dim, 16);

@@ -20,6 +20,7 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model_ref.h"
 #include "test.h"
 
 /* Pages of [p, p + n) (whole pages only) mapped in this process, or -1
@@ -75,8 +76,7 @@ static void check_released(uint32_t type, const char *name) {
   g.n_vocab = 600;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
   char path[512];
-  snprintf(path, sizeof path, "%s/%s.gguf", test_tmpdir(), name);
-  ASSERT_INT_EQ(model_testgen_write(&g, path), 0);
+  ASSERT_TRUE(ref_write_llama(&g, name, path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const gguf_file *f = model_gguf(m);

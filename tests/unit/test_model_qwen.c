@@ -17,141 +17,18 @@
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model_ref.h"
 #include "model/testgen_arch.h"
 
-#define PY "/usr/bin/python3"
 #define REF "tools/ref_qwen.py"
-
-/* 1 ready, 0 skip (no numpy), -1 failed (script missing). */
-static int qpy_ready(void) {
-  if (access(REF, R_OK) != 0) {
-    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", REF);
-    return -1;
-  }
-  return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
-}
-
-#define NEED_PY()                                                        \
-  do {                                                                   \
-    int r_ = qpy_ready();                                                \
-    if (r_ < 0) return;                                                  \
-    if (r_ == 0) TEST_SKIP("/usr/bin/python3 with numpy not available"); \
-  } while (0)
-
-static void toks_str(const int32_t *t, int n, char *out, size_t cap) {
-  size_t o = 0;
-  out[0] = 0;
-  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
-}
-
-static float *ref_logits(const char *path, const int32_t *toks, int n, int64_t n_vocab, bool kv_f16) {
-  char ts[4096], out[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(out, sizeof out, "%s/qwen_ref_logits.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " logits %s %s %s%s", path, ts, out, kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return NULL;
-  size_t cnt = (size_t)n * (size_t)n_vocab;
-  float *v = malloc(cnt * sizeof *v);
-  FILE *fp = fopen(out, "rb");
-  if (!v || !fp) {
-    free(v);
-    if (fp) fclose(fp);
-    return NULL;
-  }
-  size_t got = fread(v, sizeof *v, cnt, fp);
-  int extra = fgetc(fp);
-  fclose(fp);
-  if (got != cnt || extra != EOF) {
-    free(v);
-    return NULL;
-  }
-  return v;
-}
-
-static int ref_greedy(const char *path, const int32_t *toks, int n, int n_gen, bool kv_f16, int32_t *out) {
-  char ts[4096], file[512], cmd[8192];
-  toks_str(toks, n, ts, sizeof ts);
-  snprintf(file, sizeof file, "%s/qwen_ref_greedy.txt", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " greedy %s %s %d %s%s", path, ts, n_gen, file, kv_f16 ? " --kv f16" : "");
-  if (system(cmd) != 0) return -1;
-  FILE *fp = fopen(file, "r");
-  if (!fp) return -1;
-  int k = 0;
-  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
-  fclose(fp);
-  return k;
-}
-
-/* sum((a-b)^2) / sum(b^2) */
-static double nmse(const float *a, const float *b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = (double)a[i] - b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+#define NEED_PY() NEED_REF_PY(REF)
 
 static const int32_t PROMPT[] = {1, 17, 42, 299, 3, 150, 150, 7, 88, 254, 0, 31, 64, 200};
 #define N_PROMPT ((int)(sizeof PROMPT / sizeof PROMPT[0]))
 
-static const char *gen(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
-  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
-  if (model_testgen_arch_write(g, path)) {
-    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
-    return NULL;
-  }
-  return path;
-}
-
-/* The prompt through a fresh context in one call (all logits). */
-static float *c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
-                       int64_t n_batch, int64_t *n_vocab_out) {
-  model *m = NULL;
-  if (model_open(path, &m)) {
-    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
-    return NULL;
-  }
-  model_ctx_params p = model_ctx_default_params();
-  p.kv_type = kv;
-  p.n_threads = n_threads;
-  p.n_batch = n_batch;
-  model_ctx *c = NULL;
-  float *lg = NULL;
-  int64_t V = model_get_hparams(m)->n_vocab;
-  if (model_ctx_new(m, &p, &c)) {
-    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  } else {
-    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
-      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
-      free(lg);
-      lg = NULL;
-    }
-  }
-  *n_vocab_out = V;
-  model_ctx_free(c);
-  model_free(m);
-  return lg;
-}
-
+/* C vs numpy on PROMPT (ref_compare). */
 static double compare(const char *path, enum model_kv_type kv, int n_threads) {
-  int64_t V = 0;
-  float *c = c_logits(path, PROMPT, N_PROMPT, kv, n_threads, 0, &V);
-  if (!c) return -1;
-  float *r = ref_logits(path, PROMPT, N_PROMPT, V, kv == MODEL_KV_F16);
-  if (!r) {
-    free(c);
-    test_fail_at(__FILE__, __LINE__, "ref_qwen.py failed on %s", path);
-    return -1;
-  }
-  double e = nmse(c, r, (size_t)N_PROMPT * (size_t)V);
-  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
-         n_threads, e);
-  free(c);
-  free(r);
-  return e;
+  return ref_compare(REF, path, PROMPT, N_PROMPT, kv, n_threads);
 }
 
 /* F32 weights: only f32 rounding separates C from float64 numpy (NMSE
@@ -163,14 +40,14 @@ TEST(model_qwen2_f32_matches_numpy) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g.rope_freq_base = 1000000.0f;
-  ASSERT_TRUE(gen(&g, "qwen2_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_f32", path, sizeof path));
   double e = compare(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare(path, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   g.tied = true;
   g.seed = 2;
-  ASSERT_TRUE(gen(&g, "qwen2_f32_tied", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_f32_tied", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -182,7 +59,7 @@ TEST(model_qwen3_f32_matches_numpy) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.rope_freq_base = 1000000.0f;
-  ASSERT_TRUE(gen(&g, "qwen3_f32", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_f32", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN3);
@@ -196,7 +73,7 @@ TEST(model_qwen3_f32_matches_numpy) {
   g.head_dim = 0;
   g.tied = false;
   g.seed = 3;
-  ASSERT_TRUE(gen(&g, "qwen3_f32_hd16", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_f32_hd16", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }
@@ -211,7 +88,7 @@ TEST(model_qwen_f16_matches_numpy) {
     model_testgen_arch g = model_testgen_arch_small(archs[a]);
     g.type = g.type_embd = TENSOR_TYPE_F16;
     g.seed = 10 + (uint64_t)a;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_f16" : "qwen2_f16", path, sizeof path));
     double e = compare(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -230,11 +107,11 @@ TEST(model_qwen_reference_kernels) {
     model_testgen_arch g = model_testgen_arch_small(archs[a]);
     g.type = g.type_embd = TENSOR_TYPE_Q8_0;
     g.seed = 20 + (uint64_t)a;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_ref_q8" : "qwen2_ref_q8", path, sizeof path));
     double e = compare(path, MODEL_KV_F16, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
     g.type = g.type_embd = TENSOR_TYPE_F32;
-    ASSERT_TRUE(gen(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, a ? "qwen3_ref_f32" : "qwen2_ref_f32", path, sizeof path));
     e = compare(path, MODEL_KV_F32, 1);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
@@ -244,7 +121,7 @@ TEST(model_qwen_reference_kernels) {
   k.n_ff = 512;
   k.type = k.type_embd = TENSOR_TYPE_Q4_K;
   k.seed = 26;
-  ASSERT_TRUE(gen(&k, "qwen3_ref_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&k, "qwen3_ref_q4k", path, sizeof path));
   double ek = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(ek >= 0 && ek < 1e-8);
   kern_force_reference(false);
@@ -258,7 +135,7 @@ TEST(model_qwen_quant_matches_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 25;
-  ASSERT_TRUE(gen(&g, "qwen2_q8", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_q8", path, sizeof path));
   double e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
   /* K-quants need rows of multiples of 256: qwen3 with n_embd 256, head_dim
@@ -269,15 +146,16 @@ TEST(model_qwen_quant_matches_numpy) {
   k.n_ff = 512;
   k.type = k.type_embd = TENSOR_TYPE_Q4_K;
   k.seed = 26;
-  ASSERT_TRUE(gen(&k, "qwen3_q4k", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&k, "qwen3_q4k", path, sizeof path));
   e = compare(path, MODEL_KV_F16, 2);
   EXPECT_TRUE(e >= 0 && e < 2e-3);
 }
 
-/* The Q4_K_M-like mix of gen-model --shape qwen2.5-0.5b (testgen_arch.h) on a
- * small shape with 8 layers: llama.cpp's "more bits" layers of 8 are 0, 3,
- * 6 and 7 (i < 8/8, i >= 7*8/8, (i - 1) % 3 == 2), written out here rather
- * than computed with the generator's rule; those get Q8_0 attn_v and Q6_K
+/* The Q4_K_M-like mix of gen-model --shape qwen2.5-0.5b
+ * (model_testgen_arch_qwen_k_m) on a small shape with 8 layers: llama.cpp's
+ * "more bits" layers of 8 are 0, 3, 6 and 7 (i < 8/8, i >= 7*8/8,
+ * (i - 1) % 3 == 2), written out here rather than computed with the
+ * generator's rule, and so are the types: those get Q8_0 attn_v and Q6_K
  * ffn_down, the others Q5_0 and Q4_K; q/k/o/gate/up Q5_0, tied Q8_0
  * embeddings. Then the logits against numpy (the fast Q5_0, Q8_0, Q4_K and
  * Q6_K kernels together; same 2e-3 bound as above). */
@@ -288,15 +166,9 @@ TEST(model_qwen_q4_k_m_mix) {
   g.n_layer = 8;
   g.n_ff = 256; /* ffn_down rows hold one 256-block */
   g.tied = true;
-  g.type = TENSOR_TYPE_Q5_0;
-  g.type_embd = TENSOR_TYPE_Q8_0;
-  g.mixed = true;
-  g.type_v[0] = TENSOR_TYPE_Q5_0;
-  g.type_v[1] = TENSOR_TYPE_Q8_0;
-  g.type_down[0] = TENSOR_TYPE_Q4_K;
-  g.type_down[1] = TENSOR_TYPE_Q6_K;
+  model_testgen_arch_qwen_k_m(&g);
   g.seed = 27;
-  ASSERT_TRUE(gen(&g, "qwen2_k_m_mix", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_k_m_mix", path, sizeof path));
   gguf_file *f = NULL;
   ASSERT_INT_EQ(gguf_open(path, &f), 0);
   static const bool more[8] = {true, false, false, true, false, false, true, true};
@@ -327,10 +199,10 @@ static void check_batch(enum model_arch arch, const char *name) {
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.type = g.type_embd = TENSOR_TYPE_Q8_0;
   g.seed = 40;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   int64_t V = 0;
-  float *all = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
-  float *b5 = c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
+  float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
+  float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
   model *m = NULL;
   model_ctx *c = NULL;
   model_ctx_params p = model_ctx_default_params();
@@ -346,7 +218,7 @@ static void check_batch(enum model_arch arch, const char *name) {
       test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
       goto out;
     }
-    double e1 = nmse(one, all + (size_t)i * V, (size_t)V), e2 = nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
+    double e1 = ref_nmse(one, all + (size_t)i * V, (size_t)V), e2 = ref_nmse(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V);
     if (e1 > worst_one) worst_one = e1;
     if (e2 > worst_b5) worst_b5 = e2;
   }
@@ -373,11 +245,11 @@ static void check_greedy(enum model_arch arch, uint32_t type, const char *name, 
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.type = g.type_embd = type;
   g.seed = seed;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   enum { N_GEN = 32 };
   int32_t want[N_GEN], got[N_GEN];
   bool f16 = type != TENSOR_TYPE_F32;
-  int nw = ref_greedy(path, PROMPT, 6, N_GEN, f16, want);
+  int nw = ref_greedy(REF, path, PROMPT, 6, N_GEN, f16, want);
   EXPECT_INT_EQ(nw, N_GEN);
   model *m = NULL;
   model_ctx *c = NULL;
@@ -421,7 +293,7 @@ static int open_bad(enum model_arch arch, const char *bad, const char *name) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.bad_tensor = bad;
-  if (!gen(&g, name, path, sizeof path)) return 1;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return 1;
   model *m = NULL;
   int rc = model_open(path, &m);
   model_free(m);
@@ -441,7 +313,7 @@ TEST(model_qwen_load_errors) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.head_dim = 0;
   g.arch = MODEL_ARCH_QWEN2;
-  ASSERT_TRUE(gen(&g, "qwen2_ok", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen2_ok", path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_QWEN2);
@@ -451,8 +323,7 @@ TEST(model_qwen_load_errors) {
   model_free(m);
   /* llama has no embed */
   model_testgen lg = model_testgen_small();
-  snprintf(path, sizeof path, "%s/qwen_test_llama.gguf", test_tmpdir());
-  ASSERT_INT_EQ(model_testgen_write(&lg, path), 0);
+  ASSERT_TRUE(ref_write_llama(&lg, "qwen_test_llama", path, sizeof path));
   ASSERT_INT_EQ(model_open(path, &m), 0);
   model_ctx *c = NULL;
   ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
@@ -465,7 +336,7 @@ TEST(model_qwen_load_errors) {
   /* rank pooling (rerankers) loads for generation but does not embed */
   model_testgen_arch g4 = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g4.pooling_type = 4;
-  ASSERT_TRUE(gen(&g4, "qwen3_rank", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g4, "qwen3_rank", path, sizeof path));
   ASSERT_INT_EQ(model_open(path, &m), 0);
   ASSERT_INT_EQ(model_ctx_new(m, NULL, &c), 0);
   EXPECT_INT_EQ(model_embed(c, PROMPT, 3, out, 0), ERR_UNSUPPORTED);
@@ -483,7 +354,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
   char path[512];
   model_testgen_arch g = model_testgen_arch_small(arch);
   g.seed = 60;
-  if (!gen(&g, name, path, sizeof path)) return;
+  if (!ref_write_arch(&g, name, path, sizeof path)) return;
   model *m = NULL;
   model_ctx *c = NULL;
   model_ctx_params p = model_ctx_default_params();
@@ -498,7 +369,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
     return;
   }
   const int64_t V = model_get_hparams(m)->n_vocab;
-  float *ra = ref_logits(path, A, 9, V, false), *rb = ref_logits(path, B, 7, V, false);
+  float *ra = ref_logits(REF, path, A, 9, V, false), *rb = ref_logits(REF, path, B, 7, V, false);
   float *lg = malloc((size_t)16 * (size_t)V * sizeof *lg);
   int32_t toks[16], seq[16];
   int64_t pos[16];
@@ -513,7 +384,7 @@ static void check_sequences(enum model_arch arch, const char *name) {
   } else {
     double worst = 0;
     for (int i = 0; i < n; i++) {
-      double e = nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
+      double e = ref_nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
       if (e > worst) worst = e;
     }
     printf("    %s: 2 interleaved sequences vs numpy: worst row nmse %.3g\n", name, worst);
@@ -553,9 +424,9 @@ static double compare_embed(const char *path, const char *pooling, bool normaliz
   float *v = malloc(n_out * sizeof *v), *r = malloc(n_out * sizeof *r);
   double e = -1;
   char ts[1024], file[512], cmd[4096];
-  toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
+  ref_toks_str(PROMPT, N_PROMPT, ts, sizeof ts);
   snprintf(file, sizeof file, "%s/qwen_ref_embed.f32", test_tmpdir());
-  snprintf(cmd, sizeof cmd, PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
+  snprintf(cmd, sizeof cmd, REF_PY " " REF " embed %s %s %s%s%s%s%s", path, ts, file, pooling ? " --pooling " : "",
            pooling ? pooling : "", normalize ? " --normalize" : "", kv == MODEL_KV_F16 ? " --kv f16" : "");
   int rc = model_embed(c, PROMPT, N_PROMPT, v, normalize ? MODEL_EMBED_NORMALIZE : 0);
   if (rc) {
@@ -566,7 +437,7 @@ static double compare_embed(const char *path, const char *pooling, bool normaliz
     FILE *fp = fopen(file, "rb");
     size_t got = fp ? fread(r, sizeof *r, n_out, fp) : 0;
     if (fp) fclose(fp);
-    if (got == n_out) e = nmse(v, r, n_out);
+    if (got == n_out) e = ref_nmse(v, r, n_out);
     /* the sequence now holds the prompt */
     if (model_ctx_seq_n_past(c, 0) != N_PROMPT)
       test_fail_at(__FILE__, __LINE__, "sequence 0 holds %lld tokens after embed, expected %d",
@@ -588,7 +459,7 @@ TEST(model_qwen_embed_matches_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   g.pooling_type = MODEL_POOLING_LAST;
   g.seed = 70;
-  ASSERT_TRUE(gen(&g, "qwen3_embed", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g, "qwen3_embed", path, sizeof path));
   double e = compare_embed(path, "last", true, MODEL_KV_F32, 0);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = compare_embed(path, "last", false, MODEL_KV_F16, 5); /* three steps */
@@ -600,14 +471,14 @@ TEST(model_qwen_embed_matches_numpy) {
     g.pooling_type = pools[i];
     char nm[64];
     snprintf(nm, sizeof nm, "qwen3_embed_%s", names[i]);
-    ASSERT_TRUE(gen(&g, nm, path, sizeof path));
+    ASSERT_TRUE(ref_write_arch(&g, nm, path, sizeof path));
     e = compare_embed(path, names[i], i != 2, MODEL_KV_F32, 5);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
   /* qwen2 without the key: last */
   model_testgen_arch g2 = model_testgen_arch_small(MODEL_ARCH_QWEN2);
   g2.seed = 71;
-  ASSERT_TRUE(gen(&g2, "qwen2_embed", path, sizeof path));
+  ASSERT_TRUE(ref_write_arch(&g2, "qwen2_embed", path, sizeof path));
   e = compare_embed(path, NULL, true, MODEL_KV_F32, 0);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
 }

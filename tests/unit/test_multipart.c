@@ -8,7 +8,6 @@
  */
 #include "test.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 
 #include "base/buf.h"
@@ -572,24 +571,13 @@ static int replay_one(const unsigned char *in, size_t size) {
   return bad;
 }
 
+static void replay_seed(const char *name, const char *path, const unsigned char *in, size_t n, void *ud) {
+  (void)name, (void)ud;
+  TEST_CHECK_(replay_one(in, n) == 0, 0, "fuzz input %s: results differ", path);
+}
+
 TEST(multipart_fuzz_seeds_replay) {
-  const char *dir = "tests/fuzz/seeds/multipart";
-  DIR *d = opendir(dir);
-  if (!d) TEST_SKIP("tests/fuzz/seeds/multipart not found (run from the repository root)");
-  int n_files = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "rb");
-    if (!f) continue;
-    unsigned char in[65536];
-    size_t n = fread(in, 1, sizeof in, f);
-    fclose(f);
-    n_files++;
-    TEST_CHECK_(replay_one(in, n) == 0, 0, "fuzz input %s: results differ", path);
-  }
-  closedir(d);
+  int n_files = test_each_file("tests/fuzz/seeds/multipart", 65536, replay_seed, NULL);
+  if (n_files < 0) TEST_SKIP("tests/fuzz/seeds/multipart not found (run from the repository root)");
   EXPECT_INT_GE(n_files, 10);
 }

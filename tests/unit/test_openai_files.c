@@ -2,8 +2,8 @@
  * test_openai_files.c - the OpenAI Files/Uploads adapter: its pure helpers
  * (purpose list, expires_after bounds, the File object) and one in-process
  * round trip over loopback (a real store, the real route table, libcurl as
- * the client) that also checks where the bytes end up on disk: the spool is
- * empty after an upload, one blob per file, none after delete.
+ * the client: loopback.h) that also checks where the bytes end up on disk:
+ * the spool is empty after an upload, one blob per file, none after delete.
  *
  * Expectations are written by hand from ../shared/specs/openai.md 5.
  */
@@ -21,6 +21,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "loopback.h"
 #include "test.h"
 
 TEST(openai_files_purpose) {
@@ -66,40 +67,6 @@ TEST(openai_files_object_json) {
 }
 
 /* ---- loopback round trip ------------------------------------------------ */
-
-static size_t collect(char *p, size_t sz, size_t n, void *ud) {
-  buf_append((buf *)ud, p, sz * n);
-  return sz * n;
-}
-
-/* One request; mime NULL for none. Returns the status, body in out. */
-static long request(int port, const char *method, const char *path, curl_mime *(*mk)(CURL *, void *), void *arg,
-                    const char *json, buf *out) {
-  buf_reset(out);
-  CURL *c = curl_easy_init();
-  if (!c) return -1;
-  char url[512];
-  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-  struct curl_slist *sl = curl_slist_append(NULL, "Expect:");
-  if (json) {
-    sl = curl_slist_append(sl, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-  }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, sl);
-  curl_mime *m = mk ? mk(c, arg) : NULL;
-  if (m) curl_easy_setopt(c, CURLOPT_MIMEPOST, m);
-  if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  long status = -1;
-  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_mime_free(m);
-  curl_slist_free_all(sl);
-  curl_easy_cleanup(c);
-  return status;
-}
 
 typedef struct upload_arg {
   const char *purpose;
@@ -149,20 +116,15 @@ TEST(openai_files_loopback_roundtrip) {
   const http_route *routes;
   size_t n_routes = openai_files_routes(&fctx, &routes);
   EXPECT_INT_EQ(n_routes, 9);
-  http_config cfg = {.host = "127.0.0.1", .max_json_body = 65536, .max_upload = 1 << 20,
-                     .spool_dir = store_spool_dir(st), .n_threads = 2, .on_error = api_http_on_error,
-                     .decorate = api_http_decorate};
   http_server *srv = NULL;
-  ASSERT_INT_EQ(http_server_new(&cfg, &srv), 0);
-  ASSERT_INT_EQ(http_server_add_routes(srv, routes, n_routes), 0);
-  ASSERT_INT_EQ(http_server_start(srv), 0);
+  ASSERT_INT_EQ(loopback_start(routes, n_routes, store_spool_dir(st), &srv), 0);
   int port = http_server_port(srv);
 
   unsigned char data[1000];
   for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(255 - i % 256);
   buf out = BUF_INIT;
   upload_arg ua = {"batch", data, sizeof data, "d.bin", "file"};
-  long st_code = request(port, "POST", "/v1/files", mk_upload, &ua, NULL, &out);
+  long st_code = loopback_request(port, "POST", "/v1/files", mk_upload, &ua, NULL, &out);
   EXPECT_INT_EQ(st_code, 200);
   json_t *f = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
   ASSERT_TRUE(f != NULL);
@@ -180,13 +142,13 @@ TEST(openai_files_loopback_roundtrip) {
 
   char path[256];
   snprintf(path, sizeof path, "/v1/files/%s/content", id);
-  EXPECT_INT_EQ(request(port, "GET", path, NULL, NULL, NULL, &out), 200);
+  EXPECT_INT_EQ(loopback_request(port, "GET", path, NULL, NULL, NULL, &out), 200);
   EXPECT_INT_EQ(out.len, 1000);
   if (out.len == 1000) EXPECT_MEM_EQ(out.data, data, 1000);
 
   /* a rejected upload stores nothing and leaves no spool file */
   upload_arg bad = {"training", data, sizeof data, "d.bin", "file"};
-  EXPECT_INT_EQ(request(port, "POST", "/v1/files", mk_upload, &bad, NULL, &out), 400);
+  EXPECT_INT_EQ(loopback_request(port, "POST", "/v1/files", mk_upload, &bad, NULL, &out), 400);
   /* the layer removes a spool file nobody took once the request is done,
    * which may be just after the client has the answer: wait up to 2 s */
   for (int i = 0; i < 200 && count_files(store_spool_dir(st)) != 0; i++) usleep(10000);
@@ -194,7 +156,7 @@ TEST(openai_files_loopback_roundtrip) {
   EXPECT_INT_EQ(count_files(blobs), 1);
 
   /* uploads: two parts, complete, the file is the concatenation */
-  EXPECT_INT_EQ(request(port, "POST", "/v1/uploads", NULL, NULL,
+  EXPECT_INT_EQ(loopback_request(port, "POST", "/v1/uploads", NULL, NULL,
                         "{\"filename\":\"u.bin\",\"purpose\":\"assistants\",\"bytes\":1500,\"mime_type\":\"x/y\"}", &out),
                 200);
   json_t *u = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
@@ -208,7 +170,7 @@ TEST(openai_files_loopback_roundtrip) {
     /* part 0: data[0..1000), part 1: data[0..500) */
     upload_arg pa = {NULL, data, i == 0 ? 1000 : 500, "blob", "data"};
     snprintf(path, sizeof path, "/v1/uploads/%s/parts", uid);
-    EXPECT_INT_EQ(request(port, "POST", path, mk_upload, &pa, NULL, &out), 200);
+    EXPECT_INT_EQ(loopback_request(port, "POST", path, mk_upload, &pa, NULL, &out), 200);
     json_t *p = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
     snprintf(pids[i], sizeof pids[i], "%s", p && jstr(p, "id") ? jstr(p, "id") : "");
     EXPECT_TRUE(str_starts_with(pids[i], "part_"));
@@ -219,7 +181,7 @@ TEST(openai_files_loopback_roundtrip) {
   char body[256];
   snprintf(body, sizeof body, "{\"part_ids\":[\"%s\",\"%s\"]}", pids[1], pids[0]);
   snprintf(path, sizeof path, "/v1/uploads/%s/complete", uid);
-  EXPECT_INT_EQ(request(port, "POST", path, NULL, NULL, body, &out), 200);
+  EXPECT_INT_EQ(loopback_request(port, "POST", path, NULL, NULL, body, &out), 200);
   u = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
   ASSERT_TRUE(u != NULL);
   EXPECT_STR_EQ(jstr(u, "status"), "completed");
@@ -229,7 +191,7 @@ TEST(openai_files_loopback_roundtrip) {
   json_decref(u);
   /* parts are gone, the new file's blob is there */
   EXPECT_INT_EQ(count_files(blobs), 2);
-  EXPECT_INT_EQ(request(port, "GET", path, NULL, NULL, NULL, &out), 200);
+  EXPECT_INT_EQ(loopback_request(port, "GET", path, NULL, NULL, NULL, &out), 200);
   /* part_ids order: the 500-byte part (data[0..500)) first, then data[0..1000) */
   EXPECT_INT_EQ(out.len, 1500);
   if (out.len == 1500) {
@@ -238,9 +200,9 @@ TEST(openai_files_loopback_roundtrip) {
   }
 
   snprintf(path, sizeof path, "/v1/files/%s", id);
-  EXPECT_INT_EQ(request(port, "DELETE", path, NULL, NULL, NULL, &out), 200);
+  EXPECT_INT_EQ(loopback_request(port, "DELETE", path, NULL, NULL, NULL, &out), 200);
   EXPECT_INT_EQ(count_files(blobs), 1);
-  EXPECT_INT_EQ(request(port, "GET", path, NULL, NULL, NULL, &out), 404);
+  EXPECT_INT_EQ(loopback_request(port, "GET", path, NULL, NULL, NULL, &out), 404);
   json_t *e = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
   json_t *err = json_object_get(e, "error");
   EXPECT_STR_EQ(jstr(err, "type"), "invalid_request_error");
@@ -261,13 +223,8 @@ TEST(openai_files_expired_are_purged) {
   openai_files_ctx fctx = {.st = st};
   const http_route *routes;
   size_t n_routes = openai_files_routes(&fctx, &routes);
-  http_config cfg = {.host = "127.0.0.1", .max_json_body = 65536, .max_upload = 1 << 20,
-                     .spool_dir = store_spool_dir(st), .n_threads = 2, .on_error = api_http_on_error,
-                     .decorate = api_http_decorate};
   http_server *srv = NULL;
-  ASSERT_INT_EQ(http_server_new(&cfg, &srv), 0);
-  ASSERT_INT_EQ(http_server_add_routes(srv, routes, n_routes), 0);
-  ASSERT_INT_EQ(http_server_start(srv), 0);
+  ASSERT_INT_EQ(loopback_start(routes, n_routes, store_spool_dir(st), &srv), 0);
   /* A row that expired a second ago, inserted directly (the API only allows
    * expiry an hour out), next to one that never expires. */
   char blob[STORE_BLOB_NAME_CAP], blob2[STORE_BLOB_NAME_CAP];
@@ -283,8 +240,8 @@ TEST(openai_files_expired_are_purged) {
   ASSERT_INT_EQ(store_file_insert(st, &old), 0);
   ASSERT_INT_EQ(store_file_insert(st, &keep), 0);
   buf out = BUF_INIT;
-  EXPECT_INT_EQ(request(http_server_port(srv), "GET", "/v1/files/file-old", NULL, NULL, NULL, &out), 404);
-  EXPECT_INT_EQ(request(http_server_port(srv), "GET", "/v1/files?order=asc", NULL, NULL, NULL, &out), 200);
+  EXPECT_INT_EQ(loopback_request(http_server_port(srv), "GET", "/v1/files/file-old", NULL, NULL, NULL, &out), 404);
+  EXPECT_INT_EQ(loopback_request(http_server_port(srv), "GET", "/v1/files?order=asc", NULL, NULL, NULL, &out), 200);
   json_t *l = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
   json_t *data = json_object_get(l, "data");
   EXPECT_INT_EQ(json_array_size(data), 1);
@@ -296,7 +253,7 @@ TEST(openai_files_expired_are_purged) {
   store_upload up = {.id = "upload_old", .created_at = now - 3700, .expires_at = now - 100, .filename = "u",
                      .purpose = "batch", .bytes = 3};
   ASSERT_INT_EQ(store_upload_create(st, &up), 0);
-  EXPECT_INT_EQ(request(http_server_port(srv), "POST", "/v1/uploads/upload_old/complete", NULL, NULL,
+  EXPECT_INT_EQ(loopback_request(http_server_port(srv), "POST", "/v1/uploads/upload_old/complete", NULL, NULL,
                         "{\"part_ids\":[]}", &out),
                 400);
   EXPECT_STR_CONTAINS(out.data, "expired");

@@ -104,17 +104,6 @@ static void got_free(got *g) {
   for (int i = 0; i < 4; i++) buf_free(&g->names[i]), buf_free(&g->args[i]);
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  buf b = BUF_INIT;
-  char tmp[4096];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
-  fclose(f);
-  return buf_detach(&b, NULL);
-}
-
 static json_t *tool_call(const char *id, const char *name, const char *args_json, bool as_str) {
   json_t *args = as_str ? json_string(args_json) : json_loads(args_json, 0, NULL);
   return json_pack("{s:s, s:s, s:{s:s, s:o}}", "id", id, "type", "function", "function", "name", name,
@@ -222,7 +211,7 @@ TEST(outparse_template_roundtrip) {
   for (size_t r = 0; r < sizeof ROWS / sizeof ROWS[0]; r++) {
     const struct row *row = &ROWS[r];
     snprintf(path, sizeof path, "%s/%s__prompt.out", odir, row->tmpl);
-    char *prompt = read_all(path);
+    char *prompt = test_read_file(path, NULL);
     TEST_CHECK_(prompt != NULL, 0, "%s: jinja2 did not render the prompt", row->tmpl);
     if (!prompt) continue;
     size_t plen = strlen(prompt);
@@ -232,7 +221,7 @@ TEST(outparse_template_roundtrip) {
     for (int k = 0; k < 4; k++) {
       if (!(row->convs & (1u << k))) continue;
       snprintf(path, sizeof path, "%s/%s__%s.out", odir, row->tmpl, CONVS[k]);
-      char *full = read_all(path);
+      char *full = test_read_file(path, NULL);
       TEST_CHECK_(full != NULL, 0, "%s %s: jinja2 did not render it", row->tmpl, CONVS[k]);
       if (!full) continue;
       TEST_CHECK_(strlen(full) >= plen && !memcmp(full, prompt, plen), 0,

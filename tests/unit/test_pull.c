@@ -8,7 +8,6 @@
  * refusing files parley did not download.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -772,28 +771,16 @@ static int replay_pull_seed(const unsigned char *in, size_t n) {
   return pull_hf_select(paths, np, s[0] == '=' ? NULL : s, s[0] == '=' ? s + 1 : NULL, idx, 8, &nm, &no) == 0;
 }
 
+/* Seeds named for a bad input must be rejected; the others accepted. */
+static void check_pull_seed(const char *name, const char *path, const unsigned char *in, size_t n, void *ud) {
+  (void)ud;
+  int ok = replay_pull_seed(in, n);
+  bool bad = strstr(name, "bad") || strstr(name, "dotdot") || strstr(name, "object") || strstr(name, "none");
+  TEST_CHECK_(ok == !bad, 0, "seed %s: parser %s it", path, ok ? "accepted" : "rejected");
+}
+
 TEST(pull_fuzz_seeds_replay) {
-  const char *dir = "tests/fuzz/seeds/pull";
-  DIR *d = opendir(dir);
-  if (!d) TEST_SKIP("tests/fuzz/seeds/pull not found (run from the repository root)");
-  int n_files = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "rb");
-    if (!f) continue;
-    unsigned char in[8192];
-    size_t n = fread(in, 1, sizeof in, f);
-    fclose(f);
-    n_files++;
-    int ok = replay_pull_seed(in, n);
-    /* Seeds named for a bad input must be rejected; the others accepted. */
-    bool bad = strstr(e->d_name, "bad") || strstr(e->d_name, "dotdot") || strstr(e->d_name, "object") ||
-               strstr(e->d_name, "none");
-    TEST_CHECK_(ok == !bad, 0, "seed %s: parser %s it", path, ok ? "accepted" : "rejected");
-  }
-  closedir(d);
+  int n_files = test_each_file("tests/fuzz/seeds/pull", 8192, check_pull_seed, NULL);
+  if (n_files < 0) TEST_SKIP("tests/fuzz/seeds/pull not found (run from the repository root)");
   EXPECT_INT_GE(n_files, 10);
 }

@@ -791,41 +791,8 @@ TEST(registry_read_only) {
 
 /* ---- parley list ---------------------------------------------------------------- */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  buf b = BUF_INIT;
-  char tmp[4096];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
-  fclose(f);
-  if (!b.data) buf_append(&b, "", 0);
-  return buf_detach(&b, NULL);
-}
-
 static int run_list(char **out, char **err, int argc, const char **argv) {
-  char op[1024], ep[1024];
-  snprintf(op, sizeof op, "%s", tp("stdout.txt"));
-  snprintf(ep, sizeof ep, "%s", tp("stderr.txt"));
-  fflush(stdout);
-  fflush(stderr);
-  int so = dup(1), se = dup(2);
-  int fo = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (so < 0 || se < 0 || fo < 0 || fe < 0) return -100;
-  dup2(fo, 1);
-  dup2(fe, 2);
-  close(fo);
-  close(fe);
-  int rc = cmd_list(argc, (char **)argv);
-  fflush(stdout);
-  fflush(stderr);
-  dup2(so, 1);
-  dup2(se, 2);
-  close(so);
-  close(se);
-  *out = slurp(op);
-  *err = slurp(ep);
-  return rc;
+  return test_capture(cmd_list, argc, argv, out, err);
 }
 
 TEST(registry_cmd_list) {

@@ -195,7 +195,7 @@ TEST(speech_tts_streams_and_stops) {
 
 static int16_t *load_16k(const char *path, bool raw, size_t *n) {
   size_t len;
-  unsigned char *bytes = tau_read_file(path, &len);
+  unsigned char *bytes = (unsigned char *)test_read_file(path, &len);
   if (!bytes) return NULL;
   audio_decode_opts o = {.target_rate = 16000, .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
   if (raw) o.raw = AUDIO_RAW_LINEAR16, o.raw_rate = 16000, o.raw_channels = 1;

@@ -74,7 +74,7 @@ static size_t load_corpus(const char *dir, const char *trans, clip *out, size_t 
     snprintf(c->ref, sizeof c->ref, "%.500s", ref);
     snprintf(path, sizeof path, "%s/%s.wav", dir, open + 1);
     size_t len;
-    unsigned char *bytes = tau_read_file(path, &len);
+    unsigned char *bytes = (unsigned char *)test_read_file(path, &len);
     if (!bytes) continue;
     audio_decode_opts o = {.target_rate = 16000, .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
     audio_pcm p;
@@ -155,7 +155,7 @@ TEST(speech_wer_report) {
   size_t m = load_corpus(PS_DATA "/cards", "cards.transcription", clips + n, 32 - n);
   if (m) measure(s, "cards (short commands)", clips + n, m, &wer);
   size_t len;
-  unsigned char *gf = tau_read_file(PS_DATA "/goforward.raw", &len);
+  unsigned char *gf = (unsigned char *)test_read_file(PS_DATA "/goforward.raw", &len);
   if (gf) {
     clip g = {"goforward", "go forward ten meters", (int16_t *)gf, len / 2};
     measure(s, "goforward.raw", &g, 1, &wer);

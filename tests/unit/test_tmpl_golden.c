@@ -41,17 +41,6 @@ static bool is_known(const char *t, const char *c) {
   return false;
 }
 
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  buf b = BUF_INIT;
-  char tmp[65536];
-  size_t n;
-  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) buf_append(&b, tmp, n);
-  fclose(f);
-  return buf_detach(&b, len);
-}
-
 static int list_dir(const char *dir, const char *suffix, char ***out) {
   DIR *d = opendir(dir);
   if (!d) return -1;
@@ -133,7 +122,7 @@ TEST(tmpl_golden_templates) {
   for (int c = 0; c < nc; c++) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s.json", cdir, cn[c]);
-    convs[c] = read_file(p, &conv_len[c]);
+    convs[c] = test_read_file(p, &conv_len[c]);
     ASSERT_TRUE(convs[c] != NULL);
   }
   int all_match = 0, failures = 0, known = 0, fixed = 0, lenient = 0;
@@ -142,7 +131,7 @@ TEST(tmpl_golden_templates) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s.jinja", tdir, tn[t]);
     size_t sl;
-    char *src = read_file(p, &sl);
+    char *src = test_read_file(p, &sl);
     ASSERT_TRUE(src != NULL);
     tmpl *tp = NULL;
     int crc = tmpl_compile(src, sl, &tp);
@@ -171,7 +160,7 @@ TEST(tmpl_golden_templates) {
       }
       snprintf(p, sizeof p, "%s.out", base);
       size_t wn;
-      char *want = read_file(p, &wn);
+      char *want = test_read_file(p, &wn);
       if (!want) { n_skip++; continue; }
       buf got = BUF_INIT;
       int rc = crc;
@@ -362,7 +351,7 @@ TEST(tmpl_golden_snippets) {
   for (size_t i = 0; i < n; i++) {
     snprintf(p, sizeof p, "%s/s%03zu__empty.out", odir, i);
     size_t wn;
-    char *want = read_file(p, &wn);
+    char *want = test_read_file(p, &wn);
     tmpl *t = NULL;
     buf got = BUF_INIT;
     int rc = tmpl_compile(SNIPPETS[i], strlen(SNIPPETS[i]), &t);
@@ -400,7 +389,7 @@ TEST(tmpl_mutated_templates_fail_cleanly) {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s.jinja", tdir, tn[t]);
     size_t sl;
-    char *src = read_file(p, &sl);
+    char *src = test_read_file(p, &sl);
     ASSERT_TRUE(src != NULL);
     char *m = malloc(sl + 1);
     for (int k = 0; k < 60; k++) {

@@ -18,23 +18,6 @@
 #include "test.h"
 #include "tok/tok.h"
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *p = malloc((size_t)n + 1);
-  if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-    free(p);
-    p = NULL;
-  }
-  fclose(f);
-  if (p) p[n] = 0;
-  *len = (size_t)n;
-  return p;
-}
-
 static void print_escaped(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -52,7 +35,7 @@ static void run_vocab(const char *name) {
   snprintf(ipath, sizeof(ipath), "%s.inp", gpath);
   snprintf(opath, sizeof(opath), "%s.out", gpath);
   size_t ilen, olen;
-  char *inp = slurp(ipath, &ilen), *outs = slurp(opath, &olen);
+  char *inp = test_read_file(ipath, &ilen), *outs = test_read_file(opath, &olen);
   if (!inp || !outs) {
     free(inp);
     free(outs);

@@ -1,0 +1,148 @@
+/*
+ * model_ref.c - see model_ref.h: running the numpy references and the C
+ * forward pass the model tests compare.
+ */
+#include "model_ref.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "test.h"
+
+const char *ref_write_llama(const model_testgen *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+const char *ref_write_arch(const model_testgen_arch *g, const char *name, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s.gguf", test_tmpdir(), name);
+  if (model_testgen_arch_write(g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen %s: %s", name, err_detail());
+    return NULL;
+  }
+  return path;
+}
+
+int ref_py_ready(const char *script) {
+  if (access(script, R_OK) != 0) {
+    test_fail_at(__FILE__, __LINE__, "%s not found (run the tests from the repository root)", script);
+    return -1;
+  }
+  return system(REF_PY " -c 'import numpy' >/dev/null 2>&1") == 0 ? 1 : 0;
+}
+
+void ref_toks_str(const int32_t *t, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
+}
+
+float *ref_run_floats(const char *cmd, const char *path, size_t n) {
+  if (system(cmd) != 0) return NULL;
+  float *v = malloc(n * sizeof *v);
+  FILE *fp = fopen(path, "rb");
+  if (!v || !fp) {
+    free(v);
+    if (fp) fclose(fp);
+    return NULL;
+  }
+  size_t got = fread(v, sizeof *v, n, fp);
+  int extra = fgetc(fp);
+  fclose(fp);
+  if (got != n || extra != EOF) {
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+float *ref_logits(const char *script, const char *model_path, const int32_t *toks, int n, int64_t n_vocab,
+                  bool kv_f16) {
+  char ts[4096], out[512], cmd[8192];
+  ref_toks_str(toks, n, ts, sizeof ts);
+  snprintf(out, sizeof out, "%s/ref_logits.f32", test_tmpdir());
+  snprintf(cmd, sizeof cmd, REF_PY " %s logits %s %s %s%s", script, model_path, ts, out, kv_f16 ? " --kv f16" : "");
+  return ref_run_floats(cmd, out, (size_t)n * (size_t)n_vocab);
+}
+
+int ref_greedy(const char *script, const char *model_path, const int32_t *toks, int n, int n_gen, bool kv_f16,
+               int32_t *out) {
+  char ts[4096], path[512], cmd[8192];
+  ref_toks_str(toks, n, ts, sizeof ts);
+  snprintf(path, sizeof path, "%s/ref_greedy.txt", test_tmpdir());
+  snprintf(cmd, sizeof cmd, REF_PY " %s greedy %s %s %d %s%s", script, model_path, ts, n_gen, path,
+           kv_f16 ? " --kv f16" : "");
+  if (system(cmd) != 0) return -1;
+  FILE *fp = fopen(path, "r");
+  if (!fp) return -1;
+  int k = 0;
+  while (k < n_gen && fscanf(fp, "%d,", &out[k]) == 1) k++;
+  fclose(fp);
+  return k;
+}
+
+float *ref_c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
+                    int64_t n_batch, int64_t *n_vocab_out) {
+  model *m = NULL;
+  if (model_open(path, &m)) {
+    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
+    return NULL;
+  }
+  model_ctx_params p = model_ctx_default_params();
+  p.kv_type = kv;
+  p.n_threads = n_threads;
+  p.n_batch = n_batch;
+  model_ctx *c = NULL;
+  float *lg = NULL;
+  int64_t V = model_get_hparams(m)->n_vocab;
+  if (model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
+  } else {
+    lg = malloc((size_t)n * (size_t)V * sizeof *lg);
+    if (model_forward(c, toks, n, 0, lg, MODEL_LOGITS_ALL)) {
+      test_fail_at(__FILE__, __LINE__, "model_forward: %s", err_detail());
+      free(lg);
+      lg = NULL;
+    }
+  }
+  *n_vocab_out = V;
+  model_ctx_free(c);
+  model_free(m);
+  return lg;
+}
+
+double ref_nmse(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+double ref_compare(const char *script, const char *path, const int32_t *toks, int n, enum model_kv_type kv,
+                   int n_threads) {
+  int64_t V = 0;
+  float *c = ref_c_logits(path, toks, n, kv, n_threads, 0, &V);
+  if (!c) return -1;
+  float *r = ref_logits(script, path, toks, n, V, kv == MODEL_KV_F16);
+  if (!r) {
+    free(c);
+    test_fail_at(__FILE__, __LINE__, "%s failed on %s", script, path);
+    return -1;
+  }
+  double e = ref_nmse(c, r, (size_t)n * (size_t)V);
+  printf("    %s kv=%s threads=%d: nmse %.3g\n", strrchr(path, '/') + 1, kv == MODEL_KV_F16 ? "f16" : "f32",
+         n_threads, e);
+  free(c);
+  free(r);
+  return e;
+}
