@@ -7,7 +7,7 @@
  * real store, as the create path would have written them, so the NUL is
  * there every run; the real route table then serves them over loopback
  * (loopback.h): GET and DELETE of the response, its input_items, and a
- * conversation's items one by one and listed.
+ * conversation's metadata and items one by one and listed.
  *
  * Expectations are written by hand from ../shared/specs/openai.md 4.
  */
@@ -101,9 +101,17 @@ TEST(openai_stored_nul_text_loads) {
   EXPECT_INT_EQ(loopback_request(port, "GET", "/v1/responses/resp_nul", NULL, NULL, NULL, &out), 404);
 
   /* a conversation holding the output item: one by one and listed */
-  store_conversation c = {.id = "conv_nul", .created_at = 1760000000, .updated_at = 1760000000};
+  store_conversation c = {.id = "conv_nul", .created_at = 1760000000, .updated_at = 1760000000,
+                          .metadata = "{\"topic\":\"a\\u0000b\"}"};
   store_item ci = {.item_id = "msg_out", .body = out_item, .created_at = 1760000000};
   ASSERT_INT_EQ(store_conversation_create(st, &c, &ci, 1), 0);
+  /* its metadata (a client's strings) keeps the NUL too */
+  EXPECT_INT_EQ(loopback_request(port, "GET", "/v1/conversations/conv_nul", NULL, NULL, NULL, &out), 200);
+  got = parse(&out);
+  const json_t *topic = json_object_get(json_object_get(got, "metadata"), "topic");
+  EXPECT_TRUE(json_is_string(topic) && json_string_length(topic) == sizeof NUL_TEXT &&
+              memcmp(json_string_value(topic), NUL_TEXT, sizeof NUL_TEXT) == 0);
+  json_decref(got);
   EXPECT_INT_EQ(loopback_request(port, "GET", "/v1/conversations/conv_nul/items/msg_out", NULL, NULL, NULL, &out), 200);
   got = parse(&out);
   EXPECT_TRUE(has_nul_text(got));

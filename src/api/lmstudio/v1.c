@@ -418,7 +418,7 @@ static int conversation(lmstudio_ctx *lc, const struct v1_req *q, json_t **out, 
                   "response_not_found", "previous_response_id", "previous_response_id: no stored response '%.200s'",
                   q->prev);
     }
-    json_t *rb = json_loads(row.body, 0, NULL);
+    json_t *rb = json_loads(row.body, JSON_ALLOW_NUL, NULL);
     bool ours = json_object_get(rb, "model_instance_id") != NULL;
     json_decref(rb);
     store_response_free(&row);
@@ -433,7 +433,7 @@ static int conversation(lmstudio_ctx *lc, const struct v1_req *q, json_t **out, 
     }
     for (size_t i = 0; i < items.n_items; i++) {
       if (!items.items[i].item_id || !str_starts_with(items.items[i].item_id, "lms_")) continue; /* not ours */
-      json_t *m = json_loads(items.items[i].body, 0, NULL);
+      json_t *m = json_loads(items.items[i].body, JSON_ALLOW_NUL, NULL);
       const char *role = json_string_value(json_object_get(m, "role"));
       if (!role || (q->system && strcmp(role, "system") == 0)) json_decref(m); /* a new system prompt wins */
       else json_array_append_new(msgs, m);

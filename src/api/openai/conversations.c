@@ -14,7 +14,7 @@
 #include "base/util.h"
 
 json_t *resp_conversation_json(const store_conversation *c) {
-  json_t *md = c->metadata ? json_loads(c->metadata, 0, NULL) : NULL;
+  json_t *md = c->metadata ? json_loads(c->metadata, JSON_ALLOW_NUL, NULL) : NULL;
   return json_pack("{s:s, s:s, s:I, s:o}", "id", c->id, "object", "conversation", "created_at",
                    (json_int_t)c->created_at, "metadata", json_is_object(md) ? md : json_object());
 }

@@ -311,7 +311,7 @@ static void ws_connect(http_req *req, void *ctx) {
   rt_config_defaults(&s->cfg, transcription, model_q);
   if (beta) s->cfg.out_text = true;
   if (stored) {
-    json_t *sess = json_loads(stored, 0, NULL);
+    json_t *sess = json_loads(stored, JSON_ALLOW_NUL, NULL);
     if (sess) {
       rt_config_apply(&s->cfg, sess, false, false, "session", NULL);
       if (model_q && *model_q) {
