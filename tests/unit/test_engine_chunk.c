@@ -150,7 +150,8 @@ TEST(engine_chunk_cost_rebase) {
 
 /* A prompt-only step's tokens share the weights' read among many and cost
  * less each than a small chunk's next to decoding streams (TinyLlama
- * Q4_K_M, idle: ~7.4 ms in a 96-token prefill, ~11 ms in a 3 + 20 step).
+ * Q4_K_M: ~7.4 ms in an idle 96-token prefill, ~10-12 ms in a small
+ * mixed step).
  * So that figure alone sets no chunk: the first mixed step carries
  * CHUNK_COLD tokens (with tok 7 it would have carried (200 - 41) / 7 = 22
  * tokens, a 41 + 22 x 11 = 283 ms step). Its measurement then replaces the
