@@ -64,10 +64,9 @@ uint64_t chunk_cost_base(const chunk_cost *c, int64_t n_dec);
  * decoding streams, so a loaded machine, where the budget cannot hold
  * anyway, slows them by about 2x instead of starving the prompt);
  * CHUNK_COLD before a prompt token was measured in a step with decode
- * tokens (a prompt-only step's tokens share the weights' read among many
- * and cost less each: on TinyLlama Q4_K_M ~7.4 ms against ~10-12 in a
- * small mixed step, so that figure made the first mixed step overshoot a
- * 200 ms budget by ~35%); 0 when base is due to be measured again
+ * tokens (a prompt-only step is another shape: a big batch against a
+ * one-token base, at other positions, maybe under another load; its
+ * figure only seeds tok); 0 when base is due to be measured again
  * (CHUNK_REBASE). */
 int64_t chunk_tokens(const chunk_cost *c, int64_t n_dec, uint64_t budget_ns);
 

@@ -148,15 +148,12 @@ TEST(engine_chunk_cost_rebase) {
   EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 30);
 }
 
-/* A prompt-only step's tokens share the weights' read among many and cost
- * less each than a small chunk's next to decoding streams (TinyLlama
- * Q4_K_M: ~7.4 ms in an idle 96-token prefill, ~10-12 ms in a small
- * mixed step).
- * So that figure alone sets no chunk: the first mixed step carries
- * CHUNK_COLD tokens (with tok 7 it would have carried (200 - 41) / 7 = 22
- * tokens, a 41 + 22 x 11 = 283 ms step). Its measurement then replaces the
- * bulk figure outright (not averaged: (7 + 11) / 2 would still overshoot),
- * and later prompt-only steps no longer move tok. */
+/* A prompt-only step (a big batch against a one-token base) only seeds
+ * tok: here it says 7 ms while a token of a small mixed step costs 11. So
+ * the first mixed step carries CHUNK_COLD tokens (sized by the seed it
+ * would have carried (200 - 41) / 7 = 22, a 41 + 22 x 11 = 283 ms step).
+ * Its measurement then replaces the seed outright (averaged, (7 + 11) / 2
+ * would still overshoot), and later prompt-only steps no longer move tok. */
 TEST(engine_chunk_cost_bulk_then_mixed) {
   chunk_cost c;
   memset(&c, 0, sizeof c);
