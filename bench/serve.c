@@ -14,8 +14,9 @@
  *   -c N            n_chunk: prompt tokens per step while others decode
  *                   (default 0 = up to n_batch)
  *   -b MS           chunk_budget_ms: also cap those tokens to what the
- *                   measured time per token fits in MS (default 200, as
- *                   `parley serve`; 0 = no time cap)
+ *                   measured time per token fits in MS (default
+ *                   ENGINE_CHUNK_BUDGET_MS, as `parley serve`: 160; 0 =
+ *                   no time cap)
  *   --streams LIST  comma list of concurrency levels (default 1,4,8; 0 =
  *                   skip to the long-prompt part)
  *   --small         use the small test shape instead (quick smoke run)
@@ -103,7 +104,7 @@ static int submit(engine *e, const int32_t *p, int n_prompt, int n_gen, stream *
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  int n_threads = 2, n_gen = 32, n_prompt = 32, n_long = 2000, n_chunk = 0, budget_ms = 200;
+  int n_threads = 2, n_gen = 32, n_prompt = 32, n_long = 2000, n_chunk = 0, budget_ms = ENGINE_CHUNK_BUDGET_MS;
   bool small = false;
   char streams_arg[64] = "1,4,8";
   for (int i = 1; i < argc; i++) {

@@ -37,6 +37,7 @@ void chunk_cost_observe(chunk_cost *c, int64_t n_dec, int64_t n_prompt, uint64_t
    * least half the step's mean per token (the true marginal cost is a
    * little below the mean: the weights are read once for all tokens) */
   uint64_t mean = ns / (uint64_t)(n_dec + n_prompt);
+  const int mixed = n_dec > 0;
   if (n_dec == 0) {
     n_dec = 1;
     n_prompt--;
@@ -46,12 +47,18 @@ void chunk_cost_observe(chunk_cost *c, int64_t n_dec, int64_t n_prompt, uint64_t
   uint64_t per = ns > base ? (ns - base) / (uint64_t)n_prompt : 0;
   if (per < mean / 2) per = mean / 2;
   if (per == 0) per = 1;
+  if (!mixed && c->tok_mixed) return; /* a bulk step would pull tok under a mixed step's */
+  if (mixed && !c->tok_mixed) {       /* the first mixed step replaces a bulk figure */
+    c->tok_mixed = 1;
+    c->tok_ns = per;
+    return;
+  }
   c->tok_ns = c->tok_ns ? (c->tok_ns + per) / 2 : per;
 }
 
 int64_t chunk_tokens(const chunk_cost *c, int64_t n_dec, uint64_t budget_ns) {
   if (c->n_mixed >= CHUNK_REBASE) return 0;
-  if (c->tok_ns == 0) return CHUNK_COLD;
+  if (c->tok_ns == 0 || !c->tok_mixed) return CHUNK_COLD;
   uint64_t base = chunk_cost_base(c, n_dec);
   uint64_t fit = budget_ns > base ? (budget_ns - base) / c->tok_ns : 0;
   uint64_t share = (base + c->tok_ns - 1) / c->tok_ns; /* prompt time >= decode time */

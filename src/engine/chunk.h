@@ -44,6 +44,9 @@ typedef struct chunk_cost {
                                        ns (moving average); 0 = not yet */
   int32_t n_mixed;                  /* steps with decode and prompt tokens
                                        since the last decode-only step */
+  int32_t tok_mixed;                /* 1: tok_ns was measured in a step with
+                                       decode tokens (0: only in prompt-only
+                                       steps, or not at all) */
 } chunk_cost;
 
 /* Records a step of n_dec decode tokens and n_prompt prompt tokens that
@@ -60,8 +63,11 @@ uint64_t chunk_cost_base(const chunk_cost *c, int64_t n_dec);
  * least base(n_dec) / tok (the prompt always gets as much of a step as the
  * decoding streams, so a loaded machine, where the budget cannot hold
  * anyway, slows them by about 2x instead of starving the prompt);
- * CHUNK_COLD before any prompt token was measured; 0 when base is due to
- * be measured again (CHUNK_REBASE). */
+ * CHUNK_COLD before a prompt token was measured in a step with decode
+ * tokens (a prompt-only step is another shape: a big batch against a
+ * one-token base, at other positions, maybe under another load; its
+ * figure only seeds tok); 0 when base is due to be measured again
+ * (CHUNK_REBASE). */
 int64_t chunk_tokens(const chunk_cost *c, int64_t n_dec, uint64_t budget_ns);
 
 #endif

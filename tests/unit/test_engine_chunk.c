@@ -143,3 +143,25 @@ TEST(engine_chunk_cost_rebase) {
   }
   EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 30);
 }
+
+/* A prompt-only step (a big batch against a one-token base) only seeds
+ * tok: here it says 7 ms while a token of a small mixed step costs 11. So
+ * the first mixed step carries CHUNK_COLD tokens (sized by the seed it
+ * would have carried (200 - 41) / 7 = 22, a 41 + 22 x 11 = 283 ms step).
+ * Its measurement then replaces the seed outright (averaged, (7 + 11) / 2
+ * would still overshoot), and later prompt-only steps no longer move tok. */
+TEST(engine_chunk_cost_bulk_then_mixed) {
+  chunk_cost c;
+  memset(&c, 0, sizeof c);
+  chunk_cost_observe(&c, 1, 0, 27 * MS);
+  chunk_cost_observe(&c, 0, 96, (27 + 95 * 7) * MS);
+  EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 7);
+  for (int i = 0; i < 4; i++) chunk_cost_observe(&c, 3, 0, 41 * MS);
+  EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), CHUNK_COLD);
+  chunk_cost_observe(&c, 3, CHUNK_COLD, (41 + CHUNK_COLD * 11) * MS);
+  EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 11);
+  EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 14); /* (200 - 41) / 11 */
+  chunk_cost_observe(&c, 0, 96, (27 + 95 * 7) * MS);
+  EXPECT_INT_EQ((int64_t)(c.tok_ns / MS), 11);
+  EXPECT_INT_EQ(chunk_tokens(&c, 3, 200 * MS), 14);
+}
