@@ -146,17 +146,6 @@ static void llama_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
-static int matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
-}
-
 static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -177,28 +166,30 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const llama_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = matmul(c, &L->wq, b->xn, n, b->q)) || (rc = matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = matmul(c, &L->wv, b->xn, n, b->v)))
-      return rc;
+    const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_y[3] = {b->q, b->k, b->v};
+    if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
     }
     model_kv_store(c, l, st, b->k, b->v);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
-    if ((rc = matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
-    if ((rc = matmul(c, &L->gate, b->xn, n, b->g)) || (rc = matmul(c, &L->up, b->xn, n, b->u))) return rc;
+    const model_tensor *gu[2] = {&L->gate, &L->up};
+    float *const gu_y[2] = {b->g, b->u};
+    if ((rc = model_matmul_multi(c, 2, gu, gu_y, b->xn, n))) return rc;
     model_swiglu(c, b->g, b->u, n * F);
-    if ((rc = matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->down, b->g, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
   }
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
-  return matmul(c, &w->output, b->xn, st->n_out, logits);
+  return model_matmul(c, &w->output, b->xn, st->n_out, logits);
 }
 
 const model_arch_ops model_arch_llama = {

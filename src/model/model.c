@@ -422,6 +422,39 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
   return 0;
 }
 
+/* ---- matrix products ------------------------------------------------------ */
+
+int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
+                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': %s", t->name, why);
+  }
+  return 0;
+}
+
+int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
+                       int64_t n) {
+  kern_mm_part parts[KERN_MULTI_MAX];
+  if (n_parts < 1 || n_parts > KERN_MULTI_MAX) return err_set(ERR_INTERNAL, "model: %d fused products", n_parts);
+  for (int i = 0; i < n_parts; i++)
+    parts[i] = (kern_mm_part){.packed = ts[i]->packed, .type = (int)ts[i]->type, .W = ts[i]->data,
+                              .n_rows = ts[i]->n_rows, .y = ys[i]};
+  int rc = kern_matmul_multi(c->tp, parts, n_parts, ts[0]->n_cols, x, n);
+  if (rc) {
+    char why[256], names[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    size_t o = 0;
+    names[0] = 0;
+    for (int i = 0; i < n_parts && o < sizeof names; i++)
+      o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", i ? ", " : "", ts[i]->name);
+    return err_set(rc, "tensors %s: %s", names, why);
+  }
+  return 0;
+}
+
 /* ---- contexts ------------------------------------------------------------- */
 
 

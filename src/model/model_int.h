@@ -122,6 +122,19 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out);
  * way (see model_hparams) and checks them against each other. */
 int model_load_common_hparams(model *m, enum ops_rope_style style);
 
+/* ---- matrix products (model.c) -------------------------------------------- */
+
+/* y = t x for n tokens (x [n][t->n_cols], y [n][t->n_rows]) through
+ * kern_matmul_packed or kern_matmul on the context's pool; errors name the
+ * tensor. */
+int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y);
+/* ys[i] = ts[i] x for i < n_parts (<= KERN_MULTI_MAX, all with the same
+ * n_cols) in one pool job (kern_matmul_multi): a layer's Q, K, V and gate,
+ * up read the same normalized x. Bit-identical to model_matmul per tensor;
+ * errors name the tensors. */
+int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
+                       int64_t n);
+
 /* ---- KV cache and attention (model.c) ------------------------------------ */
 
 /* Stores k[n][n_head_kv*head_dim] and v (same shape) of the step's tokens

@@ -184,17 +184,6 @@ static void qwen_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
-static int qwen_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
-}
-
 /* y[t] += b for each of n rows of width w. */
 static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
   for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
@@ -220,9 +209,9 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const qwen_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = qwen_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = qwen_matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = qwen_matmul(c, &L->wv, b->xn, n, b->v)))
-      return rc;
+    const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_y[3] = {b->q, b->k, b->v};
+    if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     if (L->bq) {
       add_bias(b->q, L->bq, n, Q);
       add_bias(b->k, L->bk, n, KV);
@@ -238,20 +227,22 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
     }
     model_kv_store(c, l, st, b->k, b->v);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
-    if ((rc = qwen_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
-    if ((rc = qwen_matmul(c, &L->gate, b->xn, n, b->g)) || (rc = qwen_matmul(c, &L->up, b->xn, n, b->u))) return rc;
+    const model_tensor *gu[2] = {&L->gate, &L->up};
+    float *const gu_y[2] = {b->g, b->u};
+    if ((rc = model_matmul_multi(c, 2, gu, gu_y, b->xn, n))) return rc;
     model_swiglu(c, b->g, b->u, n * F);
-    if ((rc = qwen_matmul(c, &L->down, b->g, n, b->xn))) return rc;
+    if ((rc = model_matmul(c, &L->down, b->g, n, b->xn))) return rc;
     ops_add(b->x, b->xn, n * E);
   }
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
   if (b->embed) return 0; /* qwen_embed reads the rows from xn */
-  return qwen_matmul(c, &w->output, b->xn, st->n_out, logits);
+  return model_matmul(c, &w->output, b->xn, st->n_out, logits);
 }
 
 /* Tokens 0..n-1 through sequence 0 (rewound to 0 first) in steps of
