@@ -110,6 +110,11 @@ void kern_packed_free(kern_packed *p);
  * and a hardware-prefetch restart every 4 KiB). NULL when out of memory;
  * free with free(). kern_pack allocates its copies with it. */
 void *kern_weights_alloc(size_t n);
+/* Row r of the packed matrix dequantized to n_cols f32 (the values
+ * ref_dequantize_row gives for the original GGUF row): embedding lookups
+ * of a tied token_embd that is kept only packed. ERR_RANGE for r out of
+ * range. */
+int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out);
 /* Bytes the packed copy holds (for memory accounting). */
 size_t kern_packed_bytes(const kern_packed *p);
 int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,

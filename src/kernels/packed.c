@@ -232,6 +232,32 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
 
 void kern_packed_free(kern_packed *p) { free(p); }
 
+/* Both layouts keep each block (32 columns, x 8) or super-block (256, K)
+ * of a group in its own byte range, so a row is unpacked and dequantized
+ * piece by piece through a stack buffer: no allocation, whatever n_cols. */
+int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out) {
+  if (!p || r < 0 || r >= p->n_rows)
+    return err_set(ERR_RANGE, "packed row %lld of %lld", (long long)r, p ? (long long)p->n_rows : 0LL);
+  const bool kq = kpk_handles(p->type);
+  const int64_t blk = kq ? 256 : 32, per = kq ? 8 : 32; /* columns per block, blocks per piece */
+  const size_t pb = kq ? kpk_group_bytes(p->type, 256) : x8_pb(p->type); /* packed bytes per block */
+  size_t rb;
+  int rc = tensor_type_row_bytes((uint32_t)p->type, blk * per, &rb);
+  uint8_t buf[2048];
+  if (rc || rb > sizeof buf) return err_set(ERR_INTERNAL, "packed row: %zu bytes per piece", rb);
+  const uint8_t *grp = p->data + (size_t)(r / KERN_PACK_ROWS) * p->group_bytes;
+  const int rr = (int)(r % KERN_PACK_ROWS);
+  for (int64_t b0 = 0; b0 < p->n_cols / blk; b0 += per) {
+    int64_t nb = p->n_cols / blk - b0 < per ? p->n_cols / blk - b0 : per;
+    if (kq)
+      kpk_unpack_row(p->type, grp + pb * (size_t)b0, nb * blk, rr, buf);
+    else
+      x8_unpack_row(p->type, grp + pb * (size_t)b0, nb, rr, buf);
+    if ((rc = ref_dequantize_row((uint32_t)p->type, buf, out + b0 * blk, nb * blk))) return rc;
+  }
+  return 0;
+}
+
 size_t kern_packed_bytes(const kern_packed *p) { return p ? p->bytes : 0; }
 
 /* ---- the driver ----------------------------------------------------------- */

@@ -81,7 +81,12 @@ static int llama_load(model *m) {
   if (!w->layers) return err_set(ERR_NOMEM, "llama: out of memory");
 
   const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
+  /* Tied (no output.weight): token_embd is also the output matrix, read
+   * whole every token, so it is copied (and repacked) like the other
+   * matrices rather than left in the file mapping; lookups read the copy. */
+  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
+    return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     llama_layer *L = &w->layers[l];
     int i = (int)l;
@@ -157,9 +162,7 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   int rc;
 
   for (int64_t t = 0; t < n; t++) {
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
-      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
 

@@ -14,7 +14,8 @@
  *     this CPU into that layout (bind_pack), other matrices as they are
  *     (bind_copy; huge pages from 2 MiB on), 1-D vectors (norms, biases)
  *     into small f32 buffers. Only tensors bound MODEL_BIND_ROWS
- *     (token_embd: one row read per token) and files read into memory
+ *     (an untied token_embd: one row read per token; a tied one is the
+ *     output matrix too and is copied) and files read into memory
  *     rather than mapped stay where gguf put them. The mapping's pages of
  *     every copied tensor are released (MADV_DONTNEED), so they are not
  *     resident twice; see docs/runtime.md, "Memory".
@@ -451,6 +452,17 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
     for (int i = 0; i < n_parts && o < sizeof names; i++)
       o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", i ? ", " : "", ts[i]->name);
     return err_set(rc, "tensors %s: %s", names, why);
+  }
+  return 0;
+}
+
+int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out) {
+  int rc = t->packed ? kern_packed_row_f32(t->packed, r, out)
+                     : ref_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * t->row_bytes, out, t->n_cols);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': cannot read row %lld as f32: %s", t->name, (long long)r, why);
   }
   return 0;
 }

@@ -96,7 +96,9 @@ struct model_ctx {
 enum model_bind_flags {
   MODEL_BIND_OPTIONAL = 1, /* absent: 0 with t->data NULL */
   MODEL_BIND_ROWS = 2      /* read by rows (embeddings), not multiplied:
-                              never repacked */
+                              never repacked nor copied. A tied token_embd
+                              (also the output matrix) is bound without it,
+                              so the output product runs on the copy */
 };
 
 /* Binds the tensor named by fmt... as a matrix of n_rows x n_cols (n_rows 0:
@@ -134,6 +136,11 @@ int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n,
  * errors name the tensors. */
 int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
                        int64_t n);
+
+/* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
+ * layout when t is packed (a tied token_embd), else from t->data. Errors
+ * name the tensor. */
+int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out);
 
 /* ---- KV cache and attention (model.c) ------------------------------------ */
 

@@ -105,7 +105,12 @@ static int qwen_load(model *m) {
   if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
   /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
   w->pooling = (enum model_pooling)pooling;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
+  /* Tied (no output.weight): token_embd is also the output matrix, read
+   * whole every token, so it is copied (and repacked) like the other
+   * matrices rather than left in the file mapping; lookups read the copy. */
+  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
+    return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     qwen_layer *L = &w->layers[l];
     int i = (int)l;
@@ -200,9 +205,7 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   int rc;
 
   for (int64_t t = 0; t < n; t++) {
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
-      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
 
