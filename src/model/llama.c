@@ -13,8 +13,10 @@
  * output . rms(out) with output.weight, or token_embd.weight when the file
  * has no output tensor (tied embeddings).
  *
- * Every matrix product goes through kern_matmul with all n tokens of the
- * step at once (matrix-matrix for a prompt, matrix-vector for one token).
+ * Every matrix product goes through kern_matmul (or kern_matmul_packed)
+ * with all n tokens of the step at once (matrix-matrix for a prompt,
+ * matrix-vector for one token); Wq, Wk, Wv and Wgate, Wup, which read the
+ * same normalized x, run as one pool job each (model_matmul_multi).
  * Buffers are allocated once per context (llama_ctx_init).
  */
 #include <math.h>

@@ -440,9 +440,13 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
                        int64_t n) {
   kern_mm_part parts[KERN_MULTI_MAX];
   if (n_parts < 1 || n_parts > KERN_MULTI_MAX) return err_set(ERR_INTERNAL, "model: %d fused products", n_parts);
-  for (int i = 0; i < n_parts; i++)
+  for (int i = 0; i < n_parts; i++) {
+    if (ts[i]->n_cols != ts[0]->n_cols)
+      return err_set(ERR_INTERNAL, "tensors '%s' and '%s': %lld and %lld columns in one fused product", ts[0]->name,
+                     ts[i]->name, (long long)ts[0]->n_cols, (long long)ts[i]->n_cols);
     parts[i] = (kern_mm_part){.packed = ts[i]->packed, .type = (int)ts[i]->type, .W = ts[i]->data,
                               .n_rows = ts[i]->n_rows, .y = ys[i]};
+  }
   int rc = kern_matmul_multi(c->tp, parts, n_parts, ts[0]->n_cols, x, n);
   if (rc) {
     char why[256], names[256];
