@@ -314,38 +314,18 @@ size_t kern_act_row_bytes(int act, int64_t n_cols) {
 /* ---- the matmul driver --------------------------------------------------- */
 
 struct mm_job {
-  int type;
-  const uint8_t *W;
-  size_t row_bytes;
-  int64_t n_rows, n_cols, n_tokens;
-  const float *x;
-  float *y;
-  /* activations as the tile kernel reads them */
-  kern_tile_fn tile;  /* NULL: reference */
-  kern_tile2_fn tile2; /* optional two-row tile */
-  kern_rect_fn rect;   /* optional rectangle kernel, for 2+ tokens */
-  kern_quant_fn quant;
-  const uint8_t *xa;
-  uint8_t *xq;
-  size_t xa_stride;
-  int tnt;   /* tokens per tile call */
-  bool rows2; /* pairs of rows through tile2 */
-  /* split */
-  int64_t chunk_rows, n_row_chunks;
-  int64_t n_big, small_rows; /* the first n_big row chunks hold chunk_rows rows,
-                                the rest small_rows (mm_plan) */
-  int64_t chunk_toks, n_tok_chunks;
-  atomic_llong next;
+  struct kern_mm mm;
+  struct kern_split split;
 };
 
 static void mm_quant_worker(void *arg, int ith, int nth) {
-  struct mm_job *j = arg;
+  struct kern_mm *j = arg;
   int64_t t0 = j->n_tokens * ith / nth, t1 = j->n_tokens * (ith + 1) / nth;
   for (int64_t t = t0; t < t1; t++)
     j->quant(j->x + t * j->n_cols, j->xq + (size_t)t * j->xa_stride, j->n_cols);
 }
 
-static void mm_rect(struct mm_job *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+void kern_mm_rect(const struct kern_mm *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   if (!j->tile) {
     for (int64_t t = t0; t < t1; t++)
       for (int64_t r = r0; r < r1; r++)
@@ -388,55 +368,33 @@ static void mm_worker(void *arg, int ith, int nth) {
   (void)ith;
   (void)nth;
   struct mm_job *j = arg;
-  int64_t n_chunks = j->n_row_chunks * j->n_tok_chunks;
-  for (;;) {
-    int64_t c = atomic_fetch_add(&j->next, 1);
-    if (c >= n_chunks) break;
-    int64_t rc = c % j->n_row_chunks, tc = c / j->n_row_chunks;
-    int64_t r0, len, t0 = tc * j->chunk_toks;
-    if (rc < j->n_big) {
-      r0 = rc * j->chunk_rows;
-      len = j->chunk_rows;
-    } else {
-      r0 = j->n_big * j->chunk_rows + (rc - j->n_big) * j->small_rows;
-      len = j->small_rows;
-    }
-    int64_t r1 = r0 + len < j->n_rows ? r0 + len : j->n_rows;
-    int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
-    mm_rect(j, r0, r1, t0, t1);
-  }
+  int64_t r0, r1, t0, t1;
+  while (kern_split_next(&j->split, &r0, &r1, &t0, &t1)) kern_mm_rect(&j->mm, r0, r1, t0, t1);
 }
 
-/* Chooses the rectangle sizes: about 8 chunks per thread for balance, row
- * chunks of at least 8 rows; tokens split (in whole tiles) only when the
- * rows alone give too few chunks. */
-static void mm_plan(struct mm_job *j, int nth) {
+void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t n_tokens, int tnt) {
   int64_t want = (int64_t)nth * 8;
-  int64_t cr = (j->n_rows + want - 1) / want;
-  if (cr < 8) cr = 8;
-  j->chunk_rows = cr;
-  j->n_row_chunks = (j->n_rows + cr - 1) / cr;
-  kern_split_tokens(nth, j->n_row_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
-  j->n_big = j->n_row_chunks;
-  j->small_rows = cr;
-  /* Rows only (one token, generation): end on small chunks so that the
-   * threads finish close together - about 3/4 of the rows in ~3 big
-   * chunks per thread, the rest in ~16 small ones (at least 8 rows) per
-   * thread, as pk_plan does in packed.c. */
-  if (nth > 1 && j->n_tok_chunks == 1 && j->n_rows >= (int64_t)nth * 16 * 8) {
-    int64_t big = (j->n_rows + nth * 4 - 1) / (nth * 4), small = (j->n_rows + nth * 32 - 1) / (nth * 32);
-    if (small < 8) small = 8;
-    int64_t n_big = j->n_rows * 3 / 4 / big, rest = j->n_rows - n_big * big;
-    j->chunk_rows = big;
-    j->n_big = n_big;
-    j->small_rows = small;
-    j->n_row_chunks = n_big + (rest + small - 1) / small;
+  int64_t cu = (n_units + want - 1) / want;
+  if (cu < min_units) cu = min_units;
+  s->n_units = n_units;
+  s->n_tokens = n_tokens;
+  s->big = s->small = cu;
+  s->n_unit_chunks = s->n_big = (n_units + cu - 1) / cu;
+  kern_split_tokens(nth, s->n_unit_chunks, n_tokens, tnt, &s->chunk_toks, &s->n_tok_chunks);
+  if (nth > 1 && s->n_tok_chunks == 1 && n_units >= (int64_t)nth * 16 * min_units) {
+    int64_t big = (n_units + nth * 4 - 1) / (nth * 4), small = (n_units + nth * 32 - 1) / (nth * 32);
+    if (small < min_units) small = min_units;
+    int64_t n_big = n_units * 3 / 4 / big, rest = n_units - n_big * big;
+    s->big = big;
+    s->n_big = n_big;
+    s->small = small;
+    s->n_unit_chunks = n_big + (rest + small - 1) / small;
   }
-  atomic_init(&j->next, 0);
+  atomic_init(&s->next, 0);
 }
 
-int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_t n_cols,
-                const float *x, int64_t n_tokens, float *y) {
+int kern_mm_setup(struct kern_mm *j, int type, const void *W, int64_t n_rows, int64_t n_cols, const float *x,
+                  int64_t n_tokens, float *y) {
   const struct kern_ops *ops = kern_get_ops();
   const struct tensor_type_traits *tr = tensor_type_get(type < 0 ? UINT32_MAX : (uint32_t)type);
   if (!tr || !tr->supported)
@@ -452,54 +410,74 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
   if (__builtin_mul_overflow(row_bytes, (uint64_t)n_rows, &total))
     return err_set(ERR_RANGE, "matmul: %lld rows of %zu bytes overflow", (long long)n_rows,
                    row_bytes);
-  if (n_rows == 0 || n_tokens == 0) return 0;
-
-  struct mm_job j;
-  memset(&j, 0, sizeof j);
-  j.type = type;
-  j.W = W;
-  j.row_bytes = row_bytes;
-  j.n_rows = n_rows;
-  j.n_cols = n_cols;
-  j.n_tokens = n_tokens;
-  j.x = x;
-  j.y = y;
-  j.tnt = KERN_TILE_TOKENS;
+  memset(j, 0, sizeof *j);
+  j->type = type;
+  j->W = W;
+  j->row_bytes = row_bytes;
+  j->n_rows = n_rows;
+  j->n_cols = n_cols;
+  j->n_tokens = n_tokens;
+  j->x = x;
+  j->y = y;
+  j->tnt = KERN_TILE_TOKENS;
   if (!atomic_load(&g_force_ref) && ops->tile[type]) {
-    j.tile = ops->tile[type];
-    j.tile2 = ops->tile2[type];
-    j.rect = ops->rect[type];
-    if (ops->tile_nt[type]) j.tnt = ops->tile_nt[type];
-    j.xa_stride = kern_act_row_bytes(ops->act[type], n_cols);
-    j.rows2 = j.tile2 && !(j.tnt > KERN_TILE_TOKENS &&
-                           j.xa_stride * KERN_MM_TOK_BLOCK <= KERN_MM_L1_ACT);
+    j->tile = ops->tile[type];
+    j->tile2 = ops->tile2[type];
+    j->rect = ops->rect[type];
+    if (ops->tile_nt[type]) j->tnt = ops->tile_nt[type];
+    j->xa_stride = kern_act_row_bytes(ops->act[type], n_cols);
+    j->rows2 = j->tile2 && !(j->tnt > KERN_TILE_TOKENS &&
+                             j->xa_stride * KERN_MM_TOK_BLOCK <= KERN_MM_L1_ACT);
     switch ((enum kern_act)ops->act[type]) {
-    case KERN_ACT_F32: j.xa = (const uint8_t *)x; break;
-    case KERN_ACT_Q8: j.quant = ops->quant_q8; break;
-    case KERN_ACT_Q8_K: j.quant = ops->quant_q8_K; break;
-    case KERN_ACT_Q8_KX: j.quant = ops->quant_q8_Kx; break;
-    case KERN_ACT_Q8_K6X: j.quant = ops->quant_q8_K6x; break;
-    case KERN_ACT_Q8_K5X: j.quant = ops->quant_q8_K5x; break;
-    case KERN_ACT_Q8_K3X: j.quant = ops->quant_q8_K3x; break;
-    case KERN_ACT_Q8P: j.quant = ops->quant_q8p; break;
+    case KERN_ACT_F32: j->xa = (const uint8_t *)x; break;
+    case KERN_ACT_Q8: j->quant = ops->quant_q8; break;
+    case KERN_ACT_Q8_K: j->quant = ops->quant_q8_K; break;
+    case KERN_ACT_Q8_KX: j->quant = ops->quant_q8_Kx; break;
+    case KERN_ACT_Q8_K6X: j->quant = ops->quant_q8_K6x; break;
+    case KERN_ACT_Q8_K5X: j->quant = ops->quant_q8_K5x; break;
+    case KERN_ACT_Q8_K3X: j->quant = ops->quant_q8_K3x; break;
+    case KERN_ACT_Q8P: j->quant = ops->quant_q8p; break;
     }
-    if (j.quant) {
-      size_t bytes;
-      if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
-        return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow",
-                       (long long)n_tokens, (long long)n_cols);
-      if (bytes == 0) bytes = 1; /* n_cols 0: still a valid pointer */
-      j.xq = tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
-      if (!j.xq)
-        return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
-      j.xa = j.xq;
-      if (tp && n_tokens >= 2 * tpool_n_threads(tp) && n_tokens * n_cols >= 65536)
-        tpool_run(tp, mm_quant_worker, &j);
-      else
-        mm_quant_worker(&j, 0, 1);
-    }
+    if (j->quant && __builtin_mul_overflow(j->xa_stride, (uint64_t)n_tokens, &total))
+      return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow",
+                     (long long)n_tokens, (long long)n_cols);
   }
-  mm_plan(&j, tpool_n_threads(tp));
+  return 0;
+}
+
+void kern_quant_rows(thread_pool *tp, kern_quant_fn quant, const float *x, int64_t n_tokens, int64_t n_cols,
+                     uint8_t *xq, size_t stride) {
+  struct kern_mm q;
+  memset(&q, 0, sizeof q);
+  q.quant = quant;
+  q.x = x;
+  q.n_tokens = n_tokens;
+  q.n_cols = n_cols;
+  q.xq = xq;
+  q.xa_stride = stride;
+  if (tp && n_tokens >= 2 * tpool_n_threads(tp) && n_tokens * n_cols >= 65536)
+    tpool_run(tp, mm_quant_worker, &q);
+  else
+    mm_quant_worker(&q, 0, 1);
+}
+
+int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_t n_cols,
+                const float *x, int64_t n_tokens, float *y) {
+  struct mm_job j;
+  int rc = kern_mm_setup(&j.mm, type, W, n_rows, n_cols, x, n_tokens, y);
+  if (rc) return rc;
+  if (n_rows == 0 || n_tokens == 0) return 0;
+  if (j.mm.quant) {
+    size_t bytes = j.mm.xa_stride * (size_t)n_tokens; /* checked by kern_mm_setup */
+    if (bytes == 0) bytes = 1; /* n_cols 0: still a valid pointer */
+    j.mm.xq = kern_act_scratch(tp, bytes);
+    if (!j.mm.xq)
+      return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
+    j.mm.xa = j.mm.xq;
+    kern_quant_rows(tp, j.mm.quant, x, n_tokens, n_cols, j.mm.xq, j.mm.xa_stride);
+  }
+  /* units of one row, chunks of at least 8 rows */
+  kern_split_plan(&j.split, tpool_n_threads(tp), n_rows, 8, n_tokens, j.mm.tnt);
   tpool_run(tp, mm_worker, &j);
   return 0;
 }

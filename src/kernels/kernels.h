@@ -110,10 +110,36 @@ void kern_packed_free(kern_packed *p);
  * and a hardware-prefetch restart every 4 KiB). NULL when out of memory;
  * free with free(). kern_pack allocates its copies with it. */
 void *kern_weights_alloc(size_t n);
+/* Row r of the packed matrix dequantized to n_cols f32 (the values
+ * ref_dequantize_row gives for the original GGUF row): embedding lookups
+ * of a tied token_embd that is kept only packed. ERR_RANGE for r out of
+ * range. */
+int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out);
 /* Bytes the packed copy holds (for memory accounting). */
 size_t kern_packed_bytes(const kern_packed *p);
 int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,
                        float *y);
+
+/* ---- several products of one input in one pool job (kernels/multi.c) ----
+ * y_i = W_i x for the n_parts (1..KERN_MULTI_MAX) parts, all W_i with n_cols
+ * columns: a part is packed weights (packed non-NULL; type, W and n_rows are
+ * then ignored) or GGUF rows (type, W, n_rows as for kern_matmul); its y is
+ * n_tokens x its n_rows. One pool job for all (the rows of every part split
+ * across the threads as one row space), and x quantized once per distinct
+ * activation format. Each y_i is bit-identical to what kern_matmul /
+ * kern_matmul_packed gives for that part alone. Errors: as those two (the
+ * message names the part, counting from 1), and ERR_RANGE for a packed part
+ * whose columns are not n_cols or n_parts out of range. */
+#define KERN_MULTI_MAX 4
+typedef struct kern_mm_part {
+  const kern_packed *packed; /* packed weights, or NULL: the GGUF rows below */
+  int type;                  /* enum tensor_type of W */
+  const void *W;             /* n_rows x n_cols of type */
+  int64_t n_rows;
+  float *y;                  /* [n_tokens][n_rows of this part] */
+} kern_mm_part;
+int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, int64_t n_cols, const float *x,
+                      int64_t n_tokens);
 
 /* Forces the scalar reference kernels everywhere (tests and `--reference`);
  * also on when the environment has PARLEY_KERNELS=reference at first use. */

@@ -15,6 +15,7 @@
 #ifndef PARLEY_KERNELS_KERNELS_IMPL_H
 #define PARLEY_KERNELS_KERNELS_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -214,5 +215,106 @@ size_t kern_act_row_bytes(int act, int64_t n_cols);
  * divide work the same way. */
 void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt, int64_t *chunk_toks,
                        int64_t *n_tok_chunks);
+
+/* ---- the work split every matmul driver uses ------------------------------
+ * Output rectangles (a chunk of row units x a chunk of tokens) handed out by
+ * an atomic counter, so a thread slowed by another process does not hold up
+ * the call. A unit is what the driver's kernels walk: one row for
+ * kern_matmul, one group of KERN_PACK_ROWS rows for kern_matmul_packed and
+ * kern_matmul_multi. kern_split_plan chooses the sizes: about 8 chunks per
+ * thread of at least min_units units; tokens split (in whole tiles of tnt)
+ * only when the units alone give too few chunks (kern_split_tokens). With
+ * one token chunk (generation) and at least nth * 16 * min_units units, the
+ * threads finish together only as closely as the last chunk is short, so
+ * about 3/4 of the units go in ~3 big chunks per thread (taken first) and
+ * the rest in ~16 small ones per thread (at least min_units), taken last by
+ * whichever thread is free. Which thread computes a unit never changes its
+ * result. */
+struct kern_split {
+  int64_t n_units, n_tokens;
+  int64_t big, n_big;      /* unit chunks 0..n_big-1 hold `big` units each */
+  int64_t small;           /* the rest `small` units each (the last may be short) */
+  int64_t n_unit_chunks;
+  int64_t chunk_toks, n_tok_chunks;
+  atomic_llong next;       /* next chunk to hand out */
+};
+void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t n_tokens, int tnt);
+
+/* Claims the next rectangle: units [*u0, *u1) x tokens [*t0, *t1); false
+ * when every chunk has been handed out. Chunks go unit chunk fastest, so a
+ * token chunk's rows are all claimed before the next token chunk's. */
+static inline bool kern_split_next(struct kern_split *s, int64_t *u0, int64_t *u1, int64_t *t0, int64_t *t1) {
+  int64_t c = atomic_fetch_add(&s->next, 1);
+  if (c >= s->n_unit_chunks * s->n_tok_chunks) return false;
+  int64_t uc = c % s->n_unit_chunks, tc = c / s->n_unit_chunks, len;
+  if (uc < s->n_big) {
+    *u0 = uc * s->big;
+    len = s->big;
+  } else {
+    *u0 = s->n_big * s->big + (uc - s->n_big) * s->small;
+    len = s->small;
+  }
+  *u1 = *u0 + len < s->n_units ? *u0 + len : s->n_units;
+  *t0 = tc * s->chunk_toks;
+  *t1 = *t0 + s->chunk_toks < s->n_tokens ? *t0 + s->chunk_toks : s->n_tokens;
+  return true;
+}
+
+/* ---- one product's setup and rectangles ----------------------------------
+ * kern_matmul and kern_matmul_packed are each a setup, the activation
+ * quantization (kern_quant_rows), a kern_split plan and a pool job calling
+ * the rect function per chunk; kern_matmul_multi (multi.c) runs several
+ * setups in one job. */
+
+/* A product over GGUF rows (kernels.c). */
+struct kern_mm {
+  int type;
+  const uint8_t *W;
+  size_t row_bytes;
+  int64_t n_rows, n_cols, n_tokens;
+  const float *x;
+  float *y;
+  /* activations as the tile kernel reads them */
+  kern_tile_fn tile;   /* NULL: reference */
+  kern_tile2_fn tile2; /* optional two-row tile */
+  kern_rect_fn rect;   /* optional rectangle kernel, for 2+ tokens */
+  kern_quant_fn quant; /* NULL: f32 activations (xa = x) or reference */
+  const uint8_t *xa;   /* the activations the tiles read: x, or xq once quantized */
+  uint8_t *xq;         /* quantization target (the caller's scratch) */
+  size_t xa_stride;    /* bytes per token of xa */
+  int tnt;             /* tokens per tile call */
+  bool rows2;          /* pairs of rows through tile2 */
+};
+/* Checks the arguments as kern_matmul documents and fills j (xq, xa left
+ * for the caller when quant is set); no allocation. */
+int kern_mm_setup(struct kern_mm *j, int type, const void *W, int64_t n_rows, int64_t n_cols, const float *x,
+                  int64_t n_tokens, float *y);
+/* Rows [r0, r1) x tokens [t0, t1) of the product. */
+void kern_mm_rect(const struct kern_mm *j, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+/* Quantizes n_tokens rows of x (n_cols each) with quant into xq (stride
+ * bytes per token): split across the pool when there are enough tokens to
+ * pay for a job, on the calling thread otherwise. */
+void kern_quant_rows(thread_pool *tp, kern_quant_fn quant, const float *x, int64_t n_tokens, int64_t n_cols,
+                     uint8_t *xq, size_t stride);
+
+/* A product over packed weights (packed.c). */
+struct kern_pk {
+  const kern_packed *p;
+  int64_t n_rows, n_cols, n_groups; /* p's */
+  const float *x;
+  float *y;
+  int64_t n_tokens;
+  kern_ptile_fn tile; /* NULL: reference (unpack each row, ref_vec_dot) */
+  kern_quant_fn quant;
+  uint8_t *xq;        /* quantized activations (the caller's scratch) */
+  size_t xa_stride;
+  int tnt;
+  atomic_int *failed; /* reference path: set when a row buffer could not be had */
+};
+/* Checks and fills j as kern_matmul_packed does (xq left for the caller
+ * when quant is set); no allocation. */
+int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64_t n_tokens, float *y);
+/* Row groups [g0, g1) x tokens [t0, t1). */
+void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
 
 #endif

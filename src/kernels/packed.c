@@ -232,39 +232,47 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
 
 void kern_packed_free(kern_packed *p) { free(p); }
 
+/* Both layouts keep each block (32 columns, x 8) or super-block (256, K)
+ * of a group in its own byte range, so a row is unpacked and dequantized
+ * piece by piece through a stack buffer: no allocation, whatever n_cols. */
+int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out) {
+  if (!p || r < 0 || r >= p->n_rows)
+    return err_set(ERR_RANGE, "packed row %lld of %lld", (long long)r, p ? (long long)p->n_rows : 0LL);
+  const bool kq = kpk_handles(p->type);
+  const int64_t blk = kq ? 256 : 32, per = kq ? 8 : 32; /* columns per block, blocks per piece */
+  const size_t pb = kq ? kpk_group_bytes(p->type, 256) : x8_pb(p->type); /* packed bytes per block */
+  size_t rb;
+  int rc = tensor_type_row_bytes((uint32_t)p->type, blk * per, &rb);
+  uint8_t buf[2048];
+  if (rc || rb > sizeof buf) return err_set(ERR_INTERNAL, "packed row: %zu bytes per piece", rb);
+  const uint8_t *grp = p->data + (size_t)(r / KERN_PACK_ROWS) * p->group_bytes;
+  const int rr = (int)(r % KERN_PACK_ROWS);
+  for (int64_t b0 = 0; b0 < p->n_cols / blk; b0 += per) {
+    int64_t nb = p->n_cols / blk - b0 < per ? p->n_cols / blk - b0 : per;
+    if (kq)
+      kpk_unpack_row(p->type, grp + pb * (size_t)b0, nb * blk, rr, buf);
+    else
+      x8_unpack_row(p->type, grp + pb * (size_t)b0, nb, rr, buf);
+    if ((rc = ref_dequantize_row((uint32_t)p->type, buf, out + b0 * blk, nb * blk))) return rc;
+  }
+  return 0;
+}
+
 size_t kern_packed_bytes(const kern_packed *p) { return p ? p->bytes : 0; }
 
 /* ---- the driver ----------------------------------------------------------- */
 
 struct pk_job {
-  const kern_packed *p;
-  const float *x;
-  float *y;
-  int64_t n_tokens;
-  kern_ptile_fn tile; /* NULL: reference (unpack each row, ref_vec_dot) */
-  kern_quant_fn quant;
-  uint8_t *xq;
-  size_t xa_stride;
-  int tnt;
-  int64_t chunk_groups, n_group_chunks, chunk_toks, n_tok_chunks;
-  int64_t n_big, small_groups; /* the first n_big group chunks hold chunk_groups
-                                  groups, the rest small_groups (pk_plan) */
-  atomic_llong next;
+  struct kern_pk pk;
+  struct kern_split split;
   atomic_int failed; /* reference path: a row buffer could not be had */
 };
 
-static void pk_quant_worker(void *arg, int ith, int nth) {
-  struct pk_job *j = arg;
-  int64_t t0 = j->n_tokens * ith / nth, t1 = j->n_tokens * (ith + 1) / nth;
-  for (int64_t t = t0; t < t1; t++)
-    j->quant(j->x + t * j->p->n_cols, j->xq + (size_t)t * j->xa_stride, j->p->n_cols);
-}
-
-static void pk_rect_ref(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+static void pk_rect_ref(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
   const kern_packed *p = j->p;
   uint8_t *row = malloc(p->row_bytes);
   if (!row) {
-    atomic_store(&j->failed, 1);
+    atomic_store(j->failed, 1);
     return;
   }
   for (int64_t g = g0; g < g1; g++)
@@ -281,7 +289,7 @@ static void pk_rect_ref(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, in
   free(row);
 }
 
-static void pk_rect(struct pk_job *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
   if (!j->tile) {
     pk_rect_ref(j, g0, g1, t0, t1);
     return;
@@ -313,87 +321,55 @@ static void pk_worker(void *arg, int ith, int nth) {
   (void)ith;
   (void)nth;
   struct pk_job *j = arg;
-  int64_t n_chunks = j->n_group_chunks * j->n_tok_chunks;
-  for (;;) {
-    int64_t c = atomic_fetch_add(&j->next, 1);
-    if (c >= n_chunks) break;
-    int64_t gc = c % j->n_group_chunks, tc = c / j->n_group_chunks;
-    int64_t g0, len, t0 = tc * j->chunk_toks;
-    if (gc < j->n_big) {
-      g0 = gc * j->chunk_groups;
-      len = j->chunk_groups;
-    } else {
-      g0 = j->n_big * j->chunk_groups + (gc - j->n_big) * j->small_groups;
-      len = j->small_groups;
-    }
-    int64_t g1 = g0 + len < j->p->n_groups ? g0 + len : j->p->n_groups;
-    int64_t t1 = t0 + j->chunk_toks < j->n_tokens ? t0 + j->chunk_toks : j->n_tokens;
-    pk_rect(j, g0, g1, t0, t1);
-  }
+  int64_t g0, g1, t0, t1;
+  while (kern_split_next(&j->split, &g0, &g1, &t0, &t1)) kern_pk_rect(&j->pk, g0, g1, t0, t1);
 }
 
-/* About 8 chunks per thread; tokens split (in whole tiles) only when the
- * groups alone give too few chunks (as mm_plan in kernels.c). */
-static void pk_plan(struct pk_job *j, int nth) {
-  int64_t want = (int64_t)nth * 8, ng = j->p->n_groups;
-  int64_t cg = (ng + want - 1) / want;
-  if (cg < 1) cg = 1;
-  j->chunk_groups = cg;
-  j->n_group_chunks = (ng + cg - 1) / cg;
-  kern_split_tokens(nth, j->n_group_chunks, j->n_tokens, j->tnt, &j->chunk_toks, &j->n_tok_chunks);
-  j->n_big = j->n_group_chunks;
-  j->small_groups = cg;
-  /* Rows only (one token, generation): the threads finish together only
-   * as closely as the last chunk is short, and a decode step ends ~170
-   * jobs per token this way. So about 3/4 of the groups go in ~3 big
-   * chunks per thread and the rest in ~16 small ones per thread (taken
-   * last, by whichever thread is free). Which thread computes a group
-   * never changes its result. */
-  if (nth > 1 && j->n_tok_chunks == 1 && ng >= (int64_t)nth * 16) {
-    int64_t big = (ng + nth * 4 - 1) / (nth * 4), small = (ng + nth * 32 - 1) / (nth * 32);
-    int64_t n_big = ng * 3 / 4 / big, rest = ng - n_big * big;
-    j->chunk_groups = big;
-    j->n_big = n_big;
-    j->small_groups = small;
-    j->n_group_chunks = n_big + (rest + small - 1) / small;
+int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64_t n_tokens, float *y) {
+  if (!p) return err_set(ERR_INVALID, "matmul: no packed weights");
+  if (n_tokens < 0)
+    return err_set(ERR_RANGE, "matmul: negative size (%lld tokens)", (long long)n_tokens);
+  const struct kern_ops *ops = kern_ops_get();
+  memset(j, 0, sizeof *j);
+  j->p = p;
+  j->n_rows = p->n_rows;
+  j->n_cols = p->n_cols;
+  j->n_groups = p->n_groups;
+  j->x = x;
+  j->y = y;
+  j->n_tokens = n_tokens;
+  j->tnt = KERN_TILE_TOKENS;
+  if (!kern_ref_forced() && ops->ptile[p->type]) {
+    j->tile = ops->ptile[p->type];
+    j->tnt = ops->ptile_nt[p->type];
+    j->quant = ops->pquant[p->type];
+    _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
+    j->xa_stride = kpk_handles(p->type) ? kpk_act_row_bytes(p->type, p->n_cols)
+                                        : (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
+    size_t bytes;
+    if (__builtin_mul_overflow(j->xa_stride, (uint64_t)n_tokens, &bytes))
+      return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,
+                     (long long)p->n_cols);
   }
-  atomic_init(&j->next, 0);
-  atomic_init(&j->failed, 0);
+  return 0;
 }
 
 int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, int64_t n_tokens,
                        float *y) {
-  if (!p) return err_set(ERR_INVALID, "matmul: no packed weights");
-  if (n_tokens < 0)
-    return err_set(ERR_RANGE, "matmul: negative size (%lld tokens)", (long long)n_tokens);
-  if (n_tokens == 0) return 0;
-  const struct kern_ops *ops = kern_ops_get();
   struct pk_job j;
-  memset(&j, 0, sizeof j);
-  j.p = p;
-  j.x = x;
-  j.y = y;
-  j.n_tokens = n_tokens;
-  j.tnt = KERN_TILE_TOKENS;
-  if (!kern_ref_forced() && ops->ptile[p->type]) {
-    j.tile = ops->ptile[p->type];
-    j.tnt = ops->ptile_nt[p->type];
-    j.quant = ops->pquant[p->type];
-    _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
-    j.xa_stride = kpk_handles(p->type) ? kpk_act_row_bytes(p->type, p->n_cols)
-                                       : (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
-    size_t bytes;
-    if (__builtin_mul_overflow(j.xa_stride, (uint64_t)n_tokens, &bytes))
-      return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,
-                     (long long)p->n_cols);
-    j.xq = kern_act_scratch(tp, bytes);
-    if (!j.xq) return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
-    if (tp && n_tokens >= 2 * tpool_n_threads(tp) && n_tokens * p->n_cols >= 65536)
-      tpool_run(tp, pk_quant_worker, &j);
-    else
-      pk_quant_worker(&j, 0, 1);
+  int rc = kern_pk_setup(&j.pk, p, x, n_tokens, y);
+  if (rc) return rc;
+  if (n_tokens == 0) return 0;
+  atomic_init(&j.failed, 0);
+  j.pk.failed = &j.failed;
+  if (j.pk.quant) {
+    size_t bytes = j.pk.xa_stride * (size_t)n_tokens; /* checked by kern_pk_setup */
+    j.pk.xq = kern_act_scratch(tp, bytes);
+    if (!j.pk.xq) return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
+    kern_quant_rows(tp, j.pk.quant, x, n_tokens, p->n_cols, j.pk.xq, j.pk.xa_stride);
   }
-  pk_plan(&j, tpool_n_threads(tp));
+  /* units of one group of 8 rows, chunks of at least one */
+  kern_split_plan(&j.split, tpool_n_threads(tp), p->n_groups, 1, n_tokens, j.pk.tnt);
   tpool_run(tp, pk_worker, &j);
   if (atomic_load(&j.failed)) return err_set(ERR_NOMEM, "matmul: a row buffer for the reference path");
   return 0;

@@ -1,7 +1,6 @@
 /*
  * dense.c - what the dense decoder architectures (llama, qwen2, qwen3)
- * share: their activation buffers and the SwiGLU feed-forward; and the
- * matrix product with the tensor's name in its error, which bert uses too.
+ * share: their activation buffers and the SwiGLU feed-forward.
  *
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS tokens: its
  * two n_ff-wide activations are the largest buffers of a context (at
@@ -14,7 +13,6 @@
  * kernel's output for a token does not depend on the other tokens of the
  * batch (tests/unit/test_kernels*.c check it).
  */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/err.h"
@@ -52,17 +50,6 @@ void model_dense_bufs_free(model_dense_bufs *b) {
   b->x = b->xn = b->work = NULL;
 }
 
-int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
-  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
-                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
-  if (rc) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", err_detail());
-    return err_set(rc, "tensor '%s': %s", t->name, why);
-  }
-  return 0;
-}
-
 struct swiglu_job {
   float *g;
   const float *u;
@@ -90,7 +77,9 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     const int64_t m = n - t0 < FR ? n - t0 : FR;
     float *xn = b->xn + t0 * E; /* this sub-batch's input, then its output */
     int rc;
-    if ((rc = model_matmul(c, gate, xn, m, b->g)) || (rc = model_matmul(c, up, xn, m, b->u))) return rc;
+    const model_tensor *gu[2] = {gate, up};
+    float *const gu_y[2] = {b->g, b->u};
+    if ((rc = model_matmul_multi(c, 2, gu, gu_y, xn, m))) return rc;
     model_swiglu(c, b->g, b->u, m * F);
     if ((rc = model_matmul(c, down, b->g, m, xn))) return rc;
   }

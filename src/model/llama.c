@@ -13,8 +13,10 @@
  * output . rms(out) with output.weight, or token_embd.weight when the file
  * has no output tensor (tied embeddings).
  *
- * Every matrix product goes through kern_matmul with all n tokens of the
- * step at once (matrix-matrix for a prompt, matrix-vector for one token).
+ * Every matrix product goes through kern_matmul (or kern_matmul_packed)
+ * with all n tokens of the step at once (matrix-matrix for a prompt,
+ * matrix-vector for one token); Wq, Wk, Wv and Wgate, Wup, which read the
+ * same normalized x, run as one pool job each (model_matmul_multi).
  * Buffers are allocated once per context (llama_ctx_init).
  */
 #include <math.h>
@@ -65,7 +67,12 @@ static int llama_load(model *m) {
   if (!w->layers) return err_set(ERR_NOMEM, "llama: out of memory");
 
   const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
+  /* Tied (no output.weight): token_embd is also the output matrix, read
+   * whole every token, so it is copied (and repacked) like the other
+   * matrices rather than left in the file mapping; lookups read the copy. */
+  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
+    return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     llama_layer *L = &w->layers[l];
     int i = (int)l;
@@ -121,18 +128,16 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   int rc;
 
   for (int64_t t = 0; t < n; t++) {
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
-      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const llama_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = model_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = model_matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = model_matmul(c, &L->wv, b->xn, n, b->v)))
-      return rc;
+    const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_y[3] = {b->q, b->k, b->v};
+    if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);

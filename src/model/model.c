@@ -14,7 +14,8 @@
  *     this CPU into that layout (bind_pack), other matrices as they are
  *     (bind_copy; huge pages from 2 MiB on), 1-D vectors (norms, biases)
  *     into small f32 buffers. Only tensors bound MODEL_BIND_ROWS
- *     (token_embd: one row read per token) and files read into memory
+ *     (an untied token_embd: one row read per token; a tied one is the
+ *     output matrix too and is copied) and files read into memory
  *     rather than mapped stay where gguf put them. The mapping's pages of
  *     every copied tensor are released (MADV_DONTNEED), so they are not
  *     resident twice; see docs/runtime.md, "Memory".
@@ -419,6 +420,54 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
     return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
   copied(m, t.data, t.row_bytes);
   *out = v;
+  return 0;
+}
+
+/* ---- matrix products ------------------------------------------------------ */
+
+int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
+                     : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': %s", t->name, why);
+  }
+  return 0;
+}
+
+int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
+                       int64_t n) {
+  kern_mm_part parts[KERN_MULTI_MAX];
+  if (n_parts < 1 || n_parts > KERN_MULTI_MAX) return err_set(ERR_INTERNAL, "model: %d fused products", n_parts);
+  for (int i = 0; i < n_parts; i++) {
+    if (ts[i]->n_cols != ts[0]->n_cols)
+      return err_set(ERR_INTERNAL, "tensors '%s' and '%s': %lld and %lld columns in one fused product", ts[0]->name,
+                     ts[i]->name, (long long)ts[0]->n_cols, (long long)ts[i]->n_cols);
+    parts[i] = (kern_mm_part){.packed = ts[i]->packed, .type = (int)ts[i]->type, .W = ts[i]->data,
+                              .n_rows = ts[i]->n_rows, .y = ys[i]};
+  }
+  int rc = kern_matmul_multi(c->tp, parts, n_parts, ts[0]->n_cols, x, n);
+  if (rc) {
+    char why[256], names[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    size_t o = 0;
+    names[0] = 0;
+    for (int i = 0; i < n_parts && o < sizeof names; i++)
+      o += (size_t)snprintf(names + o, sizeof names - o, "%s'%s'", i ? ", " : "", ts[i]->name);
+    return err_set(rc, "tensors %s: %s", names, why);
+  }
+  return 0;
+}
+
+int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out) {
+  int rc = t->packed ? kern_packed_row_f32(t->packed, r, out)
+                     : ref_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * t->row_bytes, out, t->n_cols);
+  if (rc) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", err_detail());
+    return err_set(rc, "tensor '%s': cannot read row %lld as f32: %s", t->name, (long long)r, why);
+  }
   return 0;
 }
 

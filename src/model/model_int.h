@@ -96,7 +96,9 @@ struct model_ctx {
 enum model_bind_flags {
   MODEL_BIND_OPTIONAL = 1, /* absent: 0 with t->data NULL */
   MODEL_BIND_ROWS = 2      /* read by rows (embeddings), not multiplied:
-                              never repacked */
+                              never repacked nor copied. A tied token_embd
+                              (also the output matrix) is bound without it,
+                              so the output product runs on the copy */
 };
 
 /* Binds the tensor named by fmt... as a matrix of n_rows x n_cols (n_rows 0:
@@ -121,6 +123,24 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out);
 /* Reads the hyper-parameters every decoder architecture names the same
  * way (see model_hparams) and checks them against each other. */
 int model_load_common_hparams(model *m, enum ops_rope_style style);
+
+/* ---- matrix products (model.c) -------------------------------------------- */
+
+/* y = t x for n tokens (x [n][t->n_cols], y [n][t->n_rows]) through
+ * kern_matmul_packed or kern_matmul on the context's pool; errors name the
+ * tensor. */
+int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y);
+/* ys[i] = ts[i] x for i < n_parts (<= KERN_MULTI_MAX, all with the same
+ * n_cols) in one pool job (kern_matmul_multi): a layer's Q, K, V and gate,
+ * up read the same normalized x. Bit-identical to model_matmul per tensor;
+ * errors name the tensors. */
+int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
+                       int64_t n);
+
+/* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
+ * layout when t is packed (a tied token_embd), else from t->data. Errors
+ * name the tensor. */
+int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out);
 
 /* ---- KV cache and attention (model.c) ------------------------------------ */
 
@@ -177,15 +197,13 @@ int64_t model_ffn_rows(const model_ctx *c);
  * what was allocated stays in b for model_dense_bufs_free. */
 int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b);
 void model_dense_bufs_free(model_dense_bufs *b);
-/* y[n][t->n_rows] = x[n][t->n_cols] . t^T on the context's pool (packed
- * layout when the tensor has one); an error names the tensor. */
-int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y);
 /* g[i] = silu(g[i]) * u[i] over n values, split across the context's pool
  * when n is large enough to pay for the wake-up. */
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
 /* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
  * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
- * model_ffn_rows tokens through b->g and b->u. */
+ * model_ffn_rows tokens through b->g and b->u (gate and up in one fused
+ * job, model_matmul_multi). */
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
                     model_dense_bufs *b, int64_t n);
 

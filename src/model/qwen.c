@@ -26,7 +26,8 @@
  * ARCH.pooling_type chooses mean / cls / last / none, last when absent.
  *
  * Start reading at qwen_forward(). Matrix products are kern_matmul over all
- * tokens of the step; the KV cache and attention are model.c's. Buffers are
+ * tokens of the step (q, k, v in one pool job, gate, up in another: biases
+ * and q/k norms after); the KV cache and attention are model.c's. Buffers are
  * allocated once per context in qwen_ctx_init().
  */
 #include <math.h>
@@ -93,7 +94,12 @@ static int qwen_load(model *m) {
   if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
   /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
   w->pooling = (enum model_pooling)pooling;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
+  /* Tied (no output.weight): token_embd is also the output matrix, read
+   * whole every token, so it is copied (and repacked) like the other
+   * matrices rather than left in the file mapping; lookups read the copy. */
+  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
+  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
+    return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     qwen_layer *L = &w->layers[l];
     int i = (int)l;
@@ -154,6 +160,7 @@ static void qwen_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
+/* y[t] += b for each of n rows of width w. */
 static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
   for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
 }
@@ -170,18 +177,16 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   int rc;
 
   for (int64_t t = 0; t < n; t++) {
-    const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)st->tokens[t] * w->tok_embd.row_bytes;
-    if ((rc = ref_dequantize_row(w->tok_embd.type, row, b->x + t * E, E)))
-      return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s", tensor_type_name(w->tok_embd.type));
+    if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const qwen_layer *L = &w->layers[l];
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    if ((rc = model_matmul(c, &L->wq, b->xn, n, b->q)) || (rc = model_matmul(c, &L->wk, b->xn, n, b->k)) ||
-        (rc = model_matmul(c, &L->wv, b->xn, n, b->v)))
-      return rc;
+    const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_y[3] = {b->q, b->k, b->v};
+    if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     if (L->bq) {
       add_bias(b->q, L->bq, n, Q);
       add_bias(b->k, L->bk, n, KV);

@@ -358,3 +358,38 @@ TEST(kernels_packed_progress) {
   kern_packed_free(q);
   kp_free(&c);
 }
+
+/* kern_packed_row_f32 (embedding lookups of a tied token_embd kept only
+ * packed) gives exactly ref_dequantize_row of the original GGUF row, for
+ * rows in every position of a group and rows long enough to be unpacked in
+ * several pieces; rows out of range are refused. */
+TEST(kernels_packed_row_f32) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+  int tested = 0;
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    int type = types[ti];
+    if (!kp_packs(type)) continue;
+    const int64_t n_cols = kp_blk(type) == 256 ? 256 * 11 : 32 * 70, n_rows = 13;
+    struct kp_case c;
+    ASSERT_INT_EQ(kp_init(&c, type, n_rows, n_cols, 1), 0);
+    kern_packed *p = NULL;
+    ASSERT_INT_EQ(kern_pack(type, c.W, n_rows, n_cols, &p), 0);
+    ASSERT_TRUE(p != NULL);
+    float *got = malloc(sizeof(float) * (size_t)n_cols);
+    for (int64_t r = 0; r < n_rows; r++) {
+      ASSERT_INT_EQ(kern_packed_row_f32(p, r, got), 0);
+      if (memcmp(got, c.wd + r * n_cols, sizeof(float) * (size_t)n_cols) != 0) {
+        test_fail_at(__FILE__, __LINE__, "%s row %lld differs from the GGUF row", tensor_type_name((uint32_t)type),
+                     (long long)r);
+        break;
+      }
+    }
+    EXPECT_INT_EQ(kern_packed_row_f32(p, n_rows, got), ERR_RANGE);
+    EXPECT_INT_EQ(kern_packed_row_f32(p, -1, got), ERR_RANGE);
+    free(got);
+    kern_packed_free(p);
+    kp_free(&c);
+    tested++;
+  }
+  if (!tested) TEST_SKIP("no packed layout on this CPU");
+}

@@ -2,7 +2,8 @@
  * test_model_mem.c - the model does not keep the file's pages of tensors it
  * holds a copy of resident (docs/runtime.md, "Memory"): repacked matrices
  * (bind_pack), other matrices copied into huge pages (bind_copy) and 1-D
- * vectors. Checked with /proc/self/pagemap's "present" bit of the mapping,
+ * vectors, and a tied token_embd (the output matrix too, so copied or
+ * repacked; lookups read the copy). Checked with /proc/self/pagemap's "present" bit of the mapping,
  * page by page, right after load and after a forward pass.
  * (mincore() would not do: it reports the page cache, which keeps the file
  * whatever this process maps.)
@@ -47,12 +48,14 @@ static int q8_packs(void) {
   return p != NULL;
 }
 
-/* Every tensor but token_embd (read row by row from the mapping) whose name
- * starts with `prefix` (or any, for "") must have no page present. */
-static void expect_released(int fd, const gguf_file *f, const char *prefix, const char *when) {
+/* Every tensor whose name starts with `prefix` (or any, for "") must have
+ * no page present; token_embd is skipped unless tied (untied, it is read
+ * row by row from the mapping). */
+static void expect_released(int fd, const gguf_file *f, const char *prefix, const char *when, bool tied) {
   for (size_t i = 0; i < gguf_n_tensors(f); i++) {
     const gguf_tensor *t = gguf_tensor_at(f, i);
-    if (strcmp(t->name, "token_embd.weight") == 0 || strncmp(t->name, prefix, strlen(prefix)) != 0) continue;
+    if ((!tied && strcmp(t->name, "token_embd.weight") == 0) || strncmp(t->name, prefix, strlen(prefix)) != 0)
+      continue;
     long n = present_pages(fd, t->data, (size_t)t->n_bytes);
     if (n != 0)
       test_fail_at(__FILE__, __LINE__, "%s: %ld pages of '%s' (%llu bytes) still mapped", when, n, t->name,
@@ -63,8 +66,9 @@ static void expect_released(int fd, const gguf_file *f, const char *prefix, cons
 /* A model of type `type` whose tensors are several pages each (attn_q
  * 2048 x 2048, norms 8 KiB = 2 pages, every matrix at least 2 MiB in F16):
  * after load no page of a copied tensor is mapped, and after a forward
- * pass none of blk.1 and the output (see below). */
-static void check_released(uint32_t type, const char *name) {
+ * pass none of blk.1 and the output (see below); tied, no page of any
+ * tensor, token_embd included, before or after. */
+static void check_released(uint32_t type, const char *name, bool tied) {
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (fd < 0) TEST_SKIP("/proc/self/pagemap cannot be read");
   model_testgen g = model_testgen_small();
@@ -75,13 +79,15 @@ static void check_released(uint32_t type, const char *name) {
   g.n_ctx = 64;
   g.n_vocab = 600;
   g.type = g.type_embd = g.type_output = g.type_ffn_down = type;
+  g.tied = tied;
   char path[512];
   ASSERT_TRUE(ref_write_llama(&g, name, path, sizeof path));
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const gguf_file *f = model_gguf(m);
   ASSERT_TRUE(gguf_is_mapped(f));
-  expect_released(fd, f, "", "after load");
+  EXPECT_TRUE((gguf_find_tensor(f, "output.weight") == NULL) == tied);
+  expect_released(fd, f, "", "after load", tied);
   /* A forward pass reads token_embd rows from the mapping, whose faults may
    * map the folio (up to 2 MiB) around them, reaching into blk.0; blk.1 and
    * the output are beyond it and must stay unmapped. */
@@ -93,8 +99,12 @@ static void check_released(uint32_t type, const char *name) {
   float *logits = malloc((size_t)g.n_vocab * sizeof *logits);
   ASSERT_TRUE(logits != NULL);
   EXPECT_INT_EQ(model_forward(c, toks, 3, 0, logits, MODEL_LOGITS_LAST), 0);
-  expect_released(fd, f, "blk.1.", "after a forward pass");
-  expect_released(fd, f, "output", "after a forward pass");
+  if (tied) { /* nothing reads the mapping any more */
+    expect_released(fd, f, "", "after a forward pass", true);
+  } else {
+    expect_released(fd, f, "blk.1.", "after a forward pass", false);
+    expect_released(fd, f, "output", "after a forward pass", false);
+  }
   free(logits);
   model_ctx_free(c);
   model_free(m);
@@ -105,10 +115,22 @@ static void check_released(uint32_t type, const char *name) {
 /* Q8_0: matrices repacked (bind_pack), vectors copied. */
 TEST(model_mem_packed_not_resident) {
   if (!q8_packs()) TEST_SKIP("Q8_0 is not repacked on this CPU");
-  check_released(TENSOR_TYPE_Q8_0, "mem_q8");
+  check_released(TENSOR_TYPE_Q8_0, "mem_q8", false);
+}
+
+/* Tied Q8_0 embeddings: token_embd repacked (it is the output matrix),
+ * its file pages released, lookups served from the packed copy. */
+TEST(model_mem_tied_packed_not_resident) {
+  if (!q8_packs()) TEST_SKIP("Q8_0 is not repacked on this CPU");
+  check_released(TENSOR_TYPE_Q8_0, "mem_q8_tied", true);
+}
+
+/* Tied F16 embeddings: token_embd copied into huge pages (bind_copy). */
+TEST(model_mem_tied_copied_not_resident) {
+  check_released(TENSOR_TYPE_F16, "mem_f16_tied", true);
 }
 
 /* F16: matrices copied into huge pages (bind_copy), vectors copied. */
 TEST(model_mem_copied_not_resident) {
-  check_released(TENSOR_TYPE_F16, "mem_f16");
+  check_released(TENSOR_TYPE_F16, "mem_f16", false);
 }
