@@ -70,6 +70,16 @@ TGT_INL void x8_prefetch(const uint8_t *p, int n) {
 #endif
 }
 
+/* The per-token tail of every x8 body for one block: the exact int32
+ * block sums of the 8 rows (i32, offset already removed) to f32, times
+ * d_w (8 rows' scales) * d_x (the token's), added to acc. One definition
+ * for the Q4_0, Q5_0 and Q8_0 bodies (their per-token arithmetic after the
+ * exact integer block sum is the same; any other tile of these layouts
+ * must use it too to stay bit-identical to them). */
+TGT_INL __m256 x8_tail(__m256i i32, __m256 dw, float dx, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+}
+
 /* One group of 8 interleaved Q4_0 rows (n columns) x nt <= Q4X8_NT tokens
  * of kern_block_q8s activations: y[t * ys + r] for r < 8. */
 TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
@@ -107,8 +117,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
     for (int t = 0; t < nt; t++) {
       const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
       __m256i i32 = _mm256_sub_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(xb->s8));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                               acc[t]);
+      acc[t] = x8_tail(i32, dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -155,7 +164,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[t]);
+      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -231,9 +240,7 @@ TGT_INL void body_q5x8(const void *wg, int64_t n, const void *x, size_t xs, int 
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
-      __m256i i32 = _mm256_sub_epi32(s[t], _mm256_set1_epi32(2 * xb->s8));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                               acc[t]);
+      acc[t] = x8_tail(_mm256_sub_epi32(s[t], _mm256_set1_epi32(2 * xb->s8)), dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
