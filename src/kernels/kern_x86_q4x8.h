@@ -226,11 +226,13 @@ TGT_INL void body_q5x8(const void *wg, int64_t n, const void *x, size_t xs, int 
         __m256i xl = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * i)));
         __m256i xh = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 16 + 4 * i)));
         __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wl, xl), _mm256_maddubs_epi16(wh, xh));
-        __m256i base = s[t];
+        __m256i base;
         if (i == 0) {
           int32_t c2;
           memcpy(&c2, xb->c, 4); /* c[0] in the low 16 bits: lane 0 of each word */
           base = _mm256_set1_epi32(c2);
+        } else {
+          base = s[t];
         }
         s[t] = _mm256_add_epi16(base, p); /* |partial sums| <= 32512 (above) */
         __asm__("" : "+x"(s[t])); /* no reassociation into a tree (see body_q4x8) */
