@@ -70,6 +70,16 @@ TGT_INL void x8_prefetch(const uint8_t *p, int n) {
 #endif
 }
 
+/* The per-token tail of every x8 body for one block: the exact int32
+ * block sums of the 8 rows (i32, offset already removed) to f32, times
+ * d_w (8 rows' scales) * d_x (the token's), added to acc. One definition
+ * for the Q4_0, Q5_0 and Q8_0 bodies (their per-token arithmetic after the
+ * exact integer block sum is the same; any other tile of these layouts
+ * must use it too to stay bit-identical to them). */
+TGT_INL __m256 x8_tail(__m256i i32, __m256 dw, float dx, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc);
+}
+
 /* One group of 8 interleaved Q4_0 rows (n columns) x nt <= Q4X8_NT tokens
  * of kern_block_q8s activations: y[t * ys + r] for r < 8. */
 TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
@@ -107,8 +117,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
     for (int t = 0; t < nt; t++) {
       const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
       __m256i i32 = _mm256_sub_epi32(_mm256_madd_epi16(s[t], ones), _mm256_set1_epi32(xb->s8));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                               acc[t]);
+      acc[t] = x8_tail(i32, dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -155,7 +164,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[t]);
+      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -168,13 +177,19 @@ X8_PTILE(ptile_q8x8, body_q8x8, Q8X8_NT)
  * The Q4_0 nibble vectors plus the high-bit vector H (packed.c): q (0..31)
  * = nibble | the bit H holds for it moved to bit 4, so the kernel is
  * body_q4x8's with x (q - 16) = x q - 16 x: unsigned q times the signed
- * activation bytes by vpmaddubsw, then 2 s8 (= 16 sum(x)) subtracted in
- * int32. A 16-bit lane can take 4 vpmaddubsw results (4 x 2 x 31 x 127 =
- * 31496, exact) but not 8, so the block is two halves (vectors 0-1, 2-3),
- * each unpacked into 4 registers, summed over its 4 products per token in
- * 16 bits and widened by vpmaddwd; the two int32 halves are added. The
- * per-token arithmetic is body_q4x8's (exact int32 block sum, one FMA per
- * block in column order), so results do not depend on nt. */
+ * activation bytes by vpmaddubsw. A 16-bit sum of q x over a block can
+ * pass 32767 (16 x 31 x 127 per lane), so each lane starts instead at its
+ * -16 sum(x) (kern_block_q8c's c, from the quantizer): after any number of
+ * products the lane holds sum (q - 16) x over the elements done plus
+ * -16 x over those to come, 16 terms of at most 16 x 127 each, so no
+ * partial sum leaves 16 bits (|.| <= 32512) and the last one is the exact
+ * sum (q - 16) x. One vpmaddwd per block and token then gives the int32
+ * row sums. Until session 5 the block went in two halves (4 products each,
+ * so that sum q x fit), each widened by its own vpmaddwd, the int32 halves
+ * added and 2 s8 subtracted: two more operations per block x 8 rows x
+ * token, one of them on the multiply pipes (Q5_0 2048 x 2048 x 64 tokens,
+ * one thread: 158-163 -> 171-177 GFLOP/s). Per (row, token) the result is
+ * the same exact int32 block sum and x8_tail, so results did not change. */
 #ifndef Q5X8_NT
 #define Q5X8_NT 8 /* tokens per tile call */
 #endif
@@ -192,48 +207,42 @@ TGT_INL void body_q5x8(const void *wg, int64_t n, const void *x, size_t xs, int 
     x8_prefetch(blk, 3);
     const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 144));
     __m256i s[Q5X8_NT];
-#pragma GCC unroll 2
-    for (int half = 0; half < 2; half++) {
-      __m256i wl[2], wh[2];
-#pragma GCC unroll 2
-      for (int k = 0; k < 2; k++) {
-        const int i = 2 * half + k;
-        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
-        __m256i hl = i == 0 ? _mm256_slli_epi16(h, 4)
-                     : i == 1 ? _mm256_slli_epi16(h, 3)
-                     : i == 2 ? _mm256_slli_epi16(h, 2)
-                              : _mm256_slli_epi16(h, 1);
-        __m256i hh = i == 0 ? h
-                     : i == 1 ? _mm256_srli_epi16(h, 1)
-                     : i == 2 ? _mm256_srli_epi16(h, 2)
-                              : _mm256_srli_epi16(h, 3);
-        wl[k] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, m10));
-        wh[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hh, m10));
-      }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+      __m256i hl = i == 0 ? _mm256_slli_epi16(h, 4)
+                   : i == 1 ? _mm256_slli_epi16(h, 3)
+                   : i == 2 ? _mm256_slli_epi16(h, 2)
+                            : _mm256_slli_epi16(h, 1);
+      __m256i hh = i == 0 ? h
+                   : i == 1 ? _mm256_srli_epi16(h, 1)
+                   : i == 2 ? _mm256_srli_epi16(h, 2)
+                            : _mm256_srli_epi16(h, 3);
+      __m256i wl = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hl, m10));
+      __m256i wh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hh, m10));
 #pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
-        const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
-        __m256i p = _mm256_setzero_si256();
-#pragma GCC unroll 2
-        for (int k = 0; k < 2; k++) {
-          const int i = 2 * half + k;
-          __m256i xl = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * i)));
-          __m256i xh = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 16 + 4 * i)));
-          __m256i q = _mm256_add_epi16(_mm256_maddubs_epi16(wl[k], xl), _mm256_maddubs_epi16(wh[k], xh));
-          p = k == 0 ? q : _mm256_add_epi16(p, q);
+        const kern_block_q8c *xb = (const kern_block_q8c *)((const char *)x + t * xs) + b;
+        __m256i xl = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 4 * i)));
+        __m256i xh = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(xb->qs + 16 + 4 * i)));
+        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(wl, xl), _mm256_maddubs_epi16(wh, xh));
+        __m256i base;
+        if (i == 0) {
+          int32_t c2;
+          memcpy(&c2, xb->c, 4); /* c[0] in the low 16 bits: lane 0 of each word */
+          base = _mm256_set1_epi32(c2);
+        } else {
+          base = s[t];
         }
-        __m256i p32 = _mm256_madd_epi16(p, ones);
-        s[t] = half == 0 ? p32 : _mm256_add_epi32(s[t], p32);
+        s[t] = _mm256_add_epi16(base, p); /* |partial sums| <= 32512 (above) */
         __asm__("" : "+x"(s[t])); /* no reassociation into a tree (see body_q4x8) */
       }
     }
     __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-      const kern_block_q8s *xb = (const kern_block_q8s *)((const char *)x + t * xs) + b;
-      __m256i i32 = _mm256_sub_epi32(s[t], _mm256_set1_epi32(2 * xb->s8));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                               acc[t]);
+      const kern_block_q8c *xb = (const kern_block_q8c *)((const char *)x + t * xs) + b;
+      acc[t] = x8_tail(_mm256_madd_epi16(s[t], ones), dw, xb->d, acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -258,13 +267,32 @@ TGT static void quant_q8s_x86(const float *x, void *dst, int64_t n) {
   }
 }
 
+/* kern_block_q8c activations (packed Q5_0): the blocks quant_q8_x86 makes,
+ * with the float sum replaced by the two 16-bit lane corrections. */
+TGT static void quant_q8c_x86(const float *x, void *dst, int64_t n) {
+  _Static_assert(sizeof(kern_block_q8c) == sizeof(kern_block_q8), "same block size");
+  quant_q8_x86(x, dst, n);
+  kern_block_q8c *b = dst;
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / 32; i++) {
+    /* 16-bit lane k = q[2k] + q[2k + 1]: even k belong to c[0], odd to c[1] */
+    __m256i s = _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)b[i].qs));
+    __m128i h = _mm_add_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi16(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi16(h, _mm_shuffle_epi32(h, 0xb1)); /* lanes 0, 1: the two sums (|.| <= 2032) */
+    h = _mm_mullo_epi16(h, _mm_set1_epi16(-16));
+    b[i].c[0] = (int16_t)_mm_extract_epi16(h, 0);
+    b[i].c[1] = (int16_t)_mm_extract_epi16(h, 1);
+  }
+}
+
 static void x86_fill_packed_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_0] = ptile_q4x8;
   ops->ptile_nt[TENSOR_TYPE_Q4_0] = Q4X8_NT;
   ops->pquant[TENSOR_TYPE_Q4_0] = quant_q8s_x86;
   ops->ptile[TENSOR_TYPE_Q5_0] = ptile_q5x8;
   ops->ptile_nt[TENSOR_TYPE_Q5_0] = Q5X8_NT;
-  ops->pquant[TENSOR_TYPE_Q5_0] = quant_q8s_x86;
+  ops->pquant[TENSOR_TYPE_Q5_0] = quant_q8c_x86;
   ops->ptile[TENSOR_TYPE_Q8_0] = ptile_q8x8;
   ops->ptile_nt[TENSOR_TYPE_Q8_0] = Q8X8_NT;
   ops->pquant[TENSOR_TYPE_Q8_0] = quant_q8_x86;

@@ -101,6 +101,20 @@ typedef struct {
   int8_t qs[32];
 } kern_block_q8s;
 _Static_assert(sizeof(kern_block_q8s) == 40, "kern_block_q8s");
+/* Activation block of 32 for packed Q5_0: kern_block_q8's d and qs, and
+ * instead of a sum the two 16-bit offset corrections c[j] = -16 * (sum of
+ * qs[e] over the 16 elements e with (e / 2) % 2 == j). Those are the
+ * elements the Q5_0 kernel's 16-bit lane j of every row sums (bytes 2j,
+ * 2j + 1 of each 4-byte word), so starting that lane at c[j] and adding the
+ * unsigned-q products keeps every partial sum within 16 bits (|.| <= 16 x
+ * 16 x 127 = 32512, where a plain sum of q x would reach 16 x 31 x 127)
+ * and ends at sum (q - 16) x exactly (kern_x86_q4x8.h). */
+typedef struct {
+  float d;
+  int16_t c[2];
+  int8_t qs[32];
+} kern_block_q8c;
+_Static_assert(sizeof(kern_block_q8c) == 40, "kern_block_q8c");
 /* Quantizes n f32 (a multiple of the block size) into activation blocks. */
 typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 

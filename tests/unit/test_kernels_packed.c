@@ -19,6 +19,7 @@
 
 #include "base/err.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 #include "test.h"
@@ -203,6 +204,130 @@ TEST(kernels_packed_q4_k_shapes) {
 TEST(kernels_packed_q6_k_shapes) {
   NEED_PACK(TENSOR_TYPE_Q6_K);
   kp_shapes(TENSOR_TYPE_Q6_K, true);
+}
+
+/* Weight e (0..31) of block b of a GGUF row of the x8 types, minus the
+ * type's offset: the integer the kernels multiply. */
+static int kp_qw(int type, const uint8_t *row, int64_t b, int e) {
+  if (type == TENSOR_TYPE_Q8_0) return ((const block_q8_0 *)row)[b].qs[e];
+  if (type == TENSOR_TYPE_Q4_0) {
+    const block_q4_0 *k = (const block_q4_0 *)row + b;
+    return (e < 16 ? k->qs[e] & 15 : k->qs[e - 16] >> 4) - 8;
+  }
+  const block_q5_0 *k = (const block_q5_0 *)row + b;
+  uint32_t qh = (uint32_t)k->qh[0] | (uint32_t)k->qh[1] << 8 | (uint32_t)k->qh[2] << 16 | (uint32_t)k->qh[3] << 24;
+  int lo = e < 16 ? k->qs[e] & 15 : k->qs[e - 16] >> 4;
+  return (lo | (int)((qh >> e) & 1) << 4) - 16;
+}
+
+/* kern_matmul_packed of W (n_rows x n_cols of an x8 type) on a 2-thread
+ * pool against the definition the x8 tiles implement, bit for bit: x
+ * quantized by the portable kern_quant_q8_c (the SIMD quantizers equal it,
+ * test_kernels.c), the exact integer sum of each block, then acc =
+ * fmaf(sum, d_w * d_x, acc) block after block. Returns the mismatches. */
+static int kp_exact(thread_pool *tp, int type, const uint8_t *W, size_t rb, int64_t n_rows, int64_t n_cols,
+                    const float *x, int64_t n_tokens) {
+  const int64_t nb = n_cols / 32;
+  kern_block_q8 *a = malloc(sizeof *a * (size_t)(nb * n_tokens));
+  float *y = malloc(sizeof(float) * (size_t)(n_rows * n_tokens));
+  kern_packed *p = NULL;
+  if (!a || !y || kern_pack(type, W, n_rows, n_cols, &p) || !p) {
+    free(a);
+    free(y);
+    return -1;
+  }
+  for (int64_t t = 0; t < n_tokens; t++) kern_quant_q8_c(x + t * n_cols, a + t * nb, n_cols);
+  int bad = kern_matmul_packed(tp, p, x, n_tokens, y) ? 1 : 0;
+  for (int64_t t = 0; t < n_tokens; t++)
+    for (int64_t r = 0; r < n_rows; r++) {
+      const uint8_t *row = W + (size_t)r * rb;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const kern_block_q8 *xb = a + t * nb + b;
+        int32_t isum = 0;
+        for (int e = 0; e < 32; e++) isum += kp_qw(type, row, b, e) * xb->qs[e];
+        uint16_t dh;
+        memcpy(&dh, row + (size_t)b * (rb / (size_t)nb), 2); /* every x8 block starts with its f16 d */
+        float dwx = fp16_to_f32(dh) * xb->d;
+        acc = fmaf((float)isum, dwx, acc);
+      }
+      float got = y[t * n_rows + r];
+      if (memcmp(&got, &acc, sizeof acc) != 0) {
+        if (!bad)
+          test_fail_at(__FILE__, __LINE__, "%s %lld x %lld, %lld tokens: y[%lld][%lld] = %.9g, expected %.9g",
+                       tensor_type_name((uint32_t)type), (long long)n_rows, (long long)n_cols,
+                       (long long)n_tokens, (long long)t, (long long)r, got, acc);
+        bad++;
+      }
+    }
+  kern_packed_free(p);
+  free(a);
+  free(y);
+  return bad;
+}
+
+/* The x8 tiles (Q4_0, Q5_0, Q8_0) bit for bit against their definition,
+ * on random rows of odd shapes and on the extremes: rows of all-largest
+ * and all-smallest q against activations of one sign, where a plain
+ * 16-bit sum of q x would pass 32767 (Q5_0: 16 x 31 x 127 per lane; the
+ * kernel starts each lane at its offset correction instead). A tail that
+ * rounds differently (mul + add for the FMA) fails here while the
+ * tolerance-based tests pass. */
+TEST(kernels_packed_x8_exact) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0};
+  static const int64_t rows[] = {8, 13, 24}, blocks[] = {1, 3, 7}, toks[] = {1, 3, 8, 11};
+  NEED_PACK(TENSOR_TYPE_Q4_0);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ti = 0; ti < 3; ti++) {
+    if (!kp_packs(types[ti])) continue;
+    for (int ri = 0; ri < 3; ri++)
+      for (int bi = 0; bi < 3; bi++)
+        for (int ki = 0; ki < 4; ki++) {
+          struct kp_case c;
+          ASSERT_INT_EQ(kp_init(&c, types[ti], rows[ri], 32 * blocks[bi], toks[ki]), 0);
+          int bad = kp_exact(tp, c.type, c.W, c.row_bytes, c.n_rows, c.n_cols, c.x, c.n_tokens);
+          kp_free(&c);
+          EXPECT_INT_EQ(bad, 0);
+          if (bad) goto done;
+        }
+    /* extremes: 16 rows x 2 blocks; row r % 4: 0 all largest q, 1 all
+     * smallest, 2 alternating, 3 random; tokens: all +1, all -1, +-1 in
+     * pairs, random */
+    struct kp_case c;
+    ASSERT_INT_EQ(kp_init(&c, types[ti], 16, 64, 4), 0);
+    for (int64_t r = 0; r < 16; r++)
+      for (int64_t b = 0; b < 2 && r % 4 != 3; b++) {
+        uint8_t *blk = c.W + (size_t)r * c.row_bytes + (size_t)b * (c.row_bytes / 2);
+        uint16_t d = f32_to_fp16(0.25f + 0.125f * (float)r);
+        memcpy(blk, &d, 2);
+        for (int e = 0; e < 32; e++) {
+          int hi = r % 4 == 0 || (r % 4 == 2 && e % 2 == 0); /* largest q, else smallest */
+          if (types[ti] == TENSOR_TYPE_Q8_0) {
+            ((block_q8_0 *)blk)->qs[e] = (int8_t)(hi ? 127 : -128);
+          } else if (types[ti] == TENSOR_TYPE_Q4_0) {
+            uint8_t *q = ((block_q4_0 *)blk)->qs + e % 16;
+            *q = (uint8_t)(e < 16 ? (*q & 0xf0) | (hi ? 15 : 0) : (*q & 0x0f) | (hi ? 0xf0 : 0));
+          } else {
+            block_q5_0 *k = (block_q5_0 *)blk;
+            uint8_t *q = k->qs + e % 16;
+            *q = (uint8_t)(e < 16 ? (*q & 0xf0) | (hi ? 15 : 0) : (*q & 0x0f) | (hi ? 0xf0 : 0));
+            k->qh[e / 8] = (uint8_t)((k->qh[e / 8] & ~(1u << (e % 8))) | (unsigned)hi << (e % 8));
+          }
+        }
+      }
+    for (int64_t i = 0; i < 64; i++) {
+      c.x[i] = 1.0f;
+      c.x[64 + i] = -1.0f;
+      c.x[128 + i] = (i / 2) % 2 ? -1.0f : 1.0f;
+    }
+    int bad = kp_exact(tp, c.type, c.W, c.row_bytes, 16, 64, c.x, 4);
+    kp_free(&c);
+    EXPECT_INT_EQ(bad, 0);
+    if (bad) break;
+  }
+done:
+  tpool_free(tp);
 }
 
 /* Bit-identical results for 1, 2, 3 threads and for a token alone vs in a
