@@ -1,0 +1,280 @@
+/*
+ * attn.c - the attention tile step (attn.h) in plain C and in AVX2 + FMA,
+ * an F16 -> f32 row conversion, and the vectorized exp.
+ *
+ * Why a kernel of its own rather than two kern_matmul calls per tile: with
+ * the matmul kernels, Q K^T and P V reconverted every F16 key and value
+ * once per few query rows, the softmax needed horizontal passes over rows
+ * of scores, and P V ran over a whole tile of 128 positions even where
+ * the causal mask left a few. Here a tile is converted once by the caller,
+ * and both products are outer-product register blocks (6 rows x 16
+ * columns, 12 accumulators) over a transposed layout whose reductions are
+ * all vertical; positions past the block's last visible one are skipped.
+ *
+ * exp: x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 split
+ * in a hi part exact in 9 bits and a lo part, so n ln2_hi is exact), then
+ * exp(r) by its degree-6 Taylor polynomial (truncation error
+ * (ln2/2)^7 / 7! / exp(-ln2/2) < 1.7e-7 relative) and 2^n built in the
+ * exponent bits. Measured against double exp over [-87, 88] (tests/unit/
+ * test_attn.c): max relative error about 2.5e-7 (the test's bound: 4e-7).
+ * Below -87.3 (where 2^n would be denormal), -inf and NaN: 0. The C and
+ * AVX2 forms compute the same operations in the same order.
+ */
+#include "kernels/attn.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/tensor_type.h"
+
+#define C KERN_ATT_COLS
+
+#define EXP_LO (-87.3f)
+#define EXP_HI 88.3f
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO (-2.12194440e-4f)
+#define P2 (1.0f / 2)
+#define P3 (1.0f / 6)
+#define P4 (1.0f / 24)
+#define P5 (1.0f / 120)
+#define P6 (1.0f / 720)
+
+static inline float exp_c(float x) {
+  if (!(x >= EXP_LO)) return 0.0f;
+  if (x > EXP_HI) x = EXP_HI;
+  float n = rintf(x * LOG2E);
+  float r = fmaf(n, -LN2_HI, x);
+  r = fmaf(n, -LN2_LO, r);
+  float p = fmaf(P6, r, P5);
+  p = fmaf(p, r, P4);
+  p = fmaf(p, r, P3);
+  p = fmaf(p, r, P2);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  int32_t e = ((int32_t)n + 127) << 23;
+  float s;
+  memcpy(&s, &e, sizeof s);
+  return p * s;
+}
+
+static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+                   const int32_t *lim, float *m, float *l, float *ot, float *st) {
+  int64_t n_eff = 0;
+  for (int i = 0; i < C; i++)
+    if (lim[i] > n_eff) n_eff = lim[i];
+  if (n_eff > np) n_eff = np;
+  if (n_eff <= 0) return;
+  float mx[C], corr[C], sum[C];
+  for (int i = 0; i < C; i++) mx[i] = m[i], sum[i] = 0.0f;
+  for (int64_t p = 0; p < n_eff; p++)
+    for (int i = 0; i < C; i++) {
+      float s = 0.0f;
+      for (int64_t d = 0; d < hd; d++) s = fmaf(k[p * hd + d], qt[d * C + i], s);
+      if (p >= lim[i]) s = -INFINITY;
+      st[p * C + i] = s;
+      if (s > mx[i]) mx[i] = s;
+    }
+  for (int i = 0; i < C; i++) {
+    corr[i] = exp_c(m[i] - mx[i]);
+    m[i] = mx[i];
+  }
+  for (int64_t p = 0; p < n_eff; p++)
+    for (int i = 0; i < C; i++) {
+      float e = exp_c(st[p * C + i] - mx[i]);
+      st[p * C + i] = e;
+      sum[i] += e;
+    }
+  for (int i = 0; i < C; i++) l[i] = fmaf(l[i], corr[i], sum[i]);
+  for (int64_t d = 0; d < hd; d++)
+    for (int i = 0; i < C; i++) {
+      float o = ot[d * C + i] * corr[i];
+      for (int64_t p = 0; p < n_eff; p++) o = fmaf(vt[d * ldv + p], st[p * C + i], o);
+      ot[d * C + i] = o;
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define TGT_INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+TGT_INL __m256 exp8(__m256 x) {
+  __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_GE_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(P6), r, _mm256_set1_ps(P5));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  /* n is in [-126, 127] wherever ok holds; elsewhere the result is masked */
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
+}
+
+/* R (1..6) score rows p..p+R-1 of the block: S^T rows into st, masked
+ * where the row is past a column's limit (only when masked is set), and
+ * folded into the running column maxima mx0, mx1. */
+TGT_INL void scores_rows(const int R, const float *k, int64_t hd, const float *qt, float *st, int64_t p,
+                         bool masked, __m256i lim0, __m256i lim1, __m256 *mx0, __m256 *mx1) {
+  __m256 a0[6], a1[6];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+  const float *kr = k + p * hd;
+  for (int64_t d = 0; d < hd; d++) {
+    __m256 q0 = _mm256_load_ps(qt + d * C), q1 = _mm256_load_ps(qt + d * C + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      __m256 b = _mm256_broadcast_ss(kr + r * hd + d);
+      a0[r] = _mm256_fmadd_ps(b, q0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(b, q1, a1[r]);
+    }
+  }
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    if (masked) {
+      __m256i pv = _mm256_set1_epi32((int32_t)(p + r));
+      a0[r] = _mm256_blendv_ps(ninf, a0[r], _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim0, pv)));
+      a1[r] = _mm256_blendv_ps(ninf, a1[r], _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim1, pv)));
+    }
+    _mm256_store_ps(st + (p + r) * C, a0[r]);
+    _mm256_store_ps(st + (p + r) * C + 8, a1[r]);
+    *mx0 = _mm256_max_ps(*mx0, a0[r]);
+    *mx1 = _mm256_max_ps(*mx1, a1[r]);
+  }
+}
+
+/* R (1..6) output rows d..d+R-1: ot = ot * corr + vt P^T over n positions. */
+TGT_INL void pv_rows(const int R, const float *vt, int64_t ldv, const float *st, int64_t n, float *ot, int64_t d,
+                     __m256 c0, __m256 c1) {
+  __m256 a0[6], a1[6];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    a0[r] = _mm256_mul_ps(_mm256_load_ps(ot + (d + r) * C), c0);
+    a1[r] = _mm256_mul_ps(_mm256_load_ps(ot + (d + r) * C + 8), c1);
+  }
+  const float *vr = vt + d * ldv;
+  for (int64_t p = 0; p < n; p++) {
+    __m256 s0 = _mm256_load_ps(st + p * C), s1 = _mm256_load_ps(st + p * C + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      __m256 b = _mm256_broadcast_ss(vr + r * ldv + p);
+      a0[r] = _mm256_fmadd_ps(b, s0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(b, s1, a1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    _mm256_store_ps(ot + (d + r) * C, a0[r]);
+    _mm256_store_ps(ot + (d + r) * C + 8, a1[r]);
+  }
+}
+
+TGT static void tile_avx2(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+                          const int32_t *lim, float *m, float *l, float *ot, float *st) {
+  int64_t n_eff = 0, n_min = np;
+  for (int i = 0; i < C; i++) {
+    if (lim[i] > n_eff) n_eff = lim[i];
+    if (lim[i] < n_min) n_min = lim[i];
+  }
+  if (n_eff > np) n_eff = np;
+  if (n_eff <= 0) return;
+  if (n_min < 0) n_min = 0;
+  __m256i lim0 = _mm256_loadu_si256((const __m256i *)lim), lim1 = _mm256_loadu_si256((const __m256i *)(lim + 8));
+  __m256 m0 = _mm256_loadu_ps(m), m1 = _mm256_loadu_ps(m + 8), mx0 = m0, mx1 = m1;
+  int64_t p = 0;
+  for (; p + 6 <= n_eff; p += 6)
+    scores_rows(6, k, hd, qt, st, p, p + 6 > n_min, lim0, lim1, &mx0, &mx1);
+  switch (n_eff - p) {
+    case 5: scores_rows(5, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
+    case 4: scores_rows(4, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
+    case 3: scores_rows(3, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
+    case 2: scores_rows(2, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
+    case 1: scores_rows(1, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
+    default: break;
+  }
+  __m256 c0 = exp8(_mm256_sub_ps(m0, mx0)), c1 = exp8(_mm256_sub_ps(m1, mx1));
+  _mm256_storeu_ps(m, mx0);
+  _mm256_storeu_ps(m + 8, mx1);
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  for (p = 0; p < n_eff; p++) {
+    __m256 e0 = exp8(_mm256_sub_ps(_mm256_load_ps(st + p * C), mx0));
+    __m256 e1 = exp8(_mm256_sub_ps(_mm256_load_ps(st + p * C + 8), mx1));
+    _mm256_store_ps(st + p * C, e0);
+    _mm256_store_ps(st + p * C + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), c0, s0));
+  _mm256_storeu_ps(l + 8, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8), c1, s1));
+  int64_t d = 0;
+  for (; d + 6 <= hd; d += 6) pv_rows(6, vt, ldv, st, n_eff, ot, d, c0, c1);
+  switch (hd - d) {
+    case 5: pv_rows(5, vt, ldv, st, n_eff, ot, d, c0, c1); break;
+    case 4: pv_rows(4, vt, ldv, st, n_eff, ot, d, c0, c1); break;
+    case 3: pv_rows(3, vt, ldv, st, n_eff, ot, d, c0, c1); break;
+    case 2: pv_rows(2, vt, ldv, st, n_eff, ot, d, c0, c1); break;
+    case 1: pv_rows(1, vt, ldv, st, n_eff, ot, d, c0, c1); break;
+    default: break;
+  }
+}
+
+TGT static void f16_avx2(const uint16_t *src, float *dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+  for (; i < n; i++) dst[i] = fp16_to_f32(src[i]);
+}
+
+TGT static void exp_avx2(const float *x, float *y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+  for (; i < n; i++) y[i] = exp_c(x[i]);
+}
+#endif
+
+bool kern_attn_fast(void) {
+#if defined(__x86_64__)
+  const char *isa = kern_isa();
+  return strcmp(isa, "avx2") == 0 || strncmp(isa, "avx512", 6) == 0;
+#else
+  return false;
+#endif
+}
+
+void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+                    const int32_t *lim, float *m, float *l, float *ot, float *st) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    tile_avx2(qt, k, vt, ldv, np, hd, lim, m, l, ot, st);
+    return;
+  }
+#endif
+  tile_c(qt, k, vt, ldv, np, hd, lim, m, l, ot, st);
+}
+
+void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    f16_avx2(src, dst, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32(src[i]);
+}
+
+void kern_exp_f32(const float *x, float *y, int64_t n) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    exp_avx2(x, y, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) y[i] = exp_c(x[i]);
+}
