@@ -30,27 +30,18 @@
 
 #define C KERN_ATT_COLS
 
-#define EXP_LO (-87.3f)
-#define EXP_HI 88.3f
-#define LOG2E 1.44269504088896341f
-#define LN2_HI 0.693359375f
-#define LN2_LO (-2.12194440e-4f)
-#define P2 (1.0f / 2)
-#define P3 (1.0f / 6)
-#define P4 (1.0f / 24)
-#define P5 (1.0f / 120)
-#define P6 (1.0f / 720)
+#include "kernels/vexp_x86.h" /* the constants, and exp8 on x86 */
 
 static inline float exp_c(float x) {
-  if (!(x >= EXP_LO)) return 0.0f;
-  if (x > EXP_HI) x = EXP_HI;
-  float n = rintf(x * LOG2E);
-  float r = fmaf(n, -LN2_HI, x);
-  r = fmaf(n, -LN2_LO, r);
-  float p = fmaf(P6, r, P5);
-  p = fmaf(p, r, P4);
-  p = fmaf(p, r, P3);
-  p = fmaf(p, r, P2);
+  if (!(x >= VEXP_LO)) return 0.0f;
+  if (x > VEXP_HI) x = VEXP_HI;
+  float n = rintf(x * VEXP_LOG2E);
+  float r = fmaf(n, -VEXP_LN2_HI, x);
+  r = fmaf(n, -VEXP_LN2_LO, r);
+  float p = fmaf(VEXP_P6, r, VEXP_P5);
+  p = fmaf(p, r, VEXP_P4);
+  p = fmaf(p, r, VEXP_P3);
+  p = fmaf(p, r, VEXP_P2);
   p = fmaf(p, r, 1.0f);
   p = fmaf(p, r, 1.0f);
   int32_t e = ((int32_t)n + 127) << 23;
@@ -96,28 +87,6 @@ static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv
 }
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
-#define TGT __attribute__((target("avx2,fma,f16c")))
-#define TGT_INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
-
-TGT_INL __m256 exp8(__m256 x) {
-  __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_GE_OQ);
-  x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(P6), r, _mm256_set1_ps(P5));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  /* n is in [-126, 127] wherever ok holds; elsewhere the result is masked */
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
-}
-
 /* R (1..6) score rows p..p+R-1 of the block: S^T rows into st, masked
  * where the row is past a column's limit (only when masked is set), and
  * folded into the running column maxima mx0, mx1. */

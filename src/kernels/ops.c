@@ -4,14 +4,34 @@
  * Plain loops over f32 with double accumulators for the reductions. The
  * transcendental functions come from libm (expf, tanhf, erff, sin/cos in
  * double for RoPE angles so that positions in the hundreds of thousands keep
- * their precision). Nothing here allocates.
+ * their precision). Nothing here allocates. On x86 with AVX2 + FMA (and
+ * the reference kernels not forced) RMSNorm, SiLU, SwiGLU and the add run
+ * their ops_avx2.c forms instead (a polynomial exp; see there).
  */
 #include "kernels/ops.h"
+
+#include "kernels/attn.h"
+#include "kernels/ops_avx2.h"
+
+#if defined(__x86_64__)
+#define FAST(call)          \
+  do {                      \
+    if (kern_attn_fast()) { \
+      call;                 \
+      return;               \
+    }                       \
+  } while (0)
+#else
+#define FAST(call) \
+  do {             \
+  } while (0)
+#endif
 
 #include <math.h>
 #include <stdbool.h>
 
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+  FAST(ops_avx2_rmsnorm(y, x, w, n, eps));
   double ss = 0.0;
   for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
   float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
@@ -112,10 +132,12 @@ void ops_softmax(float *x, int64_t n) {
 }
 
 void ops_silu(float *x, int64_t n) {
+  FAST(ops_avx2_silu(x, n));
   for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 void ops_swiglu(float *gate, const float *up, int64_t n) {
+  FAST(ops_avx2_swiglu(gate, up, n));
   for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
@@ -132,5 +154,6 @@ void ops_gelu_erf(float *x, int64_t n) {
 }
 
 void ops_add(float *y, const float *x, int64_t n) {
+  FAST(ops_avx2_add(y, x, n));
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }

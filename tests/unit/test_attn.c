@@ -200,3 +200,49 @@ TEST(attn_against_double_reference) {
   }
   kern_force_reference(false);
 }
+
+/* The AVX2 forms of RMSNorm, SiLU, SwiGLU and add (kernels/ops_avx2.c)
+ * against the plain forms (reference kernels forced: libm expf, scalar
+ * double sums) at lengths with vector tails, inputs spanning the range
+ * where SiLU saturates. Bounds: SiLU 1e-6 relative (the exp polynomial's
+ * 4e-7 plus a division; measured 4.5e-7), SwiGLU 2e-6 (one more product
+ * rounded on both sides; measured 1e-6), RMSNorm 1e-6 relative, add exact. */
+TEST(attn_ops_avx2_match_plain) {
+  if (!kern_attn_fast()) TEST_SKIP("no AVX2 on this CPU");
+  const int64_t lens[] = {1, 7, 8, 13, 64, 2053};
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+    int64_t n = lens[li];
+    float *x = malloc((size_t)n * sizeof *x), *u = malloc((size_t)n * sizeof *u), *w = malloc((size_t)n * sizeof *w);
+    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    for (int64_t i = 0; i < n; i++) {
+      x[i] = (float)(200.0 * urand() - 100.0) * (i % 3 ? 0.05f : 1.0f);
+      u[i] = grand();
+      w[i] = grand();
+    }
+    double worst[4] = {0, 0, 0, 0};
+    for (int op = 0; op < 4; op++) {
+      for (int ref = 1; ref >= 0; ref--) {
+        float *o = ref ? a : b;
+        kern_force_reference(ref);
+        memcpy(o, x, (size_t)n * sizeof *o);
+        if (op == 0) ops_silu(o, n);
+        if (op == 1) ops_swiglu(o, u, n);
+        if (op == 2) ops_rmsnorm(o, x, w, n, 1e-5f);
+        if (op == 3) ops_add(o, u, n);
+      }
+      for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]), s = fabs((double)a[i]) + 1e-30;
+        if (op < 2 && fabs((double)x[i]) < 1e-20) continue;
+        if (d / s > worst[op] && a[i] != b[i]) worst[op] = d / s;
+      }
+    }
+    kern_force_reference(false);
+    if (!(worst[0] < 1e-6 && worst[1] < 2e-6 && worst[2] < 1e-6 && worst[3] == 0))
+      test_fail_at(__FILE__, __LINE__, "n=%lld: silu %.3g swiglu %.3g rmsnorm %.3g add %.3g", (long long)n, worst[0],
+                   worst[1], worst[2], worst[3]);
+    if (li == sizeof lens / sizeof lens[0] - 1)
+      printf("    n=%lld: worst relative silu %.3g swiglu %.3g rmsnorm %.3g add %.3g\n", (long long)n, worst[0],
+             worst[1], worst[2], worst[3]);
+    free(x), free(u), free(w), free(a), free(b);
+  }
+}
