@@ -86,6 +86,12 @@ static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv
     }
 }
 
+static inline uint16_t f16_sat_c(float x) {
+  if (x > 65504.0f) x = 65504.0f;
+  if (x < -65504.0f) x = -65504.0f;
+  return f32_to_fp16(x);
+}
+
 #if defined(__x86_64__)
 /* R (1..6) score rows p..p+R-1 of the block: S^T rows into st, masked
  * where the row is past a column's limit (only when masked is set), and
@@ -201,6 +207,18 @@ TGT static void f16_avx2(const uint16_t *src, float *dst, int64_t n) {
   for (; i < n; i++) dst[i] = fp16_to_f32(src[i]);
 }
 
+TGT static void f16_sat_avx2(const float *src, uint16_t *dst, int64_t n) {
+  /* constants first: max/min return the second operand for a NaN, so a
+   * NaN stays NaN as in the scalar form */
+  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(src + i)));
+    _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; i++) dst[i] = f16_sat_c(src[i]);
+}
+
 TGT static void exp_avx2(const float *x, float *y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
@@ -236,6 +254,16 @@ void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; i++) dst[i] = fp16_to_f32(src[i]);
+}
+
+void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    f16_sat_avx2(src, dst, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) dst[i] = f16_sat_c(src[i]);
 }
 
 void kern_exp_f32(const float *x, float *y, int64_t n) {

@@ -49,6 +49,11 @@ void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ld
 /* n IEEE halves to f32 (F16C when the CPU has it). */
 void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n);
 
+/* n f32 to IEEE halves, rounded to nearest even after saturating at
+ * +-65504 (so a KV cache never holds an infinity; NaN stays NaN): exactly
+ * f32_to_fp16 of the clamped value, F16C when the CPU has it. */
+void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n);
+
 /* y[i] = exp(x[i]) by the polynomial of attn.c (not libm): relative error
  * below 4e-7 for x in [-87, 88]; 0 for x < -87.3 (and -inf); inputs above
  * 88.3 give exp(88.3). y may alias x. */

@@ -42,6 +42,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 
@@ -723,13 +724,8 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
 
 /* ---- KV cache ------------------------------------------------------------- */
 
-/* f32 -> f16 saturating at +-65504, so the cache never holds an infinity
- * (the attention multiplies masked positions by 0, and 0 * inf is NaN). */
-static inline uint16_t to_f16_sat(float x) {
-  if (x > 65504.0f) x = 65504.0f;
-  if (x < -65504.0f) x = -65504.0f;
-  return f32_to_fp16(x);
-}
+/* F16 rows are stored through kern_f32_to_f16_sat: saturating at +-65504,
+ * so the cache never holds an infinity (0 * inf would be NaN). */
 
 /* One head row of hd values (a multiple of 32) to Q8_0 blocks, saturated
  * at +-65504 first as the F16 cache is, so that the f16 scale stays
@@ -762,8 +758,13 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *st, const float *
         memcpy((float *)kb + ki, ks, (size_t)hd * sizeof(float));
         for (int64_t d = 0; d < hd; d++) ((float *)vb)[model_kv_v_index(c, g, p, d)] = vs[d];
       } else {
-        for (int64_t d = 0; d < hd; d++) ((uint16_t *)kb)[ki + (size_t)d] = to_f16_sat(ks[d]);
-        for (int64_t d = 0; d < hd; d++) ((uint16_t *)vb)[model_kv_v_index(c, g, p, d)] = to_f16_sat(vs[d]);
+        kern_f32_to_f16_sat(ks, (uint16_t *)kb + ki, hd);
+        uint16_t vh[256]; /* the value row, then scattered into its tile column */
+        for (int64_t d0 = 0; d0 < hd; d0 += 256) {
+          int64_t nd = hd - d0 < 256 ? hd - d0 : 256;
+          kern_f32_to_f16_sat(vs + d0, vh, nd);
+          for (int64_t d = 0; d < nd; d++) ((uint16_t *)vb)[model_kv_v_index(c, g, p, d0 + d)] = vh[d];
+        }
       }
     }
   }

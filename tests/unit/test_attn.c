@@ -246,3 +246,36 @@ TEST(attn_ops_avx2_match_plain) {
     free(x), free(u), free(w), free(a), free(b);
   }
 }
+
+/* kern_f32_to_f16_sat (F16C on x86) bit for bit against f32_to_fp16 of the
+ * clamped value, over random bit patterns (normals, half subnormals and
+ * underflows, values past 65504, infinities) and ties; NaN stays NaN. */
+TEST(attn_f16_store_exact) {
+  enum { N = 1 << 16 };
+  float *x = malloc(N * sizeof *x);
+  uint16_t *h = malloc(N * sizeof *h);
+  for (int i = 0; i < N; i++) {
+    uint32_t u = (uint32_t)(urand() * 4294967296.0);
+    if (i % 4 == 0) u = (u & 0x807fffffu) | ((uint32_t)(100 + i % 50) << 23); /* near the half range */
+    if (i % 8 == 1) u = (u & 0xffffe000u) | 0x1000u;                           /* exact ties */
+    memcpy(&x[i], &u, sizeof u);
+    if (x[i] != x[i]) x[i] = (i & 1) ? INFINITY : -INFINITY;
+  }
+  for (int ref = 0; ref <= 1; ref++) {
+    kern_force_reference(ref);
+    kern_f32_to_f16_sat(x, h, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      float c = x[i] > 65504.0f ? 65504.0f : x[i] < -65504.0f ? -65504.0f : x[i];
+      if (h[i] != f32_to_fp16(c) && bad++ < 3)
+        test_fail_at(__FILE__, __LINE__, "%s: %.9g -> 0x%04x, expected 0x%04x", ref ? "plain" : "fast", x[i], h[i],
+                     f32_to_fp16(c));
+    }
+    float nan[9] = {NAN, 1, 1, 1, 1, 1, 1, 1, NAN};
+    uint16_t hn[9];
+    kern_f32_to_f16_sat(nan, hn, 9);
+    EXPECT_TRUE(isnan(fp16_to_f32(hn[0])) && isnan(fp16_to_f32(hn[8])));
+  }
+  kern_force_reference(false);
+  free(x), free(h);
+}
