@@ -219,6 +219,21 @@ TGT static void f16_sat_avx2(const float *src, uint16_t *dst, int64_t n) {
   for (; i < n; i++) dst[i] = f16_sat_c(src[i]);
 }
 
+TGT static void q8_rows_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t hd, float *out) {
+  for (int64_t p = 0; p < np; p++) {
+    const block_q8_0 *b = (const block_q8_0 *)(rows + (size_t)p * rb);
+    float *o = out + p * hd;
+    for (int64_t k = 0; k < hd / QK8_0; k++) {
+      __m256 d = _mm256_set1_ps(fp16_to_f32(b[k].d));
+      for (int j = 0; j < QK8_0; j += 8) {
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b[k].qs + j));
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+        _mm256_storeu_ps(o + k * QK8_0 + j, _mm256_mul_ps(v, d));
+      }
+    }
+  }
+}
+
 TGT static void exp_avx2(const float *x, float *y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
@@ -264,6 +279,22 @@ void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; i++) dst[i] = f16_sat_c(src[i]);
+}
+
+void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *out) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    q8_rows_avx2(rows, row_bytes, np, hd, out);
+    return;
+  }
+#endif
+  for (int64_t p = 0; p < np; p++) {
+    const block_q8_0 *b = (const block_q8_0 *)((const uint8_t *)rows + (size_t)p * row_bytes);
+    for (int64_t k = 0; k < hd / QK8_0; k++) {
+      float d = fp16_to_f32(b[k].d);
+      for (int j = 0; j < QK8_0; j++) out[p * hd + k * QK8_0 + j] = (float)b[k].qs[j] * d;
+    }
+  }
 }
 
 void kern_exp_f32(const float *x, float *y, int64_t n) {

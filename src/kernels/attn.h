@@ -23,6 +23,7 @@
 #define PARLEY_KERNELS_ATTN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Query rows per block (two AVX2 vectors of f32). */
@@ -53,6 +54,10 @@ void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n);
  * +-65504 (so a KV cache never holds an infinity; NaN stays NaN): exactly
  * f32_to_fp16 of the clamped value, F16C when the CPU has it. */
 void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n);
+
+/* np rows of hd (a multiple of 32) Q8_0 values, row_bytes apart, to f32
+ * rows out[np][hd] (each value q * d exactly, as ref_dequant_q8_0). */
+void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *out);
 
 /* y[i] = exp(x[i]) by the polynomial of attn.c (not libm): relative error
  * below 4e-7 for x in [-87, 88]; 0 for x < -87.3 (and -inf); inputs above

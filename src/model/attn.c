@@ -69,18 +69,6 @@ void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt) {
   }
 }
 
-/* np Q8_0 key rows of hd values (row stride rb bytes) to f32 rows. */
-static void q8_rows_f32(const uint8_t *rows, size_t rb, int64_t np, int64_t hd, float *out) {
-  for (int64_t p = 0; p < np; p++) {
-    const block_q8_0 *b = (const block_q8_0 *)(rows + (size_t)p * rb);
-    float *o = out + p * hd;
-    for (int64_t k = 0; k < hd / QK8_0; k++) {
-      float d = fp16_to_f32(b[k].d);
-      for (int j = 0; j < QK8_0; j++) o[k * QK8_0 + j] = (float)b[k].qs[j] * d;
-    }
-  }
-}
-
 struct att_job {
   model_ctx *c;
   int64_t l;
@@ -141,7 +129,7 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       k = kf;
       vt = vf;
     } else {
-      q8_rows_f32(ksrc, c->kv_row, np, hd, kf);
+      kern_q8_0_rows_f32(ksrc, c->kv_row, np, hd, kf);
       model_kv_q8_tile_f32(vb + (size_t)p0 * c->kv_row, np, hd, vf);
       k = kf;
       vt = vf;
