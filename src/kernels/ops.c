@@ -5,7 +5,7 @@
  * transcendental functions come from libm (expf, tanhf, erff, sin/cos in
  * double for RoPE angles so that positions in the hundreds of thousands keep
  * their precision). Nothing here allocates. On x86 with AVX2 + FMA (and
- * the reference kernels not forced) RMSNorm, SiLU, SwiGLU and the add run
+ * the reference kernels not forced) RMSNorm, SiLU, SwiGLU, RoPE and the add run
  * their ops_avx2.c forms instead (a polynomial exp; see there).
  */
 #include "kernels/ops.h"
@@ -74,6 +74,7 @@ void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs) {
 }
 
 void ops_rope_apply_cached(const ops_rope *r, const float *cs, float *x, int32_t n_head, int32_t head_dim) {
+  if (r->n_rot <= 512) FAST(ops_avx2_rope_cached(r, cs, x, n_head, head_dim));
   int32_t half = r->n_rot / 2;
   bool neox = r->style == OPS_ROPE_NEOX;
   for (int32_t h = 0; h < n_head; h++) {

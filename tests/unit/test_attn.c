@@ -279,3 +279,31 @@ TEST(attn_f16_store_exact) {
   kern_force_reference(false);
   free(x), free(h);
 }
+
+/* RoPE with cached angles, AVX2 against plain, both pair styles, n_rot
+ * below head_dim with vector tails (n_rot 20 and 128 of head_dim 24 and
+ * 128, 3 heads): the rotation is a 2x2 product, so the forms differ by an
+ * FMA rounding only: 1e-6 of the vector's size. */
+TEST(attn_rope_avx2_match_plain) {
+  if (!kern_attn_fast()) TEST_SKIP("no AVX2 on this CPU");
+  const int32_t shapes[2][2] = {{20, 24}, {128, 128}};
+  for (int st = 0; st < 2; st++)
+    for (int si = 0; si < 2; si++) {
+      int32_t n_rot = shapes[si][0], hd = shapes[si][1];
+      ops_rope r = {.style = st ? OPS_ROPE_NEOX : OPS_ROPE_NORMAL, .n_rot = n_rot, .freq_base = 10000.0f,
+                    .freq_scale = 1.0f};
+      float cs[128], a[3 * 128], b[3 * 128];
+      ops_rope_cache(&r, 777, cs);
+      for (int i = 0; i < 3 * hd; i++) a[i] = b[i] = grand();
+      kern_force_reference(true);
+      ops_rope_apply_cached(&r, cs, a, 3, hd);
+      kern_force_reference(false);
+      ops_rope_apply_cached(&r, cs, b, 3, hd);
+      double worst = 0;
+      for (int i = 0; i < 3 * hd; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+      if (!(worst < 1e-6))
+        test_fail_at(__FILE__, __LINE__, "%s n_rot %d hd %d: max difference %.3g", st ? "neox" : "normal", n_rot, hd,
+                     worst);
+      for (int i = n_rot; i < hd; i++) EXPECT_TRUE(a[i] == b[i]); /* unrotated dims untouched */
+    }
+}
