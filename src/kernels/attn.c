@@ -93,111 +93,135 @@ static inline uint16_t f16_sat_c(float x) {
 }
 
 #if defined(__x86_64__)
-/* R (1..6) score rows p..p+R-1 of the block: S^T rows into st, masked
- * where the row is past a column's limit (only when masked is set), and
- * folded into the running column maxima mx0, mx1. */
-TGT_INL void scores_rows(const int R, const float *k, int64_t hd, const float *qt, float *st, int64_t p,
-                         bool masked, __m256i lim0, __m256i lim1, __m256 *mx0, __m256 *mx1) {
-  __m256 a0[6], a1[6];
+/* R (1..6) score rows p..p+R-1 of the block's first NV (1 or 2) vectors
+ * of columns: S^T rows into st, masked where the row is past a column's
+ * limit (only when masked is set), and folded into the running column
+ * maxima mx[0..NV). */
+TGT_INL void scores_rows(const int NV, const int R, const float *k, int64_t hd, const float *qt, float *st, int64_t p,
+                         bool masked, const __m256i *lim, __m256 *mx) {
+  __m256 a[6][2];
 #pragma GCC unroll 6
-  for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) a[r][v] = _mm256_setzero_ps();
   const float *kr = k + p * hd;
   for (int64_t d = 0; d < hd; d++) {
-    __m256 q0 = _mm256_load_ps(qt + d * C), q1 = _mm256_load_ps(qt + d * C + 8);
+    __m256 q[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) q[v] = _mm256_load_ps(qt + d * C + 8 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
       __m256 b = _mm256_broadcast_ss(kr + r * hd + d);
-      a0[r] = _mm256_fmadd_ps(b, q0, a0[r]);
-      a1[r] = _mm256_fmadd_ps(b, q1, a1[r]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) a[r][v] = _mm256_fmadd_ps(b, q[v], a[r][v]);
     }
   }
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) {
-    if (masked) {
-      __m256i pv = _mm256_set1_epi32((int32_t)(p + r));
-      a0[r] = _mm256_blendv_ps(ninf, a0[r], _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim0, pv)));
-      a1[r] = _mm256_blendv_ps(ninf, a1[r], _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim1, pv)));
+    __m256i pv = _mm256_set1_epi32((int32_t)(p + r));
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      if (masked) a[r][v] = _mm256_blendv_ps(ninf, a[r][v], _mm256_castsi256_ps(_mm256_cmpgt_epi32(lim[v], pv)));
+      _mm256_store_ps(st + (p + r) * C + 8 * v, a[r][v]);
+      mx[v] = _mm256_max_ps(mx[v], a[r][v]);
     }
-    _mm256_store_ps(st + (p + r) * C, a0[r]);
-    _mm256_store_ps(st + (p + r) * C + 8, a1[r]);
-    *mx0 = _mm256_max_ps(*mx0, a0[r]);
-    *mx1 = _mm256_max_ps(*mx1, a1[r]);
   }
 }
 
-/* R (1..6) output rows d..d+R-1: ot = ot * corr + vt P^T over n positions. */
-TGT_INL void pv_rows(const int R, const float *vt, int64_t ldv, const float *st, int64_t n, float *ot, int64_t d,
-                     __m256 c0, __m256 c1) {
-  __m256 a0[6], a1[6];
+/* R (1..6) output rows d..d+R-1, NV vectors of columns: ot = ot * corr +
+ * vt P^T over n positions. */
+TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, const float *st, int64_t n, float *ot,
+                     int64_t d, const __m256 *corr) {
+  __m256 a[6][2];
 #pragma GCC unroll 6
-  for (int r = 0; r < R; r++) {
-    a0[r] = _mm256_mul_ps(_mm256_load_ps(ot + (d + r) * C), c0);
-    a1[r] = _mm256_mul_ps(_mm256_load_ps(ot + (d + r) * C + 8), c1);
-  }
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) a[r][v] = _mm256_mul_ps(_mm256_load_ps(ot + (d + r) * C + 8 * v), corr[v]);
   const float *vr = vt + d * ldv;
   for (int64_t p = 0; p < n; p++) {
-    __m256 s0 = _mm256_load_ps(st + p * C), s1 = _mm256_load_ps(st + p * C + 8);
+    __m256 s[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) s[v] = _mm256_load_ps(st + p * C + 8 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
       __m256 b = _mm256_broadcast_ss(vr + r * ldv + p);
-      a0[r] = _mm256_fmadd_ps(b, s0, a0[r]);
-      a1[r] = _mm256_fmadd_ps(b, s1, a1[r]);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; v++) a[r][v] = _mm256_fmadd_ps(b, s[v], a[r][v]);
     }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < R; r++) {
-    _mm256_store_ps(ot + (d + r) * C, a0[r]);
-    _mm256_store_ps(ot + (d + r) * C + 8, a1[r]);
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) _mm256_store_ps(ot + (d + r) * C + 8 * v, a[r][v]);
+}
+
+/* The tile step on the block's first NV vectors of columns (NV 1 when
+ * columns 8..15 see nothing: one token's 8 or fewer query heads while
+ * decoding; those columns' state is left as it is). */
+TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t n_eff,
+                     int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st) {
+  __m256i lv[2];
+  __m256 m0[2], mx[2], corr[2], sum[2];
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++) {
+    lv[v] = _mm256_loadu_si256((const __m256i *)(lim + 8 * v));
+    mx[v] = m0[v] = _mm256_loadu_ps(m + 8 * v);
+    sum[v] = _mm256_setzero_ps();
+  }
+  int64_t p = 0;
+  for (; p + 6 <= n_eff; p += 6) scores_rows(NV, 6, k, hd, qt, st, p, p + 6 > n_min, lv, mx);
+  switch (n_eff - p) {
+    case 5: scores_rows(NV, 5, k, hd, qt, st, p, true, lv, mx); break;
+    case 4: scores_rows(NV, 4, k, hd, qt, st, p, true, lv, mx); break;
+    case 3: scores_rows(NV, 3, k, hd, qt, st, p, true, lv, mx); break;
+    case 2: scores_rows(NV, 2, k, hd, qt, st, p, true, lv, mx); break;
+    case 1: scores_rows(NV, 1, k, hd, qt, st, p, true, lv, mx); break;
+    default: break;
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++) {
+    corr[v] = exp8(_mm256_sub_ps(m0[v], mx[v]));
+    _mm256_storeu_ps(m + 8 * v, mx[v]);
+  }
+  for (p = 0; p < n_eff; p++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+      __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(st + p * C + 8 * v), mx[v]));
+      _mm256_store_ps(st + p * C + 8 * v, e);
+      sum[v] = _mm256_add_ps(sum[v], e);
+    }
+#pragma GCC unroll 2
+  for (int v = 0; v < NV; v++) _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), corr[v], sum[v]));
+  int64_t d = 0;
+  for (; d + 6 <= hd; d += 6) pv_rows(NV, 6, vt, ldv, st, n_eff, ot, d, corr);
+  switch (hd - d) {
+    case 5: pv_rows(NV, 5, vt, ldv, st, n_eff, ot, d, corr); break;
+    case 4: pv_rows(NV, 4, vt, ldv, st, n_eff, ot, d, corr); break;
+    case 3: pv_rows(NV, 3, vt, ldv, st, n_eff, ot, d, corr); break;
+    case 2: pv_rows(NV, 2, vt, ldv, st, n_eff, ot, d, corr); break;
+    case 1: pv_rows(NV, 1, vt, ldv, st, n_eff, ot, d, corr); break;
+    default: break;
   }
 }
 
 TGT static void tile_avx2(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
                           const int32_t *lim, float *m, float *l, float *ot, float *st) {
-  int64_t n_eff = 0, n_min = np;
+  int64_t n_eff = 0, n_min = np, hi = 0;
   for (int i = 0; i < C; i++) {
     if (lim[i] > n_eff) n_eff = lim[i];
     if (lim[i] < n_min) n_min = lim[i];
+    if (i >= 8 && lim[i] > hi) hi = lim[i];
   }
   if (n_eff > np) n_eff = np;
   if (n_eff <= 0) return;
-  if (n_min < 0) n_min = 0;
-  __m256i lim0 = _mm256_loadu_si256((const __m256i *)lim), lim1 = _mm256_loadu_si256((const __m256i *)(lim + 8));
-  __m256 m0 = _mm256_loadu_ps(m), m1 = _mm256_loadu_ps(m + 8), mx0 = m0, mx1 = m1;
-  int64_t p = 0;
-  for (; p + 6 <= n_eff; p += 6)
-    scores_rows(6, k, hd, qt, st, p, p + 6 > n_min, lim0, lim1, &mx0, &mx1);
-  switch (n_eff - p) {
-    case 5: scores_rows(5, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
-    case 4: scores_rows(4, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
-    case 3: scores_rows(3, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
-    case 2: scores_rows(2, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
-    case 1: scores_rows(1, k, hd, qt, st, p, true, lim0, lim1, &mx0, &mx1); break;
-    default: break;
-  }
-  __m256 c0 = exp8(_mm256_sub_ps(m0, mx0)), c1 = exp8(_mm256_sub_ps(m1, mx1));
-  _mm256_storeu_ps(m, mx0);
-  _mm256_storeu_ps(m + 8, mx1);
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  for (p = 0; p < n_eff; p++) {
-    __m256 e0 = exp8(_mm256_sub_ps(_mm256_load_ps(st + p * C), mx0));
-    __m256 e1 = exp8(_mm256_sub_ps(_mm256_load_ps(st + p * C + 8), mx1));
-    _mm256_store_ps(st + p * C, e0);
-    _mm256_store_ps(st + p * C + 8, e1);
-    s0 = _mm256_add_ps(s0, e0);
-    s1 = _mm256_add_ps(s1, e1);
-  }
-  _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), c0, s0));
-  _mm256_storeu_ps(l + 8, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8), c1, s1));
-  int64_t d = 0;
-  for (; d + 6 <= hd; d += 6) pv_rows(6, vt, ldv, st, n_eff, ot, d, c0, c1);
-  switch (hd - d) {
-    case 5: pv_rows(5, vt, ldv, st, n_eff, ot, d, c0, c1); break;
-    case 4: pv_rows(4, vt, ldv, st, n_eff, ot, d, c0, c1); break;
-    case 3: pv_rows(3, vt, ldv, st, n_eff, ot, d, c0, c1); break;
-    case 2: pv_rows(2, vt, ldv, st, n_eff, ot, d, c0, c1); break;
-    case 1: pv_rows(1, vt, ldv, st, n_eff, ot, d, c0, c1); break;
-    default: break;
+  if (hi > 0) {
+    tile_nv(2, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st);
+  } else {
+    n_min = np;
+    for (int i = 0; i < 8; i++)
+      if (lim[i] < n_min) n_min = lim[i];
+    tile_nv(1, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st);
   }
 }
 
