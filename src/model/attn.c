@@ -93,17 +93,19 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
   int32_t *lim = (int32_t *)(l + qc);
   float *kf = (float *)(lim + qc), *vf = kf + TP * hd, *st = vf + TP * hd;
 
+  /* query row qi = (t - t0) * n_rep + r, column qi % C of block qi / C */
   for (int64_t qi = 0; qi < n_blk * C; qi++) {
-    float *dst = qt + (qi / C) * hd * C + qi % C;
-    if (qi < n_q) {
-      const float *src = j->q + (t0 + qi / n_rep) * q_stride + (g * n_rep + qi % n_rep) * hd;
-      for (int64_t d = 0; d < hd; d++) dst[d * C] = src[d] * j->scale;
-    } else {
-      for (int64_t d = 0; d < hd; d++) dst[d * C] = 0.0f;
-    }
     m[qi] = KERN_ATT_M0;
     l[qi] = 0.0f;
   }
+  for (int64_t qi = n_q; qi < n_blk * C; qi++) /* unused columns of the last block */
+    for (int64_t d = 0; d < hd; d++) qt[(qi / C) * hd * C + d * C + qi % C] = 0.0f;
+  for (int64_t t = 0, qi = 0; t < nt; t++)
+    for (int64_t r = 0; r < n_rep; r++, qi++) {
+      const float *src = j->q + (t0 + t) * q_stride + (g * n_rep + r) * hd;
+      float *dst = qt + (qi / C) * hd * C + qi % C;
+      for (int64_t d = 0; d < hd; d++) dst[d * C] = src[d] * j->scale;
+    }
   memset(ot, 0, (size_t)(n_blk * C * hd) * sizeof(float));
 
   const uint8_t *kb = model_kv_block(c, run->seq, j->l, 0) + model_kv_row_off(c, g, 0);
@@ -135,19 +137,22 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       vt = vf;
     }
     /* token t sees positions <= pos0 + (t - t0): in this tile, p < lim */
-    for (int64_t qi = 0; qi < n_blk * C; qi++) {
-      int64_t v = qi < n_q ? pos0 + qi / n_rep + 1 - p0 : 0;
-      lim[qi] = (int32_t)(v < 0 ? 0 : v > np ? np : v);
+    for (int64_t t = 0, qi = 0; t < nt; t++) {
+      int64_t v = pos0 + t + 1 - p0;
+      int32_t lv = (int32_t)(v < 0 ? 0 : v > np ? np : v);
+      for (int64_t r = 0; r < n_rep; r++) lim[qi++] = lv;
     }
+    for (int64_t qi = n_q; qi < n_blk * C; qi++) lim[qi] = 0;
     for (int64_t b = 0; b < n_blk; b++)
       kern_attn_tile(qt + b * hd * C, k, vt, TP, np, hd, lim + b * C, m + b * C, l + b * C, ot + b * hd * C, st);
   }
-  for (int64_t qi = 0; qi < n_q; qi++) {
-    const float *src = ot + (qi / C) * hd * C + qi % C;
-    float *o = j->out + (t0 + qi / n_rep) * q_stride + (g * n_rep + qi % n_rep) * hd;
-    float inv = 1.0f / l[qi]; /* l >= 1: the maximum's own term is exp(0) */
-    for (int64_t d = 0; d < hd; d++) o[d] = src[d * C] * inv;
-  }
+  for (int64_t t = 0, qi = 0; t < nt; t++)
+    for (int64_t r = 0; r < n_rep; r++, qi++) {
+      const float *src = ot + (qi / C) * hd * C + qi % C;
+      float *o = j->out + (t0 + t) * q_stride + (g * n_rep + r) * hd;
+      float inv = 1.0f / l[qi]; /* l >= 1: the maximum's own term is exp(0) */
+      for (int64_t d = 0; d < hd; d++) o[d] = src[d * C] * inv;
+    }
 }
 
 static void att_worker(void *ctx, int ith, int nth) {
