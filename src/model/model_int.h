@@ -1,7 +1,8 @@
 /*
  * model_int.h - what architecture files (llama.c, later qwen2.c, qwen3.c,
  * bert.c) share with model.c: the model and context structs, tensor binding
- * with shape checks, hyper-parameter getters, the KV cache and attention.
+ * with shape checks, hyper-parameter getters, the KV cache and attention
+ * (attention in attn.c).
  * Not for use outside src/model/.
  */
 #ifndef PARLEY_MODEL_INT_H
