@@ -258,6 +258,57 @@ TGT static void q8_rows_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t
   }
 }
 
+/* 8 x 8 floats: out[j] = (r[0][j], ..., r[7][j]). */
+TGT_INL void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+/* Groups of 8 positions: each block's 32 int8 of 8 rows converted, 8 x 8
+ * transposed, scaled by the 8 rows' d (q * d, one rounding, as the plain
+ * form). */
+TGT static void q8_tile_t_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t hd, float *vt, int64_t ldv) {
+  const int64_t nb = hd / QK8_0;
+  int64_t p = 0;
+  for (; p + 8 <= np; p += 8)
+    for (int64_t b = 0; b < nb; b++) {
+      const block_q8_0 *bl[8];
+      float dd[8];
+      for (int r = 0; r < 8; r++) {
+        bl[r] = (const block_q8_0 *)(rows + (size_t)(p + r) * rb) + b;
+        dd[r] = fp16_to_f32(bl[r]->d);
+      }
+      __m256 dv = _mm256_loadu_ps(dd);
+      for (int c = 0; c < QK8_0; c += 8) {
+        __m256 x[8];
+        for (int r = 0; r < 8; r++)
+          x[r] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(bl[r]->qs + c))));
+        transpose8(x);
+        for (int j = 0; j < 8; j++) _mm256_storeu_ps(vt + (b * QK8_0 + c + j) * ldv + p, _mm256_mul_ps(x[j], dv));
+      }
+    }
+  for (; p < np; p++) {
+    const block_q8_0 *bl = (const block_q8_0 *)(rows + (size_t)p * rb);
+    for (int64_t b = 0; b < nb; b++) {
+      float d = fp16_to_f32(bl[b].d);
+      for (int j = 0; j < QK8_0; j++) vt[(b * QK8_0 + j) * ldv + p] = (float)bl[b].qs[j] * d;
+    }
+  }
+}
+
 TGT static void exp_avx2(const float *x, float *y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
@@ -317,6 +368,22 @@ void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t 
     for (int64_t k = 0; k < hd / QK8_0; k++) {
       float d = fp16_to_f32(b[k].d);
       for (int j = 0; j < QK8_0; j++) out[p * hd + k * QK8_0 + j] = (float)b[k].qs[j] * d;
+    }
+  }
+}
+
+void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *vt, int64_t ldv) {
+#if defined(__x86_64__)
+  if (kern_attn_fast()) {
+    q8_tile_t_avx2(rows, row_bytes, np, hd, vt, ldv);
+    return;
+  }
+#endif
+  for (int64_t p = 0; p < np; p++) {
+    const block_q8_0 *b = (const block_q8_0 *)((const uint8_t *)rows + (size_t)p * row_bytes);
+    for (int64_t k = 0; k < hd / QK8_0; k++) {
+      float d = fp16_to_f32(b[k].d);
+      for (int j = 0; j < QK8_0; j++) vt[(k * QK8_0 + j) * ldv + p] = (float)b[k].qs[j] * d;
     }
   }
 }

@@ -59,6 +59,11 @@ void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n);
  * rows out[np][hd] (each value q * d exactly, as ref_dequant_q8_0). */
 void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *out);
 
+/* The same rows transposed: vt[d][p] (row stride ldv floats) for p < np;
+ * columns np.. untouched. AVX2: 8 positions at a time through 8 x 8
+ * transposes. */
+void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *vt, int64_t ldv);
+
 /* y[i] = exp(x[i]) by the polynomial of attn.c (not libm): relative error
  * below 4e-7 for x in [-87, 88]; 0 for x < -87.3 (and -inf); inputs above
  * 88.3 give exp(88.3). y may alias x. */
