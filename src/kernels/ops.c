@@ -4,14 +4,34 @@
  * Plain loops over f32 with double accumulators for the reductions. The
  * transcendental functions come from libm (expf, tanhf, erff, sin/cos in
  * double for RoPE angles so that positions in the hundreds of thousands keep
- * their precision). Nothing here allocates.
+ * their precision). Nothing here allocates. On x86 with AVX2 + FMA (and
+ * the reference kernels not forced) RMSNorm, SiLU, SwiGLU, RoPE and the add run
+ * their ops_avx2.c forms instead (a polynomial exp; see there).
  */
 #include "kernels/ops.h"
+
+#include "kernels/attn.h"
+#include "kernels/ops_avx2.h"
+
+#if defined(__x86_64__)
+#define FAST(call)          \
+  do {                      \
+    if (kern_attn_fast()) { \
+      call;                 \
+      return;               \
+    }                       \
+  } while (0)
+#else
+#define FAST(call) \
+  do {             \
+  } while (0)
+#endif
 
 #include <math.h>
 #include <stdbool.h>
 
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+  FAST(ops_avx2_rmsnorm(y, x, w, n, eps));
   double ss = 0.0;
   for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
   float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
@@ -54,6 +74,7 @@ void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs) {
 }
 
 void ops_rope_apply_cached(const ops_rope *r, const float *cs, float *x, int32_t n_head, int32_t head_dim) {
+  if (r->n_rot <= 512) FAST(ops_avx2_rope_cached(r, cs, x, n_head, head_dim));
   int32_t half = r->n_rot / 2;
   bool neox = r->style == OPS_ROPE_NEOX;
   for (int32_t h = 0; h < n_head; h++) {
@@ -112,10 +133,12 @@ void ops_softmax(float *x, int64_t n) {
 }
 
 void ops_silu(float *x, int64_t n) {
+  FAST(ops_avx2_silu(x, n));
   for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
 void ops_swiglu(float *gate, const float *up, int64_t n) {
+  FAST(ops_avx2_swiglu(gate, up, n));
   for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
@@ -132,5 +155,6 @@ void ops_gelu_erf(float *x, int64_t n) {
 }
 
 void ops_add(float *y, const float *x, int64_t n) {
+  FAST(ops_avx2_add(y, x, n));
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }

@@ -4,8 +4,9 @@
  * activations, residual adds.
  *
  * They are O(n) per row next to the O(n^2) matrix products (kernels.h), so
- * they are written as simple loops the compiler can vectorize, with no
- * intrinsics. All work on f32 rows in place unless an output is given;
+ * they are written as simple loops; the few a prompt spends measurable time
+ * in (RMSNorm, SiLU, SwiGLU, add) have AVX2 forms in ops_avx2.c, used when
+ * the CPU has them. All work on f32 rows in place unless an output is given;
  * input and output may alias when the comment says so. Reductions (sums of
  * squares, softmax sums) accumulate in double so results do not depend on
  * the row length's rounding.

@@ -2,7 +2,7 @@
  * model.c - the architecture-independent half of the model runtime: the
  * architecture table, opening a model (metadata, hyper-parameters, tensor
  * binding with shape checks), contexts (KV cache, compute buffers, thread
- * pool) and the attention every decoder shares.
+ * pool); the attention every decoder shares is in attn.c.
  *
  * Start reading at model_load() and model_decode() (model_forward() is its
  * one-sequence form); an architecture file (llama.c) provides
@@ -42,6 +42,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "kernels/attn.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 
@@ -480,13 +481,6 @@ model_ctx_params model_ctx_default_params(void) {
   return p;
 }
 
-/* qg, S, P, tmp, acc and three per-row scalars; see att_task(). A Q8_0
- * cache adds one value tile dequantized to f32 ([head_dim][ATT_TILE_POS]). */
-static size_t att_scratch_floats(const model_hparams *hp, enum model_kv_type kv) {
-  size_t qmax = (size_t)(ATT_TILE_TOK * (hp->n_head / hp->n_head_kv)), hd = (size_t)hp->head_dim;
-  return qmax * (3 * hd + 2 * ATT_TILE_POS + 3) + (kv == MODEL_KV_Q8_0 ? hd * ATT_TILE_POS : 0);
-}
-
 static const char *const kv_type_names[MODEL_KV_TYPE_COUNT] = {
     [MODEL_KV_F16] = "f16", [MODEL_KV_F32] = "f32", [MODEL_KV_Q8_0] = "q8_0"};
 
@@ -564,8 +558,10 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   c->kv = calloc(1, kv_total ? kv_total : 1);
   size_t nb = (size_t)c->n_batch, ns = (size_t)c->n_seq;
   c->rope_cs = malloc(nb * (size_t)hp->rope.n_rot * sizeof(float));
-  c->att_scratch_floats = att_scratch_floats(hp, c->kv_type);
-  c->att_scratch = malloc((size_t)c->n_threads * c->att_scratch_floats * sizeof(float));
+  c->att_scratch_floats = model_att_scratch_floats(hp, c->kv_type);
+  /* 64-byte aligned, each thread's part too (a multiple of 16 floats): the
+   * attention kernel's aligned vector loads */
+  c->att_scratch = aligned_alloc(64, (size_t)c->n_threads * c->att_scratch_floats * sizeof(float));
   c->n_past = calloc(ns, sizeof *c->n_past);
   c->seq_next = malloc(ns * sizeof *c->seq_next);
   c->seq_last = malloc(ns * sizeof *c->seq_last);
@@ -728,34 +724,8 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
 
 /* ---- KV cache ------------------------------------------------------------- */
 
-static inline uint8_t *kv_block(model_ctx *c, int32_t seq, int64_t l, int which) {
-  return c->kv + (((size_t)seq * (size_t)c->m->hp.n_layer + (size_t)l) * 2 + (size_t)which) * c->kv_layer_bytes;
-}
-
-/* Element offset of (kv head g, position p, dim d) in a k block (rows of
- * positions) and in a v block (tiles of ATT_TILE_POS positions stored
- * transposed: [tile][d][p % ATT_TILE_POS]). */
-static inline size_t k_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
-  return ((size_t)g * (size_t)c->n_ctx_pad + (size_t)p) * (size_t)c->m->hp.head_dim + (size_t)d;
-}
-/* Byte offset of kv head g's row for position p: the k layout of every
- * type, and the v layout of Q8_0 (rows of blocks). */
-static inline size_t row_off(const model_ctx *c, int64_t g, int64_t p) {
-  return ((size_t)g * (size_t)c->n_ctx_pad + (size_t)p) * c->kv_row;
-}
-static inline size_t v_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
-  size_t hd = (size_t)c->m->hp.head_dim;
-  return (size_t)g * (size_t)c->n_ctx_pad * hd + (size_t)(p / ATT_TILE_POS) * hd * ATT_TILE_POS +
-         (size_t)d * ATT_TILE_POS + (size_t)(p % ATT_TILE_POS);
-}
-
-/* f32 -> f16 saturating at +-65504, so the cache never holds an infinity
- * (the attention multiplies masked positions by 0, and 0 * inf is NaN). */
-static inline uint16_t to_f16_sat(float x) {
-  if (x > 65504.0f) x = 65504.0f;
-  if (x < -65504.0f) x = -65504.0f;
-  return f32_to_fp16(x);
-}
+/* F16 rows are stored through kern_f32_to_f16_sat: saturating at +-65504,
+ * so the cache never holds an infinity (0 * inf would be NaN). */
 
 /* One head row of hd values (a multiple of 32) to Q8_0 blocks, saturated
  * at +-65504 first as the F16 cache is, so that the f16 scale stays
@@ -776,20 +746,25 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *st, const float *
   const model_hparams *hp = &c->m->hp;
   int64_t hd = hp->head_dim, nkv = hp->n_head_kv;
   for (int64_t t = 0; t < st->n; t++) {
-    uint8_t *kb = kv_block(c, st->seq[t], l, 0), *vb = kv_block(c, st->seq[t], l, 1);
+    uint8_t *kb = model_kv_block(c, st->seq[t], l, 0), *vb = model_kv_block(c, st->seq[t], l, 1);
     int64_t p = st->pos[t];
     for (int64_t g = 0; g < nkv; g++) {
       const float *ks = k + t * nkv * hd + g * hd, *vs = v + t * nkv * hd + g * hd;
-      size_t ki = k_index(c, g, p, 0);
+      size_t ki = model_kv_k_index(c, g, p, 0);
       if (c->kv_type == MODEL_KV_Q8_0) {
-        q8_row_store(ks, hd, kb + row_off(c, g, p));
-        q8_row_store(vs, hd, vb + row_off(c, g, p));
+        q8_row_store(ks, hd, kb + model_kv_row_off(c, g, p));
+        q8_row_store(vs, hd, vb + model_kv_row_off(c, g, p));
       } else if (c->kv_type == MODEL_KV_F32) {
         memcpy((float *)kb + ki, ks, (size_t)hd * sizeof(float));
-        for (int64_t d = 0; d < hd; d++) ((float *)vb)[v_index(c, g, p, d)] = vs[d];
+        for (int64_t d = 0; d < hd; d++) ((float *)vb)[model_kv_v_index(c, g, p, d)] = vs[d];
       } else {
-        for (int64_t d = 0; d < hd; d++) ((uint16_t *)kb)[ki + (size_t)d] = to_f16_sat(ks[d]);
-        for (int64_t d = 0; d < hd; d++) ((uint16_t *)vb)[v_index(c, g, p, d)] = to_f16_sat(vs[d]);
+        kern_f32_to_f16_sat(ks, (uint16_t *)kb + ki, hd);
+        uint16_t vh[256]; /* the value row, then scattered into its tile column */
+        for (int64_t d0 = 0; d0 < hd; d0 += 256) {
+          int64_t nd = hd - d0 < 256 ? hd - d0 : 256;
+          kern_f32_to_f16_sat(vs + d0, vh, nd);
+          for (int64_t d = 0; d < nd; d++) ((uint16_t *)vb)[model_kv_v_index(c, g, p, d0 + d)] = vh[d];
+        }
       }
     }
   }
@@ -805,11 +780,11 @@ int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
   size_t row = c->kv_row;
   int64_t full = n / ATT_TILE_POS * ATT_TILE_POS; /* whole value tiles */
   for (int64_t l = 0; l < hp->n_layer; l++) {
-    uint8_t *kd = kv_block(c, dst, l, 0), *vd = kv_block(c, dst, l, 1);
-    const uint8_t *ks = kv_block(c, src, l, 0), *vs = kv_block(c, src, l, 1);
+    uint8_t *kd = model_kv_block(c, dst, l, 0), *vd = model_kv_block(c, dst, l, 1);
+    const uint8_t *ks = model_kv_block(c, src, l, 0), *vs = model_kv_block(c, src, l, 1);
     for (int64_t g = 0; g < hp->n_head_kv; g++) {
-      size_t k0 = row_off(c, g, 0);
-      size_t v0 = c->kv_type == MODEL_KV_Q8_0 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem;
+      size_t k0 = model_kv_row_off(c, g, 0);
+      size_t v0 = c->kv_type == MODEL_KV_Q8_0 ? model_kv_row_off(c, g, 0) : model_kv_v_index(c, g, 0, 0) * c->kv_elem;
       memcpy(kd + k0, ks + k0, (size_t)n * row);
       if (c->kv_type == MODEL_KV_Q8_0) { /* values are rows too */
         memcpy(vd + v0, vs + v0, (size_t)n * row);
@@ -818,176 +793,11 @@ int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
       memcpy(vd + v0, vs + v0, (size_t)full * row);
       for (int64_t p = full; p < n; p++)
         for (int64_t d = 0; d < hp->head_dim; d++) {
-          size_t vi = v_index(c, g, p, d) * c->kv_elem;
+          size_t vi = model_kv_v_index(c, g, p, d) * c->kv_elem;
           memcpy(vd + vi, vs + vi, c->kv_elem);
         }
     }
   }
   c->n_past[dst] = n;
   return 0;
-}
-
-/* ---- attention ------------------------------------------------------------ */
-
-/* Walks the destination row by row (contiguous stores; the source tile,
- * np x 34 x hd/32 bytes, stays in L1): writing position by position instead
- * scatters stores 512 bytes apart over a 32 KiB tile and measured 1.4x
- * slower attention than the F16 cache. */
-void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt) {
-  const int64_t TP = ATT_TILE_POS, nb = hd / QK8_0;
-  const size_t rb = (size_t)nb * sizeof(block_q8_0);
-  const uint8_t *base = rows;
-  float dsc[ATT_TILE_POS];
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk0 = base + (size_t)b * sizeof(block_q8_0);
-    for (int64_t p = 0; p < np; p++) {
-      uint16_t h;
-      memcpy(&h, blk0 + (size_t)p * rb + offsetof(block_q8_0, d), sizeof h);
-      dsc[p] = fp16_to_f32(h);
-    }
-    for (int j = 0; j < QK8_0; j++) {
-      float *dst = vt + (b * QK8_0 + j) * TP;
-      const int8_t *src = (const int8_t *)(blk0 + offsetof(block_q8_0, qs)) + j;
-      for (int64_t p = 0; p < np; p++) dst[p] = (float)src[(size_t)p * rb] * dsc[p];
-      for (int64_t p = np; p < TP; p++) dst[p] = 0.0f;
-    }
-  }
-}
-
-struct att_job {
-  model_ctx *c;
-  int64_t l;
-  const float *q;
-  float *out;
-  float scale;
-  int64_t n_runs, n_tasks;
-  atomic_long next;
-  atomic_int err;
-};
-
-/* One task: kv head g, a run of query tokens t0..t1-1 of one sequence at
- * consecutive positions, with their n_rep heads each (n_q rows). Per tile of ATT_TILE_POS positions:
- *   S[n_q][np]  = (scale * Q) K_tile^T       kern_matmul on the cache type
- *   P[n_q][TP]  = exp(S - running max), 0 where masked or past the tile
- *   acc         = acc * exp(old max - new max) + P V_tile
- * with V_tile stored transposed ([hd][TP]) so the second product is a
- * kern_matmul too. Both run on this thread (tp NULL). */
-static int att_task(struct att_job *j, float *scr, int64_t task) {
-  model_ctx *c = j->c;
-  const model_hparams *hp = &c->m->hp;
-  const int64_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv, TP = ATT_TILE_POS;
-  const int64_t q_stride = hp->n_head * hd, qmax = ATT_TILE_TOK * n_rep;
-  const bool q8 = c->kv_type == MODEL_KV_Q8_0;
-  const int kv_type = c->kv_type == MODEL_KV_F16 ? TENSOR_TYPE_F16 : q8 ? TENSOR_TYPE_Q8_0 : TENSOR_TYPE_F32;
-  int64_t g = task / j->n_runs;
-  const model_att_run *run = &c->runs[task % j->n_runs];
-  const int64_t t0 = run->t0, t1 = run->t1, pos0 = run->pos0;
-  int64_t n_q = (t1 - t0) * n_rep;
-
-  float *qg = scr, *S = qg + qmax * hd, *P = S + qmax * TP, *tmp = P + qmax * TP, *acc = tmp + qmax * hd;
-  float *mx = acc + qmax * hd, *sum = mx + qmax, *corr = sum + qmax, *vtf = corr + qmax; /* vtf: Q8_0 only */
-  for (int64_t t = t0; t < t1; t++)
-    for (int64_t r = 0; r < n_rep; r++) {
-      const float *src = j->q + t * q_stride + (g * n_rep + r) * hd;
-      float *dst = qg + ((t - t0) * n_rep + r) * hd;
-      for (int64_t d = 0; d < hd; d++) dst[d] = src[d] * j->scale;
-    }
-  memset(acc, 0, (size_t)(n_q * hd) * sizeof(float));
-  for (int64_t i = 0; i < n_q; i++) {
-    mx[i] = -INFINITY;
-    sum[i] = 0.0f;
-  }
-  const uint8_t *kb = kv_block(c, run->seq, j->l, 0) + row_off(c, g, 0);
-  const uint8_t *vb =
-      kv_block(c, run->seq, j->l, 1) + (q8 ? row_off(c, g, 0) : v_index(c, g, 0, 0) * c->kv_elem);
-  int64_t p_end = pos0 + (t1 - t0); /* positions 0..p_end-1 are visible to some token of the task */
-  int rc;
-  for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
-    int64_t p1 = p0 + TP < p_end ? p0 + TP : p_end, np = p1 - p0;
-    if ((rc = kern_matmul(NULL, kv_type, kb + (size_t)p0 * c->kv_row, np, hd, qg, n_q, S))) return rc;
-    for (int64_t qi = 0; qi < n_q; qi++) {
-      int64_t t = t0 + qi / n_rep;
-      int64_t lim = pos0 + (t - t0) + 1 - p0; /* causal: visible columns of this row */
-      if (lim > np) lim = np;
-      const float *srow = S + qi * np;
-      float *prow = P + qi * TP;
-      if (lim <= 0) {
-        memset(prow, 0, (size_t)TP * sizeof(float));
-        corr[qi] = 1.0f;
-        continue;
-      }
-      float m = mx[qi];
-      for (int64_t k = 0; k < lim; k++)
-        if (srow[k] > m) m = srow[k];
-      corr[qi] = mx[qi] == -INFINITY ? 0.0f : expf(mx[qi] - m);
-      mx[qi] = m;
-      float s = 0.0f;
-      for (int64_t k = 0; k < lim; k++) {
-        prow[k] = expf(srow[k] - m);
-        s += prow[k];
-      }
-      for (int64_t k = lim; k < TP; k++) prow[k] = 0.0f;
-      sum[qi] = sum[qi] * corr[qi] + s;
-    }
-    if (q8) {
-      model_kv_q8_tile_f32(vb + (size_t)p0 * c->kv_row, np, hd, vtf);
-      rc = kern_matmul(NULL, TENSOR_TYPE_F32, vtf, hd, TP, P, n_q, tmp);
-    } else {
-      const uint8_t *vt = vb + (size_t)((p0 / TP) * hd * TP) * c->kv_elem;
-      rc = kern_matmul(NULL, kv_type, vt, hd, TP, P, n_q, tmp);
-    }
-    if (rc) return rc;
-    for (int64_t qi = 0; qi < n_q; qi++) {
-      float *a = acc + qi * hd;
-      const float *tr = tmp + qi * hd, cf = corr[qi];
-      for (int64_t d = 0; d < hd; d++) a[d] = a[d] * cf + tr[d];
-    }
-  }
-  for (int64_t t = t0; t < t1; t++)
-    for (int64_t r = 0; r < n_rep; r++) {
-      int64_t h = g * n_rep + r, qi = (t - t0) * n_rep + r;
-      float inv = 1.0f / sum[qi]; /* sum >= 1: the maximum's own term is exp(0) */
-      float *o = j->out + t * q_stride + h * hd;
-      for (int64_t d = 0; d < hd; d++) o[d] = acc[qi * hd + d] * inv;
-    }
-  return 0;
-}
-
-static void att_worker(void *ctx, int ith, int nth) {
-  (void)nth;
-  struct att_job *j = ctx;
-  float *scr = j->c->att_scratch + (size_t)ith * j->c->att_scratch_floats;
-  for (;;) {
-    long task = atomic_fetch_add(&j->next, 1);
-    if (task >= j->n_tasks) break;
-    int rc = att_task(j, scr, task);
-    if (rc) atomic_store(&j->err, rc);
-  }
-}
-
-int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale) {
-  struct att_job j = {.c = c, .l = l, .q = q, .out = out, .scale = scale};
-  /* runs of consecutive tokens of one sequence, cut at ATT_TILE_TOK */
-  double work = 0.0;
-  j.n_runs = 0;
-  for (int64_t t = 0; t < s->n; t++) {
-    model_att_run *r = j.n_runs ? &c->runs[j.n_runs - 1] : NULL;
-    if (r && r->seq == s->seq[t] && r->pos0 + (t - r->t0) == s->pos[t] && t - r->t0 < ATT_TILE_TOK) {
-      r->t1 = t + 1;
-    } else {
-      c->runs[j.n_runs++] = (model_att_run){.t0 = t, .t1 = t + 1, .seq = s->seq[t], .pos0 = s->pos[t]};
-    }
-    work += (double)(s->pos[t] + 1);
-  }
-  j.n_tasks = j.n_runs * c->m->hp.n_head_kv;
-  atomic_init(&j.next, 0);
-  atomic_init(&j.err, 0);
-  /* Small jobs (a short context while generating) cost less than waking
-   * the pool: run them on the calling thread. */
-  work *= (double)c->m->hp.n_head * (double)c->m->hp.head_dim;
-  if (work < 32768.0 || j.n_tasks == 1)
-    att_worker(&j, 0, 1);
-  else
-    tpool_run(c->tp, att_worker, &j);
-  return atomic_load(&j.err);
 }

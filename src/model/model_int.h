@@ -1,7 +1,8 @@
 /*
  * model_int.h - what architecture files (llama.c, later qwen2.c, qwen3.c,
  * bert.c) share with model.c: the model and context structs, tensor binding
- * with shape checks, hyper-parameter getters, the KV cache and attention.
+ * with shape checks, hyper-parameter getters, the KV cache and attention
+ * (attention in attn.c).
  * Not for use outside src/model/.
  */
 #ifndef PARLEY_MODEL_INT_H
@@ -142,7 +143,28 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
  * name the tensor. */
 int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out);
 
-/* ---- KV cache and attention (model.c) ------------------------------------ */
+/* ---- KV cache (model.c) and attention (attn.c) --------------------------- */
+
+/* Layer l's k (which 0) or v (1) block of sequence seq. */
+static inline uint8_t *model_kv_block(model_ctx *c, int32_t seq, int64_t l, int which) {
+  return c->kv + (((size_t)seq * (size_t)c->m->hp.n_layer + (size_t)l) * 2 + (size_t)which) * c->kv_layer_bytes;
+}
+/* Element offset of (kv head g, position p, dim d) in a k block (rows of
+ * positions) and in a v block (tiles of ATT_TILE_POS positions stored
+ * transposed: [tile][d][p % ATT_TILE_POS]). */
+static inline size_t model_kv_k_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
+  return ((size_t)g * (size_t)c->n_ctx_pad + (size_t)p) * (size_t)c->m->hp.head_dim + (size_t)d;
+}
+/* Byte offset of kv head g's row for position p: the k layout of every
+ * type, and the v layout of Q8_0 (rows of blocks). */
+static inline size_t model_kv_row_off(const model_ctx *c, int64_t g, int64_t p) {
+  return ((size_t)g * (size_t)c->n_ctx_pad + (size_t)p) * c->kv_row;
+}
+static inline size_t model_kv_v_index(const model_ctx *c, int64_t g, int64_t p, int64_t d) {
+  size_t hd = (size_t)c->m->hp.head_dim;
+  return (size_t)g * (size_t)c->n_ctx_pad * hd + (size_t)(p / ATT_TILE_POS) * hd * ATT_TILE_POS +
+         (size_t)d * ATT_TILE_POS + (size_t)(p % ATT_TILE_POS);
+}
 
 /* Stores k[n][n_head_kv*head_dim] and v (same shape) of the step's tokens
  * into layer l of their sequences' caches at their positions. */
@@ -152,13 +174,14 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k
  *   out[t][h] = sum_p softmax_p(scale * q[t][h] . K[seq t][g][p]) V[seq t][g][p],
  *   p <= pos[t], g = h / (n_head / n_head_kv).
  * q and out are [n][n_head*head_dim]. Threads split (kv head, run of up to
- * ATT_TILE_TOK consecutive tokens of one sequence) tasks; keys and values
- * are read in tiles with an online softmax, so the scratch does not grow
- * with the context. Both products go through kern_matmul (fast F16
- * kernels; with a Q8_0 cache, Q K^T is the Q8_0 kernel on the key rows and
- * P V an F32 product with the value tile dequantized). Returns
- * kern_matmul's error, if any. */
+ * ATT_TILE_TOK consecutive tokens of one sequence) tasks; each task reads
+ * keys and values in tiles of ATT_TILE_POS positions, converted to f32
+ * once per tile, against all its query rows (kern_attn_tile, online
+ * softmax), so the scratch does not grow with the context. Returns 0 (the
+ * int is kept for callers that check it). */
 int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale);
+/* Floats of per-thread scratch model_attention needs (a multiple of 16). */
+size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv);
 
 /* Dequantizes np (<= ATT_TILE_POS) Q8_0 value rows of hd values into the
  * transposed f32 tile vt[hd][ATT_TILE_POS] (columns np.. zeroed), the
