@@ -36,11 +36,16 @@
  * (a loaded machine; docs/perf.md).
  * Written as volatile asm: gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
- * stays spread, 2 lines per sub-block. Only at nt == 1: batches are
- * compute-bound and keep the body unchanged. */
+ * stays spread, 2 lines per sub-block. At every nt (session 6): the
+ * 2..4-token bodies had none until then, and from DRAM (same method, 5632 x
+ * 2048, 2048 x 5632 and 2048 x 2048, medians of 6 alternating rounds) they
+ * cost 1.48-1.63x one token without it against 0.98-1.37x with it; 4096,
+ * 8192 and 16384 bytes measured alike (docs/perf.md, "Session 6: batch
+ * tiles from DRAM"). */
 #ifndef Q4KX8_PF_DIST
 #define Q4KX8_PF_DIST 4096
 #endif
+
 
 /* Prefetches the n lines starting Q4KX8_PF_DIST bytes after p. */
 TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
@@ -80,12 +85,10 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                             c + 3, -1, c + 3, -1);
       __m256i sck = _mm256_shuffle_epi8(k < 4 ? sca : scb, pick);
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
-      /* one token: the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per
-       * sub-block and lines 16, 17 with sub-blocks 0, 1 */
-      if (nt == 1) {
-        q4kx8_prefetch(o + 128 * k, 2);
-        if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1);
-      }
+      /* the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per sub-block
+       * and lines 16, 17 with sub-blocks 0, 1 */
+      q4kx8_prefetch(o + 128 * k, 2);
+      if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1);
       __m256i s[Q4KX8_NT];
 #pragma GCC unroll 4
       for (int i = 0; i < 8; i += 2) {
