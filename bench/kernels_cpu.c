@@ -6,7 +6,9 @@
  *
  *   kernels_cpu TYPE ROWS COLS TOKENS [runs=9]
  * prints the median CPU time of one call and its GFLOP/s (2 rows cols
- * tokens per call). The weights are 64 distinct random rows repeated, in
+ * tokens per call). TOKENS may be a comma list (1,2,4,8): each count is
+ * timed in turn over the same (packed) weights, one line each, so the
+ * costs of 1 and 4 tokens are compared within one process and minute. The weights are 64 distinct random rows repeated, in
  * distinct memory (a matrix larger than the L3 cache streams from DRAM).
  * With PACK=1 in the environment the weights are first repacked with
  * kern_pack and multiplied with kern_matmul_packed (when the linked library
@@ -67,10 +69,21 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: kernels_cpu TYPE ROWS COLS TOKENS [runs=9]\n");
     return 2;
   }
-  int64_t rows = atoll(argv[2]), cols = atoll(argv[3]), nt = atoll(argv[4]);
+  int64_t rows = atoll(argv[2]), cols = atoll(argv[3]), nts[16], nt = 0;
+  int n_nts = 0;
+  for (const char *q = argv[4]; *q && n_nts < 16;) {
+    nts[n_nts] = atoll(q);
+    if (nts[n_nts] > nt) nt = nts[n_nts]; /* buffers sized for the largest */
+    n_nts++;
+    q = strchr(q, ',');
+    if (!q) break;
+    q++;
+  }
   int runs = argc > 5 ? atoi(argv[5]) : 9;
   const struct tensor_type_traits *tr = tensor_type_get(type);
   size_t rb;
+  for (int i = 0; i < n_nts; i++)
+    if (nts[i] < 1) nt = 0;
   if (rows < 1 || nt < 1 || runs < 1 || !tr->supported || tensor_type_row_bytes(type, cols, &rb)) {
     fprintf(stderr, "kernels_cpu: bad shape or type\n");
     return 2;
@@ -120,10 +133,11 @@ int main(int argc, char **argv) {
     }
   }
   if (pk[0]) fprintf(stderr, "kernels_cpu: packed weights, %d matri%s\n", n_mat, n_mat > 1 ? "ces" : "x");
-#define MM(m) (pk[m] ? kern_matmul_packed(NULL, pk[m], x, nt, y) : kern_matmul(NULL, type, Ws[m], rows, cols, x, nt, y))
+#define MM(m) (pk[m] ? kern_matmul_packed(NULL, pk[m], x, ntc, y) : kern_matmul(NULL, type, Ws[m], rows, cols, x, ntc, y))
 #else
-#define MM(m) kern_matmul(NULL, type, Ws[m], rows, cols, x, nt, y)
+#define MM(m) kern_matmul(NULL, type, Ws[m], rows, cols, x, ntc, y)
 #endif
+  int64_t ntc = nts[0];
   if (iters > 0) {
     for (long i = 0; i < iters; i++)
       for (int m = 0; m < n_mat; m++)
@@ -134,27 +148,29 @@ int main(int argc, char **argv) {
   size_t bw_bytes = (size_t)512 << 20;
   uint8_t *bw = n_mat > 1 ? bwp_alloc(&bw_bytes, 0) : NULL;
   if (bw) bw0 = probe_cpu(bw, bw_bytes, 5);
-  for (int m = 0; m < n_mat; m++)
-    if (MM(m)) return 1; /* warm-up */
-  for (int i = 0; i < runs; i++) {
-    double a = thread_cpu_s();
-    for (int m = 0; m < n_mat; m++) MM(m);
-    t[i] = (thread_cpu_s() - a) / n_mat;
+  for (int ni = 0; ni < n_nts; ni++) {
+    ntc = nts[ni];
+    for (int m = 0; m < n_mat; m++)
+      if (MM(m)) return 1; /* warm-up */
+    for (int i = 0; i < runs; i++) {
+      double a = thread_cpu_s();
+      for (int m = 0; m < n_mat; m++) MM(m);
+      t[i] = (thread_cpu_s() - a) / n_mat;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    double med = t[runs / 2];
+    printf("%s %lldx%lld x %lld tokens: %.3f ms CPU, %.1f GFLOP/s, weights %.1f GB/s", tr->name,
+           (long long)rows, (long long)cols, (long long)ntc, med * 1e3,
+           2.0 * (double)rows * (double)cols * (double)ntc / med * 1e-9,
+           (double)rb * (double)rows / med * 1e-9);
+    if (n_mat > 1) printf(" over %d matrices (%.0f MB)", n_mat, (double)mat_bytes * n_mat / 1e6);
+    printf("\n");
   }
   if (bw) {
     bw1 = probe_cpu(bw, bw_bytes, 5);
     bwp_free(bw, bw_bytes);
+    printf("1-thread probe (CPU time) %.1f / %.1f GB/s (before / after)\n", bw0, bw1);
   }
-  qsort(t, (size_t)runs, sizeof *t, cmp_d);
-  double med = t[runs / 2];
-  printf("%s %lldx%lld x %lld tokens: %.3f ms CPU, %.1f GFLOP/s, weights %.1f GB/s", tr->name,
-         (long long)rows, (long long)cols, (long long)nt, med * 1e3,
-         2.0 * (double)rows * (double)cols * (double)nt / med * 1e-9,
-         (double)rb * (double)rows / med * 1e-9);
-  if (bw)
-    printf(" over %d matrices (%.0f MB); 1-thread probe (CPU time) %.1f / %.1f GB/s (before / after)", n_mat,
-           (double)mat_bytes * n_mat / 1e6, bw0, bw1);
-  printf("\n");
   for (int m = 1; m < n_mat; m++) free(Ws[m]);
 #ifdef HAVE_PACK
   for (int m = 0; m < n_mat; m++) kern_packed_free(pk[m]);

@@ -2,6 +2,8 @@
 # bench/kernels_cpu.sh - one kern_matmul shape on one thread in CPU time
 # (bench/kernels_cpu.c), for A/B comparisons on a loaded machine.
 #   bench/kernels_cpu.sh TYPE ROWS COLS TOKENS [runs=9]
+# TOKENS may be a comma list (1,2,4,8): each count timed in turn over the
+# same weights, one line each (the 4:1 step ratio in one process).
 # ROTATE_MB=M: one pass over M MB of distinct matrices per run, GB/s next to
 # the one-thread read probe of the same run; ITERS=N: N untimed passes (for
 # valgrind --tool=callgrind instruction counts).

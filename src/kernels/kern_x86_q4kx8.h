@@ -36,11 +36,16 @@
  * (a loaded machine; docs/perf.md).
  * Written as volatile asm: gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
- * stays spread, 2 lines per sub-block. Only at nt == 1: batches are
- * compute-bound and keep the body unchanged. */
+ * stays spread, 2 lines per sub-block. At every nt (session 6): the
+ * 2..4-token bodies had none until then, and from DRAM (same method, 5632 x
+ * 2048, 2048 x 5632 and 2048 x 2048, medians of 6 alternating rounds) they
+ * cost 1.48-1.63x one token without it against 0.98-1.37x with it; 4096,
+ * 8192 and 16384 bytes measured alike (docs/perf.md, "Session 6: batch
+ * tiles from DRAM"). */
 #ifndef Q4KX8_PF_DIST
 #define Q4KX8_PF_DIST 4096
 #endif
+
 
 /* Prefetches the n lines starting Q4KX8_PF_DIST bytes after p. */
 TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
@@ -55,9 +60,9 @@ TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
 
 /* One group of 8 interleaved Q4_K rows (n columns) x nt <= Q4KX8_NT tokens
  * of packed-Q4_K activations (block_q8_K with per-32 sums in bsums[0..7]):
- * y[t * ys + r] for r < 8. */
-TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                        size_t ys) {
+ * y[t * ys + r] for r < 8. pf (a constant): software prefetch on. */
+TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                           size_t ys, int pf) {
   const int64_t nsb = n / QK_K;
   const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[Q4KX8_NT];
@@ -80,9 +85,9 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                             c + 3, -1, c + 3, -1);
       __m256i sck = _mm256_shuffle_epi8(k < 4 ? sca : scb, pick);
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
-      /* one token: the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per
-       * sub-block and lines 16, 17 with sub-blocks 0, 1 */
-      if (nt == 1) {
+      /* the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per sub-block
+       * and lines 16, 17 with sub-blocks 0, 1 */
+      if (pf) {
         q4kx8_prefetch(o + 128 * k, 2);
         if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1);
       }
@@ -140,7 +145,18 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
+/* The tile, and the same without prefetch for a prompt's later token
+ * tiles of a group (kern_ops.ptile_warm): at 64 tokens in cache the
+ * prefetches alone cost ~2% (6.60 against 6.75 ms, 2048 x 2048). */
+TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  body_q4kx8_pf(wg, n, x, xs, nt, y, ys, 1);
+}
+TGT_INL void body_q4kx8_warm(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  body_q4kx8_pf(wg, n, x, xs, nt, y, ys, 0);
+}
+
 X8_PTILE(ptile_q4kx8, body_q4kx8, Q4KX8_NT)
+X8_PTILE(ptile_q4kx8_warm, body_q4kx8_warm, Q4KX8_NT)
 
 /* Packed-Q4_K activations: quant_q8_K_x86's blocks (bit-identical to
  * kern_quant_q8_K_c) with bsums[k] = the sum of 32-element sub-block k. */
@@ -153,6 +169,7 @@ TGT static void quant_q8_K32_x86(const float *x, void *dst, int64_t n) {
 
 static void x86_fill_packed_k_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_K] = ptile_q4kx8;
+  ops->ptile_warm[TENSOR_TYPE_Q4_K] = ptile_q4kx8_warm;
   ops->ptile_nt[TENSOR_TYPE_Q4_K] = Q4KX8_NT;
   ops->pquant[TENSOR_TYPE_Q4_K] = quant_q8_K32_x86;
 }

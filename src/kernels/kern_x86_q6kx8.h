@@ -30,6 +30,14 @@
 #ifndef Q6KX8_NT
 #define Q6KX8_NT 4 /* tokens per tile call (as Q4KX8_NT) */
 #endif
+/* Software prefetch distance in bytes (2048 until session 6, X8_PF_DIST
+ * of kern_x86_q4x8.h). From DRAM at 4 tokens, 6 alternating rounds, one
+ * thread: 2048 x 5632 0.94 -> 0.87 ms, 256 x 2048 0.048 -> 0.043, the
+ * 32000 x 2048 output 5.78 -> 5.31; one token unchanged within the noise
+ * (docs/perf.md, "Session 6: batch tiles from DRAM"). */
+#ifndef Q6KX8_PF_DIST
+#define Q6KX8_PF_DIST 4096
+#endif
 
 /* One group of 8 interleaved Q6_K rows (n columns) x nt <= Q6KX8_NT tokens
  * of plain block_q8_K activations: y[t * ys + r] for r < 8.
@@ -67,7 +75,10 @@ TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                               -1, 12 + c, -1, 12 + c);
         const __m256i sck = _mm256_srai_epi16(_mm256_shuffle_epi8(scv, pick), 8);
         const uint8_t *wv = o + 144 + 96 * k;
-        x8_prefetch(wv, 2); /* the stream 2 KB ahead (kern_x86_q4x8.h) */
+        /* the stream Q6KX8_PF_DIST bytes ahead */
+#pragma GCC unroll 2
+        for (int i = 0; i < 2 && Q6KX8_PF_DIST > 0; i++)
+          _mm_prefetch((const char *)wv + Q6KX8_PF_DIST + 64 * i, _MM_HINT_T0);
         __m256i n0 = loadu256(wv), n1 = loadu256(wv + 32), hv = loadu256(wv + 64);
         __m256i q0 = _mm256_or_si256(_mm256_and_si256(n0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
         __m256i q1 = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));

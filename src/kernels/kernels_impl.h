@@ -135,6 +135,10 @@ struct kern_ops {
   /* packed weights (packed.c): tile, tokens per call and activation
    * quantizer per type; ptile NULL: the type is never packed */
   kern_ptile_fn ptile[TENSOR_TYPE_COUNT];
+  /* optional: the same tile without software prefetch, for calls whose
+   * group was just read by the previous call (a prompt's later token
+   * tiles); same arithmetic, so the same bits. NULL: ptile */
+  kern_ptile_fn ptile_warm[TENSOR_TYPE_COUNT];
   unsigned char ptile_nt[TENSOR_TYPE_COUNT];
   kern_quant_fn pquant[TENSOR_TYPE_COUNT];
 };
@@ -319,6 +323,7 @@ struct kern_pk {
   float *y;
   int64_t n_tokens;
   kern_ptile_fn tile; /* NULL: reference (unpack each row, ref_vec_dot) */
+  kern_ptile_fn tile_warm; /* tile for a group's 2nd.. token tile in a sweep (ops ptile_warm, else tile) */
   kern_quant_fn quant;
   uint8_t *xq;        /* quantized activations (the caller's scratch) */
   size_t xa_stride;

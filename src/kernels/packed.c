@@ -305,10 +305,13 @@ void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, i
       for (int64_t t = tb; t < te; t += j->tnt) {
         int nt = (int)(te - t < j->tnt ? te - t : j->tnt);
         const uint8_t *xa = j->xq + (size_t)t * j->xa_stride;
+        /* the first token tile streams the group in (and prefetches the
+         * next); later ones find it in cache */
+        const kern_ptile_fn tile = t == tb ? j->tile : j->tile_warm;
         if (nr == KERN_PACK_ROWS) {
-          j->tile(w, p->n_cols, xa, j->xa_stride, nt, &j->y[t * p->n_rows + r0], (size_t)p->n_rows);
+          tile(w, p->n_cols, xa, j->xa_stride, nt, &j->y[t * p->n_rows + r0], (size_t)p->n_rows);
         } else { /* padded last group: only its real rows reach y */
-          j->tile(w, p->n_cols, xa, j->xa_stride, nt, tmp, KERN_PACK_ROWS);
+          tile(w, p->n_cols, xa, j->xa_stride, nt, tmp, KERN_PACK_ROWS);
           for (int k = 0; k < nt; k++)
             memcpy(&j->y[(t + k) * p->n_rows + r0], tmp + k * KERN_PACK_ROWS, sizeof(float) * (size_t)nr);
         }
@@ -341,6 +344,7 @@ int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64
   j->tnt = KERN_TILE_TOKENS;
   if (!kern_ref_forced() && ops->ptile[p->type]) {
     j->tile = ops->ptile[p->type];
+    j->tile_warm = ops->ptile_warm[p->type] ? ops->ptile_warm[p->type] : j->tile;
     j->tnt = ops->ptile_nt[p->type];
     j->quant = ops->pquant[p->type];
     _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
