@@ -51,6 +51,19 @@ typedef struct tpool_stats {
   uint64_t sleep_ns; /* time asleep */
 } tpool_stats;
 void tpool_get_stats(const thread_pool *tp, int ith, tpool_stats *out);
+/* A timeline of jobs, for measuring (bench/decode_wall.c): while set, every
+ * tpool_run fills *t (CLOCK_MONOTONIC ns): when it published the job, when
+ * each thread (ith < TPOOL_TRACE_MAX) started its first and ended its last
+ * task of it (0: ran none), and when the caller saw every task done. Costs
+ * one branch per task when NULL (the default). One caller at a time, as
+ * tpool_run. */
+#define TPOOL_TRACE_MAX 4
+typedef struct tpool_trace {
+  int64_t publish_ns, done_ns;
+  int64_t first_ns[TPOOL_TRACE_MAX], last_ns[TPOOL_TRACE_MAX];
+  int n_jobs; /* jobs run while set (counted, the times are the last one's) */
+} tpool_trace;
+void tpool_set_trace(thread_pool *tp, tpool_trace *t);
 
 /* ---- matrix multiplication ----------------------------------------------
  * y[t][r] = sum_c W[r][c] * x[t][c] for t < n_tokens, r < n_rows.

@@ -138,6 +138,7 @@ struct thread_pool {
   _Atomic int64_t contended_until_ns; /* spin short until then (tpool_keep_spinning) */
   _Atomic uint64_t n_gaps;     /* spinning threads that found they had lost their CPU */
   atomic_bool stop;
+  _Atomic(tpool_trace *) trace; /* tpool_set_trace, or NULL */
 };
 
 static void count_add(_Atomic uint64_t *c, uint64_t v) {
@@ -153,7 +154,10 @@ static void tpool_work(thread_pool *tp, int ith, unsigned g, tpool_fn fn, void *
     if ((unsigned)(cur >> 32) != g || (int)(uint32_t)cur >= nth) return;
     if (!atomic_compare_exchange_weak(&tp->claim, &cur, cur + 1)) continue;
     int64_t t0 = tp->timing ? tpool_now_ns() : 0;
+    tpool_trace *tr = atomic_load_explicit(&tp->trace, memory_order_relaxed);
+    if (tr && ith < TPOOL_TRACE_MAX && !tr->first_ns[ith]) tr->first_ns[ith] = tpool_now_ns();
     fn(ctx, (int)(uint32_t)cur, nth);
+    if (tr && ith < TPOOL_TRACE_MAX) tr->last_ns[ith] = tpool_now_ns(); /* before n_done: the caller reads it after */
     if (tp->timing) count_add(&tp->stats[ith].busy_ns, (uint64_t)(tpool_now_ns() - t0));
     count_add(&tp->stats[ith].n_tasks, 1);
     if (atomic_fetch_add(&tp->n_done, 1) == nth - 1 && atomic_load(&tp->caller_sleeping)) {
@@ -270,6 +274,7 @@ int tpool_new(int n_threads, thread_pool **out) {
   atomic_init(&tp->contended_until_ns, 0);
   atomic_init(&tp->n_gaps, 0);
   atomic_init(&tp->stop, false);
+  atomic_init(&tp->trace, NULL);
   for (int i = 1; i < n_threads; i++) {
     struct tpool_worker *w = &tp->workers[i - 1];
     w->tp = tp;
@@ -330,6 +335,13 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
     fn(ctx, 0, 1);
     return;
   }
+  tpool_trace *tr = atomic_load_explicit(&tp->trace, memory_order_relaxed);
+  if (tr) {
+    memset(tr->first_ns, 0, sizeof tr->first_ns);
+    memset(tr->last_ns, 0, sizeof tr->last_ns);
+    tr->n_jobs++;
+    tr->publish_ns = tpool_now_ns();
+  }
   unsigned g = atomic_load(&tp->gen) + 1;
   atomic_store(&tp->fn, fn);
   atomic_store(&tp->ctx, ctx);
@@ -344,7 +356,10 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
   int64_t start = tpool_now_ns(), prev = start;
   for (;;) {
     for (int i = 0; i < 64; i++) {
-      if (atomic_load_explicit(&tp->n_done, memory_order_acquire) >= nth) return;
+      if (atomic_load_explicit(&tp->n_done, memory_order_acquire) >= nth) {
+        if (tr) tr->done_ns = tpool_now_ns();
+        return;
+      }
       TPOOL_PAUSE();
     }
     if (!tpool_keep_spinning(tp, start, &prev, tpool_now_ns())) break;
@@ -357,6 +372,11 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
   atomic_store(&tp->caller_sleeping, 0);
   pthread_mutex_unlock(&tp->mu);
   if (tp->timing) count_add(&tp->stats[0].sleep_ns, (uint64_t)(tpool_now_ns() - t0));
+  if (tr) tr->done_ns = tpool_now_ns();
+}
+
+void tpool_set_trace(thread_pool *tp, tpool_trace *t) {
+  if (tp) atomic_store(&tp->trace, t);
 }
 
 void tpool_hold_begin(thread_pool *tp) {

@@ -80,8 +80,11 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     const model_tensor *gu[2] = {gate, up};
     float *const gu_y[2] = {b->g, b->u};
     if ((rc = model_matmul_multi(c, 2, gu, gu_y, xn, m))) return rc;
+    model_prof_mark(c, MODEL_PROF_GATEUP);
     model_swiglu(c, b->g, b->u, m * F);
+    model_prof_mark(c, MODEL_PROF_SWIGLU);
     if ((rc = model_matmul(c, down, b->g, m, xn))) return rc;
+    model_prof_mark(c, MODEL_PROF_DOWN);
   }
   return 0;
 }

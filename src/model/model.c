@@ -426,8 +426,10 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
 /* ---- matrix products ------------------------------------------------------ */
 
 int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  if (c->prof) model_prof_product_begin(c, 1, &t);
   int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
                      : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (c->prof) model_prof_product_end(c);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());
@@ -447,7 +449,9 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
     parts[i] = (kern_mm_part){.packed = ts[i]->packed, .type = (int)ts[i]->type, .W = ts[i]->data,
                               .n_rows = ts[i]->n_rows, .y = ys[i]};
   }
+  if (c->prof) model_prof_product_begin(c, n_parts, ts);
   int rc = kern_matmul_multi(c->tp, parts, n_parts, ts[0]->n_cols, x, n);
+  if (c->prof) model_prof_product_end(c);
   if (rc) {
     char why[256], names[256];
     snprintf(why, sizeof why, "%s", err_detail());
@@ -695,6 +699,7 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
     /* the pass issues hundreds of small jobs: keep the workers awake
      * between them (tpool_hold_begin) */
     tpool_hold_begin(c->tp);
+    model_prof_start(c);
     int rc = c->m->ops->forward(c, &st, out);
     tpool_hold_end(c->tp);
     if (rc) return rc; /* n_past still holds the positions before the batch */

@@ -88,6 +88,7 @@ struct model_ctx {
   float *att_scratch;      /* per thread: see model_attention() */
   size_t att_scratch_floats;
   size_t buf_bytes;        /* compute buffers, for model_ctx_buf_bytes */
+  model_prof *prof;        /* model_ctx_set_prof, or NULL */
   void *arch_data;         /* the architecture's buffers */
 };
 
@@ -141,6 +142,21 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
  * layout when t is packed (a tied token_embd), else from t->data. Errors
  * name the tensor. */
 int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out);
+
+/* ---- decode profiling (prof.c) ----------------------------------------- */
+
+/* Closes the piece of work since the previous mark as an event of seg
+ * (no-op unless profiling: the check is inline). */
+void model_prof_mark_(model_ctx *c, int seg);
+static inline void model_prof_mark(model_ctx *c, int seg) {
+  if (__builtin_expect(c->prof != NULL, 0)) model_prof_mark_(c, seg);
+}
+/* Called by model_matmul(_multi) around a product when profiling: notes
+ * the weights read and turns the pool's trace on (begin) / off (end). */
+void model_prof_product_begin(model_ctx *c, int n, const model_tensor *const *ts);
+void model_prof_product_end(model_ctx *c);
+/* Starts a pass (model_decode): the next event begins now. */
+void model_prof_start(model_ctx *c);
 
 /* ---- KV cache and attention (model.c) ------------------------------------ */
 
