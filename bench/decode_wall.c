@@ -137,6 +137,11 @@ int main(int argc, char **argv) {
   uint64_t bytes = 0;
   int n_prod = 0, nq = 0;
   size_t *job_first = NULL; /* [n_prod + 1] chunk index of each product's job in jobch */
+  int *prod_seg = NULL;      /* [n_prod] the segment of each product */
+  /* per segment kind, summed over tokens: products' wall, job wall, read
+   * jobs' wall, worker start latency, thread end difference */
+  double seg_prod[MODEL_PROF_COUNT] = {0}, seg_job[MODEL_PROF_COUNT] = {0}, seg_read[MODEL_PROF_COUNT] = {0},
+         seg_wake[MODEL_PROF_COUNT] = {0}, seg_imb[MODEL_PROF_COUNT] = {0};
 
   for (int it = 0; it < n_gen; it++, pos++) {
     /* one decode token, profiled */
@@ -164,9 +169,11 @@ int main(int argc, char **argv) {
       stream = calloc(cap, sizeof *stream);
       jobch = calloc(cap, sizeof *jobch);
       job_first = calloc((size_t)prof.n + 1, sizeof *job_first);
+      prod_seg = calloc((size_t)prof.n + 1, sizeof *prod_seg);
       size_t k = 0;
       for (int e = 0; e < prof.n; e++) {
         if (!ev[e].n_w) continue;
+        prod_seg[n_prod] = ev[e].seg;
         job_first[n_prod++] = k;
         for (int w = 0; w < ev[e].n_w; w++) k = add_chunks(jobch, k, ev[e].w[w], ev[e].w_bytes[w]);
       }
@@ -185,14 +192,22 @@ int main(int argc, char **argv) {
       seg_sum[x->seg] += d;
       if (!x->n_w) continue;
       prod += d;
+      seg_prod[x->seg] += d;
       if (!x->n_jobs) continue;
       quant += (double)(x->job.publish_ns - x->t0_ns) * 1e-6;
       job += (double)(x->job.done_ns - x->job.publish_ns) * 1e-6;
+      seg_job[x->seg] += (double)(x->job.done_ns - x->job.publish_ns) * 1e-6;
       tail += (double)(x->t1_ns - x->job.done_ns) * 1e-6;
       if (n_threads > 1) {
         int64_t a = x->job.last_ns[0], b = x->job.last_ns[1];
-        if (a && b) imbal += (double)(a > b ? a - b : b - a) * 1e-6;
-        if (x->job.first_ns[1]) wake += (double)(x->job.first_ns[1] - x->job.publish_ns) * 1e-6;
+        if (a && b) {
+          imbal += (double)(a > b ? a - b : b - a) * 1e-6;
+          seg_imb[x->seg] += (double)(a > b ? a - b : b - a) * 1e-6;
+        }
+        if (x->job.first_ns[1]) {
+          wake += (double)(x->job.first_ns[1] - x->job.publish_ns) * 1e-6;
+          seg_wake[x->seg] += (double)(x->job.first_ns[1] - x->job.publish_ns) * 1e-6;
+        }
       }
     }
     q[Q_DECODE][nq] = (double)(t1 - t0) * 1e-6;
@@ -210,7 +225,9 @@ int main(int argc, char **argv) {
     for (int p = 0; p < n_prod; p++) {
       rd_job j = {.ch = jobch + job_first[p], .n_ch = job_first[p + 1] - job_first[p]};
       atomic_init(&j.next, 0);
+      int64_t a = now_ns();
       tpool_run(tp, rd_worker, &j);
+      seg_read[prod_seg[p]] += (double)(now_ns() - a) * 1e-6;
     }
     int64_t r1 = now_ns();
     rd_job js = {.ch = stream, .n_ch = n_stream};
@@ -235,8 +252,15 @@ int main(int argc, char **argv) {
     med[i] = median(q[i], nq);
     printf("  %-46s %8.3f\n", q_names[i], med[i]);
   }
-  printf("\nmean ms per token by piece:\n");
-  for (int s = 0; s < MODEL_PROF_COUNT; s++) printf("  %-10s %8.3f\n", model_prof_seg_name(s), seg_sum[s] / nq);
+  printf("\nmeans, ms per token by piece: wall, and for products: pool job, read job of the same buffers,\n"
+         "worker start latency, |thread end difference|\n");
+  for (int s = 0; s < MODEL_PROF_COUNT; s++) {
+    printf("  %-10s %8.3f", model_prof_seg_name(s), seg_sum[s] / nq);
+    if (seg_prod[s] > 0)
+      printf("  job %8.3f  read %8.3f (%.2f)  wake %6.3f  imbal %6.3f", seg_job[s] / nq, seg_read[s] / nq,
+             seg_read[s] / seg_prod[s], seg_wake[s] / nq, seg_imb[s] / nq);
+    printf("\n");
+  }
   printf("\ndecode %.2f t/s = %.1f GB/s of weights; stream read %.1f GB/s; jobs read %.1f GB/s\n",
          1e3 / med[Q_DECODE], (double)bytes / med[Q_DECODE] * 1e-6, (double)bytes / med[Q_STREAM] * 1e-6,
          (double)bytes / med[Q_JOBS] * 1e-6);
