@@ -89,6 +89,7 @@ struct model_ctx {
   size_t att_scratch_floats;
   size_t buf_bytes;        /* compute buffers, for model_ctx_buf_bytes */
   model_prof *prof;        /* model_ctx_set_prof, or NULL */
+  size_t prefetch_bytes;   /* model_prefetch's cap (model_ctx_set_prefetch) */
   void *arch_data;         /* the architecture's buffers */
 };
 
@@ -137,6 +138,17 @@ int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n,
  * errors name the tensors. */
 int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
                        int64_t n);
+
+/* Steps of at most this many tokens hint the next product's weights to
+ * the pool (model_prefetch): they read the weights about once, so memory
+ * would otherwise idle during the serial work between products. */
+#define MODEL_PREFETCH_TOKENS 16
+/* Asks the pool's idle workers to read the first c->prefetch_bytes of t's
+ * weights (tpool_prefetch) when the step has n <= MODEL_PREFETCH_TOKENS
+ * tokens: called before the product that precedes t's, so that the
+ * workers fill the caches during that product's tail and the serial work
+ * after it. t NULL: nothing. */
+void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n);
 
 /* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
  * layout when t is packed (a tied token_embd), else from t->data. Errors
@@ -219,8 +231,9 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
 /* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
  * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
  * model_ffn_rows tokens through b->g and b->u (gate and up in one fused
- * job, model_matmul_multi). */
+ * job, model_matmul_multi). next: the product after the feed-forward (the
+ * next layer's Wq, or the output), for model_prefetch, or NULL. */
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
-                    model_dense_bufs *b, int64_t n);
+                    const model_tensor *next, model_dense_bufs *b, int64_t n);
 
 #endif
