@@ -44,11 +44,18 @@ void tpool_hold_end(thread_pool *tp);
  * serial work between jobs, when memory would sit idle. A worker stops at
  * the next job (checked every 4 KiB) and the bytes it read are the first
  * ones the next product wants, so that product starts from cache. A newer
- * request replaces an older one; outside a hold, with one thread or n 0 it
- * does nothing. The memory must stay readable until the hold scope ends:
+ * request replaces an older one; outside a hold, with one thread, n 0 or
+ * while the pool sees the machine oversubscribed it does nothing. The memory must stay readable until the hold scope ends:
  * the end of the outermost scope cancels the request and waits for the
  * workers to drop it. Changes timing only, never results. */
 void tpool_prefetch(thread_pool *tp, const void *p, size_t n);
+/* True when no worker is asleep (all spinning inside a hold scope), so a
+ * job of a few microseconds of work pays: a sleeping worker costs the
+ * caller a futex wake, tens of microseconds on a busy host. False for
+ * tp NULL or one thread. A hint for choosing between tpool_run and
+ * running fn(ctx, 0, 1) in the caller; never changes results when fn's
+ * result does not depend on nth. */
+bool tpool_workers_awake(const thread_pool *tp);
 /* Per-thread counters since tpool_new (thread 0 is the caller). busy_ns
  * and sleep_ns stay 0 unless PARLEY_TPOOL_STATS=1 was set when the pool
  * was made (it also prints them to stderr at tpool_free). tp NULL or ith

@@ -446,6 +446,9 @@ static void tpool_pf_set(thread_pool *tp, const void *p, size_t n) {
 
 void tpool_prefetch(thread_pool *tp, const void *p, size_t n) {
   if (!tp || tp->n_threads == 1 || atomic_load_explicit(&tp->hold, memory_order_relaxed) <= 0) return;
+  /* oversubscribed (tpool_keep_spinning): workers sleep rather than spin,
+   * and other processes' traffic evicts what they would read early */
+  if (tpool_now_ns() < atomic_load_explicit(&tp->contended_until_ns, memory_order_relaxed)) return;
   tpool_pf_set(tp, p, n);
 }
 
@@ -462,6 +465,14 @@ void tpool_hold_end(thread_pool *tp) {
   }
   atomic_store(&tp->released_ns, tpool_now_ns());
   atomic_fetch_sub(&tp->hold, 1);
+}
+
+bool tpool_workers_awake(const thread_pool *tp) {
+  if (!tp || tp->n_threads == 1) return false;
+  thread_pool *t = (thread_pool *)tp; /* atomics: loads only */
+  return atomic_load_explicit(&t->n_sleeping, memory_order_relaxed) == 0 &&
+         atomic_load_explicit(&t->hold, memory_order_relaxed) > 0 &&
+         tpool_now_ns() >= atomic_load_explicit(&t->contended_until_ns, memory_order_relaxed);
 }
 
 void tpool_get_stats(const thread_pool *tp, int ith, tpool_stats *out) {

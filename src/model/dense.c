@@ -56,15 +56,26 @@ struct swiglu_job {
   int64_t n;
 };
 
+/* Each task one slice, whole cache lines (16 floats) apart so that two
+ * threads never write the same line. */
 static void swiglu_worker(void *ctx, int ith, int nth) {
   struct swiglu_job *j = ctx;
-  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
+  int64_t per = ((j->n + nth - 1) / nth + 15) & ~(int64_t)15, a = per * ith, e = a + per < j->n ? a + per : j->n;
   if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
 }
 
+/* One token's n_ff values (5632 for TinyLlama: an expf each, ~35 us on one
+ * core) already pay for a pool job when the workers spin (inside the
+ * forward pass's hold scope on a quiet machine: the job costs a
+ * microsecond or two), not when one sleeps (a futex wake, tens of
+ * microseconds under load): tpool_workers_awake decides. From
+ * MODEL_SWIGLU_POOL_ALWAYS values (prompts) the pool always pays. */
+#define MODEL_SWIGLU_POOL_MIN 2048
+#define MODEL_SWIGLU_POOL_ALWAYS 16384
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
   struct swiglu_job sj = {g, u, n};
-  if (n < 16384)
+  if (c->n_threads == 1 || n < MODEL_SWIGLU_POOL_MIN ||
+      (n < MODEL_SWIGLU_POOL_ALWAYS && !tpool_workers_awake(c->tp)))
     swiglu_worker(&sj, 0, 1);
   else
     tpool_run(c->tp, swiglu_worker, &sj);

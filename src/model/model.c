@@ -561,6 +561,12 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   }
   c->n_threads = tpool_n_threads(c->tp);
   c->prefetch_bytes = MODEL_PREFETCH_DEFAULT;
+  const char *pf = getenv("PARLEY_PREFETCH_KB"); /* for measuring: 0 turns it off */
+  if (pf && *pf) {
+    char *end = NULL;
+    long kb = strtol(pf, &end, 10);
+    if (end && *end == '\0' && kb >= 0 && kb <= 65536) c->prefetch_bytes = (size_t)kb << 10;
+  }
 
   size_t per_layer = 0, kv_total = 0;
   /* positions rounded up to whole attention tiles (the v layout) */
