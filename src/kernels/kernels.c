@@ -382,10 +382,7 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
   s->n_unit_chunks = s->n_big = (n_units + cu - 1) / cu;
   kern_split_tokens(nth, s->n_unit_chunks, n_tokens, tnt, &s->chunk_toks, &s->n_tok_chunks);
   if (nth > 1 && s->n_tok_chunks == 1 && n_units >= (int64_t)nth * 16 * min_units) {
-    /* small: ~1/(128 nth) of the product, so the threads' end times differ
-     * by a few microseconds at most (bench/decode_wall.c measured 1/(32 nth)
-     * leaving them ~8 us apart per one-token product, 2% of a token) */
-    int64_t big = (n_units + nth * 4 - 1) / (nth * 4), small = (n_units + nth * 128 - 1) / (nth * 128);
+    int64_t big = (n_units + nth * 4 - 1) / (nth * 4), small = (n_units + nth * 32 - 1) / (nth * 32);
     if (small < min_units) small = min_units;
     int64_t n_big = n_units * 3 / 4 / big, rest = n_units - n_big * big;
     s->big = big;

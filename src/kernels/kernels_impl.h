@@ -241,7 +241,7 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * one token chunk (generation) and at least nth * 16 * min_units units, the
  * threads finish together only as closely as the last chunk is short, so
  * about 3/4 of the units go in ~3 big chunks per thread (taken first) and
- * the rest in ~32 small ones per thread (at least min_units), taken last by
+ * the rest in ~16 small ones per thread (at least min_units), taken last by
  * whichever thread is free. Which thread computes a unit never changes its
  * result. */
 struct kern_split {
