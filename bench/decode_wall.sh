@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/step.sh - cost of one batching step by its makeup (bench/decode_wall.c).
+# bench/decode_wall.sh - one decode token's wall time by piece against reading the same weights in the same process (bench/decode_wall.c).
 # Builds against build/libparley.a (make all first). Not part of the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
