@@ -56,22 +56,33 @@ struct swiglu_job {
   int64_t n;
 };
 
+/* Each task one slice, whole cache lines (16 floats) apart so that two
+ * threads never write the same line. */
 static void swiglu_worker(void *ctx, int ith, int nth) {
   struct swiglu_job *j = ctx;
-  int64_t per = (j->n + nth - 1) / nth, a = per * ith, e = a + per < j->n ? a + per : j->n;
+  int64_t per = ((j->n + nth - 1) / nth + 15) & ~(int64_t)15, a = per * ith, e = a + per < j->n ? a + per : j->n;
   if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
 }
 
+/* One token's n_ff values (5632 for TinyLlama: an expf each, ~35 us on one
+ * core) already pay for a pool job when the workers spin (inside the
+ * forward pass's hold scope on a quiet machine: the job costs a
+ * microsecond or two), not when one sleeps (a futex wake, tens of
+ * microseconds under load): tpool_workers_awake decides. From
+ * MODEL_SWIGLU_POOL_ALWAYS values (prompts) the pool always pays. */
+#define MODEL_SWIGLU_POOL_MIN 2048
+#define MODEL_SWIGLU_POOL_ALWAYS 16384
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
   struct swiglu_job sj = {g, u, n};
-  if (n < 16384)
+  if (c->n_threads == 1 || n < MODEL_SWIGLU_POOL_MIN ||
+      (n < MODEL_SWIGLU_POOL_ALWAYS && !tpool_workers_awake(c->tp)))
     swiglu_worker(&sj, 0, 1);
   else
     tpool_run(c->tp, swiglu_worker, &sj);
 }
 
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
-                    model_dense_bufs *b, int64_t n) {
+                    const model_tensor *next, model_dense_bufs *b, int64_t n) {
   const int64_t E = c->m->hp.n_embd, F = c->m->hp.n_ff, FR = model_ffn_rows(c);
   for (int64_t t0 = 0; t0 < n; t0 += FR) {
     const int64_t m = n - t0 < FR ? n - t0 : FR;
@@ -79,9 +90,14 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     int rc;
     const model_tensor *gu[2] = {gate, up};
     float *const gu_y[2] = {b->g, b->u};
+    model_prefetch(c, down, n);
     if ((rc = model_matmul_multi(c, 2, gu, gu_y, xn, m))) return rc;
+    model_prof_mark(c, MODEL_PROF_GATEUP);
     model_swiglu(c, b->g, b->u, m * F);
+    model_prof_mark(c, MODEL_PROF_SWIGLU);
+    model_prefetch(c, next, n);
     if ((rc = model_matmul(c, down, b->g, m, xn))) return rc;
+    model_prof_mark(c, MODEL_PROF_DOWN);
   }
   return 0;
 }

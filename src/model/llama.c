@@ -131,30 +131,45 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
     if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
   }
+  model_prof_mark(c, MODEL_PROF_EMBED);
+  if (hp->n_layer > 0) model_prefetch(c, &w->layers[0].wq, n);
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const llama_layer *L = &w->layers[l];
+    const model_tensor *next = l + 1 < hp->n_layer ? &w->layers[l + 1].wq : st->n_out ? &w->output : NULL;
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
+    model_prof_mark(c, MODEL_PROF_NORM);
     const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_y[3] = {b->q, b->k, b->v};
+    model_prefetch(c, &L->wo, n);
     if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
+    model_prof_mark(c, MODEL_PROF_QKV);
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
     }
     model_kv_store(c, l, st, b->k, b->v);
+    model_prof_mark(c, MODEL_PROF_ROPE_KV);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
+    model_prof_mark(c, MODEL_PROF_ATTN);
+    model_prefetch(c, &L->gate, n);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
+    model_prof_mark(c, MODEL_PROF_WO);
     ops_add(b->x, b->xn, n * E);
+    model_prof_mark(c, MODEL_PROF_ADD);
 
     for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
-    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, b, n))) return rc;
+    model_prof_mark(c, MODEL_PROF_NORM);
+    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, next, b, n))) return rc;
     ops_add(b->x, b->xn, n * E);
+    model_prof_mark(c, MODEL_PROF_ADD);
   }
 
   if (st->n_out == 0) return 0;
   for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
-  return model_matmul(c, &w->output, b->xn, st->n_out, logits);
+  rc = model_matmul(c, &w->output, b->xn, st->n_out, logits);
+  model_prof_mark(c, MODEL_PROF_LOGITS);
+  return rc;
 }
 
 const model_arch_ops model_arch_llama = {

@@ -427,8 +427,10 @@ int model_bind_vector(model *m, const float **out, int64_t n, int flags, const c
 /* ---- matrix products ------------------------------------------------------ */
 
 int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n, float *y) {
+  if (c->prof) model_prof_product_begin(c, 1, &t);
   int rc = t->packed ? kern_matmul_packed(c->tp, t->packed, x, n, y)
                      : kern_matmul(c->tp, (int)t->type, t->data, t->n_rows, t->n_cols, x, n, y);
+  if (c->prof) model_prof_product_end(c);
   if (rc) {
     char why[256];
     snprintf(why, sizeof why, "%s", err_detail());
@@ -448,7 +450,9 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
     parts[i] = (kern_mm_part){.packed = ts[i]->packed, .type = (int)ts[i]->type, .W = ts[i]->data,
                               .n_rows = ts[i]->n_rows, .y = ys[i]};
   }
+  if (c->prof) model_prof_product_begin(c, n_parts, ts);
   int rc = kern_matmul_multi(c->tp, parts, n_parts, ts[0]->n_cols, x, n);
+  if (c->prof) model_prof_product_end(c);
   if (rc) {
     char why[256], names[256];
     snprintf(why, sizeof why, "%s", err_detail());
@@ -460,6 +464,15 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
   }
   return 0;
 }
+
+void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n) {
+  if (!t || n > MODEL_PREFETCH_TOKENS || !c->prefetch_bytes) return;
+  const void *p = t->packed ? (const void *)t->packed : t->data;
+  size_t bytes = t->packed ? kern_packed_bytes(t->packed) : t->row_bytes * (size_t)t->n_rows;
+  tpool_prefetch(c->tp, p, bytes < c->prefetch_bytes ? bytes : c->prefetch_bytes);
+}
+
+void model_ctx_set_prefetch(model_ctx *c, size_t max_bytes) { c->prefetch_bytes = max_bytes; }
 
 int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out) {
   int rc = t->packed ? kern_packed_row_f32(t->packed, r, out)
@@ -541,6 +554,13 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
     c->own_tp = true;
   }
   c->n_threads = tpool_n_threads(c->tp);
+  c->prefetch_bytes = MODEL_PREFETCH_DEFAULT;
+  const char *pf = getenv("PARLEY_PREFETCH_KB"); /* for measuring: 0 turns it off */
+  if (pf && *pf) {
+    char *end = NULL;
+    long kb = strtol(pf, &end, 10);
+    if (end && *end == '\0' && kb >= 0 && kb <= 65536) c->prefetch_bytes = (size_t)kb << 10;
+  }
 
   size_t per_layer = 0, kv_total = 0;
   /* positions rounded up to whole attention tiles (the v layout) */
@@ -691,6 +711,7 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
     /* the pass issues hundreds of small jobs: keep the workers awake
      * between them (tpool_hold_begin) */
     tpool_hold_begin(c->tp);
+    model_prof_start(c);
     int rc = c->m->ops->forward(c, &st, out);
     tpool_hold_end(c->tp);
     if (rc) return rc; /* n_past still holds the positions before the batch */

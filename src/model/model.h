@@ -155,6 +155,57 @@ size_t model_ctx_buf_bytes(const model_ctx *c);
 /* The pool the context computes with (its own or the borrowed one). */
 thread_pool *model_ctx_pool(model_ctx *c);
 
+/* ---- decode profiling (bench/decode_wall.c; src/model/prof.c) -----------
+ * While a model_prof is set on a context, each forward pass of the dense
+ * decoders (llama, qwen) appends one event per piece of its work, in
+ * order: the piece's wall time and, for a matrix product, the weight
+ * buffers it read and the pool's timeline of its job (tpool_trace). Off
+ * (NULL, the default) it costs one branch per piece. For measuring only. */
+enum model_prof_seg {
+  MODEL_PROF_EMBED,   /* embedding rows, rope cache */
+  MODEL_PROF_NORM,    /* rms norms */
+  MODEL_PROF_QKV,     /* Wq, Wk, Wv (one job) */
+  MODEL_PROF_ROPE_KV, /* biases, rope, storing k and v */
+  MODEL_PROF_ATTN,    /* model_attention */
+  MODEL_PROF_WO,
+  MODEL_PROF_ADD,     /* residual adds */
+  MODEL_PROF_GATEUP,  /* gate, up (one job) */
+  MODEL_PROF_SWIGLU,
+  MODEL_PROF_DOWN,
+  MODEL_PROF_LOGITS,  /* output norm and product */
+  MODEL_PROF_COUNT
+};
+#define MODEL_PROF_MAX_W 4
+typedef struct model_prof_ev {
+  int seg;                             /* enum model_prof_seg */
+  int64_t t0_ns, t1_ns;                /* CLOCK_MONOTONIC */
+  int n_w;                             /* weight buffers read (products) */
+  const void *w[MODEL_PROF_MAX_W];
+  size_t w_bytes[MODEL_PROF_MAX_W];
+  int n_jobs;                          /* pool jobs of the piece */
+  tpool_trace job;                     /* the last one's timeline */
+} model_prof_ev;
+typedef struct model_prof {
+  model_prof_ev *ev; /* caller's array of cap events */
+  int cap, n;        /* n: events so far (reset it between passes) */
+  int64_t t_last;    /* end of the previous event */
+  /* internal: the product the next event closes */
+  int pend_n_w;
+  const void *pend_w[MODEL_PROF_MAX_W];
+  size_t pend_bytes[MODEL_PROF_MAX_W];
+  tpool_trace trace;
+} model_prof;
+const char *model_prof_seg_name(int seg);
+/* The most bytes of the next product's weights the pool's workers read
+ * ahead while the caller finishes a product and does the serial work
+ * after it (model_prefetch; default MODEL_PREFETCH_DEFAULT, or
+ * PARLEY_PREFETCH_KB (0..65536) from the environment when the context is
+ * made; 0 off). For measuring (bench/decode_wall.c alternates it): timing
+ * only, never results. */
+#define MODEL_PREFETCH_DEFAULT ((size_t)1 << 20)
+void model_ctx_set_prefetch(model_ctx *c, size_t max_bytes);
+void model_ctx_set_prof(model_ctx *c, model_prof *p);
+
 enum model_logits {
   MODEL_LOGITS_LAST = 0, /* the last token (of each sequence) only */
   MODEL_LOGITS_ALL = 1,  /* one row per token */

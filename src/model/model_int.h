@@ -89,6 +89,8 @@ struct model_ctx {
   float *att_scratch;      /* per thread: see model_attention() */
   size_t att_scratch_floats;
   size_t buf_bytes;        /* compute buffers, for model_ctx_buf_bytes */
+  model_prof *prof;        /* model_ctx_set_prof, or NULL */
+  size_t prefetch_bytes;   /* model_prefetch's cap (model_ctx_set_prefetch) */
   void *arch_data;         /* the architecture's buffers */
 };
 
@@ -138,10 +140,36 @@ int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n,
 int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
                        int64_t n);
 
+/* Steps of at most this many tokens hint the next product's weights to
+ * the pool (model_prefetch): they read the weights about once, so memory
+ * would otherwise idle during the serial work between products. */
+#define MODEL_PREFETCH_TOKENS 16
+/* Asks the pool's idle workers to read the first c->prefetch_bytes of t's
+ * weights (tpool_prefetch) when the step has n <= MODEL_PREFETCH_TOKENS
+ * tokens: called before the product that precedes t's, so that the
+ * workers fill the caches during that product's tail and the serial work
+ * after it. t NULL: nothing. */
+void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n);
+
 /* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
  * layout when t is packed (a tied token_embd), else from t->data. Errors
  * name the tensor. */
 int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out);
+
+/* ---- decode profiling (prof.c) ----------------------------------------- */
+
+/* Closes the piece of work since the previous mark as an event of seg
+ * (no-op unless profiling: the check is inline). */
+void model_prof_mark_(model_ctx *c, int seg);
+static inline void model_prof_mark(model_ctx *c, int seg) {
+  if (__builtin_expect(c->prof != NULL, 0)) model_prof_mark_(c, seg);
+}
+/* Called by model_matmul(_multi) around a product when profiling: notes
+ * the weights read and turns the pool's trace on (begin) / off (end). */
+void model_prof_product_begin(model_ctx *c, int n, const model_tensor *const *ts);
+void model_prof_product_end(model_ctx *c);
+/* Starts a pass (model_decode): the next event begins now. */
+void model_prof_start(model_ctx *c);
 
 /* ---- KV cache (model.c) and attention (attn.c) --------------------------- */
 
@@ -226,8 +254,9 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
 /* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
  * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
  * model_ffn_rows tokens through b->g and b->u (gate and up in one fused
- * job, model_matmul_multi). */
+ * job, model_matmul_multi). next: the product after the feed-forward (the
+ * next layer's Wq, or the output), for model_prefetch, or NULL. */
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
-                    model_dense_bufs *b, int64_t n);
+                    const model_tensor *next, model_dense_bufs *b, int64_t n);
 
 #endif
