@@ -9,7 +9,7 @@
  * where rms(v) = v / sqrt(mean(v^2) + eps) * norm_weight, RoPE is the
  * "normal" style (adjacent pairs: the usual converter permutes the q and k
  * rows of Hugging Face checkpoints so that this style reproduces them), and
- * attention is causal with grouped query heads (model.c). Logits =
+ * attention is causal with grouped query heads (attn.c). Logits =
  * output . rms(out) with output.weight, or token_embd.weight when the file
  * has no output tensor (tied embeddings).
  *

@@ -27,7 +27,7 @@
  *
  * Start reading at qwen_forward(). Matrix products are kern_matmul over all
  * tokens of the step (q, k, v in one pool job, gate, up in another: biases
- * and q/k norms after); the KV cache and attention are model.c's. Buffers are
+ * and q/k norms after); the KV cache is model.c's, attention attn.c's. Buffers are
  * allocated once per context in qwen_ctx_init().
  */
 #include <math.h>
