@@ -141,8 +141,9 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
                        int64_t n);
 
 /* Steps of at most this many tokens hint the next product's weights to
- * the pool (model_prefetch): they read the weights about once, so memory
- * would otherwise idle during the serial work between products. */
+ * the pool (model_prefetch) when c->prefetch_bytes is set (off by
+ * default, model.h): they read the weights about once, so memory would
+ * otherwise idle during the serial work between products. */
 #define MODEL_PREFETCH_TOKENS 16
 /* Asks the pool's idle workers to read the first c->prefetch_bytes of t's
  * weights (tpool_prefetch) when the step has n <= MODEL_PREFETCH_TOKENS
