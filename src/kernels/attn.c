@@ -316,7 +316,7 @@ TGT static void exp_avx2(const float *x, float *y, int64_t n) {
 }
 #endif
 
-bool kern_attn_fast(void) {
+bool kern_avx2_fast(void) {
 #if defined(__x86_64__)
   const char *isa = kern_isa();
   return strcmp(isa, "avx2") == 0 || strncmp(isa, "avx512", 6) == 0;
@@ -328,7 +328,7 @@ bool kern_attn_fast(void) {
 void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
                     const int32_t *lim, float *m, float *l, float *ot, float *st) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     tile_avx2(qt, k, vt, ldv, np, hd, lim, m, l, ot, st);
     return;
   }
@@ -338,7 +338,7 @@ void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ld
 
 void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     f16_avx2(src, dst, n);
     return;
   }
@@ -348,7 +348,7 @@ void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
 
 void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     f16_sat_avx2(src, dst, n);
     return;
   }
@@ -358,7 +358,7 @@ void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n) {
 
 void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *out) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     q8_rows_avx2(rows, row_bytes, np, hd, out);
     return;
   }
@@ -374,7 +374,7 @@ void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t 
 
 void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *vt, int64_t ldv) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     q8_tile_t_avx2(rows, row_bytes, np, hd, vt, ldv);
     return;
   }
@@ -390,7 +390,7 @@ void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_
 
 void kern_exp_f32(const float *x, float *y, int64_t n) {
 #if defined(__x86_64__)
-  if (kern_attn_fast()) {
+  if (kern_avx2_fast()) {
     exp_avx2(x, y, n);
     return;
   }

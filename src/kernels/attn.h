@@ -69,8 +69,9 @@ void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_
  * 88.3 give exp(88.3). y may alias x. */
 void kern_exp_f32(const float *x, float *y, int64_t n);
 
-/* True when kern_attn_tile runs the AVX2 body (false: the plain C one, also
- * while the reference kernels are forced). */
-bool kern_attn_fast(void);
+/* True when the AVX2/FMA/F16C forms run: kern_attn_tile's body, the
+ * conversions above and ops.c's element-wise ops (false: the plain C ones,
+ * also while the reference kernels are forced). */
+bool kern_avx2_fast(void);
 
 #endif

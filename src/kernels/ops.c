@@ -16,7 +16,7 @@
 #if defined(__x86_64__)
 #define FAST(call)          \
   do {                      \
-    if (kern_attn_fast()) { \
+    if (kern_avx2_fast()) { \
       call;                 \
       return;               \
     }                       \

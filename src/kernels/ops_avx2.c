@@ -1,7 +1,7 @@
 /*
  * ops_avx2.c - AVX2 + FMA forms of the element-wise operations a prompt
  * spends measurable time in (ops.h): RMSNorm, SwiGLU / SiLU, RoPE with
- * cached angles and the residual add. ops.c calls them when kern_attn_fast() says the CPU has
+ * cached angles and the residual add. ops.c calls them when kern_avx2_fast() says the CPU has
  * AVX2 + FMA + F16C and the reference kernels are not forced.
  *
  * Why: on a 512-token prompt the plain loops (libm expf per element for

@@ -1,6 +1,6 @@
 /*
  * ops_avx2.h - AVX2 + FMA twins of some ops.h functions (ops_avx2.c says
- * how they differ), for ops.c to call after checking kern_attn_fast().
+ * how they differ), for ops.c to call after checking kern_avx2_fast().
  * x86-64 only; internal to src/kernels/.
  */
 #ifndef PARLEY_KERNELS_OPS_AVX2_H

@@ -52,7 +52,7 @@ TEST(attn_exp_error_bound) {
   for (int ref = 0; ref <= 1; ref++) {
     kern_force_reference(ref);
     double w = exp_max_rel_err();
-    printf("    %s: max relative error %.3g\n", kern_attn_fast() ? "avx2" : "plain C", w);
+    printf("    %s: max relative error %.3g\n", kern_avx2_fast() ? "avx2" : "plain C", w);
     EXPECT_TRUE(w < 4e-7);
     /* edges (9 values: also the scalar tail of the vector loop) */
     float x[9] = {0.0f, -INFINITY, -87.5f, -1000.0f, 100.0f, 1.0f, -1.0f, 88.0f, -87.0f}, y[9];
@@ -188,12 +188,12 @@ TEST(attn_against_double_reference) {
             double e = attn_case(shapes[si].nh, shapes[si].nkv, shapes[si].hd, kvs[ki], lens[li].L, lens[li].T, th);
             if (e < 0 || e > 1e-10)
               test_fail_at(__FILE__, __LINE__, "%s heads %lld/%lld hd %lld %s L=%lld T=%lld threads %d: nmse %.3g",
-                           kern_attn_fast() ? "avx2" : "plain", (long long)shapes[si].nh, (long long)shapes[si].nkv,
+                           kern_avx2_fast() ? "avx2" : "plain", (long long)shapes[si].nh, (long long)shapes[si].nkv,
                            (long long)shapes[si].hd, model_kv_type_name(kvs[ki]), (long long)lens[li].L,
                            (long long)lens[li].T, th, e);
             if (e > worst) worst = e;
           }
-        printf("    %s heads %lld/%lld hd %lld %s: worst nmse %.3g\n", kern_attn_fast() ? "avx2" : "plain",
+        printf("    %s heads %lld/%lld hd %lld %s: worst nmse %.3g\n", kern_avx2_fast() ? "avx2" : "plain",
                (long long)shapes[si].nh, (long long)shapes[si].nkv, (long long)shapes[si].hd,
                model_kv_type_name(kvs[ki]), worst);
       }
@@ -208,7 +208,7 @@ TEST(attn_against_double_reference) {
  * 4e-7 plus a division; measured 4.5e-7), SwiGLU 2e-6 (one more product
  * rounded on both sides; measured 1e-6), RMSNorm 1e-6 relative, add exact. */
 TEST(attn_ops_avx2_match_plain) {
-  if (!kern_attn_fast()) TEST_SKIP("no AVX2 on this CPU");
+  if (!kern_avx2_fast()) TEST_SKIP("no AVX2 on this CPU");
   const int64_t lens[] = {1, 7, 8, 13, 64, 2053};
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
     int64_t n = lens[li];
@@ -285,7 +285,7 @@ TEST(attn_f16_store_exact) {
  * 128, 3 heads): the rotation is a 2x2 product, so the forms differ by an
  * FMA rounding only: 1e-6 of the vector's size. */
 TEST(attn_rope_avx2_match_plain) {
-  if (!kern_attn_fast()) TEST_SKIP("no AVX2 on this CPU");
+  if (!kern_avx2_fast()) TEST_SKIP("no AVX2 on this CPU");
   const int32_t shapes[2][2] = {{20, 24}, {128, 128}};
   for (int st = 0; st < 2; st++)
     for (int si = 0; si < 2; si++) {
