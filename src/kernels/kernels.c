@@ -53,21 +53,46 @@ static void kern_tls_scratch_free(void *arg) {
   free(s);
 }
 
+/* The variants in order of preference, the best first. */
+static int (*const g_variants[])(struct kern_ops *) = {kern_ops_avx512, kern_ops_avx2, kern_ops_neon,
+                                                       kern_ops_scalar};
+
+/* Fills g_ops with the best variant the CPU runs, skipping those ranked
+ * above `cap` (an isa name, or NULL for no cap). False when cap names no
+ * variant this CPU runs (g_ops then unchanged). */
+static bool kern_dispatch(const char *cap) {
+  bool capped = cap != NULL;
+  for (size_t i = 0; i < sizeof g_variants / sizeof g_variants[0]; i++) {
+    struct kern_ops o;
+    memset(&o, 0, sizeof o);
+    if (!g_variants[i](&o)) continue;
+    if (capped && strcmp(o.isa, cap) != 0) continue;
+    g_ops = o;
+    return true;
+  }
+  return false;
+}
+
 static void kern_init(void) {
   memset(&g_ops, 0, sizeof g_ops);
   g_ops.isa = "scalar";
-  struct kern_ops o;
-  memset(&o, 0, sizeof o);
-  if (kern_ops_avx512(&o) || kern_ops_avx2(&o) || kern_ops_neon(&o) || kern_ops_scalar(&o))
-    g_ops = o;
   g_scratch_key_ok = pthread_key_create(&g_scratch_key, kern_tls_scratch_free) == 0;
   const char *env = getenv("PARLEY_KERNELS");
   if (env && strcmp(env, "reference") == 0) atomic_store(&g_force_ref, true);
+  /* PARLEY_KERNELS=avx2 (any isa name): that variant, if the CPU runs it,
+   * for A/B runs of two variants with one binary */
+  if (!env || !*env || strcmp(env, "reference") == 0 || !kern_dispatch(env)) kern_dispatch(NULL);
 }
+
 
 static const struct kern_ops *kern_get_ops(void) {
   pthread_once(&g_once, kern_init);
   return &g_ops;
+}
+
+bool kern_use_isa(const char *isa) {
+  kern_get_ops();
+  return kern_dispatch(isa);
 }
 
 void kern_force_reference(bool on) {

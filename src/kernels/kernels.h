@@ -179,6 +179,13 @@ void kern_force_reference(bool on);
 /* What dispatch chose: "avx512-vnni", "avx2", "neon", "scalar", or
  * "reference" while the reference kernels are forced. */
 const char *kern_isa(void);
+/* Switches dispatch to the variant named isa ("avx2", "avx512-vnni",
+ * "neon", "scalar"), or back to the best one with NULL, so that tests can
+ * run every variant the CPU has. Weights packed by kern_pack keep their
+ * layout across variants. Not safe while kernels run: call it between
+ * calls, from one thread. False (dispatch unchanged) when the CPU lacks
+ * the variant. PARLEY_KERNELS=isa at first use does the same. */
+bool kern_use_isa(const char *isa);
 /* True when kern_matmul has a fast (non-reference) kernel for type on this
  * CPU. */
 bool kern_has_fast(int type);

@@ -189,7 +189,13 @@ done:
   tpool_free(tp);
 }
 
-TEST(kernels_matmul_fast_vs_double) { kt_run_shapes(false); }
+/* Under every variant this CPU runs (AVX-512 and AVX2 on such a CPU). */
+TEST(kernels_matmul_fast_vs_double) {
+  static const char *const isas[] = {"avx512-vnni", "avx2", "neon", "scalar"};
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+    if (kern_use_isa(isas[i])) kt_run_shapes(false);
+  kern_use_isa(NULL);
+}
 
 TEST(kernels_matmul_reference_vs_double) { kt_run_shapes(true); }
 
@@ -537,6 +543,14 @@ TEST(kernels_isa_name) {
     for (int i = 0; i < KT_N_TYPES; i++) /* every type of the tests has a fast kernel */
       TEST_CHECK_(kern_has_fast(kt_types[i].type), 0, "no fast kernel for %s",
                   tensor_type_name((uint32_t)kt_types[i].type));
+    /* kern_use_isa switches to a lesser variant and back; an unknown name
+     * changes nothing */
+    EXPECT_TRUE(kern_use_isa("avx2"));
+    EXPECT_STR_EQ(kern_isa(), "avx2");
+    EXPECT_FALSE(kern_use_isa("avx9000"));
+    EXPECT_STR_EQ(kern_isa(), "avx2");
+    EXPECT_TRUE(kern_use_isa(NULL));
+    EXPECT_STR_EQ(kern_isa(), isa);
   }
 #endif
 }

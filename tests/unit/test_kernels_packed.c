@@ -180,30 +180,39 @@ done:
   tpool_free(tp);
 }
 
+/* kp_shapes under every kernel variant this CPU runs (on an AVX-512
+ * machine both the AVX-512 and the AVX2 tiles), then the best again. */
+static void kp_shapes_each_isa(int type, bool all_tokens) {
+  static const char *const isas[] = {"avx512-vnni", "avx2", "neon"};
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+    if (kern_use_isa(isas[i])) kp_shapes(type, all_tokens);
+  kern_use_isa(NULL);
+}
+
 TEST(kernels_packed_q4_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q4_0);
-  kp_shapes(TENSOR_TYPE_Q4_0, false);
+  kp_shapes_each_isa(TENSOR_TYPE_Q4_0, false);
 }
 
 TEST(kernels_packed_q5_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q5_0);
-  kp_shapes(TENSOR_TYPE_Q5_0, false);
+  kp_shapes_each_isa(TENSOR_TYPE_Q5_0, false);
 }
 
 TEST(kernels_packed_q8_0_shapes) {
   NEED_PACK(TENSOR_TYPE_Q8_0);
-  kp_shapes(TENSOR_TYPE_Q8_0, false);
+  kp_shapes_each_isa(TENSOR_TYPE_Q8_0, false);
 }
 
 /* Every token count 1..17 (whole 8-token tiles, a partial one, both). */
 TEST(kernels_packed_q4_k_shapes) {
   NEED_PACK(TENSOR_TYPE_Q4_K);
-  kp_shapes(TENSOR_TYPE_Q4_K, true);
+  kp_shapes_each_isa(TENSOR_TYPE_Q4_K, true);
 }
 
 TEST(kernels_packed_q6_k_shapes) {
   NEED_PACK(TENSOR_TYPE_Q6_K);
-  kp_shapes(TENSOR_TYPE_Q6_K, true);
+  kp_shapes_each_isa(TENSOR_TYPE_Q6_K, true);
 }
 
 /* Weight e (0..31) of block b of a GGUF row of the x8 types, minus the
