@@ -24,6 +24,7 @@
 #include "kernels/kern_x86_q4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
+#include "kernels/kern_x512_q4x8.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -38,6 +39,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);
+  x512_fill_packed_q4_ops(ops);
   return 1;
 }
 

@@ -92,6 +92,12 @@ typedef void (*kern_rect_fn)(const void *w, size_t rb, int64_t nr, int64_t n_col
 #define KERN_PACK_ROWS 8
 typedef void (*kern_ptile_fn)(const void *w_group, int64_t n_cols, const void *x, size_t x_stride,
                               int nt, float *y, size_t y_stride);
+/* Two consecutive full groups at once (w_group and w_group + group_bytes,
+ * 16 rows): y[t * y_stride + r] for r < 16. Every (row, token) result is
+ * bit-identical to the type's one-group ptile (same per-token arithmetic),
+ * so the driver may pair any two groups or none. */
+typedef void (*kern_ptile2_fn)(const void *w_group, size_t group_bytes, int64_t n_cols, const void *x,
+                               size_t x_stride, int nt, float *y, size_t y_stride);
 /* Activation block of 32 for packed Q4_0: kern_block_q8 with the integer
  * 8 * sum(qs) instead of the scaled float sum (the kernel subtracts it from
  * the unsigned-nibble dot product in int32). */
@@ -139,6 +145,10 @@ struct kern_ops {
    * group was just read by the previous call (a prompt's later token
    * tiles); same arithmetic, so the same bits. NULL: ptile */
   kern_ptile_fn ptile_warm[TENSOR_TYPE_COUNT];
+  /* optional two-group tiles (NULL: one group per call), same tokens per
+   * call and activations as ptile; _warm as ptile_warm */
+  kern_ptile2_fn ptile2[TENSOR_TYPE_COUNT];
+  kern_ptile2_fn ptile2_warm[TENSOR_TYPE_COUNT];
   unsigned char ptile_nt[TENSOR_TYPE_COUNT];
   kern_quant_fn pquant[TENSOR_TYPE_COUNT];
 };
@@ -324,6 +334,7 @@ struct kern_pk {
   int64_t n_tokens;
   kern_ptile_fn tile; /* NULL: reference (unpack each row, ref_vec_dot) */
   kern_ptile_fn tile_warm; /* tile for a group's 2nd.. token tile in a sweep (ops ptile_warm, else tile) */
+  kern_ptile2_fn tile2, tile2_warm; /* two full groups per call (NULL: one at a time) */
   kern_quant_fn quant;
   uint8_t *xq;        /* quantized activations (the caller's scratch) */
   size_t xa_stride;

@@ -33,8 +33,9 @@
  * The driver mirrors kern_matmul's (kernels.c): activations quantized once
  * per call into the type's packed format, output rectangles (row groups x
  * tokens) handed out by an atomic counter, tokens walked in blocks of 8
- * outside the groups, one tile call (one group x up to ptile_nt tokens) per
- * output element. Every (row, token) result comes from one tile call whose
+ * outside the groups, one tile call (one group, or two consecutive full
+ * groups when the variant has ptile2, x up to ptile_nt tokens) per output
+ * element. Every (row, token) result comes from one tile call whose
  * per-token arithmetic is fixed, so results do not depend on the thread
  * count or on the other tokens of the call.
  */
@@ -301,6 +302,16 @@ void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, i
     for (int64_t g = g0; g < g1; g++) {
       const uint8_t *w = p->data + (size_t)g * p->group_bytes;
       int64_t r0 = g * KERN_PACK_ROWS;
+      if (j->tile2 && g + 1 < g1 && r0 + 2 * KERN_PACK_ROWS <= p->n_rows) { /* two full groups */
+        for (int64_t t = tb; t < te; t += j->tnt) {
+          int nt = (int)(te - t < j->tnt ? te - t : j->tnt);
+          const kern_ptile2_fn tile2 = t == tb ? j->tile2 : j->tile2_warm;
+          tile2(w, p->group_bytes, p->n_cols, j->xq + (size_t)t * j->xa_stride, j->xa_stride, nt,
+                &j->y[t * p->n_rows + r0], (size_t)p->n_rows);
+        }
+        g++;
+        continue;
+      }
       int nr = p->n_rows - r0 < KERN_PACK_ROWS ? (int)(p->n_rows - r0) : KERN_PACK_ROWS;
       for (int64_t t = tb; t < te; t += j->tnt) {
         int nt = (int)(te - t < j->tnt ? te - t : j->tnt);
@@ -346,6 +357,8 @@ int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64
     j->tile = ops->ptile[p->type];
     j->tile_warm = ops->ptile_warm[p->type] ? ops->ptile_warm[p->type] : j->tile;
     j->tnt = ops->ptile_nt[p->type];
+    j->tile2 = ops->ptile2[p->type];
+    j->tile2_warm = ops->ptile2_warm[p->type] ? ops->ptile2_warm[p->type] : j->tile2;
     j->quant = ops->pquant[p->type];
     _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
     j->xa_stride = kpk_handles(p->type) ? kpk_act_row_bytes(p->type, p->n_cols)

@@ -1,0 +1,327 @@
+/*
+ * kern_x512_q4x8.h - AVX-512 VNNI tiles for the packed Q4_0 and Q8_0
+ * weights (packed.c's x 8 layout, unchanged), included only by
+ * kern_avx512.c after kern_x86_q4x8.h (whose x8_prefetch, X8_PF_DIST and
+ * quant_q8_x86 it uses).
+ *
+ * Why: kern_x86_q4x8.h multiplies with vpmaddubsw, sums the products in
+ * 16 bits and widens them with vpmaddwd: about 20 vector operations per
+ * block of 32 columns x 8 rows x token. vpdpbusd multiplies u8 x s8 and
+ * adds the 4 products of a dword lane to an int32 accumulator in one
+ * operation, so a block's exact int32 sums take 8 of them and nothing
+ * else. Measured on this Emerald Rapids guest (inline-asm loops,
+ * docs/perf.md): vpdpbusd issues twice per cycle in ymm AND in zmm, as do
+ * the f32 FMA / multiply / convert, so a zmm operation does twice the work
+ * of a ymm one at the same cost. A zmm register here holds the same 4-byte
+ * word of TWO consecutive row groups (group g in the low 256 bits, g + 1
+ * in the high), so the activation word is one embedded {1to16} broadcast
+ * from memory and the f32 tail (convert, scale, FMA) covers 16 rows. That
+ * needs the driver to hand two groups to one call: kern_ops.ptile2
+ * (packed.c); a chunk's odd last group goes through the one-group ymm tile
+ * below.
+ *
+ * Per (row, token) the arithmetic is the AVX2 tiles' exactly: the exact
+ * int32 block sum (dpbusd adds in a different order; integers, so the
+ * same value), then acc = fma(float(sum), d_w * d_x, acc) block after
+ * block (x8_tail's two roundings: the product d_w * d_x, then the fused
+ * multiply-add). So results are bit-identical to the AVX2 variant and do
+ * not depend on nt, on which groups are paired, or on the thread count.
+ *
+ * Offsets: Q4_0 nibbles q (0..15) are unsigned already (sum (q - 8) x =
+ * sum q x - 8 sum x). Q8_0 weights w are signed and vpdpbusd wants one
+ * unsigned operand, so u = w xor 0x80 = w + 128 (0..255, once per block
+ * and call): sum w x = sum u x - 128 sum x. Each token's accumulator
+ * starts at the offset term, which the activation quantizer stores
+ * (x512_block_q8.c0): no correction operation in the loop. Every lane is
+ * within int32 (|sum u x| <= 32 x 255 x 128).
+ */
+#ifndef PARLEY_KERNELS_KERN_X512_Q4X8_H
+#define PARLEY_KERNELS_KERN_X512_Q4X8_H
+
+/* Activation block of 32 for the AVX-512 packed Q4_0 / Q8_0 tiles:
+ * kern_block_q8's d and qs (quant_q8_x86, bit-identical to
+ * kern_quant_q8_c), and instead of the sum the int32 the block's
+ * accumulators start at: -8 * sum(qs) for Q4_0, -128 * sum(qs) for Q8_0.
+ * Same 40 bytes as kern_block_q8s (packed.c's activation stride). */
+typedef struct {
+  float d;
+  int32_t c0;
+  int8_t qs[32];
+} x512_block_q8;
+_Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activation blocks");
+
+/* The 4-byte activation word k (0..7) of block b of token t, as an int32
+ * (for an embedded broadcast). */
+#define X512_XW(xb, k) (*(const int32_t *)(const void *)((xb)->qs + 4 * (k)))
+
+/* Defines NAME, a two-group tile entry point (kern_ops.ptile2) calling the
+ * always-inlined BODY with nt as a compile-time constant (as X8_PTILE). */
+#define X512_PTILE2(NAME, BODY, PF)                                                               \
+  TGT static void NAME(const void *w, size_t gb, int64_t n, const void *x, size_t xs, int nt,     \
+                       float *y, size_t ys) {                                                     \
+    switch (nt) {                                                                                 \
+    case 1: BODY(w, gb, n, x, xs, 1, y, ys, PF); break;                                           \
+    case 2: BODY(w, gb, n, x, xs, 2, y, ys, PF); break;                                           \
+    case 3: BODY(w, gb, n, x, xs, 3, y, ys, PF); break;                                           \
+    case 4: BODY(w, gb, n, x, xs, 4, y, ys, PF); break;                                           \
+    case 5: BODY(w, gb, n, x, xs, 5, y, ys, PF); break;                                           \
+    case 6: BODY(w, gb, n, x, xs, 6, y, ys, PF); break;                                           \
+    case 7: BODY(w, gb, n, x, xs, 7, y, ys, PF); break;                                           \
+    default: BODY(w, gb, n, x, xs, 8, y, ys, PF); break;                                          \
+    }                                                                                             \
+  }
+
+/* Same for a one-group tile (kern_ops.ptile). */
+#define X512_PTILE1(NAME, BODY, PF)                                                               \
+  TGT static void NAME(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,      \
+                       size_t ys) {                                                               \
+    switch (nt) {                                                                                 \
+    case 1: BODY(w, n, x, xs, 1, y, ys, PF); break;                                               \
+    case 2: BODY(w, n, x, xs, 2, y, ys, PF); break;                                               \
+    case 3: BODY(w, n, x, xs, 3, y, ys, PF); break;                                               \
+    case 4: BODY(w, n, x, xs, 4, y, ys, PF); break;                                               \
+    case 5: BODY(w, n, x, xs, 5, y, ys, PF); break;                                               \
+    case 6: BODY(w, n, x, xs, 6, y, ys, PF); break;                                               \
+    case 7: BODY(w, n, x, xs, 7, y, ys, PF); break;                                               \
+    default: BODY(w, n, x, xs, 8, y, ys, PF); break;                                              \
+    }                                                                                             \
+  }
+
+#define X512_NT 8 /* tokens per tile call (both types, both widths) */
+
+/* 32 bytes of group g0 and the same 32 bytes of the next group (gb bytes
+ * on) as one zmm: g0's in the low half. */
+TGT_INL __m512i x512_pair(const uint8_t *p, size_t gb) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                            _mm256_loadu_si256((const __m256i *)(p + gb)), 1);
+}
+
+/* The 8 f16 scales of a block of both groups as 16 f32. */
+TGT_INL __m512 x512_scales(const uint8_t *p, size_t gb) {
+  __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                      _mm_loadu_si128((const __m128i *)(p + gb)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+/* ---- Q4_0: 144-byte blocks (8 f16 scales, 4 vectors of nibbles) ---------- */
+
+/* Two groups (16 rows) x nt tokens: y[t * ys + r] for r < 16. Vector i's
+ * low nibbles meet activation word i, its high nibbles word 4 + i. */
+TGT_INL void body_x512_q4_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
+                            float *y, size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 144 * b;
+    if (pf) {
+      x8_prefetch(blk, 3);
+      x8_prefetch(blk + gb, 3);
+    }
+    __m512i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m512i v = x512_pair(blk + 16 + 32 * i, gb);
+      wl[i] = _mm512_and_si512(v, m4);
+      wh[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    __m512i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm512_dpbusd_epi32(s[t], wl[i], _mm512_set1_epi32(X512_XW(xb, i)));
+        s[t] = _mm512_dpbusd_epi32(s[t], wh[i], _mm512_set1_epi32(X512_XW(xb, 4 + i)));
+      }
+    }
+    const __m512 dw = x512_scales(blk, gb);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+/* One group (8 rows, ymm) x nt tokens, for a chunk's odd last group. */
+TGT_INL void body_x512_q4_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                            size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 144 * b;
+    if (pf) x8_prefetch(blk, 3);
+    __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+      wl[i] = _mm256_and_si256(v, m4);
+      wh[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    __m256i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm256_dpbusd_epi32(s[t], wl[i], _mm256_set1_epi32(X512_XW(xb, i)));
+        s[t] = _mm256_dpbusd_epi32(s[t], wh[i], _mm256_set1_epi32(X512_XW(xb, 4 + i)));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+X512_PTILE2(ptile2_x512_q4, body_x512_q4_2, 1)
+X512_PTILE2(ptile2_x512_q4_warm, body_x512_q4_2, 0)
+X512_PTILE1(ptile_x512_q4, body_x512_q4_1, 1)
+X512_PTILE1(ptile_x512_q4_warm, body_x512_q4_1, 0)
+
+/* ---- Q8_0: 272-byte blocks (8 f16 scales, 8 int8 vectors) ---------------- */
+
+/* Two groups x nt tokens; vector j (elements 4j..4j+3 of each row) meets
+ * activation word j. */
+TGT_INL void body_x512_q8_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
+                            float *y, size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m512i m80 = _mm512_set1_epi8((char)0x80);
+  __m512 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 272 * b;
+    if (pf) {
+      x8_prefetch(blk, 5);
+      x8_prefetch(blk + gb, 5);
+    }
+    __m512i u[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) u[j] = _mm512_xor_si512(x512_pair(blk + 16 + 32 * j, gb), m80);
+    __m512i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm512_dpbusd_epi32(s[t], u[j], _mm512_set1_epi32(X512_XW(xb, j)));
+      }
+    }
+    const __m512 dw = x512_scales(blk, gb);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+/* One group (ymm) x nt tokens. */
+TGT_INL void body_x512_q8_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                            size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m256i m80 = _mm256_set1_epi8((char)0x80);
+  __m256 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 272 * b;
+    if (pf) x8_prefetch(blk, 5);
+    __m256i u[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+      u[j] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j)), m80);
+    __m256i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm256_dpbusd_epi32(s[t], u[j], _mm256_set1_epi32(X512_XW(xb, j)));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+X512_PTILE2(ptile2_x512_q8, body_x512_q8_2, 1)
+X512_PTILE2(ptile2_x512_q8_warm, body_x512_q8_2, 0)
+X512_PTILE1(ptile_x512_q8, body_x512_q8_1, 1)
+X512_PTILE1(ptile_x512_q8_warm, body_x512_q8_1, 0)
+
+/* x512_block_q8 activations: quant_q8_x86's blocks with c0 = -mul *
+ * sum(qs) (mul 8 for Q4_0, 128 for Q8_0). */
+TGT_INL void quant_x512(const float *x, void *dst, int64_t n, int32_t mul) {
+  _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8), "same block size");
+  quant_q8_x86(x, dst, n);
+  x512_block_q8 *b = dst;
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / 32; i++) {
+    __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones8, _mm256_loadu_si256((const __m256i *)b[i].qs));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    b[i].c0 = -mul * _mm_cvtsi128_si32(h);
+  }
+}
+
+TGT static void quant_x512_q4(const float *x, void *dst, int64_t n) { quant_x512(x, dst, n, 8); }
+TGT static void quant_x512_q8(const float *x, void *dst, int64_t n) { quant_x512(x, dst, n, 128); }
+
+/* Overrides the AVX2 bodies' packed Q4_0 / Q8_0 entries (x86_fill_packed_ops
+ * ran before); Q5_0 keeps them. */
+static void x512_fill_packed_q4_ops(struct kern_ops *ops) {
+  ops->ptile[TENSOR_TYPE_Q4_0] = ptile_x512_q4;
+  ops->ptile_warm[TENSOR_TYPE_Q4_0] = ptile_x512_q4_warm;
+  ops->ptile2[TENSOR_TYPE_Q4_0] = ptile2_x512_q4;
+  ops->ptile2_warm[TENSOR_TYPE_Q4_0] = ptile2_x512_q4_warm;
+  ops->ptile_nt[TENSOR_TYPE_Q4_0] = X512_NT;
+  ops->pquant[TENSOR_TYPE_Q4_0] = quant_x512_q4;
+  ops->ptile[TENSOR_TYPE_Q8_0] = ptile_x512_q8;
+  ops->ptile_warm[TENSOR_TYPE_Q8_0] = ptile_x512_q8_warm;
+  ops->ptile2[TENSOR_TYPE_Q8_0] = ptile2_x512_q8;
+  ops->ptile2_warm[TENSOR_TYPE_Q8_0] = ptile2_x512_q8_warm;
+  ops->ptile_nt[TENSOR_TYPE_Q8_0] = X512_NT;
+  ops->pquant[TENSOR_TYPE_Q8_0] = quant_x512_q8;
+}
+
+#endif
