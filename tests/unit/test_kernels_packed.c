@@ -527,3 +527,49 @@ TEST(kernels_packed_row_f32) {
   }
   if (!tested) TEST_SKIP("no packed layout on this CPU");
 }
+
+/* The AVX-512 packed tiles (kern_x512_q4x8.h: two row groups per zmm
+ * through ptile2, the one-group ymm tile for a lone group) against the
+ * AVX2 tiles, bit for bit, on the same packed weights: 1..8 tokens (one
+ * call each, so every nt of the tile), 1, 2, 3 and 7 blocks, row counts
+ * that pair every group, leave one group alone, or end in a partial group,
+ * on one thread and on two.
+ * Skipped where the CPU lacks either variant. */
+TEST(kernels_packed_x8_avx512_vs_avx2) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q5_0};
+  static const int64_t rows[] = {8, 13, 16, 24, 33, 40, 131, 200}, blocks[] = {1, 2, 3, 7};
+  if (!kern_use_isa("avx2") || !kern_use_isa("avx512-vnni")) {
+    kern_use_isa(NULL);
+    TEST_SKIP("needs both the AVX-512 VNNI and the AVX2 kernels");
+  }
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  int bad = 0;
+  for (int ti = 0; ti < 3 && !bad; ti++)
+    for (int ri = 0; ri < 8 && !bad; ri++)
+      for (int bi = 0; bi < 4 && !bad; bi++) {
+        struct kp_case c;
+        ASSERT_INT_EQ(kp_init(&c, types[ti], rows[ri], 32 * blocks[bi], 8), 0);
+        kern_packed *p = NULL;
+        ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+        ASSERT_TRUE(p != NULL);
+        float ya[8 * 200], yb[8 * 200];
+        for (int64_t nt = 1; nt <= 8 && !bad; nt++) {
+          ASSERT_TRUE(kern_use_isa("avx512-vnni"));
+          /* one thread (odd group counts: a lone last group) or the pool */
+          EXPECT_INT_EQ(kern_matmul_packed(nt % 2 ? NULL : tp, p, c.x, nt, ya), 0);
+          ASSERT_TRUE(kern_use_isa("avx2"));
+          EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, nt, yb), 0);
+          if (memcmp(ya, yb, sizeof(float) * (size_t)(nt * c.n_rows)) != 0) {
+            test_fail_at(__FILE__, __LINE__, "%s %lld x %lld, %lld tokens: AVX-512 and AVX2 tiles differ",
+                         tensor_type_name((uint32_t)c.type), (long long)c.n_rows, (long long)c.n_cols,
+                         (long long)nt);
+            bad = 1;
+          }
+        }
+        kern_packed_free(p);
+        kp_free(&c);
+      }
+  kern_use_isa(NULL);
+  tpool_free(tp);
+}
