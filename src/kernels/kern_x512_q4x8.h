@@ -1,6 +1,6 @@
 /*
- * kern_x512_q4x8.h - AVX-512 VNNI tiles for the packed Q4_0 and Q8_0
- * weights (packed.c's x 8 layout, unchanged), included only by
+ * kern_x512_q4x8.h - AVX-512 VNNI tiles for the packed Q4_0, Q8_0 and
+ * Q5_0 weights (packed.c's x 8 layout, unchanged), included only by
  * kern_avx512.c after kern_x86_q4x8.h (whose x8_prefetch, X8_PF_DIST and
  * quant_q8_x86 it uses).
  *
@@ -28,7 +28,7 @@
  * not depend on nt, on which groups are paired, or on the thread count.
  *
  * Offsets: Q4_0 nibbles q (0..15) are unsigned already (sum (q - 8) x =
- * sum q x - 8 sum x). Q8_0 weights w are signed and vpdpbusd wants one
+ * sum q x - 8 sum x), as are Q5_0's 5-bit q (offset 16). Q8_0 weights w are signed and vpdpbusd wants one
  * unsigned operand, so u = w xor 0x80 = w + 128 (0..255, once per block
  * and call): sum w x = sum u x - 128 sum x. Each token's accumulator
  * starts at the offset term, which the activation quantizer stores
@@ -38,10 +38,10 @@
 #ifndef PARLEY_KERNELS_KERN_X512_Q4X8_H
 #define PARLEY_KERNELS_KERN_X512_Q4X8_H
 
-/* Activation block of 32 for the AVX-512 packed Q4_0 / Q8_0 tiles:
- * kern_block_q8's d and qs (quant_q8_x86, bit-identical to
- * kern_quant_q8_c), and instead of the sum the int32 the block's
- * accumulators start at: -8 * sum(qs) for Q4_0, -128 * sum(qs) for Q8_0.
+/* Activation block of 32 for the AVX-512 packed tiles: kern_block_q8's d
+ * and qs (quant_q8_x86, bit-identical to kern_quant_q8_c), and instead of
+ * the sum the int32 the block's accumulators start at: -8 * sum(qs) for
+ * Q4_0, -16 * sum(qs) for Q5_0, -128 * sum(qs) for Q8_0.
  * Same 40 bytes as kern_block_q8s (packed.c's activation stride). */
 typedef struct {
   float d;
@@ -288,8 +288,125 @@ X512_PTILE2(ptile2_x512_q8_warm, body_x512_q8_2, 0)
 X512_PTILE1(ptile_x512_q8, body_x512_q8_1, 1)
 X512_PTILE1(ptile_x512_q8_warm, body_x512_q8_1, 0)
 
+/* ---- Q5_0: 176-byte blocks (8 f16 scales, 4 nibble vectors, H) ------------
+ * q (0..31) = nibble | the bit of H packed.c put for it, moved to bit 4
+ * (as body_q5x8: H shifted left by 4 - i for vector i's low nibbles, right
+ * by i for its high ones, & 0x10), one vpternlogd (a | (b & 0x10)) per
+ * half-vector; sum (q - 16) x = sum q x - 16 sum x, the accumulators
+ * starting at -16 sum(x). */
+TGT_INL void body_x512_q5_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
+                            float *y, size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+  __m512 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 176 * b;
+    if (pf) {
+      x8_prefetch(blk, 3);
+      x8_prefetch(blk + gb, 3);
+    }
+    const __m512i h = x512_pair(blk + 144, gb);
+    __m512i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m512i v = x512_pair(blk + 16 + 32 * i, gb);
+      __m512i hl = i == 0 ? _mm512_slli_epi16(h, 4)
+                   : i == 1 ? _mm512_slli_epi16(h, 3)
+                   : i == 2 ? _mm512_slli_epi16(h, 2)
+                            : _mm512_slli_epi16(h, 1);
+      __m512i hh = i == 0 ? h
+                   : i == 1 ? _mm512_srli_epi16(h, 1)
+                   : i == 2 ? _mm512_srli_epi16(h, 2)
+                            : _mm512_srli_epi16(h, 3);
+      wl[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hl, m10, 0xf8);
+      wh[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh, m10, 0xf8);
+    }
+    __m512i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm512_dpbusd_epi32(s[t], wl[i], _mm512_set1_epi32(X512_XW(xb, i)));
+        s[t] = _mm512_dpbusd_epi32(s[t], wh[i], _mm512_set1_epi32(X512_XW(xb, 4 + i)));
+      }
+    }
+    const __m512 dw = x512_scales(blk, gb);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+}
+
+/* One group (ymm) x nt tokens. */
+TGT_INL void body_x512_q5_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
+                            size_t ys, int pf) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
+  __m256 acc[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = blk0 + 176 * b;
+    if (pf) x8_prefetch(blk, 3);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 144));
+    __m256i wl[4], wh[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+      __m256i hl = i == 0 ? _mm256_slli_epi16(h, 4)
+                   : i == 1 ? _mm256_slli_epi16(h, 3)
+                   : i == 2 ? _mm256_slli_epi16(h, 2)
+                            : _mm256_slli_epi16(h, 1);
+      __m256i hh = i == 0 ? h
+                   : i == 1 ? _mm256_srli_epi16(h, 1)
+                   : i == 2 ? _mm256_srli_epi16(h, 2)
+                            : _mm256_srli_epi16(h, 3);
+      wl[i] = _mm256_ternarylogic_epi32(_mm256_and_si256(v, m4), hl, m10, 0xf8);
+      wh[i] = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hh, m10, 0xf8);
+    }
+    __m256i s[X512_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+        s[t] = _mm256_dpbusd_epi32(s[t], wl[i], _mm256_set1_epi32(X512_XW(xb, i)));
+        s[t] = _mm256_dpbusd_epi32(s[t], wh[i], _mm256_set1_epi32(X512_XW(xb, 4 + i)));
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
+      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+}
+
+X512_PTILE2(ptile2_x512_q5, body_x512_q5_2, 1)
+X512_PTILE2(ptile2_x512_q5_warm, body_x512_q5_2, 0)
+X512_PTILE1(ptile_x512_q5, body_x512_q5_1, 1)
+X512_PTILE1(ptile_x512_q5_warm, body_x512_q5_1, 0)
+
 /* x512_block_q8 activations: quant_q8_x86's blocks with c0 = -mul *
- * sum(qs) (mul 8 for Q4_0, 128 for Q8_0). */
+ * sum(qs) (mul 8 for Q4_0, 16 for Q5_0, 128 for Q8_0). */
 TGT_INL void quant_x512(const float *x, void *dst, int64_t n, int32_t mul) {
   _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8), "same block size");
   quant_q8_x86(x, dst, n);
@@ -305,10 +422,11 @@ TGT_INL void quant_x512(const float *x, void *dst, int64_t n, int32_t mul) {
 }
 
 TGT static void quant_x512_q4(const float *x, void *dst, int64_t n) { quant_x512(x, dst, n, 8); }
+TGT static void quant_x512_q5(const float *x, void *dst, int64_t n) { quant_x512(x, dst, n, 16); }
 TGT static void quant_x512_q8(const float *x, void *dst, int64_t n) { quant_x512(x, dst, n, 128); }
 
-/* Overrides the AVX2 bodies' packed Q4_0 / Q8_0 entries (x86_fill_packed_ops
- * ran before); Q5_0 keeps them. */
+/* Overrides the AVX2 bodies' packed Q4_0 / Q5_0 / Q8_0 entries
+ * (x86_fill_packed_ops ran before). */
 static void x512_fill_packed_q4_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_0] = ptile_x512_q4;
   ops->ptile_warm[TENSOR_TYPE_Q4_0] = ptile_x512_q4_warm;
@@ -322,6 +440,12 @@ static void x512_fill_packed_q4_ops(struct kern_ops *ops) {
   ops->ptile2_warm[TENSOR_TYPE_Q8_0] = ptile2_x512_q8_warm;
   ops->ptile_nt[TENSOR_TYPE_Q8_0] = X512_NT;
   ops->pquant[TENSOR_TYPE_Q8_0] = quant_x512_q8;
+  ops->ptile[TENSOR_TYPE_Q5_0] = ptile_x512_q5;
+  ops->ptile_warm[TENSOR_TYPE_Q5_0] = ptile_x512_q5_warm;
+  ops->ptile2[TENSOR_TYPE_Q5_0] = ptile2_x512_q5;
+  ops->ptile2_warm[TENSOR_TYPE_Q5_0] = ptile2_x512_q5_warm;
+  ops->ptile_nt[TENSOR_TYPE_Q5_0] = X512_NT;
+  ops->pquant[TENSOR_TYPE_Q5_0] = quant_x512_q5;
 }
 
 #endif
