@@ -5,8 +5,8 @@
  * compiler may use the 32 vector registers. Results are bit-identical to
  * the AVX2 variant (the dot product agrees exactly when maddubs cannot
  * saturate, see kern_x86_body.h), so tests run on AVX2 machines cover the
- * arithmetic; only the instruction selection differs. Packed Q4_0 and
- * Q8_0 then get their own 512-bit VNNI tiles (kern_x512_q4x8.h, two row
+ * arithmetic; only the instruction selection differs. Packed Q4_0, Q5_0
+ * and Q8_0 then get their own 512-bit VNNI tiles (kern_x512_q4x8.h, two row
  * groups per zmm), bit-identical to the AVX2 ones as well.
  *
  * Chosen by kernels.c before AVX2 when the CPU reports avx512f, avx512bw,
