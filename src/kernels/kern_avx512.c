@@ -5,7 +5,8 @@
  * compiler may use the 32 vector registers. Results are bit-identical to
  * the AVX2 variant (the dot product agrees exactly when maddubs cannot
  * saturate, see kern_x86_body.h), so tests run on AVX2 machines cover the
- * arithmetic; only the instruction selection differs.
+ * arithmetic; only the instruction selection differs. The packed K-quant
+ * tiles are replaced by zmm VNNI ones (kern_x512_qk.h), bit-identical too.
  *
  * Chosen by kernels.c before AVX2 when the CPU reports avx512f, avx512bw,
  * avx512vl and avx512vnni (Ice Lake and later, Zen 4 and later).
@@ -24,6 +25,7 @@
 #include "kernels/kern_x86_q4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
+#include "kernels/kern_x512_qk.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -38,6 +40,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);
+  x512_fill_packed_qk_ops(ops); /* zmm VNNI tiles for the packed K-quants */
   return 1;
 }
 
