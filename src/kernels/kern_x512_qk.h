@@ -49,11 +49,13 @@ TGT_INL __m256i x512_rowsum(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
 }
 
-/* The 8 bytes at p in every 64-bit lane. */
+/* The 8 bytes at p in every 64-bit lane: one vpbroadcastq from memory (a
+ * load-port operation; through a general register it would cost a port-5
+ * shuffle per token and column pair). */
 TGT_INL __m512i x512_bq(const void *p) {
-  int64_t v;
-  memcpy(&v, p, 8);
-  return _mm512_set1_epi64(v);
+  __m512i v;
+  __asm__("vpbroadcastq %1, %0" : "=v"(v) : "m"(*(const uint64_t *)p));
+  return v;
 }
 
 /* ---- Q4_K ----------------------------------------------------------------
@@ -73,11 +75,14 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *o = (const uint8_t *)wg + 1152 * b;
     /* 6-bit scales: byte 32 V + 16 L + 4 k' + r' is row 4 L + r', sub-block
-     * 4 V + k'; scv4[V] has the rows 0..3 bytes of V in 128-bit chunks 0, 1
+     * 4 V + k'; scv4V (V = 0, 1) has the rows 0..3 bytes of V in 128-bit chunks 0, 1
      * and rows 4..7 in chunks 2, 3, where vpshufb reaches them for lanes
      * 2r, 2r + 1 (no vpermb: VBMI is not in the variant's requirements) */
     const __m512i sc = _mm512_and_si512(_mm512_loadu_si512(o + 32), _mm512_set1_epi8(0x3f));
-    const __m512i scv4[2] = {_mm512_shuffle_i64x2(sc, sc, 0x50), _mm512_shuffle_i64x2(sc, sc, 0xfa)};
+    const __m512i pick0 = _mm512_setr_epi32(X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1), X512_B0(2), X512_B0(2),
+                                            X512_B0(3), X512_B0(3), X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1),
+                                            X512_B0(2), X512_B0(2), X512_B0(3), X512_B0(3));
+    const __m512i scv40 = _mm512_shuffle_i64x2(sc, sc, 0x50), scv41 = _mm512_shuffle_i64x2(sc, sc, 0xfa);
     __m512i isum[X512_Q4K_NT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
@@ -92,12 +97,8 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
       __m512i scv[2];
 #pragma GCC unroll 2
       for (int h = 0; h < 2; h++) {
-        const int k = 2 * p + h, c = 4 * (k % 4);
-        const __m512i pick = _mm512_setr_epi32(X512_B0(c), X512_B0(c), X512_B0(c + 1), X512_B0(c + 1), X512_B0(c + 2),
-                                               X512_B0(c + 2), X512_B0(c + 3), X512_B0(c + 3), X512_B0(c), X512_B0(c),
-                                               X512_B0(c + 1), X512_B0(c + 1), X512_B0(c + 2), X512_B0(c + 2),
-                                               X512_B0(c + 3), X512_B0(c + 3));
-        scv[h] = _mm512_shuffle_epi8(scv4[k / 4], pick);
+        const int k = 2 * p + h;
+        scv[h] = _mm512_shuffle_epi8(p < 2 ? scv40 : scv41, _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * (k % 4))));
       }
       const uint8_t *wv = o + 128 + 256 * p;
       __m512i z[4];
@@ -136,11 +137,10 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
       const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
-      int32_t bs[4];
-      memcpy(bs, xb->bsums, 16);
-      __m256i ms = _mm256_dpwssd_epi32(_mm256_setzero_si256(), mp[0], _mm256_set1_epi32(bs[0]));
+      const float *bs = (const float *)xb->bsums; /* (bsums[2q], bsums[2q + 1]) as dword q */
+      __m256i ms = _mm256_dpwssd_epi32(_mm256_setzero_si256(), mp[0], _mm256_castps_si256(_mm256_broadcast_ss(bs)));
 #pragma GCC unroll 3
-      for (int q = 1; q < 4; q++) ms = _mm256_dpwssd_epi32(ms, mp[q], _mm256_set1_epi32(bs[q]));
+      for (int q = 1; q < 4; q++) ms = _mm256_dpwssd_epi32(ms, mp[q], _mm256_castps_si256(_mm256_broadcast_ss(bs + q)));
       const __m256 dx = _mm256_set1_ps(xb->d);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x512_rowsum(isum[t])), _mm256_mul_ps(d8, dx), acc[t]);
       acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_mul_ps(dm8, dx), acc[t]);
