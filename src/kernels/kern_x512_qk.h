@@ -29,7 +29,7 @@
 #define PARLEY_KERNELS_KERN_X512_QK_H
 
 #ifndef X512_Q4K_NT
-#define X512_Q4K_NT 4 /* tokens per tile call */
+#define X512_Q4K_NT 8 /* tokens per tile call */
 #endif
 #ifndef X512_Q6K_NT
 #define X512_Q6K_NT 4
