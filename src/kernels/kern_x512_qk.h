@@ -32,7 +32,7 @@
 #define X512_Q4K_NT 8 /* tokens per tile call */
 #endif
 #ifndef X512_Q6K_NT
-#define X512_Q6K_NT 4
+#define X512_Q6K_NT 8
 #endif
 
 /* dword lanes 2r, 2r + 1 <- lane r of the low and of the high 256 bits */
@@ -161,6 +161,91 @@ TGT_INL void x512_body_q4k_warm(const void *wg, int64_t n, const void *x, size_t
 X8_PTILE(x512_ptile_q4k, x512_body_q4k, X512_Q4K_NT)
 X8_PTILE(x512_ptile_q4k_warm, x512_body_q4k_warm, X512_Q4K_NT)
 
+/* ---- Q6_K ----------------------------------------------------------------
+ * Per super-block, sub-block k (16 columns: N0, N1, H of packed_k.c) and
+ * token: quads 0, 1 of the 8 rows in one zmm (N0, N1 low nibbles, dwords
+ * paired by vpermd, their high bits from H by per-lane shifts), quads 2, 3
+ * in another; 2 vpdpbusd (4 products per lane, |.| <= 4 x 63 x 127 =
+ * 32004) and 2 vpdpwssd with the rows' int8 scales. The -32 offset: per
+ * 4 sub-blocks one vpdpwssd of the rows' (-32 sc) pairs against the
+ * token's per-16 sums. Float accumulators in y, as in the AVX2 tile. */
+
+/* vpshufb control dwords (byte 0 of the dword first): the scale byte of
+ * row r' (0..3 in its 128-bit chunk) and sub-block 0 into byte 1; the
+ * pair of sub-blocks 2e, 2e + 1 into bytes 1 and 3. */
+#define X512_SC6(r) ((int)(0x80800080u | (unsigned)(4 * (r)) << 8))
+#define X512_MP6(r, e) ((int)(0x00800080u | (unsigned)(4 * (r) + 2 * (e)) << 8 | (unsigned)(4 * (r) + 2 * (e) + 1) << 24))
+
+TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  const int64_t nsb = n / QK_K;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), pidx = X512_PAIR_IDX;
+  const __m512i hidx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i shl = _mm512_setr_epi32(4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2);
+  const __m512i shr = _mm512_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2);
+  /* lanes 2r, 2r + 1 of 128-bit chunk o are rows 2o, 2o + 1: r' = r % 4 */
+  const __m512i scpick = _mm512_setr_epi32(X512_SC6(0), X512_SC6(0), X512_SC6(1), X512_SC6(1), X512_SC6(2),
+                                           X512_SC6(2), X512_SC6(3), X512_SC6(3), X512_SC6(0), X512_SC6(0),
+                                           X512_SC6(1), X512_SC6(1), X512_SC6(2), X512_SC6(2), X512_SC6(3), X512_SC6(3));
+  const __m512i mppick = _mm512_setr_epi32(X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1),
+                                           X512_MP6(2, 0), X512_MP6(2, 1), X512_MP6(3, 0), X512_MP6(3, 1),
+                                           X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1),
+                                           X512_MP6(2, 0), X512_MP6(2, 1), X512_MP6(3, 0), X512_MP6(3, 1));
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, _mm256_setzero_ps());
+  for (int64_t b = 0; b < nsb; b++) {
+    const uint8_t *o = (const uint8_t *)wg + 1680 * b;
+    __m512i isum[X512_Q6K_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int kq = 0; kq < 4; kq++) {
+      /* scale bytes of sub-blocks 4 kq .. + 3: byte 4 r + k' of o + 16 +
+       * 32 kq; rows 0..3 (bytes 0..15) to chunks 0, 1, rows 4..7 to 2, 3 */
+      const __m512i sv = _mm512_broadcast_i64x4(loadu256(o + 16 + 32 * kq));
+      const __m512i scs = _mm512_shuffle_i64x2(sv, sv, 0x50);
+      /* -32 x the rows' scales of sub-blocks 4 kq + 2e, + 1 in lane 2r + e */
+      const __m512i mp = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_srai_epi16(_mm512_shuffle_epi8(scs, mppick), 3));
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) {
+        const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
+        isum[t] = _mm512_dpwssd_epi32(isum[t], mp, x512_bq(xb->bsums + 4 * kq));
+      }
+#pragma GCC unroll 4
+      for (int c4 = 0; c4 < 4; c4++) {
+        const int k = 4 * kq + c4;
+        const __m512i scv =
+            _mm512_srai_epi16(_mm512_shuffle_epi8(scs, _mm512_add_epi32(scpick, _mm512_set1_epi32(c4 << 8))), 8);
+        const uint8_t *wv = o + 144 + 96 * k;
+#pragma GCC unroll 2
+        for (int i = 0; i < 2 && Q6KX8_PF_DIST > 0; i++)
+          _mm_prefetch((const char *)wv + Q6KX8_PF_DIST + 64 * i, _MM_HINT_T0);
+        const __m512i z = _mm512_permutexvar_epi32(pidx, _mm512_loadu_si512(wv));
+        const __m512i hz = _mm512_permutexvar_epi32(hidx, _mm512_broadcast_i64x4(loadu256(wv + 64)));
+        const __m512i w01 = _mm512_or_si512(_mm512_and_si512(z, m4), _mm512_and_si512(_mm512_sllv_epi32(hz, shl), m30));
+        const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4),
+                                            _mm512_and_si512(_mm512_srlv_epi32(hz, shr), m30));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+          const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
+          const __m512i a01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w01, x512_bq(xb->qs + 16 * k));
+          const __m512i a23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w23, x512_bq(xb->qs + 16 * k + 8));
+          isum[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[t], a01, scv), a23, scv);
+        }
+      }
+    }
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+      const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
+      __m256 acc = _mm256_loadu_ps(y + t * ys);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x512_rowsum(isum[t])), _mm256_mul_ps(d8, _mm256_set1_ps(xb->d)), acc);
+      _mm256_storeu_ps(y + t * ys, acc);
+    }
+  }
+}
+
+X8_PTILE(x512_ptile_q6k, x512_body_q6k, X512_Q6K_NT)
+
 /* Replaces the AVX2 packed K-quant tiles (same layouts, same activations,
  * same results) with the tiles above. */
 static void x512_fill_packed_qk_ops(struct kern_ops *ops) {
@@ -168,6 +253,9 @@ static void x512_fill_packed_qk_ops(struct kern_ops *ops) {
   ops->ptile_warm[TENSOR_TYPE_Q4_K] = x512_ptile_q4k_warm;
   ops->ptile_nt[TENSOR_TYPE_Q4_K] = X512_Q4K_NT;
   ops->pquant[TENSOR_TYPE_Q4_K] = quant_q8_K32_x86;
+  ops->ptile[TENSOR_TYPE_Q6_K] = x512_ptile_q6k;
+  ops->ptile_nt[TENSOR_TYPE_Q6_K] = X512_Q6K_NT;
+  ops->pquant[TENSOR_TYPE_Q6_K] = quant_q8_K_x86;
 }
 
 #endif
