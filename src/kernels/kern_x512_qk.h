@@ -29,10 +29,10 @@
 #define PARLEY_KERNELS_KERN_X512_QK_H
 
 #ifndef X512_Q4K_NT
-#define X512_Q4K_NT 8 /* tokens per tile call */
+#define X512_Q4K_NT 8 /* tokens per tile call: 8 measured 1.2x faster than 4 at 64 tokens, no spills */
 #endif
 #ifndef X512_Q6K_NT
-#define X512_Q6K_NT 8
+#define X512_Q6K_NT 8 /* as X512_Q4K_NT (1.1-1.2x against 4) */
 #endif
 
 /* dword lanes 2r, 2r + 1 <- lane r of the low and of the high 256 bits */
@@ -75,9 +75,10 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *o = (const uint8_t *)wg + 1152 * b;
     /* 6-bit scales: byte 32 V + 16 L + 4 k' + r' is row 4 L + r', sub-block
-     * 4 V + k'; scv4V (V = 0, 1) has the rows 0..3 bytes of V in 128-bit chunks 0, 1
-     * and rows 4..7 in chunks 2, 3, where vpshufb reaches them for lanes
-     * 2r, 2r + 1 (no vpermb: VBMI is not in the variant's requirements) */
+     * 4 V + k'; scv4V (V = 0, 1) has the rows 0..3 bytes of V in 128-bit
+     * chunks 0, 1 and rows 4..7 in chunks 2, 3, where vpshufb reaches them
+     * for lanes 2r, 2r + 1 (no vpermb: VBMI is not in the variant's
+     * requirements) */
     const __m512i sc = _mm512_and_si512(_mm512_loadu_si512(o + 32), _mm512_set1_epi8(0x3f));
     const __m512i pick0 = _mm512_setr_epi32(X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1), X512_B0(2), X512_B0(2),
                                             X512_B0(3), X512_B0(3), X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1),
