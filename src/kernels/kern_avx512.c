@@ -7,7 +7,8 @@
  * saturate, see kern_x86_body.h), so tests run on AVX2 machines cover the
  * arithmetic; only the instruction selection differs. Packed Q4_0, Q5_0
  * and Q8_0 then get their own 512-bit VNNI tiles (kern_x512_q4x8.h, two row
- * groups per zmm), bit-identical to the AVX2 ones as well.
+ * groups per zmm), and the packed K-quants zmm VNNI tiles (kern_x512_qk.h),
+ * bit-identical to the AVX2 ones as well.
  *
  * Chosen by kernels.c before AVX2 when the CPU reports avx512f, avx512bw,
  * avx512vl and avx512vnni (Ice Lake and later, Zen 4 and later).
@@ -27,6 +28,7 @@
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
 #include "kernels/kern_x512_q4x8.h"
+#include "kernels/kern_x512_qk.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -42,6 +44,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);
   x512_fill_packed_q4_ops(ops);
+  x512_fill_packed_qk_ops(ops); /* zmm VNNI tiles for the packed K-quants */
   return 1;
 }
 

@@ -571,5 +571,84 @@ TEST(kernels_packed_x8_avx512_vs_avx2) {
         kp_free(&c);
       }
   kern_use_isa(NULL);
+/* ---- AVX-512 packed K-quant tiles against the AVX2 ones (session 7, qkx512)
+ * kern_x512_qk.h promises the AVX2 tiles' results bit for bit (the same
+ * exact integers, then the same float steps). Same packed weights, both
+ * variants, memcmp of every output; on random GGUF bytes (every scale and
+ * min bit pattern) and on the extremes where a lane's 16-bit partial sum
+ * is largest (all q at their maximum against activations of one sign).
+ * Skipped unless the CPU runs both variants. */
+
+/* Random GGUF bytes for n_rows rows of type (Q4_K or Q6_K), with finite f16
+ * scales; ext: q and scales at their extremes instead. */
+static void kx_fill(int type, uint8_t *W, size_t rb, int64_t n_rows, bool ext) {
+  for (size_t i = 0; i < rb * (size_t)n_rows; i++) W[i] = ext ? 0xff : (uint8_t)(kp_rand() * 128.0f + 128.0f);
+  const size_t bb = type == TENSOR_TYPE_Q4_K ? 144 : 210;
+  for (size_t o = 0; o < rb * (size_t)n_rows; o += bb) {
+    uint16_t d = f32_to_fp16(0.001f + 0.01f * fabsf(kp_rand())), dm = f32_to_fp16(0.002f * fabsf(kp_rand()));
+    if (type == TENSOR_TYPE_Q4_K) {
+      memcpy(W + o, &d, 2);
+      memcpy(W + o + 2, &dm, 2);
+    } else {
+      if (ext) memset(W + o + 192, kp_rand() < 0 ? 0x80 : 0x7f, 16); /* scales -128 or 127 */
+      memcpy(W + o + 208, &d, 2);
+    }
+  }
+}
+
+static int kx_compare(thread_pool *tp, int type, int64_t n_rows, int64_t nb, int64_t n_tokens, bool ext) {
+  const int64_t n_cols = 256 * nb;
+  size_t rb;
+  if (tensor_type_row_bytes((uint32_t)type, n_cols, &rb)) return -1;
+  uint8_t *W = malloc(rb * (size_t)n_rows);
+  float *x = malloc(sizeof(float) * (size_t)(n_cols * n_tokens));
+  float *y2 = malloc(sizeof(float) * (size_t)(n_rows * n_tokens)), *y5 = malloc(sizeof(float) * (size_t)(n_rows * n_tokens));
+  kern_packed *p = NULL;
+  int bad = -1;
+  if (!W || !x || !y2 || !y5) goto out;
+  kx_fill(type, W, rb, n_rows, ext);
+  for (int64_t i = 0; i < n_cols * n_tokens; i++) x[i] = ext ? 1.0f + 0.001f * (float)(i % 7) : kp_rand();
+  if (ext)
+    for (int64_t t = 1; t < n_tokens; t += 2)
+      for (int64_t i = 0; i < n_cols; i++) x[t * n_cols + i] = -x[t * n_cols + i]; /* odd tokens all negative */
+  if (kern_pack(type, W, n_rows, n_cols, &p) || !p) goto out;
+  if (!kern_use_isa("avx2") || kern_matmul_packed(tp, p, x, n_tokens, y2)) goto out;
+  if (!kern_use_isa("avx512-vnni") || kern_matmul_packed(tp, p, x, n_tokens, y5)) goto out;
+  bad = 0;
+  for (int64_t i = 0; i < n_rows * n_tokens; i++)
+    if (memcmp(&y2[i], &y5[i], sizeof(float)) != 0) {
+      if (!bad)
+        test_fail_at(__FILE__, __LINE__, "%s %lld x %lld, %lld tokens%s: y[%lld][%lld] avx512 %.9g, avx2 %.9g",
+                     tensor_type_name((uint32_t)type), (long long)n_rows, (long long)n_cols, (long long)n_tokens,
+                     ext ? " (extremes)" : "", (long long)(i / n_rows), (long long)(i % n_rows), y5[i], y2[i]);
+      bad++;
+    }
+out:
+  kern_use_isa(NULL);
+  kern_packed_free(p);
+  free(W);
+  free(x);
+  free(y2);
+  free(y5);
+  return bad;
+}
+
+TEST(kernels_packed_k_x512_vs_avx2) {
+  static const int types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q6_K};
+  static const int64_t rows[] = {1, 8, 13, 24};
+  if (!kern_use_isa("avx512-vnni") || !kern_use_isa("avx2")) {
+    kern_use_isa(NULL);
+    TEST_SKIP("needs both the avx512-vnni and the avx2 variant");
+  }
+  kern_use_isa(NULL);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ti = 0; ti < 2; ti++) {
+    if (!kp_packs(types[ti])) continue;
+    for (int ext = 0; ext < 2; ext++)
+      for (int ri = 0; ri < 4; ri++)
+        for (int64_t nb = 1; nb <= 3; nb++)
+          for (int64_t nt = 1; nt <= 9; nt++) EXPECT_INT_EQ(kx_compare(tp, types[ti], rows[ri], nb, nt, ext), 0);
+  }
   tpool_free(tp);
 }
