@@ -24,6 +24,7 @@
 #include "kernels/kern_x86_q4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
+#include "kernels/kern_x512_f16.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -35,6 +36,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   ops->isa = "avx512-vnni";
   x86_fill_ops(ops);
   x86_fill_ops_rect(ops);
+  x512_fill_f16_ops(ops); /* 512-bit F32/F16/BF16 tile and rect */
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);
