@@ -2,10 +2,16 @@
  * kern_avx512.c - the x86 kernels of kern_x86_body.h compiled with AVX-512
  * (F, BW, VL) and VNNI enabled: the 8-bit dot products become one
  * vpdpbusd (256-bit, EVEX) instead of vpmaddubsw + vpmaddwd, and the
- * compiler may use the 32 vector registers. Results are bit-identical to
- * the AVX2 variant (the dot product agrees exactly when maddubs cannot
- * saturate, see kern_x86_body.h), so tests run on AVX2 machines cover the
- * arithmetic; only the instruction selection differs.
+ * compiler may use the 32 vector registers. For the integer weight types
+ * results are bit-identical to the AVX2 variant (the dot product agrees
+ * exactly when maddubs cannot saturate, see kern_x86_body.h), so tests run
+ * on AVX2 machines cover the arithmetic; only the instruction selection
+ * differs. F32/F16/BF16 weights have their own 512-bit kernels
+ * (kern_x512_f16.h, installed over the 256-bit ones by x512_fill_f16_ops):
+ * they add the same products in another order, so they agree with AVX2
+ * only to f32 rounding (within 2 n FLT_EPSILON sum |w x|, tested), while
+ * within this variant every result is still independent of the token
+ * count and the thread split.
  *
  * Chosen by kernels.c before AVX2 when the CPU reports avx512f, avx512bw,
  * avx512vl and avx512vnni (Ice Lake and later, Zen 4 and later).

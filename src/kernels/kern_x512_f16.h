@@ -31,7 +31,10 @@
  * sub-blocks (weights kept in L2 across token blocks), tokens in blocks of
  * X5_TB, columns in k-chunks of X5_KC whose activations are copied into a
  * contiguous L1 buffer (token rows n_cols x 4 bytes apart alias in L1),
- * accumulators parked in a stack array between chunks. Chunk limits are
+ * accumulators parked in a stack array between chunks (96 KiB). Token
+ * blocks and groups are cut near-equal (8 tokens: 4 + 4, not 6 + 2).
+ * The X5_KC, X5_TB, X5_RB defaults may be overridden with -D for tuning
+ * (measured on Emerald Rapids, loaded: docs/perf.md). Chunk limits are
  * multiples of 32 and parked accumulators are stored exactly, so the
  * chunking does not change any result.
  */
@@ -185,6 +188,15 @@ TGT_INL void x512_sweep_rt(const uint8_t *w, size_t rb, const uint8_t *x, size_t
 #undef X5_CASE_T
 }
 
+/* Size of the next of ceil(rem / most) near-equal groups of the rem items
+ * left: 8 tokens as 4 + 4 rather than 6 + 2 (a group of 2 converts each
+ * weight vector for 2 tokens only). Which group a token falls in never
+ * changes its result. */
+static inline int64_t x512_even(int64_t rem, int64_t most) {
+  int64_t g = (rem + most - 1) / most;
+  return (rem + g - 1) / g;
+}
+
 /* y[t * ys + r] = row r . token t for r < nr, t < nt: rows at w + r * rb,
  * tokens at x + t * xs bytes (f32), n (>= 32) columns. */
 TGT_INL void x512_rect(const void *W, size_t rb, int64_t nr, int64_t n, const void *X, size_t xs, int64_t nt,
@@ -198,8 +210,8 @@ TGT_INL void x512_rect(const void *W, size_t rb, int64_t nr, int64_t n, const vo
   rbk -= rbk % X5_R;
   if (nt <= X5_T || n32 <= X5_KC) {
     /* one token group, or rows of one k-chunk: whole rows, no parking */
-    for (int64_t t = 0; t < nt; t += X5_T) {
-      int T = t + X5_T <= nt ? X5_T : (int)(nt - t);
+    for (int64_t t = 0, T; t < nt; t += T) {
+      T = x512_even(nt - t, X5_T);
       for (int64_t r = 0; r < nr; r += X5_R) {
         int R = r + X5_R <= nr ? X5_R : (int)(nr - r);
         __m512 a[X5_R * X5_T * 2];
@@ -220,26 +232,28 @@ TGT_INL void x512_rect(const void *W, size_t rb, int64_t nr, int64_t n, const vo
   const size_t xps = X5_KC * sizeof(float);
   for (int64_t r0 = 0; r0 < nr; r0 += rbk) {
     int64_t r1 = r0 + rbk < nr ? r0 + rbk : nr;
-    for (int64_t t0 = 0; t0 < nt; t0 += X5_TB) {
-      int64_t t1 = t0 + X5_TB < nt ? t0 + X5_TB : nt;
+    for (int64_t t0 = 0, t1; t0 < nt; t0 = t1) {
+      t1 = t0 + x512_even(nt - t0, X5_TB);
       for (int64_t k0 = 0; k0 < n32; k0 += X5_KC) {
         int64_t k1 = k0 + X5_KC < n32 ? k0 + X5_KC : n32;
         for (int64_t t = t0; t < t1; t++)
           memcpy(xp + (t - t0) * X5_KC, (const float *)(x + (size_t)t * xs) + k0, (size_t)(k1 - k0) * sizeof(float));
         for (int64_t r = r0; r < r1; r += X5_R) {
           int R = r + X5_R <= r1 ? X5_R : (int)(r1 - r);
-          for (int64_t t = t0; t < t1; t += X5_T) {
-            int T = t + X5_T <= t1 ? X5_T : (int)(t1 - t);
+          int gi = 0;
+          for (int64_t t = t0, T; t < t1; t += T, gi++) {
+            T = x512_even(t1 - t, X5_T);
             x512_sweep_rt(w + (size_t)r * rb + (size_t)k0 * wel, rb, (const uint8_t *)(xp + (t - t0) * X5_KC), xps,
-                          0, k1 - k0, acc[(r - r0) / X5_R][(t - t0) / X5_T], k0 == 0, R, T, kind);
+                          0, k1 - k0, acc[(r - r0) / X5_R][gi], k0 == 0, R, (int)T, kind);
           }
         }
       }
       for (int64_t r = r0; r < r1; r += X5_R) {
         int R = r + X5_R <= r1 ? X5_R : (int)(r1 - r);
-        for (int64_t t = t0; t < t1; t += X5_T) {
-          int T = t + X5_T <= t1 ? X5_T : (int)(t1 - t);
-          const __m512 *a = acc[(r - r0) / X5_R][(t - t0) / X5_T];
+        int gi = 0;
+        for (int64_t t = t0, T; t < t1; t += T, gi++) {
+          T = x512_even(t1 - t, X5_T);
+          const __m512 *a = acc[(r - r0) / X5_R][gi];
           for (int rr = 0; rr < R; rr++)
             for (int tt = 0; tt < T; tt++)
               y[(size_t)(t + tt) * ys + (size_t)(r + rr)] =
