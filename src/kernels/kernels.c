@@ -5,7 +5,9 @@
  * Start at kern_matmul. Dispatch happens once (pthread_once): the first of
  * kern_ops_avx512 / kern_ops_avx2 / kern_ops_neon / kern_ops_scalar that
  * reports the CPU can run it fills a table of per-type tile kernels (the
- * variants are bit-identical to each other); a type with no tile kernel,
+ * variants are bit-identical to each other for the quantized types; for
+ * F32/F16/BF16 the avx512 variant's 16-lane kernels sum in another order
+ * and agree with the others to f32 rounding); a type with no tile kernel,
  * or every type while the reference is forced, goes through ref_vec_dot
  * (double accumulation), which is the definition of correct.
  *

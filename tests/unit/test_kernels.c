@@ -14,6 +14,8 @@
  *    per-block scale products, bounded by 1e-5 * sum_j |w_j| |x_j| and by
  *    1e-5 * sum_j |x_j| * max|w| for the Q4_K/Q5_K min terms that cancel.
  */
+#include <float.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -707,10 +709,19 @@ TEST(kernels_activation_quantizers) {
   }
 }
 
-/* Every kernel variant this CPU can run computes bit-identical tiles and
- * activation blocks: AVX-512 and AVX2 compile the same source with another
- * dot instruction, and the portable variant (scalar, and neon on arm64)
- * reproduces the x86 lane arithmetic. On x86 this checks scalar == AVX2. */
+/* Every kernel variant this CPU can run computes the same activation
+ * blocks and, for the integer types, bit-identical tiles: AVX-512 and AVX2
+ * compile the same source with another dot instruction, and the portable
+ * variant (scalar, and neon on arm64) reproduces the x86 lane arithmetic.
+ * The float weight types (F32/F16/BF16) are compared within a bound
+ * instead: AVX-512 has its own 16-lane kernels (kern_x512_f16.h), which
+ * add the same products in another order. Each variant's f32 sum of n
+ * exactly-rounded fused products is within gamma_n * sum |w x| of the
+ * exact sum (gamma_n = n u / (1 - n u), u = 2^-24; standard summation
+ * bound, any order), so two variants differ by at most 2 gamma_n sum |w x|
+ * <= 2 n FLT_EPSILON sum |w x| (n u < 1/2 here). A dropped or doubled
+ * product would be of the order sum |w x| / n, far above that for the
+ * column counts tested. */
 /* Activations of KT_NT tokens in the format ops wants for type, xs bytes
  * apart. */
 #define KT_NT KERN_TILE_TOKENS_MAX
@@ -738,16 +749,19 @@ TEST(kernels_isa_variants_agree) {
   if (kern_ops_neon(&v[n])) n++;
   ASSERT_INT_EQ(kern_ops_scalar(&v[n]), 1);
   n++;
+  /* float types: 123 = 7 x 16 + 8 + 3 and 3 x 32 + 16 + 11 cover every
+   * 256- and 512-bit tail; then 1, 7, 33, 100, 257 columns */
+  static const int64_t fcols[] = {123, 1, 7, 33, 100, 257};
   for (int vi = 1; vi < n; vi++) {
     for (int ti = 0; ti < KT_N_TYPES; ti++) {
       int type = kt_types[ti].type, bs = kt_block(type);
       if (!v[0].tile[type] || !v[vi].tile[type]) continue;
+      for (size_t ci = 0; ci < (bs == 1 ? sizeof fcols / sizeof fcols[0] : 1); ci++) {
       struct kt_case c;
-      /* 3 blocks (an odd count: Q4_0's last pair is half empty); 123
-       * floats = 7 x 16 + 8 + 3 covers every float tail */
+      /* 3 blocks (an odd count: Q4_0's last pair is half empty) */
       /* rows 0 (all weights positive: K-quant mins 0) and 1 (signed: mins
        * used), so both the scale and the min terms are compared */
-      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? 123 : 3 * bs, KT_NT), 0);
+      ASSERT_INT_EQ(kt_case_init(&c, type, 0, 2, bs == 1 ? fcols[ci] : 3 * bs, KT_NT), 0);
       size_t xs = (size_t)c.n_cols * 4 + 64;
       uint8_t *xa0 = calloc(KT_NT, xs), *xa1 = calloc(KT_NT, xs);
       ASSERT_TRUE(xa0 && xa1);
@@ -762,14 +776,27 @@ TEST(kernels_isa_variants_agree) {
           const uint8_t *wr = (const uint8_t *)c.W + r * c.row_bytes;
           v[0].tile[type](wr, c.n_cols, xa0, xs, nt, y0, 2);
           v[vi].tile[type](wr, c.n_cols, xa1, xs, nt, y1, 2);
-          for (int t = 0; t < nt; t++)
-            TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0,
-                        "%s vs %s, %s row %d nt %d token %d: %.9g vs %.9g", v[0].isa, v[vi].isa,
-                        tensor_type_name((uint32_t)type), r, nt, t, y0[2 * t], y1[2 * t]);
+          for (int t = 0; t < nt; t++) {
+            if (bs != 1) {
+              TEST_CHECK_(memcmp(&y0[2 * t], &y1[2 * t], 4) == 0, 0,
+                          "%s vs %s, %s row %d nt %d token %d: %.9g vs %.9g", v[0].isa, v[vi].isa,
+                          tensor_type_name((uint32_t)type), r, nt, t, y0[2 * t], y1[2 * t]);
+              continue;
+            }
+            double sabs = 0.0; /* sum |w x| */
+            for (int64_t i = 0; i < c.n_cols; i++)
+              sabs += fabs((double)c.wd[r * c.n_cols + i] * (double)c.x[t * c.n_cols + i]);
+            double tol = 2.0 * (double)c.n_cols * FLT_EPSILON * sabs;
+            TEST_CHECK_(fabs((double)y0[2 * t] - (double)y1[2 * t]) <= tol, 0,
+                        "%s vs %s, %s %lld cols row %d nt %d token %d: %.9g vs %.9g (bound %.3g)", v[0].isa,
+                        v[vi].isa, tensor_type_name((uint32_t)type), (long long)c.n_cols, r, nt, t, y0[2 * t],
+                        y1[2 * t], tol);
+          }
         }
       free(xa0);
       free(xa1);
       kt_case_free(&c);
+      }
     }
   }
 }

@@ -6,7 +6,12 @@
  * (R = 1 remainder), token counts that leave groups of 1 and 2, column
  * counts with 8-column and scalar tails, under 256 (handed to the tiles),
  * one k-chunk (whole rows) and past the 512-column k-chunk, the token
- * block (6) and the row sub-block (64 rows). Then the
+ * block (6) and the row sub-block (64 rows). The AVX-512 variant's own
+ * kernels (kern_x512_f16.h: 32-column steps, a 16-column and a masked
+ * tail, token groups of 6 in blocks of 12) are covered by the same lists:
+ * 7, 33, 100 columns (tiles), 271 and 305 (a 16-column step plus masked
+ * 15 and 1), 1043 (two k-chunks, 16 + 3 tail), 19 tokens (12 + 6 + 1),
+ * 9 rows. Then the
  * same through kern_matmul on 1, 2 and 3 threads against each token alone,
  * and against a double-precision product. */
 #include <math.h>
@@ -58,9 +63,9 @@ TEST(kernels_rect_equals_tile) {
   memset(v, 0, sizeof v);
   if (kern_ops_avx512(&v[n])) n++;
   if (kern_ops_avx2(&v[n])) n++;
-  static const int64_t rows[] = {1, 2, 3, 7, 66, 131};
-  static const int64_t cols[] = {1, 17, 40, 256, 264, 271, 520, 1043};
-  static const int64_t toks[] = {2, 3, 4, 5, 6, 7, 8, 13};
+  static const int64_t rows[] = {1, 2, 3, 7, 9, 66, 131};
+  static const int64_t cols[] = {1, 7, 17, 33, 40, 100, 256, 264, 271, 305, 520, 1043};
+  static const int64_t toks[] = {2, 3, 4, 5, 6, 7, 8, 13, 19};
   int n_checked = 0;
   for (int vi = 0; vi < n; vi++)
     for (size_t ti = 0; ti < sizeof kr_types / sizeof kr_types[0]; ti++) {
@@ -68,7 +73,7 @@ TEST(kernels_rect_equals_tile) {
       ASSERT_TRUE(v[vi].rect[type] != NULL && v[vi].tile[type] != NULL);
       for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
-          int64_t nr = rows[ri], nc = cols[ci], nt_max = 13;
+          int64_t nr = rows[ri], nc = cols[ci], nt_max = 19;
           if (nr > 7 && nc < 256 && nc != 17) continue; /* keep the run short */
           size_t xs = (size_t)nc * 4 + (ci % 2 ? 0 : 36); /* packed and padded token rows */
           uint8_t *W = NULL;
