@@ -6,9 +6,16 @@
  *
  *   bandwidth [--quick] [-t THREADS=2] [-m MIB=1024] [-r RUNS=7] [--pages 4k|huge|both]
  *
- * --quick: 256 MiB (8x the 32 MiB L3 of the machine this was written on),
- * 5 runs, huge pages, the thread count given only: about half a second, so
- * the bound can be measured again next to every model in the same run.
+ * --quick: 1 GiB (unless -m follows), 5 runs, huge pages, the thread
+ * count given only: one to three seconds, so the bound can be measured
+ * again next to every model in the same run (bench/model.sh gives -m the
+ * model file's size when that is larger). It was 256 MiB (8x the 32 MiB L3 of the AMD machine it was
+ * written on); the session-7 Intel machine has a 260 MiB L3 shared with
+ * other guests, where 64-256 MiB reads sometimes ran from L3 (runs of
+ * 135-166 GB/s among 7-17 GB/s medians) while the weights a decode step
+ * reads (390 MB - 2.2 GB, the whole model every token) never stay there.
+ * 1 GiB (4x the L3) reads the DRAM figure the weights see (docs/perf.md,
+ * session 7 tg7). -w 128|256|512: load width (bw_probe.h), 256 by default.
  * Output: one line per measurement,
  *   "read bandwidth: T threads, 4k|huge pages, M MiB: median X GB/s (best Y, N runs)"
  * and with --quick only the median figure on the last line, "bw_gbs X".
@@ -26,12 +33,13 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quick") == 0) {
       quick = 1;
-      mib = 256;
+      mib = 1024;
       runs = 5;
       pages = 1;
     } else if (strcmp(a, "-t") == 0 && v) threads = atoi(argv[++i]);
     else if (strcmp(a, "-m") == 0 && v) mib = atol(argv[++i]);
     else if (strcmp(a, "-r") == 0 && v) runs = atoi(argv[++i]);
+    else if (strcmp(a, "-w") == 0 && v) bwp_width_bits = atoi(argv[++i]);
     else if (strcmp(a, "--pages") == 0 && v) {
       i++;
       pages = strcmp(v, "4k") == 0 ? 0 : strcmp(v, "huge") == 0 ? 1 : strcmp(v, "both") == 0 ? 2 : -1;

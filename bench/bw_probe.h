@@ -65,6 +65,11 @@ static double bwp_now(void) {
  * arm64). */
 typedef uint64_t bwp_v32 __attribute__((vector_size(32), may_alias));
 typedef uint64_t bwp_v16 __attribute__((vector_size(16), may_alias));
+typedef uint64_t bwp_v64 __attribute__((vector_size(64), may_alias));
+
+/* Load width bwp_read uses: 0 the widest the CPU has, else 128, 256 or
+ * 512 bits (capped at what the CPU has). bench/bandwidth.c -w sets it. */
+static int bwp_width_bits = 0;
 
 /* The body of a read function of (p, n) over vectors of type V: the XOR of
  * [p, p + n) in 64-bit lanes into eight accumulators of one vector each
@@ -90,14 +95,20 @@ typedef uint64_t bwp_v16 __attribute__((vector_size(16), may_alias));
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32); }
+__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v64); }
 #endif
 static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16); }
 
-/* XOR of [p, p + n) in 64-bit lanes, n a multiple of 256: AVX2 when the
- * CPU has it, else the baseline's vectors (still eight accumulators). */
+/* XOR of [p, p + n) in 64-bit lanes, n a multiple of 256 (of 512 with
+ * 512-bit loads): AVX2 (256-bit
+ * loads) when the CPU has it, 512-bit loads only when asked for
+ * (bwp_width_bits 512: on the Emerald Rapids machine both widths read
+ * DRAM at the same rate, see bench/model.sh), else the baseline's vectors
+ * (still eight accumulators). */
 static uint64_t bwp_read(const uint8_t *p, size_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
+  if (bwp_width_bits == 512 && __builtin_cpu_supports("avx512f")) return bwp_read_avx512(p, n);
+  if (bwp_width_bits != 128 && __builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
 #endif
   return bwp_read_base(p, n);
 }
