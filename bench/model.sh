@@ -6,17 +6,17 @@
 # generation bound the machine's read bandwidth allows: bandwidth / weight
 # bytes a generated token reads. The bandwidth is measured right before and
 # right after each model with the same thread count (bench/bandwidth.c
-# --quick: 256-bit loads, threads taking disjoint 1 MiB chunks, median of
-# 5, over a working set of the model file's size or 1 GiB, whichever is
-# larger. It read a fixed 256 MiB until session 7, whose Intel machine has
-# a 260 MiB L3 (shared with other guests): runs of 64-256 MiB sometimes
-# read from L3 (135-166 GB/s among 7-17 GB/s medians), a bound too high for
-# weights of 0.4-2.2 GB that a token reads whole and that never stay in
-# cache. 1 GiB is 4x the L3; the F16 model (2.1 GB) gets its own size, as
-# a 2 GiB probe read ~5-10% less than a 1 GiB one there (docs/perf.md,
-# session 7 tg7). PARLEY_BIN overrides the binary (A/B of two builds).) and the bound uses the mean of the two, so load from
-# other processes during the model's minute hits both figures alike (one
-# probe alone swung 20-38 GB/s between models on a shared machine). Models are generated once
+# --quick: the widest loads (512-bit with AVX-512), threads taking disjoint
+# 1 MiB chunks, median of 5, over a working set of the model file's size or
+# 1 GiB, whichever is larger) and the bound uses the mean of the two, so
+# load from other processes during the model's minute hits both figures
+# alike (one probe alone swung 20-38 GB/s between models on a shared
+# machine). The probe read a fixed 256 MiB until session 7, whose Intel
+# machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
+# partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
+# GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
+# 5-8 GB/s: docs/perf.md, session 7 tg7). PARLEY_BIN overrides the binary
+# (A/B of two builds). Models are generated once
 # into build/bench-models/ by `parley gen-model` (minutes the first time).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
 # (a bare type in MODELS means tinyllama:TYPE)
