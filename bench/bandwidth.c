@@ -46,6 +46,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "-m") == 0 && v) mib = mib_arg = atol(argv[++i]);
     else if (strcmp(a, "-r") == 0 && v) runs = atoi(argv[++i]);
     else if (strcmp(a, "-w") == 0 && v) bwp_width_bits = atoi(argv[++i]);
+    else if (strcmp(a, "-pf") == 0 && v) bwp_pf_dist = (size_t)atol(argv[++i]);
     else if (strcmp(a, "--pages") == 0 && v) {
       i++;
       pages = strcmp(v, "4k") == 0 ? 0 : strcmp(v, "huge") == 0 ? 1 : strcmp(v, "both") == 0 ? 2 : -1;

@@ -81,15 +81,23 @@ typedef uint64_t bwp_v64 __attribute__((vector_size(64), may_alias));
  * docs/perf.md session 7 tg7), and the bound must be what the machine
  * can read, not less. */
 static int bwp_width_bits = 0;
+/* Software prefetch distance in bytes of the 512-bit loop (0: none, the
+ * hardware prefetchers alone). bench/bandwidth.c -pf sets it. */
+static size_t bwp_pf_dist = 0;
 
 /* The body of a read function of (p, n) over vectors of type V: the XOR of
  * [p, p + n) in 64-bit lanes into eight accumulators of one vector each
  * (n a multiple of 8 vectors, p aligned to one). One loop for both widths;
- * each instance compiles to its own target's loads. */
-#define BWP_READ_BODY(V)                                                  \
+ * each instance compiles to its own target's loads. PF: also a software
+ * prefetch of every line bwp_pf_dist bytes ahead (what the decode kernels
+ * do; a prefetch past the buffer's end does not fault). */
+#define BWP_READ_BODY(V, PF)                                              \
   V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+  const size_t pf = bwp_pf_dist;                                          \
   for (size_t i = 0; i < n; i += 8 * sizeof(V)) {                          \
     const V *v = (const V *)(p + i);                                      \
+    if (PF)                                                               \
+      for (size_t q = 0; q < 8 * sizeof(V); q += 64) __builtin_prefetch(p + i + pf + q, 0, 3); \
     a0 ^= v[0];                                                           \
     a1 ^= v[1];                                                           \
     a2 ^= v[2];                                                           \
@@ -105,10 +113,15 @@ static int bwp_width_bits = 0;
   return x
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32); }
-__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v64); }
+__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32, 0); }
+__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512(const uint8_t *p, size_t n) {
+  BWP_READ_BODY(bwp_v64, 0);
+}
+__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512_pf(const uint8_t *p, size_t n) {
+  BWP_READ_BODY(bwp_v64, 1);
+}
 #endif
-static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16); }
+static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16, 0); }
 
 /* XOR of [p, p + n) in 64-bit lanes, n a multiple of 512: 512-bit loads
  * with AVX-512F, else 256-bit ones with AVX2, else the baseline's vectors
@@ -116,7 +129,7 @@ static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v1
 static uint64_t bwp_read(const uint8_t *p, size_t n) {
 #if defined(__x86_64__)
   if ((bwp_width_bits == 0 || bwp_width_bits >= 512) && __builtin_cpu_supports("avx512f"))
-    return bwp_read_avx512(p, n);
+    return bwp_pf_dist ? bwp_read_avx512_pf(p, n) : bwp_read_avx512(p, n);
   if (bwp_width_bits != 128 && __builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
 #endif
   return bwp_read_base(p, n);
