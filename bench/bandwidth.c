@@ -4,11 +4,24 @@
  * beside each model (bandwidth / bytes read per generated token). Not a
  * test; built by bench/model.sh and bench/bandwidth.sh.
  *
- *   bandwidth [--quick] [-t THREADS=2] [-m MIB=1024] [-r RUNS=7] [--pages 4k|huge|both]
+ *   bandwidth [--quick] [-t THREADS=2] [-m MIB=1024] [-r RUNS=7] [-w BITS] [--pages 4k|huge|both]
  *
- * --quick: 256 MiB (8x the 32 MiB L3 of the machine this was written on),
- * 5 runs, huge pages, the thread count given only: about half a second, so
- * the bound can be measured again next to every model in the same run.
+ * --quick: 1 GiB (or -m, before or after it), 5 runs, huge pages, the
+ * thread count given only: one to three seconds, so the bound can be
+ * measured again next to every model in the same run (bench/model.sh
+ * gives -m the model file's size when that is larger). It was 256 MiB
+ * (8x the 32 MiB L3 of the AMD machine it was written on); the session-7
+ * Intel machine has a 260 MiB L3 shared with other guests, which 256 MiB
+ * could partly stay in on a quiet host, while the weights a decode step
+ * reads (0.4-2.2 GB, the whole model every token) cannot. Measured there
+ * (loaded host) the medians of 64 MiB .. 2 GiB agreed (5-8 GB/s, 1 or 2
+ * threads): no size read from L3, and the runs of 135-10424 GB/s seen at
+ * first were the old timing's artifact (bw_probe.h). 1 GiB (4x the L3)
+ * removes the question at the price of a second (docs/perf.md, session 7
+ * tg7).
+ * -w 128|256|512: load width (bw_probe.h); by default the widest the CPU
+ * has (512 bits with AVX-512F: more than 256 in 26 of 28 adjacent pairs
+ * on that machine, by 0-25%).
  * Output: one line per measurement,
  *   "read bandwidth: T threads, 4k|huge pages, M MiB: median X GB/s (best Y, N runs)"
  * and with --quick only the median figure on the last line, "bw_gbs X".
@@ -21,23 +34,25 @@
 
 int main(int argc, char **argv) {
   int threads = 2, runs = 7, quick = 0, pages = 2; /* pages: 0 4k, 1 huge, 2 both */
-  long mib = 1024;
+  long mib = 1024, mib_arg = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quick") == 0) {
       quick = 1;
-      mib = 256;
+      mib = mib_arg ? mib_arg : 1024;
       runs = 5;
       pages = 1;
     } else if (strcmp(a, "-t") == 0 && v) threads = atoi(argv[++i]);
-    else if (strcmp(a, "-m") == 0 && v) mib = atol(argv[++i]);
+    else if (strcmp(a, "-m") == 0 && v) mib = mib_arg = atol(argv[++i]);
     else if (strcmp(a, "-r") == 0 && v) runs = atoi(argv[++i]);
+    else if (strcmp(a, "-w") == 0 && v) bwp_width_bits = atoi(argv[++i]);
+    else if (strcmp(a, "-pf") == 0 && v) bwp_pf_dist = (size_t)atol(argv[++i]);
     else if (strcmp(a, "--pages") == 0 && v) {
       i++;
       pages = strcmp(v, "4k") == 0 ? 0 : strcmp(v, "huge") == 0 ? 1 : strcmp(v, "both") == 0 ? 2 : -1;
     } else pages = -1;
     if (pages < 0 || threads < 1 || threads > 16 || runs < 1 || runs > 63 || mib < 1) {
-      fprintf(stderr, "usage: bandwidth [--quick] [-t 1..16] [-m MIB] [-r 1..63] [--pages 4k|huge|both]\n");
+      fprintf(stderr, "usage: bandwidth [--quick] [-t 1..16] [-m MIB] [-r 1..63] [-w 128|256|512] [--pages 4k|huge|both]\n");
       return 2;
     }
   }

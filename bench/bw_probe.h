@@ -1,7 +1,7 @@
 /*
  * bench/bw_probe.h - the machine's memory read bandwidth, measured the way
  * a memory-bound kernel reads: every byte of a buffer much larger than the
- * last-level cache, loaded with 256-bit loads into eight independent
+ * last-level cache, loaded with the widest loads (512 or 256 bits) into eight independent
  * accumulators (so neither the adds nor one dependency chain limit it),
  * sequentially (the hardware prefetchers see a plain stream), the threads
  * taking disjoint 1 MiB chunks from an atomic counter as kern_matmul's
@@ -22,7 +22,11 @@
  * huge = true it is asked for transparent huge pages (madvise: fewer TLB
  * misses); model weights are a file mapping in 4 KiB pages, so the probe
  * can measure both and says which it used. Each run
- * starts all threads at a barrier and ends when the slowest one is done;
+ * starts all threads at a barrier and lasts from the first chunk any
+ * thread takes to the end of the last one (the threads' own clocks: the
+ * caller's clock around the barriers, when the caller lost its CPU after
+ * the start barrier, timed runs that were already over: "10424 GB/s" for
+ * 64 MiB on a loaded 2-core guest);
  * the median of the runs is reported, and the XOR of everything read is
  * kept in a volatile sink so the compiler cannot drop the loads.
  */
@@ -46,6 +50,7 @@ struct bwp_shared {
   int nth, runs;
   pthread_barrier_t start, end;
   volatile uint64_t sink[16];
+  double t_first[16], t_last[16]; /* per thread, this run: when it took its first chunk, finished its last */
 };
 
 struct bwp_arg {
@@ -65,15 +70,34 @@ static double bwp_now(void) {
  * arm64). */
 typedef uint64_t bwp_v32 __attribute__((vector_size(32), may_alias));
 typedef uint64_t bwp_v16 __attribute__((vector_size(16), may_alias));
+/* 64 bytes: AVX-512's 512-bit loads */
+typedef uint64_t bwp_v64 __attribute__((vector_size(64), may_alias));
+
+/* Load width bwp_read uses: 0 the widest the CPU has (512 bits with
+ * AVX-512F), else 128, 256 or 512 (capped at what the CPU has).
+ * bench/bandwidth.c -w sets it. Widest by default because on the
+ * session-7 Emerald Rapids guest 512-bit loads read more than 256-bit
+ * ones (in 26 of 28 adjacent pairs of 64 MiB .. 2 GiB, by 0-25%;
+ * docs/perf.md session 7 tg7), and the bound must be what the machine
+ * can read, not less. */
+static int bwp_width_bits = 0;
+/* Software prefetch distance in bytes of the 512-bit loop (0: none, the
+ * hardware prefetchers alone). bench/bandwidth.c -pf sets it. */
+static size_t bwp_pf_dist = 0;
 
 /* The body of a read function of (p, n) over vectors of type V: the XOR of
  * [p, p + n) in 64-bit lanes into eight accumulators of one vector each
  * (n a multiple of 8 vectors, p aligned to one). One loop for both widths;
- * each instance compiles to its own target's loads. */
-#define BWP_READ_BODY(V)                                                  \
+ * each instance compiles to its own target's loads. PF: also a software
+ * prefetch of every line bwp_pf_dist bytes ahead (what the decode kernels
+ * do; a prefetch past the buffer's end does not fault). */
+#define BWP_READ_BODY(V, PF)                                              \
   V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+  const size_t pf = bwp_pf_dist;                                          \
   for (size_t i = 0; i < n; i += 8 * sizeof(V)) {                          \
     const V *v = (const V *)(p + i);                                      \
+    if (PF)                                                               \
+      for (size_t q = 0; q < 8 * sizeof(V); q += 64) __builtin_prefetch(p + i + pf + q, 0, 3); \
     a0 ^= v[0];                                                           \
     a1 ^= v[1];                                                           \
     a2 ^= v[2];                                                           \
@@ -89,15 +113,24 @@ typedef uint64_t bwp_v16 __attribute__((vector_size(16), may_alias));
   return x
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32); }
+__attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32, 0); }
+__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512(const uint8_t *p, size_t n) {
+  BWP_READ_BODY(bwp_v64, 0);
+}
+__attribute__((target("avx512f"))) static uint64_t bwp_read_avx512_pf(const uint8_t *p, size_t n) {
+  BWP_READ_BODY(bwp_v64, 1);
+}
 #endif
-static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16); }
+static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16, 0); }
 
-/* XOR of [p, p + n) in 64-bit lanes, n a multiple of 256: AVX2 when the
- * CPU has it, else the baseline's vectors (still eight accumulators). */
+/* XOR of [p, p + n) in 64-bit lanes, n a multiple of 512: 512-bit loads
+ * with AVX-512F, else 256-bit ones with AVX2, else the baseline's vectors
+ * (still eight accumulators); bwp_width_bits caps the width. */
 static uint64_t bwp_read(const uint8_t *p, size_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
+  if ((bwp_width_bits == 0 || bwp_width_bits >= 512) && __builtin_cpu_supports("avx512f"))
+    return bwp_pf_dist ? bwp_read_avx512_pf(p, n) : bwp_read_avx512(p, n);
+  if (bwp_width_bits != 128 && __builtin_cpu_supports("avx2")) return bwp_read_avx2(p, n);
 #endif
   return bwp_read_base(p, n);
 }
@@ -109,8 +142,13 @@ static void *bwp_thread(void *arg) {
   for (int r = 0; r < sh->runs; r++) {
     pthread_barrier_wait(&sh->start);
     uint64_t x = 0;
-    for (size_t c; (c = atomic_fetch_add(&sh->next, 1)) < n_chunks;)
+    double first = 0;
+    for (size_t c; (c = atomic_fetch_add(&sh->next, 1)) < n_chunks;) {
+      if (first == 0) first = bwp_now();
       x ^= bwp_read(sh->buf + c * BWP_CHUNK, BWP_CHUNK);
+    }
+    sh->t_first[a->ith] = first; /* 0: this thread found no chunk left */
+    sh->t_last[a->ith] = bwp_now();
     sh->sink[a->ith] ^= x;
     pthread_barrier_wait(&sh->end);
   }
@@ -177,9 +215,13 @@ static double bwp_measure(const uint8_t *buf, size_t bytes, int nth, int runs, d
   for (int r = 0; r < runs; r++) {
     atomic_store(&sh.next, 0);
     pthread_barrier_wait(&sh.start);
-    double t0 = bwp_now();
     pthread_barrier_wait(&sh.end);
-    t[r] = bwp_now() - t0;
+    double a = 0, b = 0;
+    for (int i = 0; i < nth; i++) {
+      if (sh.t_first[i] > 0 && (a == 0 || sh.t_first[i] < a)) a = sh.t_first[i];
+      if (sh.t_last[i] > b) b = sh.t_last[i];
+    }
+    t[r] = b - a;
   }
   for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
   pthread_barrier_destroy(&sh.start);

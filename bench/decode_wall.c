@@ -52,12 +52,13 @@ static void rd_worker(void *ctx, int ith, int nth) {
   j->sink[ith & 7] ^= x;
 }
 
-/* Appends [p, p + n) cut into RD_CHUNK pieces (multiples of 256 bytes). */
+/* Appends [p, p + n) cut into RD_CHUNK pieces (multiples of 512 bytes,
+ * what bwp_read's 512-bit loop takes). */
 static size_t add_chunks(rd_chunk *ch, size_t k, const void *p, size_t n) {
   const uint8_t *b = p;
-  for (size_t o = 0; o + 256 <= n; o += RD_CHUNK) {
+  for (size_t o = 0; o + 512 <= n; o += RD_CHUNK) {
     size_t m = n - o < RD_CHUNK ? n - o : RD_CHUNK;
-    ch[k++] = (rd_chunk){b + o, m & ~(size_t)255};
+    ch[k++] = (rd_chunk){b + o, m & ~(size_t)511};
   }
   return k;
 }

@@ -6,10 +6,17 @@
 # generation bound the machine's read bandwidth allows: bandwidth / weight
 # bytes a generated token reads. The bandwidth is measured right before and
 # right after each model with the same thread count (bench/bandwidth.c
-# --quick: 256 MiB read with 256-bit loads, threads taking disjoint 1 MiB
-# chunks, median of 5) and the bound uses the mean of the two, so load from
-# other processes during the model's minute hits both figures alike (one
-# probe alone swung 20-38 GB/s between models on a shared machine). Models are generated once
+# --quick: the widest loads (512-bit with AVX-512), threads taking disjoint
+# 1 MiB chunks, median of 5, over a working set of the model file's size or
+# 1 GiB, whichever is larger) and the bound uses the mean of the two, so
+# load from other processes during the model's minute hits both figures
+# alike (one probe alone swung 20-38 GB/s between models on a shared
+# machine). The probe read a fixed 256 MiB until session 7, whose Intel
+# machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
+# partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
+# GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
+# 5-8 GB/s: docs/perf.md, session 7 tg7). PARLEY_BIN overrides the binary
+# (A/B of two builds). Models are generated once
 # into build/bench-models/ by `parley gen-model` (minutes the first time).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
 # (a bare type in MODELS means tinyllama:TYPE)
@@ -18,7 +25,7 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 MODELS=${2:-"tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"}
 THREADS=${3:-2}
-BIN=./build/parley
+BIN=${PARLEY_BIN:-./build/parley}
 dir=build/bench-models
 mkdir -p "$dir" build/bench
 cc -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread bench/bandwidth.c -o build/bench/bandwidth
@@ -33,12 +40,14 @@ for m in $MODELS; do
   case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
   f="$dir/${m%%:*}-${m#*:}.gguf"
   echo "== $m"
-  bw0=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
+  mib=$(( ($(stat -c %s "$f") + 1048575) / 1048576 ))
+  [ "$mib" -ge 1024 ] || mib=1024
+  bw0=$(./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}')
   out=$("$BIN" bench "$f" -p 512 -n 128 -t "$THREADS" -r "$RUNS")
-  bw1=$(./build/bench/bandwidth --quick -t "$THREADS" | awk '/^bw_gbs/ {print $2}')
+  bw1=$(./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}')
   bw=$(awk -v a="$bw0" -v b="$bw1" 'BEGIN {printf "%.2f", (a + b) / 2}')
   echo "$out"
-  echo "read bandwidth $bw0 GB/s before, $bw1 after"
+  echo "read bandwidth ($mib MiB) $bw0 GB/s before, $bw1 after"
   line=$(printf '%s\n' "$out" | awk -v bw="$bw" -v m="$m" '
     /^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
     /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}

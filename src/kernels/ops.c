@@ -42,6 +42,12 @@ void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
   }
 }
 
+void ops_add_rmsnorm(float *x, const float *d, float *y, const float *w, int64_t n, float eps) {
+  FAST(ops_avx2_add_rmsnorm(x, d, y, w, n, eps));
+  for (int64_t i = 0; i < n; i++) x[i] += d[i];
+  ops_rmsnorm(y, x, w, n, eps);
+}
+
 void ops_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; i++) sum += x[i];

@@ -18,6 +18,12 @@
 
 /* y = x / sqrt(mean(x^2) + eps) * w  (w may be NULL: no scale). y may alias x. */
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+/* The residual add folded into the next RMSNorm: x += d, then
+ * y = rmsnorm(x) * w, in one pass over x and d and one over y (decode
+ * calls it twice per layer on rows of n_embd). Same results, bit for bit,
+ * as ops_add(x, d, n) followed by ops_rmsnorm(y, x, w, n, eps). y may
+ * alias d (d is read whole before y is written), not x. */
+void ops_add_rmsnorm(float *x, const float *d, float *y, const float *w, int64_t n, float eps);
 /* y = (x - mean) / sqrt(var + eps) * w + b  (w, b may be NULL). y may alias x. */
 void ops_layernorm(float *y, const float *x, const float *w, const float *b, int64_t n, float eps);
 

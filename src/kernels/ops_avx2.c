@@ -13,7 +13,8 @@
  * (same value to double rounding; the output then differs from the plain
  * form by at most one float rounding of the scale), RoPE's rotation uses
  * FMA (one rounding fewer per output). Every function allows
- * the aliasing its ops.h twin allows.
+ * the aliasing its ops.h twin allows. ops_avx2_add_rmsnorm is the add and
+ * the RMSNorm in two passes instead of three, same operations.
  */
 #include "kernels/ops_avx2.h"
 
@@ -27,11 +28,19 @@ TGT_INL __m256 silu8(__m256 x) {
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-TGT void ops_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+/* The sum of squares of x[0..n) in double, in the lane order both
+ * RMSNorm forms below share; with d, x += d first (element by element,
+ * stored back), so the fused form sums exactly what the separate add
+ * would have left in x. */
+TGT_INL double sumsq(float *x, const float *d, int64_t n) {
   __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(x + i);
+    if (d) {
+      v = _mm256_add_ps(v, _mm256_loadu_ps(d + i));
+      _mm256_storeu_ps(x + i, v);
+    }
     __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
     s0 = _mm256_fmadd_pd(lo, lo, s0);
     s1 = _mm256_fmadd_pd(hi, hi, s1);
@@ -39,10 +48,18 @@ TGT void ops_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, f
   double lanes[4];
   _mm256_storeu_pd(lanes, _mm256_add_pd(s0, s1));
   double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; i++) ss += (double)x[i] * x[i];
+  for (; i < n; i++) {
+    if (d) x[i] += d[i];
+    ss += (double)x[i] * x[i];
+  }
+  return ss;
+}
+
+/* y = x * (1 / sqrt(ss / n + eps)) * w, ss the sum of squares of x. */
+TGT_INL void rms_store(float *y, const float *x, const float *w, int64_t n, double ss, float eps) {
   float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
   __m256 sc = _mm256_set1_ps(scale);
-  i = 0;
+  int64_t i = 0;
   if (w) {
     for (; i + 8 <= n; i += 8)
       _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sc), _mm256_loadu_ps(w + i)));
@@ -51,6 +68,14 @@ TGT void ops_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, f
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), sc));
     for (; i < n; i++) y[i] = x[i] * scale;
   }
+}
+
+TGT void ops_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
+  rms_store(y, x, w, n, sumsq((float *)x, NULL, n), eps); /* x not written: no d */
+}
+
+TGT void ops_avx2_add_rmsnorm(float *x, const float *d, float *y, const float *w, int64_t n, float eps) {
+  rms_store(y, x, w, n, sumsq(x, d, n), eps);
 }
 
 TGT void ops_avx2_silu(float *x, int64_t n) {

@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__)
 void ops_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+void ops_avx2_add_rmsnorm(float *x, const float *d, float *y, const float *w, int64_t n, float eps);
 void ops_avx2_silu(float *x, int64_t n);
 void ops_avx2_swiglu(float *gate, const float *up, int64_t n);
 /* n_rot <= 512 (ops.c checks) */

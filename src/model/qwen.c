@@ -186,8 +186,10 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const qwen_layer *L = &w->layers[l];
     const model_tensor *next = l + 1 < hp->n_layer ? &w->layers[l + 1].wq : st->n_out ? &w->output : NULL;
-    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-    model_prof_mark(c, MODEL_PROF_NORM);
+    if (l == 0) { /* later layers' input norm is folded into the previous layer's last add */
+      for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
+      model_prof_mark(c, MODEL_PROF_NORM);
+    }
     const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_y[3] = {b->q, b->k, b->v};
     model_prefetch(c, &L->wo, n);
@@ -213,14 +215,18 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
     model_prefetch(c, &L->gate, n);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
-    ops_add(b->x, b->xn, n * E);
-    model_prof_mark(c, MODEL_PROF_ADD);
-
-    for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->ffn_norm, E, eps);
+    for (int64_t t = 0; t < n; t++) /* x += Wo . att, xn = rms(x) */
+      ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, L->ffn_norm, E, eps);
     model_prof_mark(c, MODEL_PROF_NORM);
     if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, next, b, n))) return rc;
-    ops_add(b->x, b->xn, n * E);
-    model_prof_mark(c, MODEL_PROF_ADD);
+    if (l + 1 < hp->n_layer) { /* x += ffn, xn = the next layer's rms(x) */
+      for (int64_t t = 0; t < n; t++)
+        ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, w->layers[l + 1].attn_norm, E, eps);
+      model_prof_mark(c, MODEL_PROF_NORM);
+    } else {
+      ops_add(b->x, b->xn, n * E);
+      model_prof_mark(c, MODEL_PROF_ADD);
+    }
   }
 
   if (st->n_out == 0) return 0;

@@ -247,6 +247,46 @@ TEST(attn_ops_avx2_match_plain) {
   }
 }
 
+/* ops_add_rmsnorm (the residual add folded into the next RMSNorm) bit for
+ * bit against ops_add then ops_rmsnorm, in the plain and the AVX2 forms,
+ * at lengths with vector tails, with y aliasing d (how the models call
+ * it) and apart, w given or NULL: the fused form promises the same
+ * operations in the same order, so no tolerance. */
+TEST(attn_add_rmsnorm_matches_add_then_norm) {
+  const int64_t lens[] = {1, 3, 8, 15, 64, 2053};
+  for (int ref = 0; ref <= 1; ref++) {
+    kern_force_reference(ref);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+      int64_t n = lens[li];
+      size_t sz = (size_t)n * sizeof(float);
+      float *x0 = malloc(sz), *d0 = malloc(sz), *w = malloc(sz);
+      float *xa = malloc(sz), *ya = malloc(sz), *xb = malloc(sz), *db = malloc(sz), *yb = malloc(sz);
+      for (int64_t i = 0; i < n; i++) {
+        x0[i] = grand() * 3.0f;
+        d0[i] = grand();
+        w[i] = grand();
+      }
+      for (int alias = 0; alias <= 1; alias++)
+        for (int wn = 0; wn <= 1; wn++) {
+          const float *ww = wn ? NULL : w;
+          memcpy(xa, x0, sz);
+          ops_add(xa, d0, n);
+          ops_rmsnorm(ya, xa, ww, n, 1e-6f);
+          memcpy(xb, x0, sz);
+          memcpy(db, d0, sz);
+          float *y = alias ? db : yb;
+          ops_add_rmsnorm(xb, db, y, ww, n, 1e-6f);
+          if (memcmp(xa, xb, sz) || memcmp(ya, y, sz))
+            test_fail_at(__FILE__, __LINE__, "%s n=%lld alias %d w %s: x %s, y %s", ref ? "plain" : "fast",
+                         (long long)n, alias, wn ? "NULL" : "given", memcmp(xa, xb, sz) ? "differs" : "same",
+                         memcmp(ya, y, sz) ? "differs" : "same");
+        }
+      free(x0), free(d0), free(w), free(xa), free(ya), free(xb), free(db), free(yb);
+    }
+  }
+  kern_force_reference(false);
+}
+
 /* kern_f32_to_f16_sat (F16C on x86) bit for bit against f32_to_fp16 of the
  * clamped value, over random bit patterns (normals, half subnormals and
  * underflows, values past 65504, infinities) and ties; NaN stays NaN. */
