@@ -571,6 +571,9 @@ TEST(kernels_packed_x8_avx512_vs_avx2) {
         kp_free(&c);
       }
   kern_use_isa(NULL);
+  tpool_free(tp);
+}
+
 /* ---- AVX-512 packed K-quant tiles against the AVX2 ones (session 7, qkx512)
  * kern_x512_qk.h promises the AVX2 tiles' results bit for bit (the same
  * exact integers, then the same float steps). Same packed weights, both
