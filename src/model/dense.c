@@ -1,6 +1,7 @@
 /*
  * dense.c - what the dense decoder architectures (llama, qwen2, qwen3)
- * share: their activation buffers and the SwiGLU feed-forward.
+ * share: their activation buffers, the embedding and norm steps around a
+ * block, and the SwiGLU feed-forward.
  *
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS tokens: its
  * two n_ff-wide activations are the largest buffers of a context (at
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "kernels/ops.h"
 #include "model/model_int.h"
 
 int64_t model_ffn_rows(const model_ctx *c) { return c->n_batch < MODEL_FFN_ROWS ? c->n_batch : MODEL_FFN_ROWS; }
@@ -100,4 +102,41 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     model_prof_mark(c, MODEL_PROF_DOWN);
   }
   return 0;
+}
+
+int model_dense_embed(model_ctx *c, const model_step *st, const model_tensor *tok_embd, model_dense_bufs *b) {
+  const model_hparams *hp = &c->m->hp;
+  const int64_t E = hp->n_embd;
+  const int32_t n_rot = hp->rope.n_rot;
+  for (int64_t t = 0; t < st->n; t++) {
+    int rc = model_tensor_row_f32(tok_embd, st->tokens[t], b->x + t * E);
+    if (rc) return rc;
+    ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
+  }
+  model_prof_mark(c, MODEL_PROF_EMBED);
+  return 0;
+}
+
+void model_dense_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm) {
+  const int64_t E = c->m->hp.n_embd;
+  for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, norm, E, c->m->hp.norm_eps);
+  model_prof_mark(c, MODEL_PROF_NORM);
+}
+
+void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm) {
+  const int64_t E = c->m->hp.n_embd;
+  if (!norm) {
+    ops_add(b->x, b->xn, n * E);
+    model_prof_mark(c, MODEL_PROF_ADD);
+    return;
+  }
+  for (int64_t t = 0; t < n; t++)
+    ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, norm, E, c->m->hp.norm_eps);
+  model_prof_mark(c, MODEL_PROF_NORM);
+}
+
+void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm) {
+  const int64_t E = c->m->hp.n_embd;
+  for (int64_t i = 0; i < st->n_out; i++)
+    ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, norm, E, c->m->hp.norm_eps);
 }

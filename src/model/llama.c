@@ -125,25 +125,18 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   const model_hparams *hp = &c->m->hp;
   const llama_weights *w = c->m->arch_data;
   model_dense_bufs *b = c->arch_data;
-  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
+  const int64_t hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
   const int32_t n_rot = hp->rope.n_rot;
-  const float eps = hp->norm_eps, scale = 1.0f / sqrtf((float)hd);
+  const float scale = 1.0f / sqrtf((float)hd);
   int rc;
 
-  for (int64_t t = 0; t < n; t++) {
-    if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
-    ops_rope_cache(&hp->rope, st->pos[t], c->rope_cs + t * n_rot);
-  }
-  model_prof_mark(c, MODEL_PROF_EMBED);
+  if ((rc = model_dense_embed(c, st, &w->tok_embd, b))) return rc;
   if (hp->n_layer > 0) model_prefetch(c, &w->layers[0].wq, n);
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const llama_layer *L = &w->layers[l];
     const model_tensor *next = l + 1 < hp->n_layer ? &w->layers[l + 1].wq : st->n_out ? &w->output : NULL;
-    if (l == 0) { /* later layers' input norm is folded into the previous layer's last add */
-      for (int64_t t = 0; t < n; t++) ops_rmsnorm(b->xn + t * E, b->x + t * E, L->attn_norm, E, eps);
-      model_prof_mark(c, MODEL_PROF_NORM);
-    }
+    if (l == 0) model_dense_norm(c, b, n, L->attn_norm); /* later layers': the previous layer's last add */
     const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_y[3] = {b->q, b->k, b->v};
     model_prefetch(c, &L->wo, n);
@@ -160,22 +153,14 @@ static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
     model_prefetch(c, &L->gate, n);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
-    for (int64_t t = 0; t < n; t++) /* x += Wo . att, xn = rms(x) */
-      ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, L->ffn_norm, E, eps);
-    model_prof_mark(c, MODEL_PROF_NORM);
+    model_dense_add_norm(c, b, n, L->ffn_norm); /* x += Wo . att, xn = rms(x) */
     if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, next, b, n))) return rc;
-    if (l + 1 < hp->n_layer) { /* x += ffn, xn = the next layer's rms(x) */
-      for (int64_t t = 0; t < n; t++)
-        ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, w->layers[l + 1].attn_norm, E, eps);
-      model_prof_mark(c, MODEL_PROF_NORM);
-    } else {
-      ops_add(b->x, b->xn, n * E);
-      model_prof_mark(c, MODEL_PROF_ADD);
-    }
+    /* x += ffn, xn = the next layer's rms(x) */
+    model_dense_add_norm(c, b, n, l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm : NULL);
   }
 
   if (st->n_out == 0) return 0;
-  for (int64_t i = 0; i < st->n_out; i++) ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, w->output_norm, E, eps);
+  model_dense_out_norm(c, st, b, w->output_norm);
   rc = model_matmul(c, &w->output, b->xn, st->n_out, logits);
   model_prof_mark(c, MODEL_PROF_LOGITS);
   return rc;

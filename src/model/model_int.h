@@ -259,5 +259,19 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
  * next layer's Wq, or the output), for model_prefetch, or NULL. */
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
                     const model_tensor *next, model_dense_bufs *b, int64_t n);
+/* b->x rows = the step's token embeddings (rows of tok_embd), and the
+ * context's RoPE cos/sin cache for the step's positions. */
+int model_dense_embed(model_ctx *c, const model_step *st, const model_tensor *tok_embd, model_dense_bufs *b);
+/* b->xn rows = rms(b->x rows) with weight norm [n_embd] (the first layer's
+ * input norm: later layers' comes from model_dense_add_norm). */
+void model_dense_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm);
+/* The residual add of a block's sub-layer output (in b->xn): x += xn, then
+ * xn = rms(x) with weight norm, the next sub-layer's input norm, in one
+ * pass (ops_add_rmsnorm, bit-identical to the two); norm NULL (after the
+ * last layer): the add alone. */
+void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm);
+/* b->xn row i = rms(b->x row st->out[i]) with the output norm, for the
+ * st->n_out tokens whose logits (or embeddings) are wanted. */
+void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm);
 
 #endif
