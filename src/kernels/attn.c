@@ -316,15 +316,6 @@ TGT static void exp_avx2(const float *x, float *y, int64_t n) {
 }
 #endif
 
-bool kern_avx2_fast(void) {
-#if defined(__x86_64__)
-  const char *isa = kern_isa();
-  return strcmp(isa, "avx2") == 0 || strncmp(isa, "avx512", 6) == 0;
-#else
-  return false;
-#endif
-}
-
 void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
                     const int32_t *lim, float *m, float *l, float *ot, float *st) {
 #if defined(__x86_64__)

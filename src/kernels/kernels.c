@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "kernels/attn.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/ref.h"
 
@@ -41,6 +42,10 @@
 static struct kern_ops g_ops;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static atomic_bool g_force_ref;
+/* The chosen variant is avx2 or avx512-*: the x86 SIMD forms of the
+ * element-wise ops and attention run (kern_avx2_fast, asked per op call,
+ * so decided here once per dispatch instead of comparing names each time). */
+static atomic_bool g_x86_simd;
 static pthread_key_t g_scratch_key; /* per-thread scratch for calls without a pool */
 static bool g_scratch_key_ok;
 
@@ -70,6 +75,7 @@ static bool kern_dispatch(const char *cap) {
     if (!g_variants[i](&o)) continue;
     if (capped && strcmp(o.isa, cap) != 0) continue;
     g_ops = o;
+    atomic_store(&g_x86_simd, strcmp(o.isa, "avx2") == 0 || strncmp(o.isa, "avx512", 6) == 0);
     return true;
   }
   return false;
@@ -139,6 +145,11 @@ static void *kern_tls_scratch(size_t bytes) {
 
 const struct kern_ops *kern_ops_get(void) { return kern_get_ops(); }
 bool kern_ref_forced(void) { return atomic_load(&g_force_ref); }
+
+bool kern_avx2_fast(void) {
+  kern_get_ops();
+  return atomic_load_explicit(&g_x86_simd, memory_order_relaxed) && !atomic_load(&g_force_ref);
+}
 void *kern_act_scratch(thread_pool *tp, size_t bytes) {
   return tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
 }
