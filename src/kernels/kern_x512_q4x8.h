@@ -97,14 +97,6 @@ enum { X512_K_Q4, X512_K_Q8, X512_K_Q5 };
 #define X512_PB(k) ((k) == X512_K_Q8 ? 272 : (k) == X512_K_Q5 ? 176 : 144)
 #define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
-/* Independent int32 partial sums per token and block. A block's 8
- * vpdpbusd into one accumulator are a chain of 8 x its latency (5 cycles):
- * with few tokens nothing else fills that time, and one-token calls ran
- * at a quarter of the port throughput (Q4_0 in L2: 26 GB/s of weights, one
- * thread). Partial sums of integers added at the end give the same exact
- * block sum, so the split changes no bit and may depend on nt. */
-#define X512_CHAINS(nt) ((nt) <= 2 ? 4 : (nt) <= 4 ? 2 : 1)
-
 /* 32 bytes of group g0 and the same 32 bytes of the next group (gb bytes
  * on) as one zmm: g0's in the low half. */
 TGT_INL __m512i x512_pair(const uint8_t *p, size_t gb) {
@@ -188,57 +180,36 @@ TGT_INL void x512_unpack1(int kind, const uint8_t *blk, __m256i w[8]) {
 #define X512_XB(x, xs, t, b) ((const x512_block_q8 *)((const char *)(x) + (t) * (xs)) + (b))
 
 /* One block of 16 rows (two groups) for nt tokens: each token's exact
- * int32 block sum (starting at its offset term c0, over X512_CHAINS(nt)
- * partial sums), then acc[t] = fma(float(sum), dw * d_x, acc[t]). */
-TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs, int64_t b, int nt,
-                         __m512 *acc) {
-  const int nc = X512_CHAINS(nt);
-  __m512i s[X512_NT][4];
+ * int32 block sum (starting at its offset term c0), then acc[t] =
+ * fma(float(sum), dw * d_x, acc[t]). */
+TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs, int64_t b, int nt, __m512 *acc) {
+  __m512i s[X512_NT];
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) {
-    s[t][0] = _mm512_set1_epi32(X512_XB(x, xs, t, b)->c0);
-#pragma GCC unroll 4
-    for (int c = 1; c < nc; c++) s[t][c] = _mm512_setzero_si512();
-  }
+  for (int t = 0; t < nt; t++) s[t] = _mm512_set1_epi32(X512_XB(x, xs, t, b)->c0);
 #pragma GCC unroll 8
   for (int k = 0; k < 8; k++) {
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++)
-      s[t][k % nc] = _mm512_dpbusd_epi32(s[t][k % nc], w[k], _mm512_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
+      s[t] = _mm512_dpbusd_epi32(s[t], w[k], _mm512_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) {
-    __m512i v = s[t][0];
-    if (nc == 2) v = _mm512_add_epi32(v, s[t][1]);
-    if (nc == 4) v = _mm512_add_epi32(_mm512_add_epi32(v, s[t][1]), _mm512_add_epi32(s[t][2], s[t][3]));
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(dw, _mm512_set1_ps(X512_XB(x, xs, t, b)->d)), acc[t]);
-  }
+  for (int t = 0; t < nt; t++)
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(X512_XB(x, xs, t, b)->d)), acc[t]);
 }
 
 /* The same for one group of 8 rows (ymm; x8_tail's arithmetic). */
-TGT_INL void x512_block1(const __m256i w[8], __m256 dw, const void *x, size_t xs, int64_t b, int nt,
-                         __m256 *acc) {
-  const int nc = X512_CHAINS(nt);
-  __m256i s[X512_NT][4];
+TGT_INL void x512_block1(const __m256i w[8], __m256 dw, const void *x, size_t xs, int64_t b, int nt, __m256 *acc) {
+  __m256i s[X512_NT];
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) {
-    s[t][0] = _mm256_set1_epi32(X512_XB(x, xs, t, b)->c0);
-#pragma GCC unroll 4
-    for (int c = 1; c < nc; c++) s[t][c] = _mm256_setzero_si256();
-  }
+  for (int t = 0; t < nt; t++) s[t] = _mm256_set1_epi32(X512_XB(x, xs, t, b)->c0);
 #pragma GCC unroll 8
   for (int k = 0; k < 8; k++) {
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++)
-      s[t][k % nc] = _mm256_dpbusd_epi32(s[t][k % nc], w[k], _mm256_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
+      s[t] = _mm256_dpbusd_epi32(s[t], w[k], _mm256_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) {
-    __m256i v = s[t][0];
-    if (nc == 2) v = _mm256_add_epi32(v, s[t][1]);
-    if (nc == 4) v = _mm256_add_epi32(_mm256_add_epi32(v, s[t][1]), _mm256_add_epi32(s[t][2], s[t][3]));
-    acc[t] = x8_tail(v, dw, X512_XB(x, xs, t, b)->d, acc[t]);
-  }
+  for (int t = 0; t < nt; t++) acc[t] = x8_tail(s[t], dw, X512_XB(x, xs, t, b)->d, acc[t]);
 }
 
 /* Two groups (16 rows) of kind x nt tokens: y[t * ys + r] for r < 16.
