@@ -58,6 +58,18 @@ TGT_INL __m512i x512_bq(const void *p) {
   return v;
 }
 
+/* vpshufb controls picking the 6-bit scale of sub-block 4 V + k' (k' =
+ * 0..3, the table's index) of row 4 L + r' (byte 4 k' + r' of each 128-bit
+ * chunk) into dword lanes 2r, 2r + 1, zero-extended. A table in memory: the
+ * control is then a load operand of the vpshufb, where computing it (the
+ * sub-block loop is not unrolled) cost a broadcast and an add per
+ * sub-block on the vector ports. */
+#define X512_B0Q(k, r) X512_B0(4 * (k) + (r)), X512_B0(4 * (k) + (r))
+#define X512_PICKQ(k) {X512_B0Q(k, 0), X512_B0Q(k, 1), X512_B0Q(k, 2), X512_B0Q(k, 3), \
+                       X512_B0Q(k, 0), X512_B0Q(k, 1), X512_B0Q(k, 2), X512_B0Q(k, 3)}
+static const int32_t x512_q4k_pick[4][16] __attribute__((aligned(64))) = {X512_PICKQ(0), X512_PICKQ(1), X512_PICKQ(2),
+                                                                           X512_PICKQ(3)};
+
 /* ---- Q4_K ----------------------------------------------------------------
  * Per super-block, sub-block pair p (sub-blocks 2p, 2p + 1 = the low and
  * high nibbles of vectors 8p..8p+7) and token: 8 vpdpbusd (4 column pairs x
@@ -80,14 +92,11 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
      * for lanes 2r, 2r + 1 (no vpermb: VBMI is not in the variant's
      * requirements) */
     const __m512i sc = _mm512_and_si512(_mm512_loadu_si512(o + 32), _mm512_set1_epi8(0x3f));
-    const __m512i pick0 = _mm512_setr_epi32(X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1), X512_B0(2), X512_B0(2),
-                                            X512_B0(3), X512_B0(3), X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1),
-                                            X512_B0(2), X512_B0(2), X512_B0(3), X512_B0(3));
     const __m512i scv40 = _mm512_shuffle_i64x2(sc, sc, 0x50), scv41 = _mm512_shuffle_i64x2(sc, sc, 0xfa);
     __m512i isum[X512_Q4K_NT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
+#pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
       if (pf) {
         q4kx8_prefetch(o + 256 * p, 4);
@@ -99,7 +108,7 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
 #pragma GCC unroll 2
       for (int h = 0; h < 2; h++) {
         const int k = 2 * p + h;
-        scv[h] = _mm512_shuffle_epi8(p < 2 ? scv40 : scv41, _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * (k % 4))));
+        scv[h] = _mm512_shuffle_epi8(p < 2 ? scv40 : scv41, _mm512_loadu_si512(x512_q4k_pick[k % 4]));
       }
       const uint8_t *wv = o + 128 + 256 * p;
       __m512i z[4];
