@@ -93,8 +93,30 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
 /* Weight kinds of the x 8 layout (packed.c): the bodies below differ only
  * in how a packed block becomes the 8 u8 weight vectors that meet
  * activation words 0..7. Bytes of a packed block, and its cache lines. */
-enum { X512_K_Q4, X512_K_Q8, X512_K_Q5 };
-#define X512_PB(k) ((k) == X512_K_Q8 ? 272 : (k) == X512_K_Q5 ? 176 : 144)
+enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
+#define X512_Q5(k) ((k) == X512_K_Q5 || (k) == X512_K_Q5G)
+#define X512_PB(k) ((k) == X512_K_Q8 ? 272 : X512_Q5(k) ? 176 : 144)
+
+/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): one
+ * vgf2p8affineqb per half-vector moves the wanted bit of every H byte to
+ * bit 4 and clears the others (an 8 x 8 bit matrix per byte: its row for
+ * result bit 4, byte 3 of the qword, holds the source bit), where the
+ * plain path shifts H and masks it inside the vpternlogd: one operation
+ * fewer per half-vector (8 of ~47 per block of two groups). Written as
+ * asm so the variant needs no GFNI target (kern_ops_avx512 picks this
+ * kind only on CPUs that report GFNI); _z / _y: the zmm / ymm form.
+ * X512_GF_BIT(j): the matrix moving bit j. */
+#define X512_GF_BIT(j) ((long long)(1ull << (j)) << 24)
+TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
+  __m512i r;
+  __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
+  return r;
+}
+TGT_INL __m256i x512_gf_y(__m256i x, __m256i a) {
+  __m256i r;
+  __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
+  return r;
+}
 #define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
 /* 32 bytes of group g0 and the same 32 bytes of the next group (gb bytes
@@ -118,7 +140,9 @@ TGT_INL __m512 x512_scales(const uint8_t *p, size_t gb) {
  *   Q8_0: w[j] = vector j xor 0x80 = w + 128 (offset 128 likewise);
  *   Q5_0: the nibbles with their high bit from H at bit 4 (0..31): H
  *         shifted left by 4 - i for vector i's low nibbles, right by i for
- *         its high ones, & 0x10, one vpternlogd (a | (b & 0x10)) each. */
+ *         its high ones, & 0x10, one vpternlogd (a | (b & 0x10)) each;
+ *   Q5_0 with GFNI: bit i (low nibbles) or 4 + i (high) of H to bit 4 by
+ *         one vgf2p8affineqb, then (nibbles & 0x0f) | that (vpternlogd). */
 TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
   if (kind == X512_K_Q8) {
@@ -126,10 +150,16 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8])
     for (int j = 0; j < 8; j++) w[j] = _mm512_xor_si512(x512_pair(blk + 16 + 32 * j, gb), _mm512_set1_epi8((char)0x80));
     return;
   }
-  const __m512i h = kind == X512_K_Q5 ? x512_pair(blk + 144, gb) : _mm512_setzero_si512();
+  const __m512i h = X512_Q5(kind) ? x512_pair(blk + 144, gb) : _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     const __m512i v = x512_pair(blk + 16 + 32 * i, gb);
+    if (kind == X512_K_Q5G) {
+      w[i] = _mm512_ternarylogic_epi32(v, x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(i))), m4, 0xec);
+      w[4 + i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(4 + i))),
+                                           m4, 0xec);
+      continue;
+    }
     w[i] = _mm512_and_si512(v, m4);
     w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     if (kind == X512_K_Q5) {
@@ -155,10 +185,16 @@ TGT_INL void x512_unpack1(int kind, const uint8_t *blk, __m256i w[8]) {
     for (int j = 0; j < 8; j++) w[j] = _mm256_xor_si256(loadu256(blk + 16 + 32 * j), _mm256_set1_epi8((char)0x80));
     return;
   }
-  const __m256i h = kind == X512_K_Q5 ? loadu256(blk + 144) : _mm256_setzero_si256();
+  const __m256i h = X512_Q5(kind) ? loadu256(blk + 144) : _mm256_setzero_si256();
 #pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     const __m256i v = loadu256(blk + 16 + 32 * i);
+    if (kind == X512_K_Q5G) {
+      w[i] = _mm256_ternarylogic_epi32(v, x512_gf_y(h, _mm256_set1_epi64x(X512_GF_BIT(i))), m4, 0xec);
+      w[4 + i] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(v, 4), x512_gf_y(h, _mm256_set1_epi64x(X512_GF_BIT(4 + i))),
+                                           m4, 0xec);
+      continue;
+    }
     w[i] = _mm256_and_si256(v, m4);
     w[4 + i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     if (kind == X512_K_Q5) {
@@ -267,6 +303,16 @@ X512_PTILE2(ptile2_x512_q5, body_x512_2, X512_K_Q5, 1)
 X512_PTILE2(ptile2_x512_q5_warm, body_x512_2, X512_K_Q5, 0)
 X512_PTILE1(ptile_x512_q5, body_x512_1, X512_K_Q5, 1)
 X512_PTILE1(ptile_x512_q5_warm, body_x512_1, X512_K_Q5, 0)
+X512_PTILE2(ptile2_x512_q5g, body_x512_2, X512_K_Q5G, 1)
+X512_PTILE2(ptile2_x512_q5g_warm, body_x512_2, X512_K_Q5G, 0)
+X512_PTILE1(ptile_x512_q5g, body_x512_1, X512_K_Q5G, 1)
+X512_PTILE1(ptile_x512_q5g_warm, body_x512_1, X512_K_Q5G, 0)
+
+/* CPUID leaf 7 ECX bit 8: GFNI (asked directly, as x86_has_f16c). */
+static int x512_has_gfni(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 8)) != 0;
+}
 
 /* x512_block_q8 activations: quant_q8_x86's blocks with c0 = -mul *
  * sum(qs) (mul 8 for Q4_0, 16 for Q5_0, 128 for Q8_0). */
@@ -308,6 +354,12 @@ static void x512_fill_packed_q4_ops(struct kern_ops *ops) {
   ops->ptile2[TENSOR_TYPE_Q5_0] = ptile2_x512_q5;
   ops->ptile2_warm[TENSOR_TYPE_Q5_0] = ptile2_x512_q5_warm;
   ops->ptile_nt[TENSOR_TYPE_Q5_0] = X512_NT;
+  if (x512_has_gfni() && !getenv("PARLEY_NO_GFNI")) { /* the env: for A/B only */
+    ops->ptile[TENSOR_TYPE_Q5_0] = ptile_x512_q5g;
+    ops->ptile_warm[TENSOR_TYPE_Q5_0] = ptile_x512_q5g_warm;
+    ops->ptile2[TENSOR_TYPE_Q5_0] = ptile2_x512_q5g;
+    ops->ptile2_warm[TENSOR_TYPE_Q5_0] = ptile2_x512_q5g_warm;
+  }
   ops->pquant[TENSOR_TYPE_Q5_0] = quant_x512_q5;
 }
 
