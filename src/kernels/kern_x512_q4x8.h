@@ -17,8 +17,9 @@
  * in the high), so the activation word is one embedded {1to16} broadcast
  * from memory and the f32 tail (convert, scale, FMA) covers 16 rows. That
  * needs the driver to hand two groups to one call: kern_ops.ptile2
- * (packed.c); a chunk's odd last group goes through the one-group ymm tile
- * below.
+ * (packed.c). A lone group (a matrix's odd last one, a padded group) goes
+ * through the same body paired with itself, its 8 rows stored: twice the
+ * arithmetic for one group per matrix, one body to keep.
  *
  * Per (row, token) the arithmetic is the AVX2 tiles' exactly: the exact
  * int32 block sum (dpbusd adds in a different order; integers, so the
@@ -61,30 +62,31 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
   TGT static void NAME(const void *w, size_t gb, int64_t n, const void *x, size_t xs, int nt,     \
                        float *y, size_t ys) {                                                     \
     switch (nt) {                                                                                 \
-    case 1: BODY(KIND, w, gb, n, x, xs, 1, y, ys, PF); break;                                     \
-    case 2: BODY(KIND, w, gb, n, x, xs, 2, y, ys, PF); break;                                     \
-    case 3: BODY(KIND, w, gb, n, x, xs, 3, y, ys, PF); break;                                     \
-    case 4: BODY(KIND, w, gb, n, x, xs, 4, y, ys, PF); break;                                     \
-    case 5: BODY(KIND, w, gb, n, x, xs, 5, y, ys, PF); break;                                     \
-    case 6: BODY(KIND, w, gb, n, x, xs, 6, y, ys, PF); break;                                     \
-    case 7: BODY(KIND, w, gb, n, x, xs, 7, y, ys, PF); break;                                     \
-    default: BODY(KIND, w, gb, n, x, xs, 8, y, ys, PF); break;                                    \
+    case 1: BODY(KIND, w, gb, n, x, xs, 1, y, ys, PF, 0); break;                                   \
+    case 2: BODY(KIND, w, gb, n, x, xs, 2, y, ys, PF, 0); break;                                   \
+    case 3: BODY(KIND, w, gb, n, x, xs, 3, y, ys, PF, 0); break;                                   \
+    case 4: BODY(KIND, w, gb, n, x, xs, 4, y, ys, PF, 0); break;                                   \
+    case 5: BODY(KIND, w, gb, n, x, xs, 5, y, ys, PF, 0); break;                                   \
+    case 6: BODY(KIND, w, gb, n, x, xs, 6, y, ys, PF, 0); break;                                   \
+    case 7: BODY(KIND, w, gb, n, x, xs, 7, y, ys, PF, 0); break;                                   \
+    default: BODY(KIND, w, gb, n, x, xs, 8, y, ys, PF, 0); break;                                  \
     }                                                                                             \
   }
 
-/* Same for a one-group tile (kern_ops.ptile). */
+/* Same for a one-group tile (kern_ops.ptile): the two-group body on the
+ * group paired with itself (gb 0), only its 8 rows stored. */
 #define X512_PTILE1(NAME, BODY, KIND, PF)                                                         \
   TGT static void NAME(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,      \
                        size_t ys) {                                                               \
     switch (nt) {                                                                                 \
-    case 1: BODY(KIND, w, n, x, xs, 1, y, ys, PF); break;                                         \
-    case 2: BODY(KIND, w, n, x, xs, 2, y, ys, PF); break;                                         \
-    case 3: BODY(KIND, w, n, x, xs, 3, y, ys, PF); break;                                         \
-    case 4: BODY(KIND, w, n, x, xs, 4, y, ys, PF); break;                                         \
-    case 5: BODY(KIND, w, n, x, xs, 5, y, ys, PF); break;                                         \
-    case 6: BODY(KIND, w, n, x, xs, 6, y, ys, PF); break;                                         \
-    case 7: BODY(KIND, w, n, x, xs, 7, y, ys, PF); break;                                         \
-    default: BODY(KIND, w, n, x, xs, 8, y, ys, PF); break;                                        \
+    case 1: BODY(KIND, w, 0, n, x, xs, 1, y, ys, PF, 1); break;                                   \
+    case 2: BODY(KIND, w, 0, n, x, xs, 2, y, ys, PF, 1); break;                                   \
+    case 3: BODY(KIND, w, 0, n, x, xs, 3, y, ys, PF, 1); break;                                   \
+    case 4: BODY(KIND, w, 0, n, x, xs, 4, y, ys, PF, 1); break;                                   \
+    case 5: BODY(KIND, w, 0, n, x, xs, 5, y, ys, PF, 1); break;                                   \
+    case 6: BODY(KIND, w, 0, n, x, xs, 6, y, ys, PF, 1); break;                                   \
+    case 7: BODY(KIND, w, 0, n, x, xs, 7, y, ys, PF, 1); break;                                   \
+    default: BODY(KIND, w, 0, n, x, xs, 8, y, ys, PF, 1); break;                                  \
     }                                                                                             \
   }
 
@@ -96,6 +98,7 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
 enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
 #define X512_Q5(k) ((k) == X512_K_Q5 || (k) == X512_K_Q5G)
 #define X512_PB(k) ((k) == X512_K_Q8 ? 272 : X512_Q5(k) ? 176 : 144)
+#define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
 /* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): one
  * vgf2p8affineqb per half-vector moves the wanted bit of every H byte to
@@ -104,7 +107,7 @@ enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
  * plain path shifts H and masks it inside the vpternlogd: one operation
  * fewer per half-vector (8 of ~47 per block of two groups). Written as
  * asm so the variant needs no GFNI target (kern_ops_avx512 picks this
- * kind only on CPUs that report GFNI); _z / _y: the zmm / ymm form.
+ * kind only on CPUs that report GFNI).
  * X512_GF_BIT(j): the matrix moving bit j. */
 #define X512_GF_BIT(j) ((long long)(1ull << (j)) << 24)
 TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
@@ -112,12 +115,6 @@ TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
   __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
   return r;
 }
-TGT_INL __m256i x512_gf_y(__m256i x, __m256i a) {
-  __m256i r;
-  __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
-  return r;
-}
-#define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
 /* 32 bytes of group g0 and the same 32 bytes of the next group (gb bytes
  * on) as one zmm: g0's in the low half. */
@@ -177,41 +174,6 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8])
   }
 }
 
-/* The same for one group (ymm). */
-TGT_INL void x512_unpack1(int kind, const uint8_t *blk, __m256i w[8]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
-  if (kind == X512_K_Q8) {
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) w[j] = _mm256_xor_si256(loadu256(blk + 16 + 32 * j), _mm256_set1_epi8((char)0x80));
-    return;
-  }
-  const __m256i h = X512_Q5(kind) ? loadu256(blk + 144) : _mm256_setzero_si256();
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; i++) {
-    const __m256i v = loadu256(blk + 16 + 32 * i);
-    if (kind == X512_K_Q5G) {
-      w[i] = _mm256_ternarylogic_epi32(v, x512_gf_y(h, _mm256_set1_epi64x(X512_GF_BIT(i))), m4, 0xec);
-      w[4 + i] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(v, 4), x512_gf_y(h, _mm256_set1_epi64x(X512_GF_BIT(4 + i))),
-                                           m4, 0xec);
-      continue;
-    }
-    w[i] = _mm256_and_si256(v, m4);
-    w[4 + i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    if (kind == X512_K_Q5) {
-      const __m256i hl = i == 0 ? _mm256_slli_epi16(h, 4)
-                         : i == 1 ? _mm256_slli_epi16(h, 3)
-                         : i == 2 ? _mm256_slli_epi16(h, 2)
-                                  : _mm256_slli_epi16(h, 1);
-      const __m256i hh = i == 0 ? h
-                         : i == 1 ? _mm256_srli_epi16(h, 1)
-                         : i == 2 ? _mm256_srli_epi16(h, 2)
-                                  : _mm256_srli_epi16(h, 3);
-      w[i] = _mm256_ternarylogic_epi32(w[i], hl, m10, 0xf8);
-      w[4 + i] = _mm256_ternarylogic_epi32(w[4 + i], hh, m10, 0xf8);
-    }
-  }
-}
-
 /* Activation block b of token t. */
 #define X512_XB(x, xs, t, b) ((const x512_block_q8 *)((const char *)(x) + (t) * (xs)) + (b))
 
@@ -233,25 +195,11 @@ TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(X512_XB(x, xs, t, b)->d)), acc[t]);
 }
 
-/* The same for one group of 8 rows (ymm; x8_tail's arithmetic). */
-TGT_INL void x512_block1(const __m256i w[8], __m256 dw, const void *x, size_t xs, int64_t b, int nt, __m256 *acc) {
-  __m256i s[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) s[t] = _mm256_set1_epi32(X512_XB(x, xs, t, b)->c0);
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; k++) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm256_dpbusd_epi32(s[t], w[k], _mm256_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = x8_tail(s[t], dw, X512_XB(x, xs, t, b)->d, acc[t]);
-}
-
-/* Two groups (16 rows) of kind x nt tokens: y[t * ys + r] for r < 16.
- * pf (a constant): software prefetch of both groups' streams. */
+/* Two groups (16 rows) of kind x nt tokens: y[t * ys + r] for r < 16,
+ * or with one (gb 0: the group with itself) r < 8. pf (a constant):
+ * software prefetch of both groups' streams. */
 TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
-                         float *y, size_t ys, int pf) {
+                         float *y, size_t ys, int pf, int one) {
   const int64_t nb = n / 32;
   const uint8_t *blk0 = wg;
   __m512 acc[X512_NT];
@@ -261,52 +209,32 @@ TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const v
     const uint8_t *blk = blk0 + X512_PB(kind) * b;
     if (pf) {
       x8_prefetch(blk, X512_PFN(kind));
-      x8_prefetch(blk + gb, X512_PFN(kind));
+      if (!one) x8_prefetch(blk + gb, X512_PFN(kind));
     }
     __m512i w[8];
     x512_unpack2(kind, blk, gb, w);
     x512_block2(w, x512_scales(blk, gb), x, xs, b, nt, acc);
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
-}
-
-/* One group (8 rows, ymm) of kind x nt tokens, for a chunk's odd last
- * group. */
-TGT_INL void body_x512_1(int kind, const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                         size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  __m256 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + X512_PB(kind) * b;
-    if (pf) x8_prefetch(blk, X512_PFN(kind));
-    __m256i w[8];
-    x512_unpack1(kind, blk, w);
-    x512_block1(w, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)), x, xs, b, nt, acc);
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
+  for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + t * ys, one ? 0x00ff : 0xffff, acc[t]);
 }
 
 X512_PTILE2(ptile2_x512_q4, body_x512_2, X512_K_Q4, 1)
 X512_PTILE2(ptile2_x512_q4_warm, body_x512_2, X512_K_Q4, 0)
-X512_PTILE1(ptile_x512_q4, body_x512_1, X512_K_Q4, 1)
-X512_PTILE1(ptile_x512_q4_warm, body_x512_1, X512_K_Q4, 0)
+X512_PTILE1(ptile_x512_q4, body_x512_2, X512_K_Q4, 1)
+X512_PTILE1(ptile_x512_q4_warm, body_x512_2, X512_K_Q4, 0)
 X512_PTILE2(ptile2_x512_q8, body_x512_2, X512_K_Q8, 1)
 X512_PTILE2(ptile2_x512_q8_warm, body_x512_2, X512_K_Q8, 0)
-X512_PTILE1(ptile_x512_q8, body_x512_1, X512_K_Q8, 1)
-X512_PTILE1(ptile_x512_q8_warm, body_x512_1, X512_K_Q8, 0)
+X512_PTILE1(ptile_x512_q8, body_x512_2, X512_K_Q8, 1)
+X512_PTILE1(ptile_x512_q8_warm, body_x512_2, X512_K_Q8, 0)
 X512_PTILE2(ptile2_x512_q5, body_x512_2, X512_K_Q5, 1)
 X512_PTILE2(ptile2_x512_q5_warm, body_x512_2, X512_K_Q5, 0)
-X512_PTILE1(ptile_x512_q5, body_x512_1, X512_K_Q5, 1)
-X512_PTILE1(ptile_x512_q5_warm, body_x512_1, X512_K_Q5, 0)
+X512_PTILE1(ptile_x512_q5, body_x512_2, X512_K_Q5, 1)
+X512_PTILE1(ptile_x512_q5_warm, body_x512_2, X512_K_Q5, 0)
 X512_PTILE2(ptile2_x512_q5g, body_x512_2, X512_K_Q5G, 1)
 X512_PTILE2(ptile2_x512_q5g_warm, body_x512_2, X512_K_Q5G, 0)
-X512_PTILE1(ptile_x512_q5g, body_x512_1, X512_K_Q5G, 1)
-X512_PTILE1(ptile_x512_q5g_warm, body_x512_1, X512_K_Q5G, 0)
+X512_PTILE1(ptile_x512_q5g, body_x512_2, X512_K_Q5G, 1)
+X512_PTILE1(ptile_x512_q5g_warm, body_x512_2, X512_K_Q5G, 0)
 
 /* CPUID leaf 7 ECX bit 8: GFNI (asked directly, as x86_has_f16c). */
 static int x512_has_gfni(void) {
