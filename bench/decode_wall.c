@@ -98,15 +98,10 @@ static const char *const q_names[Q_COUNT] = {
 int main(int argc, char **argv) {
   const char *path = "build/bench-models/tinyllama-Q4_0.gguf";
   int n_threads = 2, n_gen = 48, n_prompt = 0;
-  long ab[2] = {-1, -1}; /* -ab A B: tokens alternate prefetch caps A and B (bytes) */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_gen = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-p") && i + 1 < argc) n_prompt = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-ab") && i + 2 < argc) {
-      ab[0] = atol(argv[++i]);
-      ab[1] = atol(argv[++i]);
-    }
     else path = argv[i];
   }
   if (n_gen < 4 || n_gen > 4096) n_gen = 48;
@@ -152,7 +147,6 @@ int main(int argc, char **argv) {
   for (int it = 0; it < n_gen; it++, pos++) {
     /* one decode token, profiled */
     prof.n = 0;
-    if (ab[0] >= 0) model_ctx_set_prefetch(c, (size_t)ab[it & 1]);
     model_ctx_set_prof(c, &prof);
     int64_t t0 = now_ns();
     if (model_forward(c, &tok, 1, pos, logits, MODEL_LOGITS_LAST)) {
@@ -247,11 +241,6 @@ int main(int argc, char **argv) {
     nq++;
   }
 
-  double *q_all[Q_COUNT];
-  for (int i = 0; i < Q_COUNT; i++) {
-    q_all[i] = calloc((size_t)nq, sizeof(double));
-    memcpy(q_all[i], q[i], (size_t)nq * sizeof(double));
-  }
   /* ratios per token before taking medians (same minute) */
   double *eff = calloc((size_t)nq, sizeof *eff), *peff = calloc((size_t)nq, sizeof *peff);
   for (int i = 0; i < nq; i++) {
@@ -278,36 +267,6 @@ int main(int argc, char **argv) {
          (double)bytes / med[Q_JOBS] * 1e-6);
   printf("EFFICIENCY stream/decode %.3f   jobs/products %.3f   (medians of per-token ratios)\n", median(eff, nq),
          median(peff, nq));
-  if (ab[0] >= 0) {
-    /* the two variants' tokens alternate: compare medians of each */
-    printf("\nA/B by alternate tokens (prefetch cap A %ld, B %ld bytes):\n", ab[0], ab[1]);
-    for (int v = 0; v < 2; v++) {
-      double d[4096], e[4096];
-      int k = 0;
-      for (int i = v; i < nq; i += 2) {
-        d[k] = q_all[Q_DECODE][i];
-        e[k++] = q_all[Q_STREAM][i] / q_all[Q_DECODE][i];
-      }
-      double md = median(d, k);
-      printf("  %c: decode %.3f ms/token (%.2f t/s), stream/decode %.3f\n", 'A' + v, md, 1e3 / md, median(e, k));
-    }
-    /* quiet pairs only: both tokens' stream reads within 15% of the run's
-     * fastest (other processes were not eating the bandwidth) */
-    double smin = 1e30;
-    for (int i = 0; i < nq; i++) smin = q_all[Q_STREAM][i] < smin ? q_all[Q_STREAM][i] : smin;
-    double d2[2][4096];
-    int k2 = 0;
-    for (int i = 0; i + 1 < nq; i += 2)
-      if (q_all[Q_STREAM][i] < 1.15 * smin && q_all[Q_STREAM][i + 1] < 1.15 * smin) {
-        d2[0][k2] = q_all[Q_DECODE][i];
-        d2[1][k2++] = q_all[Q_DECODE][i + 1];
-      }
-    if (k2) {
-      double a = median(d2[0], k2), b = median(d2[1], k2);
-      printf("  quiet pairs (%d of %d): A %.3f, B %.3f ms/token, B/A %.3f; stream %.1f GB/s at best\n", k2, nq / 2, a,
-             b, b / a, (double)bytes / smin * 1e-6);
-    }
-  }
   model_ctx_free(c);
   model_free(m);
   return 0;

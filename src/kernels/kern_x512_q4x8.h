@@ -17,8 +17,9 @@
  * in the high), so the activation word is one embedded {1to16} broadcast
  * from memory and the f32 tail (convert, scale, FMA) covers 16 rows. That
  * needs the driver to hand two groups to one call: kern_ops.ptile2
- * (packed.c); a chunk's odd last group goes through the one-group ymm tile
- * below.
+ * (packed.c). A lone group (a matrix's odd last one, a padded group) goes
+ * through the same body paired with itself, its 8 rows stored: twice the
+ * arithmetic for one group per matrix, one body to keep.
  *
  * Per (row, token) the arithmetic is the AVX2 tiles' exactly: the exact
  * int32 block sum (dpbusd adds in a different order; integers, so the
@@ -55,39 +56,65 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
 #define X512_XW(xb, k) (*(const int32_t *)(const void *)((xb)->qs + 4 * (k)))
 
 /* Defines NAME, a two-group tile entry point (kern_ops.ptile2) calling the
- * always-inlined BODY with nt as a compile-time constant (as X8_PTILE). */
-#define X512_PTILE2(NAME, BODY, PF)                                                               \
+ * always-inlined BODY for weight kind KIND with nt as a compile-time
+ * constant (as X8_PTILE). */
+#define X512_PTILE2(NAME, BODY, KIND, PF)                                                         \
   TGT static void NAME(const void *w, size_t gb, int64_t n, const void *x, size_t xs, int nt,     \
                        float *y, size_t ys) {                                                     \
     switch (nt) {                                                                                 \
-    case 1: BODY(w, gb, n, x, xs, 1, y, ys, PF); break;                                           \
-    case 2: BODY(w, gb, n, x, xs, 2, y, ys, PF); break;                                           \
-    case 3: BODY(w, gb, n, x, xs, 3, y, ys, PF); break;                                           \
-    case 4: BODY(w, gb, n, x, xs, 4, y, ys, PF); break;                                           \
-    case 5: BODY(w, gb, n, x, xs, 5, y, ys, PF); break;                                           \
-    case 6: BODY(w, gb, n, x, xs, 6, y, ys, PF); break;                                           \
-    case 7: BODY(w, gb, n, x, xs, 7, y, ys, PF); break;                                           \
-    default: BODY(w, gb, n, x, xs, 8, y, ys, PF); break;                                          \
+    case 1: BODY(KIND, w, gb, n, x, xs, 1, y, ys, PF, 0); break;                                   \
+    case 2: BODY(KIND, w, gb, n, x, xs, 2, y, ys, PF, 0); break;                                   \
+    case 3: BODY(KIND, w, gb, n, x, xs, 3, y, ys, PF, 0); break;                                   \
+    case 4: BODY(KIND, w, gb, n, x, xs, 4, y, ys, PF, 0); break;                                   \
+    case 5: BODY(KIND, w, gb, n, x, xs, 5, y, ys, PF, 0); break;                                   \
+    case 6: BODY(KIND, w, gb, n, x, xs, 6, y, ys, PF, 0); break;                                   \
+    case 7: BODY(KIND, w, gb, n, x, xs, 7, y, ys, PF, 0); break;                                   \
+    default: BODY(KIND, w, gb, n, x, xs, 8, y, ys, PF, 0); break;                                  \
     }                                                                                             \
   }
 
-/* Same for a one-group tile (kern_ops.ptile). */
-#define X512_PTILE1(NAME, BODY, PF)                                                               \
+/* Same for a one-group tile (kern_ops.ptile): the two-group body on the
+ * group paired with itself (gb 0), only its 8 rows stored. */
+#define X512_PTILE1(NAME, BODY, KIND, PF)                                                         \
   TGT static void NAME(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,      \
                        size_t ys) {                                                               \
     switch (nt) {                                                                                 \
-    case 1: BODY(w, n, x, xs, 1, y, ys, PF); break;                                               \
-    case 2: BODY(w, n, x, xs, 2, y, ys, PF); break;                                               \
-    case 3: BODY(w, n, x, xs, 3, y, ys, PF); break;                                               \
-    case 4: BODY(w, n, x, xs, 4, y, ys, PF); break;                                               \
-    case 5: BODY(w, n, x, xs, 5, y, ys, PF); break;                                               \
-    case 6: BODY(w, n, x, xs, 6, y, ys, PF); break;                                               \
-    case 7: BODY(w, n, x, xs, 7, y, ys, PF); break;                                               \
-    default: BODY(w, n, x, xs, 8, y, ys, PF); break;                                              \
+    case 1: BODY(KIND, w, 0, n, x, xs, 1, y, ys, PF, 1); break;                                   \
+    case 2: BODY(KIND, w, 0, n, x, xs, 2, y, ys, PF, 1); break;                                   \
+    case 3: BODY(KIND, w, 0, n, x, xs, 3, y, ys, PF, 1); break;                                   \
+    case 4: BODY(KIND, w, 0, n, x, xs, 4, y, ys, PF, 1); break;                                   \
+    case 5: BODY(KIND, w, 0, n, x, xs, 5, y, ys, PF, 1); break;                                   \
+    case 6: BODY(KIND, w, 0, n, x, xs, 6, y, ys, PF, 1); break;                                   \
+    case 7: BODY(KIND, w, 0, n, x, xs, 7, y, ys, PF, 1); break;                                   \
+    default: BODY(KIND, w, 0, n, x, xs, 8, y, ys, PF, 1); break;                                  \
     }                                                                                             \
   }
 
-#define X512_NT 8 /* tokens per tile call (both types, both widths) */
+#define X512_NT 8 /* tokens per tile call (all kinds, both widths) */
+
+/* Weight kinds of the x 8 layout (packed.c): the bodies below differ only
+ * in how a packed block becomes the 8 u8 weight vectors that meet
+ * activation words 0..7. Bytes of a packed block, and its cache lines. */
+enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
+#define X512_Q5(k) ((k) == X512_K_Q5 || (k) == X512_K_Q5G)
+#define X512_PB(k) ((k) == X512_K_Q8 ? 272 : X512_Q5(k) ? 176 : 144)
+#define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
+
+/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): one
+ * vgf2p8affineqb per half-vector moves the wanted bit of every H byte to
+ * bit 4 and clears the others (an 8 x 8 bit matrix per byte: its row for
+ * result bit 4, byte 3 of the qword, holds the source bit), where the
+ * plain path shifts H and masks it inside the vpternlogd: one operation
+ * fewer per half-vector (8 of ~47 per block of two groups). Written as
+ * asm so the variant needs no GFNI target (kern_ops_avx512 picks this
+ * kind only on CPUs that report GFNI).
+ * X512_GF_BIT(j): the matrix moving bit j. */
+#define X512_GF_BIT(j) ((long long)(1ull << (j)) << 24)
+TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
+  __m512i r;
+  __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
+  return r;
+}
 
 /* 32 bytes of group g0 and the same 32 bytes of the next group (gb bytes
  * on) as one zmm: g0's in the low half. */
@@ -103,307 +130,117 @@ TGT_INL __m512 x512_scales(const uint8_t *p, size_t gb) {
   return _mm512_cvtph_ps(h);
 }
 
-/* ---- Q4_0: 144-byte blocks (8 f16 scales, 4 vectors of nibbles) ---------- */
-
-/* Two groups (16 rows) x nt tokens: y[t * ys + r] for r < 16. Vector i's
- * low nibbles meet activation word i, its high nibbles word 4 + i. */
-TGT_INL void body_x512_q4_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
-                            float *y, size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 144 * b;
-    if (pf) {
-      x8_prefetch(blk, 3);
-      x8_prefetch(blk + gb, 3);
-    }
-    __m512i wl[4], wh[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-      __m512i v = x512_pair(blk + 16 + 32 * i, gb);
-      wl[i] = _mm512_and_si512(v, m4);
-      wh[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    __m512i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm512_dpbusd_epi32(s[t], wl[i], _mm512_set1_epi32(X512_XW(xb, i)));
-        s[t] = _mm512_dpbusd_epi32(s[t], wh[i], _mm512_set1_epi32(X512_XW(xb, 4 + i)));
-      }
-    }
-    const __m512 dw = x512_scales(blk, gb);
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
-}
-
-/* One group (8 rows, ymm) x nt tokens, for a chunk's odd last group. */
-TGT_INL void body_x512_q4_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                            size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 144 * b;
-    if (pf) x8_prefetch(blk, 3);
-    __m256i wl[4], wh[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-      __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
-      wl[i] = _mm256_and_si256(v, m4);
-      wh[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    }
-    __m256i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm256_dpbusd_epi32(s[t], wl[i], _mm256_set1_epi32(X512_XW(xb, i)));
-        s[t] = _mm256_dpbusd_epi32(s[t], wh[i], _mm256_set1_epi32(X512_XW(xb, 4 + i)));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
-}
-
-X512_PTILE2(ptile2_x512_q4, body_x512_q4_2, 1)
-X512_PTILE2(ptile2_x512_q4_warm, body_x512_q4_2, 0)
-X512_PTILE1(ptile_x512_q4, body_x512_q4_1, 1)
-X512_PTILE1(ptile_x512_q4_warm, body_x512_q4_1, 0)
-
-/* ---- Q8_0: 272-byte blocks (8 f16 scales, 8 int8 vectors) ---------------- */
-
-/* Two groups x nt tokens; vector j (elements 4j..4j+3 of each row) meets
- * activation word j. */
-TGT_INL void body_x512_q8_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
-                            float *y, size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  const __m512i m80 = _mm512_set1_epi8((char)0x80);
-  __m512 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 272 * b;
-    if (pf) {
-      x8_prefetch(blk, 5);
-      x8_prefetch(blk + gb, 5);
-    }
-    __m512i u[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) u[j] = _mm512_xor_si512(x512_pair(blk + 16 + 32 * j, gb), m80);
-    __m512i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm512_dpbusd_epi32(s[t], u[j], _mm512_set1_epi32(X512_XW(xb, j)));
-      }
-    }
-    const __m512 dw = x512_scales(blk, gb);
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
-}
-
-/* One group (ymm) x nt tokens. */
-TGT_INL void body_x512_q8_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                            size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  const __m256i m80 = _mm256_set1_epi8((char)0x80);
-  __m256 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 272 * b;
-    if (pf) x8_prefetch(blk, 5);
-    __m256i u[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-      u[j] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j)), m80);
-    __m256i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm256_dpbusd_epi32(s[t], u[j], _mm256_set1_epi32(X512_XW(xb, j)));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
-}
-
-X512_PTILE2(ptile2_x512_q8, body_x512_q8_2, 1)
-X512_PTILE2(ptile2_x512_q8_warm, body_x512_q8_2, 0)
-X512_PTILE1(ptile_x512_q8, body_x512_q8_1, 1)
-X512_PTILE1(ptile_x512_q8_warm, body_x512_q8_1, 0)
-
-/* ---- Q5_0: 176-byte blocks (8 f16 scales, 4 nibble vectors, H) ------------
- * q (0..31) = nibble | the bit of H packed.c put for it, moved to bit 4
- * (as body_q5x8: H shifted left by 4 - i for vector i's low nibbles, right
- * by i for its high ones, & 0x10), one vpternlogd (a | (b & 0x10)) per
- * half-vector; sum (q - 16) x = sum q x - 16 sum x, the accumulators
- * starting at -16 sum(x). */
-TGT_INL void body_x512_q5_2(const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
-                            float *y, size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
+/* Packed block blk of two groups (gb apart) as the 8 u8 weight vectors w[k]
+ * that meet activation word k:
+ *   Q4_0: w[i] = the low nibbles of vector i, w[4 + i] its high ones
+ *         (unsigned 0..15; the offset 8 is in the accumulators' start);
+ *   Q8_0: w[j] = vector j xor 0x80 = w + 128 (offset 128 likewise);
+ *   Q5_0: the nibbles with their high bit from H at bit 4 (0..31): H
+ *         shifted left by 4 - i for vector i's low nibbles, right by i for
+ *         its high ones, & 0x10, one vpternlogd (a | (b & 0x10)) each;
+ *   Q5_0 with GFNI: bit i (low nibbles) or 4 + i (high) of H to bit 4 by
+ *         one vgf2p8affineqb, then (nibbles & 0x0f) | that (vpternlogd). */
+TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+  if (kind == X512_K_Q8) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) w[j] = _mm512_xor_si512(x512_pair(blk + 16 + 32 * j, gb), _mm512_set1_epi8((char)0x80));
+    return;
+  }
+  const __m512i h = X512_Q5(kind) ? x512_pair(blk + 144, gb) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    const __m512i v = x512_pair(blk + 16 + 32 * i, gb);
+    if (kind == X512_K_Q5G) {
+      w[i] = _mm512_ternarylogic_epi32(v, x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(i))), m4, 0xec);
+      w[4 + i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(4 + i))),
+                                           m4, 0xec);
+      continue;
+    }
+    w[i] = _mm512_and_si512(v, m4);
+    w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    if (kind == X512_K_Q5) {
+      const __m512i hl = i == 0 ? _mm512_slli_epi16(h, 4)
+                         : i == 1 ? _mm512_slli_epi16(h, 3)
+                         : i == 2 ? _mm512_slli_epi16(h, 2)
+                                  : _mm512_slli_epi16(h, 1);
+      const __m512i hh = i == 0 ? h
+                         : i == 1 ? _mm512_srli_epi16(h, 1)
+                         : i == 2 ? _mm512_srli_epi16(h, 2)
+                                  : _mm512_srli_epi16(h, 3);
+      w[i] = _mm512_ternarylogic_epi32(w[i], hl, m10, 0xf8);
+      w[4 + i] = _mm512_ternarylogic_epi32(w[4 + i], hh, m10, 0xf8);
+    }
+  }
+}
+
+/* Activation block b of token t. */
+#define X512_XB(x, xs, t, b) ((const x512_block_q8 *)((const char *)(x) + (t) * (xs)) + (b))
+
+/* One block of 16 rows (two groups) for nt tokens: each token's exact
+ * int32 block sum (starting at its offset term c0), then acc[t] =
+ * fma(float(sum), dw * d_x, acc[t]). */
+TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs, int64_t b, int nt, __m512 *acc) {
+  __m512i s[X512_NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++) s[t] = _mm512_set1_epi32(X512_XB(x, xs, t, b)->c0);
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++) {
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++)
+      s[t] = _mm512_dpbusd_epi32(s[t], w[k], _mm512_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < nt; t++)
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(X512_XB(x, xs, t, b)->d)), acc[t]);
+}
+
+/* Two groups (16 rows) of kind x nt tokens: y[t * ys + r] for r < 16,
+ * or with one (gb 0: the group with itself) r < 8. pf (a constant):
+ * software prefetch of both groups' streams. */
+TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
+                         float *y, size_t ys, int pf, int one) {
+  const int64_t nb = n / 32;
+  const uint8_t *blk0 = wg;
   __m512 acc[X512_NT];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 176 * b;
+    const uint8_t *blk = blk0 + X512_PB(kind) * b;
     if (pf) {
-      x8_prefetch(blk, 3);
-      x8_prefetch(blk + gb, 3);
+      x8_prefetch(blk, X512_PFN(kind));
+      if (!one) x8_prefetch(blk + gb, X512_PFN(kind));
     }
-    const __m512i h = x512_pair(blk + 144, gb);
-    __m512i wl[4], wh[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-      __m512i v = x512_pair(blk + 16 + 32 * i, gb);
-      __m512i hl = i == 0 ? _mm512_slli_epi16(h, 4)
-                   : i == 1 ? _mm512_slli_epi16(h, 3)
-                   : i == 2 ? _mm512_slli_epi16(h, 2)
-                            : _mm512_slli_epi16(h, 1);
-      __m512i hh = i == 0 ? h
-                   : i == 1 ? _mm512_srli_epi16(h, 1)
-                   : i == 2 ? _mm512_srli_epi16(h, 2)
-                            : _mm512_srli_epi16(h, 3);
-      wl[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hl, m10, 0xf8);
-      wh[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh, m10, 0xf8);
-    }
-    __m512i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm512_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm512_dpbusd_epi32(s[t], wl[i], _mm512_set1_epi32(X512_XW(xb, i)));
-        s[t] = _mm512_dpbusd_epi32(s[t], wh[i], _mm512_set1_epi32(X512_XW(xb, 4 + i)));
-      }
-    }
-    const __m512 dw = x512_scales(blk, gb);
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[t]);
-    }
+    __m512i w[8];
+    x512_unpack2(kind, blk, gb, w);
+    x512_block2(w, x512_scales(blk, gb), x, xs, b, nt, acc);
   }
 #pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ys, acc[t]);
+  for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + t * ys, one ? 0x00ff : 0xffff, acc[t]);
 }
 
-/* One group (ymm) x nt tokens. */
-TGT_INL void body_x512_q5_1(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                            size_t ys, int pf) {
-  const int64_t nb = n / 32;
-  const uint8_t *blk0 = wg;
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m10 = _mm256_set1_epi8(0x10);
-  __m256 acc[X512_NT];
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *blk = blk0 + 176 * b;
-    if (pf) x8_prefetch(blk, 3);
-    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 144));
-    __m256i wl[4], wh[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-      __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
-      __m256i hl = i == 0 ? _mm256_slli_epi16(h, 4)
-                   : i == 1 ? _mm256_slli_epi16(h, 3)
-                   : i == 2 ? _mm256_slli_epi16(h, 2)
-                            : _mm256_slli_epi16(h, 1);
-      __m256i hh = i == 0 ? h
-                   : i == 1 ? _mm256_srli_epi16(h, 1)
-                   : i == 2 ? _mm256_srli_epi16(h, 2)
-                            : _mm256_srli_epi16(h, 3);
-      wl[i] = _mm256_ternarylogic_epi32(_mm256_and_si256(v, m4), hl, m10, 0xf8);
-      wh[i] = _mm256_ternarylogic_epi32(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hh, m10, 0xf8);
-    }
-    __m256i s[X512_NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm256_set1_epi32(((const x512_block_q8 *)((const char *)x + t * xs) + b)->c0);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-#pragma GCC unroll 8
-      for (int t = 0; t < nt; t++) {
-        const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-        s[t] = _mm256_dpbusd_epi32(s[t], wl[i], _mm256_set1_epi32(X512_XW(xb, i)));
-        s[t] = _mm256_dpbusd_epi32(s[t], wh[i], _mm256_set1_epi32(X512_XW(xb, 4 + i)));
-      }
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-      const x512_block_q8 *xb = (const x512_block_q8 *)((const char *)x + t * xs) + b;
-      acc[t] = x8_tail(s[t], dw, xb->d, acc[t]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
-}
+X512_PTILE2(ptile2_x512_q4, body_x512_2, X512_K_Q4, 1)
+X512_PTILE2(ptile2_x512_q4_warm, body_x512_2, X512_K_Q4, 0)
+X512_PTILE1(ptile_x512_q4, body_x512_2, X512_K_Q4, 1)
+X512_PTILE1(ptile_x512_q4_warm, body_x512_2, X512_K_Q4, 0)
+X512_PTILE2(ptile2_x512_q8, body_x512_2, X512_K_Q8, 1)
+X512_PTILE2(ptile2_x512_q8_warm, body_x512_2, X512_K_Q8, 0)
+X512_PTILE1(ptile_x512_q8, body_x512_2, X512_K_Q8, 1)
+X512_PTILE1(ptile_x512_q8_warm, body_x512_2, X512_K_Q8, 0)
+X512_PTILE2(ptile2_x512_q5, body_x512_2, X512_K_Q5, 1)
+X512_PTILE2(ptile2_x512_q5_warm, body_x512_2, X512_K_Q5, 0)
+X512_PTILE1(ptile_x512_q5, body_x512_2, X512_K_Q5, 1)
+X512_PTILE1(ptile_x512_q5_warm, body_x512_2, X512_K_Q5, 0)
+X512_PTILE2(ptile2_x512_q5g, body_x512_2, X512_K_Q5G, 1)
+X512_PTILE2(ptile2_x512_q5g_warm, body_x512_2, X512_K_Q5G, 0)
+X512_PTILE1(ptile_x512_q5g, body_x512_2, X512_K_Q5G, 1)
+X512_PTILE1(ptile_x512_q5g_warm, body_x512_2, X512_K_Q5G, 0)
 
-X512_PTILE2(ptile2_x512_q5, body_x512_q5_2, 1)
-X512_PTILE2(ptile2_x512_q5_warm, body_x512_q5_2, 0)
-X512_PTILE1(ptile_x512_q5, body_x512_q5_1, 1)
-X512_PTILE1(ptile_x512_q5_warm, body_x512_q5_1, 0)
+/* CPUID leaf 7 ECX bit 8: GFNI (asked directly, as x86_has_f16c). */
+static int x512_has_gfni(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 8)) != 0;
+}
 
 /* x512_block_q8 activations: quant_q8_x86's blocks with c0 = -mul *
  * sum(qs) (mul 8 for Q4_0, 16 for Q5_0, 128 for Q8_0). */
@@ -445,6 +282,12 @@ static void x512_fill_packed_q4_ops(struct kern_ops *ops) {
   ops->ptile2[TENSOR_TYPE_Q5_0] = ptile2_x512_q5;
   ops->ptile2_warm[TENSOR_TYPE_Q5_0] = ptile2_x512_q5_warm;
   ops->ptile_nt[TENSOR_TYPE_Q5_0] = X512_NT;
+  if (x512_has_gfni() && !getenv("PARLEY_NO_GFNI")) { /* the env: for A/B only */
+    ops->ptile[TENSOR_TYPE_Q5_0] = ptile_x512_q5g;
+    ops->ptile_warm[TENSOR_TYPE_Q5_0] = ptile_x512_q5g_warm;
+    ops->ptile2[TENSOR_TYPE_Q5_0] = ptile2_x512_q5g;
+    ops->ptile2_warm[TENSOR_TYPE_Q5_0] = ptile2_x512_q5g_warm;
+  }
   ops->pquant[TENSOR_TYPE_Q5_0] = quant_x512_q5;
 }
 

@@ -58,6 +58,18 @@ TGT_INL __m512i x512_bq(const void *p) {
   return v;
 }
 
+/* vpshufb controls picking the 6-bit scale of sub-block 4 V + k' (k' =
+ * 0..3, the table's index) of row 4 L + r' (byte 4 k' + r' of each 128-bit
+ * chunk) into dword lanes 2r, 2r + 1, zero-extended. A table in memory: the
+ * control is then a load operand of the vpshufb, where computing it (the
+ * sub-block loop is not unrolled) cost a broadcast and an add per
+ * sub-block on the vector ports. */
+#define X512_B0Q(k, r) X512_B0(4 * (k) + (r)), X512_B0(4 * (k) + (r))
+#define X512_PICKQ(k) {X512_B0Q(k, 0), X512_B0Q(k, 1), X512_B0Q(k, 2), X512_B0Q(k, 3), \
+                       X512_B0Q(k, 0), X512_B0Q(k, 1), X512_B0Q(k, 2), X512_B0Q(k, 3)}
+static const int32_t x512_q4k_pick[4][16] __attribute__((aligned(64))) = {X512_PICKQ(0), X512_PICKQ(1), X512_PICKQ(2),
+                                                                           X512_PICKQ(3)};
+
 /* ---- Q4_K ----------------------------------------------------------------
  * Per super-block, sub-block pair p (sub-blocks 2p, 2p + 1 = the low and
  * high nibbles of vectors 8p..8p+7) and token: 8 vpdpbusd (4 column pairs x
@@ -80,14 +92,11 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
      * for lanes 2r, 2r + 1 (no vpermb: VBMI is not in the variant's
      * requirements) */
     const __m512i sc = _mm512_and_si512(_mm512_loadu_si512(o + 32), _mm512_set1_epi8(0x3f));
-    const __m512i pick0 = _mm512_setr_epi32(X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1), X512_B0(2), X512_B0(2),
-                                            X512_B0(3), X512_B0(3), X512_B0(0), X512_B0(0), X512_B0(1), X512_B0(1),
-                                            X512_B0(2), X512_B0(2), X512_B0(3), X512_B0(3));
     const __m512i scv40 = _mm512_shuffle_i64x2(sc, sc, 0x50), scv41 = _mm512_shuffle_i64x2(sc, sc, 0xfa);
     __m512i isum[X512_Q4K_NT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
+#pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
       if (pf) {
         q4kx8_prefetch(o + 256 * p, 4);
@@ -99,7 +108,7 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
 #pragma GCC unroll 2
       for (int h = 0; h < 2; h++) {
         const int k = 2 * p + h;
-        scv[h] = _mm512_shuffle_epi8(p < 2 ? scv40 : scv41, _mm512_add_epi32(pick0, _mm512_set1_epi32(4 * (k % 4))));
+        scv[h] = _mm512_shuffle_epi8(p < 2 ? scv40 : scv41, _mm512_loadu_si512(x512_q4k_pick[k % 4]));
       }
       const uint8_t *wv = o + 128 + 256 * p;
       __m512i z[4];
@@ -171,11 +180,22 @@ X8_PTILE(x512_ptile_q4k_warm, x512_body_q4k_warm, X512_Q4K_NT)
  * 4 sub-blocks one vpdpwssd of the rows' (-32 sc) pairs against the
  * token's per-16 sums. Float accumulators in y, as in the AVX2 tile. */
 
-/* vpshufb control dwords (byte 0 of the dword first): the scale byte of
- * row r' (0..3 in its 128-bit chunk) and sub-block 0 into byte 1; the
- * pair of sub-blocks 2e, 2e + 1 into bytes 1 and 3. */
-#define X512_SC6(r) ((int)(0x80800080u | (unsigned)(4 * (r)) << 8))
-#define X512_MP6(r, e) ((int)(0x00800080u | (unsigned)(4 * (r) + 2 * (e)) << 8 | (unsigned)(4 * (r) + 2 * (e) + 1) << 24))
+/* The scales of sub-blocks 4 kq .. + 3 are first sign-extended to int16
+ * (vpmovsxbw of their 32 bytes: int16 4 r + k' is row r, sub-block
+ * 4 kq + k'), which puts rows 2c, 2c + 1 in 128-bit chunk c, the chunk
+ * holding their dword lanes 2r, 2r + 1; then one vpshufb per sub-block
+ * moves row r's int16 into the low half of both its lanes (zeros above),
+ * where picking bytes and shifting them down cost two operations per
+ * sub-block. vpshufb control dwords (byte 0 first), r' = r % 2: the int16
+ * of row r', sub-block k'; and for the offsets the pair of sub-blocks 2e,
+ * 2e + 1 as two int16. */
+#define X512_SC6(r, k) ((int)(0x80800000u | (unsigned)(8 * (r) + 2 * (k) + 1) << 8 | (unsigned)(8 * (r) + 2 * (k))))
+#define X512_MP6(r, e) ((int)((unsigned)(8 * (r) + 4 * (e)) | (unsigned)(8 * (r) + 4 * (e) + 1) << 8 | \
+                              (unsigned)(8 * (r) + 4 * (e) + 2) << 16 | (unsigned)(8 * (r) + 4 * (e) + 3) << 24))
+#define X512_SC6V(k) _mm512_setr_epi32(X512_SC6(0, k), X512_SC6(0, k), X512_SC6(1, k), X512_SC6(1, k), X512_SC6(0, k), \
+                                       X512_SC6(0, k), X512_SC6(1, k), X512_SC6(1, k), X512_SC6(0, k), X512_SC6(0, k), \
+                                       X512_SC6(1, k), X512_SC6(1, k), X512_SC6(0, k), X512_SC6(0, k), X512_SC6(1, k), \
+                                       X512_SC6(1, k))
 
 TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   const int64_t nsb = n / QK_K;
@@ -183,14 +203,10 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
   const __m512i hidx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i shl = _mm512_setr_epi32(4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2);
   const __m512i shr = _mm512_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2);
-  /* lanes 2r, 2r + 1 of 128-bit chunk o are rows 2o, 2o + 1: r' = r % 4 */
-  const __m512i scpick = _mm512_setr_epi32(X512_SC6(0), X512_SC6(0), X512_SC6(1), X512_SC6(1), X512_SC6(2),
-                                           X512_SC6(2), X512_SC6(3), X512_SC6(3), X512_SC6(0), X512_SC6(0),
-                                           X512_SC6(1), X512_SC6(1), X512_SC6(2), X512_SC6(2), X512_SC6(3), X512_SC6(3));
   const __m512i mppick = _mm512_setr_epi32(X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1),
-                                           X512_MP6(2, 0), X512_MP6(2, 1), X512_MP6(3, 0), X512_MP6(3, 1),
                                            X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1),
-                                           X512_MP6(2, 0), X512_MP6(2, 1), X512_MP6(3, 0), X512_MP6(3, 1));
+                                           X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1),
+                                           X512_MP6(0, 0), X512_MP6(0, 1), X512_MP6(1, 0), X512_MP6(1, 1));
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; b++) {
@@ -201,11 +217,10 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
 #pragma GCC unroll 1
     for (int kq = 0; kq < 4; kq++) {
       /* scale bytes of sub-blocks 4 kq .. + 3: byte 4 r + k' of o + 16 +
-       * 32 kq; rows 0..3 (bytes 0..15) to chunks 0, 1, rows 4..7 to 2, 3 */
-      const __m512i sv = _mm512_broadcast_i64x4(loadu256(o + 16 + 32 * kq));
-      const __m512i scs = _mm512_shuffle_i64x2(sv, sv, 0x50);
+       * 32 kq, as int16 (rows 2c, 2c + 1 in chunk c) */
+      const __m512i sx = _mm512_cvtepi8_epi16(loadu256(o + 16 + 32 * kq));
       /* -32 x the rows' scales of sub-blocks 4 kq + 2e, + 1 in lane 2r + e */
-      const __m512i mp = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_srai_epi16(_mm512_shuffle_epi8(scs, mppick), 3));
+      const __m512i mp = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(_mm512_shuffle_epi8(sx, mppick), 5));
 #pragma GCC unroll 8
       for (int t = 0; t < nt; t++) {
         const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
@@ -214,8 +229,7 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
 #pragma GCC unroll 4
       for (int c4 = 0; c4 < 4; c4++) {
         const int k = 4 * kq + c4;
-        const __m512i scv =
-            _mm512_srai_epi16(_mm512_shuffle_epi8(scs, _mm512_add_epi32(scpick, _mm512_set1_epi32(c4 << 8))), 8);
+        const __m512i scv = _mm512_shuffle_epi8(sx, c4 == 0 ? X512_SC6V(0) : c4 == 1 ? X512_SC6V(1) : c4 == 2 ? X512_SC6V(2) : X512_SC6V(3));
         const uint8_t *wv = o + 144 + 96 * k;
 #pragma GCC unroll 2
         for (int i = 0; i < 2 && Q6KX8_PF_DIST > 0; i++)

@@ -410,9 +410,15 @@ static void mm_worker(void *arg, int ith, int nth) {
   while (kern_split_next(&j->split, &r0, &r1, &t0, &t1)) kern_mm_rect(&j->mm, r0, r1, t0, t1);
 }
 
-void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t n_tokens, int tnt) {
+/* n rounded up to a multiple of align (>= 1). */
+static int64_t split_round(int64_t n, int64_t align) { return (n + align - 1) / align * align; }
+
+void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t align,
+                     int64_t n_tokens, int tnt) {
+  if (align < 1) align = 1;
+  min_units = split_round(min_units, align);
   int64_t want = (int64_t)nth * 8;
-  int64_t cu = (n_units + want - 1) / want;
+  int64_t cu = split_round((n_units + want - 1) / want, align);
   if (cu < min_units) cu = min_units;
   s->n_units = n_units;
   s->n_tokens = n_tokens;
@@ -420,7 +426,8 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
   s->n_unit_chunks = s->n_big = (n_units + cu - 1) / cu;
   kern_split_tokens(nth, s->n_unit_chunks, n_tokens, tnt, &s->chunk_toks, &s->n_tok_chunks);
   if (nth > 1 && s->n_tok_chunks == 1 && n_units >= (int64_t)nth * 16 * min_units) {
-    int64_t big = (n_units + nth * 4 - 1) / (nth * 4), small = (n_units + nth * 32 - 1) / (nth * 32);
+    int64_t big = split_round((n_units + nth * 4 - 1) / (nth * 4), align);
+    int64_t small = split_round((n_units + nth * 32 - 1) / (nth * 32), align);
     if (small < min_units) small = min_units;
     int64_t n_big = n_units * 3 / 4 / big, rest = n_units - n_big * big;
     s->big = big;
@@ -515,7 +522,7 @@ int kern_matmul(thread_pool *tp, int type, const void *W, int64_t n_rows, int64_
     kern_quant_rows(tp, j.mm.quant, x, n_tokens, n_cols, j.mm.xq, j.mm.xa_stride);
   }
   /* units of one row, chunks of at least 8 rows */
-  kern_split_plan(&j.split, tpool_n_threads(tp), n_rows, 8, n_tokens, j.mm.tnt);
+  kern_split_plan(&j.split, tpool_n_threads(tp), n_rows, 8, 1, n_tokens, j.mm.tnt);
   tpool_run(tp, mm_worker, &j);
   return 0;
 }

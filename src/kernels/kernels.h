@@ -38,17 +38,6 @@ void tpool_run(thread_pool *tp, void (*fn)(void *ctx, int ith, int nth), void *c
  * or one thread: no-op. */
 void tpool_hold_begin(thread_pool *tp);
 void tpool_hold_end(thread_pool *tp);
-/* Inside a hold scope: asks the workers to read [p, p + n) (the weights of
- * the product that comes next) into the caches whenever they wait for a
- * job - after their share of the current job and during the caller's
- * serial work between jobs, when memory would sit idle. A worker stops at
- * the next job (checked every 4 KiB) and the bytes it read are the first
- * ones the next product wants, so that product starts from cache. A newer
- * request replaces an older one; outside a hold, with one thread, n 0 or
- * while the pool sees the machine oversubscribed it does nothing. The memory must stay readable until the hold scope ends:
- * the end of the outermost scope cancels the request and waits for the
- * workers to drop it. Changes timing only, never results. */
-void tpool_prefetch(thread_pool *tp, const void *p, size_t n);
 /* True when no worker is asleep (all spinning inside a hold scope), so a
  * job of a few microseconds of work pays: a sleeping worker costs the
  * caller a futex wake, tens of microseconds on a busy host. False for
@@ -67,7 +56,6 @@ typedef struct tpool_stats {
                         the caller for a job's end */
   uint64_t busy_ns;  /* time inside fn */
   uint64_t sleep_ns; /* time asleep */
-  uint64_t prefetch_bytes; /* bytes read for tpool_prefetch requests */
 } tpool_stats;
 void tpool_get_stats(const thread_pool *tp, int ith, tpool_stats *out);
 /* A timeline of jobs, for measuring (bench/decode_wall.c): while set, every

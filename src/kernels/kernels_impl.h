@@ -256,8 +256,11 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * threads finish together only as closely as the last chunk is short, so
  * about 3/4 of the units go in ~3 big chunks per thread (taken first) and
  * the rest in ~16 small ones per thread (at least min_units), taken last by
- * whichever thread is free. Which thread computes a unit never changes its
- * result. */
+ * whichever thread is free. Every chunk but the last starts and ends at a
+ * multiple of align units (chunk sizes rounded up to it): packed drivers
+ * pass 2 when the type has a two-group tile, so no chunk splits a pair of
+ * groups and sends both halves through the one-group tile. Which thread
+ * computes a unit never changes its result. */
 struct kern_split {
   int64_t n_units, n_tokens;
   int64_t big, n_big;      /* unit chunks 0..n_big-1 hold `big` units each */
@@ -266,7 +269,8 @@ struct kern_split {
   int64_t chunk_toks, n_tok_chunks;
   atomic_llong next;       /* next chunk to hand out */
 };
-void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t n_tokens, int tnt);
+void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t align,
+                     int64_t n_tokens, int tnt);
 
 /* Claims the next rectangle: units [*u0, *u1) x tokens [*t0, *t1); false
  * when every chunk has been handed out. Chunks go unit chunk fastest, so a
@@ -346,5 +350,9 @@ struct kern_pk {
 int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64_t n_tokens, float *y);
 /* Row groups [g0, g1) x tokens [t0, t1). */
 void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
+/* The kern_split_plan alignment, in groups, a packed product's rectangles
+ * should start at: 2 when its tile takes two groups at a time (tile2),
+ * else 1. */
+static inline int64_t kern_pk_align(const struct kern_pk *j) { return j->tile2 ? 2 : 1; }
 
 #endif

@@ -16,6 +16,9 @@
  * (a packed group; 8 rows of GGUF rows, the last unit of a part possibly
  * short), split by the same kern_split plan as the single products, so a
  * thread's chunk may span the end of one matrix and the start of the next.
+ * When a packed part's tile takes two groups at a time, every part starts
+ * at an even unit (an empty unit after a part of odd length) and the plan
+ * cuts at even units only (kern_pk_align), so no chunk splits a pair.
  * Every (row, token) result is computed by the same rect function with the
  * same activations as the separate call would use, and a rect's per-element
  * arithmetic does not depend on the chunk (kernels_impl.h), so results are
@@ -79,7 +82,7 @@ int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, i
   kern_quant_fn fmt_fn[KERN_MULTI_MAX];
   size_t fmt_stride[KERN_MULTI_MAX], fmt_off[KERN_MULTI_MAX], total = 0;
   int n_fmt = 0, tnt = 1;
-  int64_t n_units = 0;
+  int64_t n_units = 0, align = 1;
   for (int i = 0; i < n_parts; i++) {
     struct multi_part *p = &j.part[i];
     kern_quant_fn q;
@@ -108,9 +111,8 @@ int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, i
       snprintf(why, sizeof why, "%s", err_detail());
       return err_set(rc, "product %d of %d: %s", i + 1, n_parts, why);
     }
-    p->u0 = n_units;
     p->n_units = (p->n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS;
-    n_units += p->n_units;
+    if (p->packed && kern_pk_align(&p->pk) > align) align = kern_pk_align(&p->pk);
     if (ptnt > tnt) tnt = ptnt;
     p->act = -1;
     if (!q) continue;
@@ -124,6 +126,10 @@ int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, i
       total += (bytes + 63) & ~(size_t)63;
       p->act = n_fmt++;
     }
+  }
+  for (int i = 0; i < n_parts; i++) { /* the parts' places in the row space */
+    j.part[i].u0 = (n_units + align - 1) / align * align;
+    n_units = j.part[i].u0 + j.part[i].n_units;
   }
   if (n_tokens == 0 || n_units == 0) return 0;
   if (n_fmt) {
@@ -142,7 +148,7 @@ int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, i
       }
     }
   }
-  kern_split_plan(&j.split, tpool_n_threads(tp), n_units, 1, n_tokens, tnt);
+  kern_split_plan(&j.split, tpool_n_threads(tp), n_units, 1, align, n_tokens, tnt);
   tpool_run(tp, multi_worker, &j);
   if (atomic_load(&j.failed)) return err_set(ERR_NOMEM, "matmul: a row buffer for the reference path");
   return 0;

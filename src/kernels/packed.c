@@ -265,9 +265,8 @@ size_t kern_packed_bytes(const kern_packed *p) { return p ? p->bytes : 0; }
 
 struct pk_job {
   struct kern_pk pk;
-  struct kern_split split;
-  int64_t per;       /* groups per split unit: 2 with a two-group tile, else 1 */
-  atomic_int failed; /* reference path: a row buffer could not be had */
+  struct kern_split split; /* units: row groups */
+  atomic_int failed;       /* reference path: a row buffer could not be had */
 };
 
 static void pk_rect_ref(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
@@ -337,10 +336,7 @@ static void pk_worker(void *arg, int ith, int nth) {
   (void)nth;
   struct pk_job *j = arg;
   int64_t u0, u1, t0, t1;
-  while (kern_split_next(&j->split, &u0, &u1, &t0, &t1)) {
-    int64_t g1 = u1 * j->per < j->pk.n_groups ? u1 * j->per : j->pk.n_groups;
-    kern_pk_rect(&j->pk, u0 * j->per, g1, t0, t1);
-  }
+  while (kern_split_next(&j->split, &u0, &u1, &t0, &t1)) kern_pk_rect(&j->pk, u0, u1, t0, t1);
 }
 
 int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64_t n_tokens, float *y) {
@@ -389,10 +385,9 @@ int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, in
     if (!j.pk.xq) return err_set(ERR_NOMEM, "matmul: %zu bytes of quantized activations", bytes);
     kern_quant_rows(tp, j.pk.quant, x, n_tokens, p->n_cols, j.pk.xq, j.pk.xa_stride);
   }
-  /* units of one group of 8 rows, or of two with a two-group tile (so
-   * that no chunk but the last holds a group the tile cannot pair) */
-  j.per = j.pk.tile2 ? 2 : 1;
-  kern_split_plan(&j.split, tpool_n_threads(tp), (p->n_groups + j.per - 1) / j.per, 1, n_tokens, j.pk.tnt);
+  /* units of one group of 8 rows, chunks of whole pairs with a two-group
+   * tile (so that no chunk but the last holds a group the tile cannot pair) */
+  kern_split_plan(&j.split, tpool_n_threads(tp), p->n_groups, 1, kern_pk_align(&j.pk), n_tokens, j.pk.tnt);
   tpool_run(tp, pk_worker, &j);
   if (atomic_load(&j.failed)) return err_set(ERR_NOMEM, "matmul: a row buffer for the reference path");
   return 0;

@@ -104,8 +104,8 @@ struct tpool_scratch_buf {
 
 /* Written only by its own thread (relaxed), read by tpool_get_stats. */
 struct tpool_counters {
-  _Atomic uint64_t n_tasks, n_sleeps, busy_ns, sleep_ns, pf_bytes;
-  char pad[64 - 5 * sizeof(uint64_t)];
+  _Atomic uint64_t n_tasks, n_sleeps, busy_ns, sleep_ns;
+  char pad[64 - 4 * sizeof(uint64_t)];
 };
 
 struct tpool_worker {
@@ -139,12 +139,6 @@ struct thread_pool {
   _Atomic uint64_t n_gaps;     /* spinning threads that found they had lost their CPU */
   atomic_bool stop;
   _Atomic(tpool_trace *) trace; /* tpool_set_trace, or NULL */
-  /* tpool_prefetch: the request (a seqlock: pf_seq odd while the caller
-   * writes pf_p/pf_n) and the workers reading it right now */
-  atomic_uint pf_seq;
-  _Atomic(const uint8_t *) pf_p;
-  _Atomic size_t pf_n;
-  atomic_int pf_active;
 };
 
 static void count_add(_Atomic uint64_t *c, uint64_t v) {
@@ -201,46 +195,9 @@ static bool tpool_keep_spinning(thread_pool *tp, int64_t start, int64_t *prev, i
   return now - atomic_load_explicit(&tp->released_ns, memory_order_relaxed) < g_linger_ns;
 }
 
-/* Bytes between two checks for a new job while prefetching. */
-#define TPOOL_PF_STEP 4096
-static volatile uint64_t g_pf_sink;
-
-/* Worker ith, waiting for a job after generation `seen`: reads its share of
- * the current prefetch request (one of n_threads - 1 slices) unless it did
- * already (*pf_done holds the request's seq), stopping early at a new job
- * or request. One load per cache line: the loads miss in parallel and the
- * hardware prefetchers see a plain stream. */
-static void tpool_do_prefetch(thread_pool *tp, int ith, unsigned seen, unsigned *pf_done) {
-  unsigned q = atomic_load_explicit(&tp->pf_seq, memory_order_acquire);
-  if (q == *pf_done || (q & 1)) return;
-  atomic_fetch_add(&tp->pf_active, 1); /* seq_cst: tpool_hold_end reads it after cancelling */
-  const uint8_t *p = atomic_load_explicit(&tp->pf_p, memory_order_relaxed);
-  size_t n = atomic_load_explicit(&tp->pf_n, memory_order_relaxed);
-  /* the request still the one read (and not cancelled while pf_active was 0) */
-  atomic_thread_fence(memory_order_acquire);
-  if (atomic_load(&tp->pf_seq) == q && p && n) {
-    *pf_done = q;
-    int nw = tp->n_threads - 1;
-    size_t per = (n / (size_t)nw + 63) & ~(size_t)63, a = per * (size_t)(ith - 1), e = a + per < n ? a + per : n;
-    if (a > e) a = e;
-    uint64_t x = 0;
-    size_t o = a;
-    for (; o < e; o += TPOOL_PF_STEP) {
-      if (atomic_load_explicit(&tp->gen, memory_order_relaxed) != seen ||
-          atomic_load_explicit(&tp->pf_seq, memory_order_relaxed) != q)
-        break;
-      size_t end = o + TPOOL_PF_STEP < e ? o + TPOOL_PF_STEP : e;
-      for (size_t i = o; i < end; i += 64) x ^= *(const volatile uint8_t *)(p + i);
-    }
-    g_pf_sink ^= x;
-    count_add(&tp->stats[ith].pf_bytes, (uint64_t)((o < e ? o : e) - a));
-  }
-  atomic_fetch_sub(&tp->pf_active, 1);
-}
-
 /* Worker: waits for a generation other than `seen`; returns it (and the
  * job's fn/ctx), or `seen` when the pool stops. */
-static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen, unsigned *pf_done) {
+static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen) {
   for (;;) {
     int64_t start = tpool_now_ns(), prev = start;
     unsigned wk = 0;
@@ -248,7 +205,6 @@ static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen, unsigned
       for (int i = 0; i < 64; i++) {
         unsigned g = atomic_load_explicit(&tp->gen, memory_order_acquire);
         if (g != seen || atomic_load_explicit(&tp->stop, memory_order_relaxed)) return g;
-        if (i == 0) tpool_do_prefetch(tp, ith, seen, pf_done);
         TPOOL_PAUSE();
       }
       wk = atomic_load(&tp->wake); /* before reading hold (tpool_keep_spinning) */
@@ -270,9 +226,9 @@ static unsigned tpool_wait_job(thread_pool *tp, int ith, unsigned seen, unsigned
 static void *tpool_worker_main(void *arg) {
   struct tpool_worker *w = arg;
   thread_pool *tp = w->tp;
-  unsigned seen = 0, pf_done = 0;
+  unsigned seen = 0;
   for (;;) {
-    unsigned g = tpool_wait_job(tp, w->ith, seen, &pf_done);
+    unsigned g = tpool_wait_job(tp, w->ith, seen);
     if (atomic_load(&tp->stop)) break;
     /* fn/ctx may already belong to a newer job; then every claim for g fails */
     tpool_fn fn = atomic_load(&tp->fn);
@@ -319,10 +275,6 @@ int tpool_new(int n_threads, thread_pool **out) {
   atomic_init(&tp->n_gaps, 0);
   atomic_init(&tp->stop, false);
   atomic_init(&tp->trace, NULL);
-  atomic_init(&tp->pf_seq, 0);
-  atomic_init(&tp->pf_p, NULL);
-  atomic_init(&tp->pf_n, 0);
-  atomic_init(&tp->pf_active, 0);
   for (int i = 1; i < n_threads; i++) {
     struct tpool_worker *w = &tp->workers[i - 1];
     w->tp = tp;
@@ -341,9 +293,9 @@ static void tpool_print_stats(const thread_pool *tp) {
   for (int i = 0; i < tp->n_threads; i++) {
     tpool_stats s;
     tpool_get_stats(tp, i, &s);
-    fprintf(stderr, "tpool thread %d: %llu tasks, busy %.3f s, %llu sleeps, asleep %.3f s, prefetched %.1f MiB\n", i,
+    fprintf(stderr, "tpool thread %d: %llu tasks, busy %.3f s, %llu sleeps, asleep %.3f s\n", i,
             (unsigned long long)s.n_tasks, (double)s.busy_ns / 1e9, (unsigned long long)s.n_sleeps,
-            (double)s.sleep_ns / 1e9, (double)s.prefetch_bytes / 1048576.0);
+            (double)s.sleep_ns / 1e9);
   }
   fprintf(stderr, "tpool: %llu spin gaps (lost CPU while waiting)\n",
           (unsigned long long)atomic_load(&((thread_pool *)tp)->n_gaps));
@@ -435,34 +387,9 @@ void tpool_hold_begin(thread_pool *tp) {
   }
 }
 
-/* Replaces the prefetch request (only the pool's caller writes it). */
-static void tpool_pf_set(thread_pool *tp, const void *p, size_t n) {
-  unsigned q = atomic_load_explicit(&tp->pf_seq, memory_order_relaxed);
-  atomic_store(&tp->pf_seq, q + 1); /* odd: being written */
-  atomic_store_explicit(&tp->pf_p, (const uint8_t *)p, memory_order_relaxed);
-  atomic_store_explicit(&tp->pf_n, n, memory_order_relaxed);
-  atomic_store(&tp->pf_seq, q + 2);
-}
-
-void tpool_prefetch(thread_pool *tp, const void *p, size_t n) {
-  if (!tp || tp->n_threads == 1 || atomic_load_explicit(&tp->hold, memory_order_relaxed) <= 0) return;
-  /* oversubscribed (tpool_keep_spinning): workers sleep rather than spin,
-   * and other processes' traffic evicts what they would read early */
-  if (tpool_now_ns() < atomic_load_explicit(&tp->contended_until_ns, memory_order_relaxed)) return;
-  tpool_pf_set(tp, p, n);
-}
-
 void tpool_hold_end(thread_pool *tp) {
   if (!tp || tp->n_threads == 1) return;
   if (atomic_load(&tp->hold) <= 0) return; /* unbalanced end: ignore */
-  if (atomic_load(&tp->hold) == 1) {
-    /* cancel the prefetch request, then wait for workers still reading it
-     * (they check every TPOOL_PF_STEP bytes): its memory may go away once
-     * the scope is closed. A worker that raised pf_active after this reads
-     * the new seq and drops the request. */
-    tpool_pf_set(tp, NULL, 0);
-    while (atomic_load(&tp->pf_active) > 0) TPOOL_PAUSE();
-  }
   atomic_store(&tp->released_ns, tpool_now_ns());
   atomic_fetch_sub(&tp->hold, 1);
 }
@@ -483,7 +410,6 @@ void tpool_get_stats(const thread_pool *tp, int ith, tpool_stats *out) {
   out->n_sleeps = atomic_load_explicit(&c->n_sleeps, memory_order_relaxed);
   out->busy_ns = atomic_load_explicit(&c->busy_ns, memory_order_relaxed);
   out->sleep_ns = atomic_load_explicit(&c->sleep_ns, memory_order_relaxed);
-  out->prefetch_bytes = atomic_load_explicit(&c->pf_bytes, memory_order_relaxed);
 }
 
 void *tpool_scratch(thread_pool *tp, int ith, size_t bytes) {

@@ -465,15 +465,6 @@ int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts,
   return 0;
 }
 
-void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n) {
-  if (!t || n > MODEL_PREFETCH_TOKENS || !c->prefetch_bytes) return;
-  const void *p = t->packed ? (const void *)t->packed : t->data;
-  size_t bytes = t->packed ? kern_packed_bytes(t->packed) : t->row_bytes * (size_t)t->n_rows;
-  tpool_prefetch(c->tp, p, bytes < c->prefetch_bytes ? bytes : c->prefetch_bytes);
-}
-
-void model_ctx_set_prefetch(model_ctx *c, size_t max_bytes) { c->prefetch_bytes = max_bytes; }
-
 int model_tensor_row_f32(const model_tensor *t, int64_t r, float *out) {
   int rc = t->packed ? kern_packed_row_f32(t->packed, r, out)
                      : ref_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * t->row_bytes, out, t->n_cols);
@@ -554,13 +545,6 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
     c->own_tp = true;
   }
   c->n_threads = tpool_n_threads(c->tp);
-  c->prefetch_bytes = MODEL_PREFETCH_DEFAULT;
-  const char *pf = getenv("PARLEY_PREFETCH_KB"); /* for measuring: 0 turns it off */
-  if (pf && *pf) {
-    char *end = NULL;
-    long kb = strtol(pf, &end, 10);
-    if (end && *end == '\0' && kb >= 0 && kb <= 65536) c->prefetch_bytes = (size_t)kb << 10;
-  }
 
   size_t per_layer = 0, kv_total = 0;
   /* positions rounded up to whole attention tiles (the v layout) */

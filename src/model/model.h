@@ -196,16 +196,6 @@ typedef struct model_prof {
   tpool_trace trace;
 } model_prof;
 const char *model_prof_seg_name(int seg);
-/* The most bytes of the next product's weights the pool's workers read
- * ahead while the caller finishes a product and does the serial work
- * after it (model_prefetch; default MODEL_PREFETCH_DEFAULT, or
- * PARLEY_PREFETCH_KB (0..65536) from the environment when the context is
- * made; 0 off). For measuring (bench/decode_wall.c alternates it): timing
- * only, never results. Off by default: on an idle machine (15:53, 2
- * threads, 24 token pairs each) 1 MiB made TinyLlama Q4_K_M 3% faster but
- * Q4_0 5% slower, so no gain is established. */
-#define MODEL_PREFETCH_DEFAULT ((size_t)0)
-void model_ctx_set_prefetch(model_ctx *c, size_t max_bytes);
 void model_ctx_set_prof(model_ctx *c, model_prof *p);
 
 enum model_logits {

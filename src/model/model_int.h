@@ -90,7 +90,6 @@ struct model_ctx {
   size_t att_scratch_floats;
   size_t buf_bytes;        /* compute buffers, for model_ctx_buf_bytes */
   model_prof *prof;        /* model_ctx_set_prof, or NULL */
-  size_t prefetch_bytes;   /* model_prefetch's cap (model_ctx_set_prefetch) */
   void *arch_data;         /* the architecture's buffers */
 };
 
@@ -140,17 +139,15 @@ int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n,
 int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
                        int64_t n);
 
-/* Steps of at most this many tokens hint the next product's weights to
- * the pool (model_prefetch) when c->prefetch_bytes is set (off by
- * default, model.h): they read the weights about once, so memory would
- * otherwise idle during the serial work between products. */
-#define MODEL_PREFETCH_TOKENS 16
-/* Asks the pool's idle workers to read the first c->prefetch_bytes of t's
- * weights (tpool_prefetch) when the step has n <= MODEL_PREFETCH_TOKENS
- * tokens: called before the product that precedes t's, so that the
- * workers fill the caches during that product's tail and the serial work
- * after it. t NULL: nothing. */
-void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n);
+/* Did nothing useful: the pool prefetch it drove (tpool_prefetch, off by
+ * default since session 6) measured no gain on two machines and was
+ * removed in session 8. A no-op until its calls in llama.c, qwen.c and
+ * dense.c go (the model files' owner removes them with this stub). */
+static inline void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n) {
+  (void)c;
+  (void)t;
+  (void)n;
+}
 
 /* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
  * layout when t is packed (a tied token_embd), else from t->data. Errors

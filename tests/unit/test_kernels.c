@@ -19,7 +19,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "base/err.h"
@@ -471,65 +470,6 @@ TEST(kernels_tpool_hold_scope_runs_every_task_once_then_sleeps) {
   tpool_get_stats(NULL, 0, &st);
   EXPECT_INT_EQ((long long)st.n_sleeps, 0);
   tpool_free(tp1);
-}
-
-/* Sum of the prefetch_bytes counters of tp's workers. */
-static uint64_t kt_prefetched(thread_pool *tp) {
-  uint64_t b = 0;
-  for (int i = 0; i < tpool_n_threads(tp); i++) {
-    tpool_stats st;
-    tpool_get_stats(tp, i, &st);
-    b += st.prefetch_bytes;
-  }
-  return b;
-}
-
-/* tpool_prefetch: ignored outside a hold scope; inside one the workers read
- * at most what was asked (each request once), jobs still run every task
- * once, and once the outermost scope has ended no worker touches the
- * memory any more: it is unmapped right after tpool_hold_end, so a worker
- * still reading would crash the test. */
-TEST(kernels_tpool_prefetch_stops_at_hold_end) {
-  static atomic_int counts[128];
-  const size_t bytes = (size_t)4 << 20;
-  for (int n = 2; n <= 3; n++) {
-    thread_pool *tp = NULL;
-    ASSERT_INT_EQ(tpool_new(n, &tp), 0);
-    uint8_t *p0 = malloc(bytes);
-    ASSERT_TRUE(p0 != NULL);
-    memset(p0, 1, bytes);
-    uint64_t b0 = kt_prefetched(tp);
-    tpool_prefetch(tp, p0, bytes); /* no hold: nothing to do */
-    struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
-    EXPECT_INT_EQ((long long)kt_prefetched(tp), (long long)b0);
-    free(p0);
-    uint64_t asked = 0;
-    for (int round = 0; round < 40 && !test_failed_flag; round++) {
-      uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      ASSERT_TRUE(p != MAP_FAILED);
-      memset(p, 2, bytes);
-      tpool_hold_begin(tp);
-      tpool_prefetch(tp, p, bytes);
-      asked += bytes;
-      for (int j = 0; j < 3; j++) {
-        for (int i = 0; i < 128; i++) atomic_init(&counts[i], 0);
-        tpool_run(tp, kt_count, counts);
-        for (int i = 0; i < n; i++) EXPECT_INT_EQ(atomic_load(&counts[i]), 1);
-        EXPECT_INT_EQ(atomic_load(&counts[64 + n]), n);
-      }
-      tpool_prefetch(tp, p + bytes / 2, bytes / 2); /* a newer request replaces it */
-      asked += bytes / 2;
-      if (round % 2) { /* sometimes give the workers time to be mid-read */
-        struct timespec t2 = {0, 50000};
-        nanosleep(&t2, NULL);
-      }
-      tpool_hold_end(tp);
-      munmap(p, bytes);
-    }
-    EXPECT_TRUE(kt_prefetched(tp) - b0 <= asked);
-    tpool_free(tp);
-  }
 }
 
 TEST(kernels_isa_name) {

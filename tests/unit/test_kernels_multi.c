@@ -10,12 +10,16 @@
  * the start of the next, short last units), 1 to 19 tokens, no pool and 1
  * to 3 threads, packed and GGUF-row parts, mixed activation formats in one
  * call (Q4_K q/k with Q6_K v, as the Q4_K_M mix has), enough rows for the
- * big-then-small chunk plan, and the forced reference path.
+ * big-then-small chunk plan, and the forced reference path. Also the
+ * shared split plan itself: every (unit, token) handed out exactly once,
+ * and with align 2 every chunk starts and ends at an even unit (bar the
+ * matrix's end), which is what keeps pairs of packed groups together.
  */
 #include <stdlib.h>
 
 #include "base/err.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 #include "test.h"
@@ -202,4 +206,34 @@ TEST(kernels_multi_errors) {
   }
   km_free(&m);
   EXPECT_INT_EQ(kern_matmul_multi(NULL, five, 2, 32, x, 0), 0); /* no tokens: nothing to do */
+}
+
+/* kern_split_plan / kern_split_next: exact coverage, aligned cuts, for
+ * thread counts 1..4, unit counts around the big-then-small threshold,
+ * one token (generation) and several token chunks. */
+TEST(kernels_split_plan_aligned_cover_once) {
+  static const int64_t units[] = {1, 2, 3, 7, 16, 31, 63, 64, 65, 127, 128, 129, 255, 257, 511, 1000};
+  static unsigned char seen[1024 * 40];
+  for (int nth = 1; nth <= 4; nth++)
+    for (size_t ui = 0; ui < sizeof units / sizeof units[0]; ui++)
+      for (int64_t align = 1; align <= 2; align++)
+        for (int64_t nt = 1; nt <= 37; nt += 36) {
+          const int64_t nu = units[ui];
+          struct kern_split sp;
+          kern_split_plan(&sp, nth, nu, 1, align, nt, 8);
+          memset(seen, 0, (size_t)(nu * nt));
+          int64_t u0, u1, t0, t1;
+          while (kern_split_next(&sp, &u0, &u1, &t0, &t1)) {
+            EXPECT_TRUE(u0 >= 0 && u0 < u1 && u1 <= nu && t0 >= 0 && t0 < t1 && t1 <= nt);
+            EXPECT_INT_EQ((long long)(u0 % align), 0);
+            EXPECT_TRUE(u1 == nu || u1 % align == 0);
+            for (int64_t u = u0; u < u1 && u < nu; u++)
+              for (int64_t t = t0; t < t1 && t < nt; t++) seen[u * nt + t]++;
+          }
+          for (int64_t i = 0; i < nu * nt; i++)
+            if (seen[i] != 1) {
+              EXPECT_INT_EQ(seen[i], 1);
+              break;
+            }
+        }
 }
