@@ -84,7 +84,7 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
 }
 
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
-                    const model_tensor *next, model_dense_bufs *b, int64_t n) {
+                    model_dense_bufs *b, int64_t n) {
   const int64_t E = c->m->hp.n_embd, F = c->m->hp.n_ff, FR = model_ffn_rows(c);
   for (int64_t t0 = 0; t0 < n; t0 += FR) {
     const int64_t m = n - t0 < FR ? n - t0 : FR;
@@ -92,12 +92,10 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     int rc;
     const model_tensor *gu[2] = {gate, up};
     float *const gu_y[2] = {b->g, b->u};
-    model_prefetch(c, down, n);
     if ((rc = model_matmul_multi(c, 2, gu, gu_y, xn, m))) return rc;
     model_prof_mark(c, MODEL_PROF_GATEUP);
     model_swiglu(c, b->g, b->u, m * F);
     model_prof_mark(c, MODEL_PROF_SWIGLU);
-    model_prefetch(c, next, n);
     if ((rc = model_matmul(c, down, b->g, m, xn))) return rc;
     model_prof_mark(c, MODEL_PROF_DOWN);
   }

@@ -139,16 +139,6 @@ int model_matmul(model_ctx *c, const model_tensor *t, const float *x, int64_t n,
 int model_matmul_multi(model_ctx *c, int n_parts, const model_tensor *const *ts, float *const *ys, const float *x,
                        int64_t n);
 
-/* Did nothing useful: the pool prefetch it drove (tpool_prefetch, off by
- * default since session 6) measured no gain on two machines and was
- * removed in session 8. A no-op until its calls in llama.c, qwen.c and
- * dense.c go (the model files' owner removes them with this stub). */
-static inline void model_prefetch(model_ctx *c, const model_tensor *t, int64_t n) {
-  (void)c;
-  (void)t;
-  (void)n;
-}
-
 /* Row r of t as n_cols f32 into out (an embedding lookup): from the packed
  * layout when t is packed (a tied token_embd), else from t->data. Errors
  * name the tensor. */
@@ -252,10 +242,9 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
 /* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
  * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
  * model_ffn_rows tokens through b->g and b->u (gate and up in one fused
- * job, model_matmul_multi). next: the product after the feed-forward (the
- * next layer's Wq, or the output), for model_prefetch, or NULL. */
+ * job, model_matmul_multi). */
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
-                    const model_tensor *next, model_dense_bufs *b, int64_t n);
+                    model_dense_bufs *b, int64_t n);
 /* b->x rows = the step's token embeddings (rows of tok_embd), and the
  * context's RoPE cos/sin cache for the step's positions. */
 int model_dense_embed(model_ctx *c, const model_step *st, const model_tensor *tok_embd, model_dense_bufs *b);

@@ -177,15 +177,12 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
   int rc;
 
   if ((rc = model_dense_embed(c, st, &w->tok_embd, b))) return rc;
-  if (hp->n_layer > 0) model_prefetch(c, &w->layers[0].wq, n);
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
     const qwen_layer *L = &w->layers[l];
-    const model_tensor *next = l + 1 < hp->n_layer ? &w->layers[l + 1].wq : st->n_out ? &w->output : NULL;
     if (l == 0) model_dense_norm(c, b, n, L->attn_norm); /* later layers': the previous layer's last add */
     const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_y[3] = {b->q, b->k, b->v};
-    model_prefetch(c, &L->wo, n);
     if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     model_prof_mark(c, MODEL_PROF_QKV);
     if (L->bq) {
@@ -205,11 +202,10 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
     model_prof_mark(c, MODEL_PROF_ROPE_KV);
     if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
     model_prof_mark(c, MODEL_PROF_ATTN);
-    model_prefetch(c, &L->gate, n);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
     model_dense_add_norm(c, b, n, L->ffn_norm); /* x += Wo . att, xn = rms(x) */
-    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, next, b, n))) return rc;
+    if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, b, n))) return rc;
     /* x += ffn, xn = the next layer's rms(x) */
     model_dense_add_norm(c, b, n, l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm : NULL);
   }
