@@ -145,9 +145,11 @@ X5_DEFINE_TILE(x512_tile_bf16, 2)
  * hardware prefetcher alone does not run far enough ahead. 8 rows alone
  * gave 0.86-0.92, with this prefetch 1.05-1.09 (docs/perf.md, "Session 8:
  * F16 decode"). Prefetches past the matrix are harmless (no fault). */
-#define X5_G 8 /* rows per one-token group */
+#ifndef X5_G
+#define X5_G 8 /* rows per one-token group (4 or 8: the remainder goes 4, 2, 1) */
+#endif
 #ifndef X5_PF_DIST
-#define X5_PF_DIST 768 /* bytes ahead in the row (a multiple of 64) */
+#define X5_PF_DIST 512 /* bytes ahead in the row (a multiple of 64) */
 #endif
 
 /* Columns [i0, i1) (multiples of 32) of R rows (w + r * rb) for one token
