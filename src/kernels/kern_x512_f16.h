@@ -1,17 +1,19 @@
 /*
  * kern_x512_f16.h - 512-bit F32/F16/BF16 weight x f32 activation kernels
- * (one-row tile and rectangle), included only by kern_avx512.c after
- * kern_x86_f16.h; x512_fill_f16_ops replaces those types' tile and rect
- * entries of the 256-bit versions. The AVX2 variant keeps kern_x86_f16.h.
+ * (one-row tile, one-token gemv, rectangle), included only by
+ * kern_avx512.c after kern_x86_f16.h; x512_fill_f16_ops replaces those
+ * types' tile and rect entries of the 256-bit versions and adds the gemv.
+ * The AVX2 variant keeps kern_x86_f16.h.
  *
  * Why: with 2 FMA-512 ports a core does 32 f32 FMAs per cycle, twice the
  * 256-bit kernels' ceiling; F16 prompts (2 flops per weight and token) are
  * FMA-bound once each weight load is reused over enough tokens.
  *
  * Arithmetic per (row, token), the same in every kernel here (so the
- * rectangle equals the tile bit for bit, and decode, which uses the tile,
- * agrees with batched prompts): accumulator a0 takes the FMAs of columns
- * 32i..32i+15 and a1 those of 32i+16..32i+31, in column order; then, if
+ * rectangle equals the tile bit for bit, and decode, which uses the gemv
+ * (the tile's arithmetic, 8 rows at a time), agrees with batched
+ * prompts): accumulator a0 takes the FMAs of columns 32i..32i+15 and a1
+ * those of 32i+16..32i+31, in column order; then, if
  * 16 or more columns are left, one FMA of the next 16 into a0, and the
  * last 0..15 columns as one masked FMA into a1 (masked-off lanes keep
  * their value); y = x512_hsum(a0 + a1). Two accumulators, not one, so a
