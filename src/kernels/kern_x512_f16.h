@@ -1,17 +1,19 @@
 /*
  * kern_x512_f16.h - 512-bit F32/F16/BF16 weight x f32 activation kernels
- * (one-row tile and rectangle), included only by kern_avx512.c after
- * kern_x86_f16.h; x512_fill_f16_ops replaces those types' tile and rect
- * entries of the 256-bit versions. The AVX2 variant keeps kern_x86_f16.h.
+ * (one-row tile, one-token gemv, rectangle), included only by
+ * kern_avx512.c after kern_x86_f16.h; x512_fill_f16_ops replaces those
+ * types' tile and rect entries of the 256-bit versions and adds the gemv.
+ * The AVX2 variant keeps kern_x86_f16.h.
  *
  * Why: with 2 FMA-512 ports a core does 32 f32 FMAs per cycle, twice the
  * 256-bit kernels' ceiling; F16 prompts (2 flops per weight and token) are
  * FMA-bound once each weight load is reused over enough tokens.
  *
  * Arithmetic per (row, token), the same in every kernel here (so the
- * rectangle equals the tile bit for bit, and decode, which uses the tile,
- * agrees with batched prompts): accumulator a0 takes the FMAs of columns
- * 32i..32i+15 and a1 those of 32i+16..32i+31, in column order; then, if
+ * rectangle equals the tile bit for bit, and decode, which uses the gemv
+ * (the tile's arithmetic, 8 rows at a time), agrees with batched
+ * prompts): accumulator a0 takes the FMAs of columns 32i..32i+15 and a1
+ * those of 32i+16..32i+31, in column order; then, if
  * 16 or more columns are left, one FMA of the next 16 into a0, and the
  * last 0..15 columns as one masked FMA into a1 (masked-off lanes keep
  * their value); y = x512_hsum(a0 + a1). Two accumulators, not one, so a
@@ -130,6 +132,91 @@ TGT_INL void x512_tile_float(const void *W, int64_t n, const void *x, size_t xs,
 X5_DEFINE_TILE(x512_tile_f32, 0)
 X5_DEFINE_TILE(x512_tile_f16, 1)
 X5_DEFINE_TILE(x512_tile_bf16, 2)
+
+/* ---- one token x many rows (decode): kern_ops.gemv ---------------------
+ * Rows in groups of X5_G, each row with the tile's two accumulators and
+ * the tile's order (so every result equals x512_tile_float at nt = 1 bit
+ * for bit), each activation vector loaded once for the group, and one
+ * software prefetch per row and 64 bytes read, X5_PF_DIST bytes ahead in
+ * the row; over a row's last X5_PF_DIST bytes the prefetch moves to the
+ * same offset in the next group's row (rows are consecutive, so that is
+ * (G - 1) rows further on), which is read next. Why: the one-row tile
+ * called per row read 0.67-0.69 of the one-thread read probe from DRAM
+ * (huge pages, CPU time): about 14 uops per 64-byte line wait in the
+ * scheduler behind their loads, which caps the lines in flight, and the
+ * hardware prefetcher alone does not run far enough ahead. 8 rows alone
+ * gave 0.86-0.92, with this prefetch 1.05-1.09 (docs/perf.md, "Session 8:
+ * F16 decode"). Prefetches past the matrix are harmless (no fault). */
+#ifndef X5_G
+#define X5_G 8 /* rows per one-token group (4 or 8: the remainder goes 4, 2, 1) */
+#endif
+#ifndef X5_PF_DIST
+#define X5_PF_DIST 512 /* bytes ahead in the row (a multiple of 64) */
+#endif
+
+/* Columns [i0, i1) (multiples of 32) of R rows (w + r * rb) for one token
+ * x, accumulating into a0[r], a1[r]; each row prefetches pf bytes ahead. */
+TGT_INL void x512_gemv_cols(const uint8_t *w, size_t rb, const float *x, int64_t i0, int64_t i1, size_t pf,
+                            __m512 *a0, __m512 *a1, int R, int kind) {
+  const size_t wel = kind ? 2 : 4; /* weight bytes per column */
+  for (int64_t i = i0; i < i1; i += 32) {
+    __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      const uint8_t *wr = w + (size_t)r * rb;
+      const uint8_t *p = wr + (size_t)i * wel + pf;
+      __asm__ volatile("prefetcht0 %0" : : "m"(*p));
+      if (kind == 0) __asm__ volatile("prefetcht0 %0" : : "m"(p[64]));
+      a0[r] = _mm512_fmadd_ps(x512_load16w(wr, i, kind), x0, a0[r]);
+      a1[r] = _mm512_fmadd_ps(x512_load16w(wr, i + 16, kind), x1, a1[r]);
+    }
+  }
+}
+
+/* R (1..X5_G, a constant after inlining) rows x one token: y[r]. */
+TGT_INL void x512_gemv_group(const uint8_t *w, size_t rb, int64_t n, const float *x, float *y, int R, int kind) {
+  const int64_t n32 = n / 32 * 32;
+  const size_t wel = kind ? 2 : 4;
+  __m512 a0[X5_G], a1[X5_G];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    a0[r] = _mm512_setzero_ps();
+    a1[r] = _mm512_setzero_ps();
+  }
+  /* first column whose prefetch would leave the row */
+  int64_t isw = (int64_t)(rb > X5_PF_DIST ? (rb - X5_PF_DIST) / wel : 0) / 32 * 32;
+  if (isw > n32) isw = n32;
+  x512_gemv_cols(w, rb, x, 0, isw, X5_PF_DIST, a0, a1, R, kind);
+  x512_gemv_cols(w, rb, x, isw, n32, X5_PF_DIST + (size_t)(R - 1) * rb, a0, a1, R, kind);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) y[r] = x512_finish(w + (size_t)r * rb, x, n, n32, a0[r], a1[r], kind);
+}
+
+/* y[r] = row r . x for r < nr (rows w + r * rb, n columns, one f32 token):
+ * the kern_gemv_fn. Groups of 8, then 4, 2, 1 for the rest. */
+TGT_INL void x512_gemv_float(const void *W, size_t rb, int64_t nr, int64_t n, const void *X, float *y, int kind) {
+  const uint8_t *w = W;
+  const float *x = X;
+  int64_t r = 0;
+  for (; r + X5_G <= nr; r += X5_G) x512_gemv_group(w + (size_t)r * rb, rb, n, x, y + r, X5_G, kind);
+  if (r + 4 <= nr) {
+    x512_gemv_group(w + (size_t)r * rb, rb, n, x, y + r, 4, kind);
+    r += 4;
+  }
+  if (r + 2 <= nr) {
+    x512_gemv_group(w + (size_t)r * rb, rb, n, x, y + r, 2, kind);
+    r += 2;
+  }
+  if (r < nr) x512_gemv_group(w + (size_t)r * rb, rb, n, x, y + r, 1, kind);
+}
+
+#define X5_DEFINE_GEMV(name, kind)                                                                  \
+  TGT static void name(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, float *y) { \
+    x512_gemv_float(w, rb, nr, n, x, y, kind);                                                      \
+  }
+X5_DEFINE_GEMV(x512_gemv_f32, 0)
+X5_DEFINE_GEMV(x512_gemv_f16, 1)
+X5_DEFINE_GEMV(x512_gemv_bf16, 2)
 
 /* Columns [k0, k1) (a multiple of 32 long) of R rows (w, w + rb) x T
  * tokens (x, x + xs bytes); accumulators acc[(r * T + t) * 2 + h] loaded
@@ -282,6 +369,9 @@ static void x512_fill_f16_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_F32] = x512_tile_f32;
   ops->tile[TENSOR_TYPE_F16] = x512_tile_f16;
   ops->tile[TENSOR_TYPE_BF16] = x512_tile_bf16;
+  ops->gemv[TENSOR_TYPE_F32] = x512_gemv_f32;
+  ops->gemv[TENSOR_TYPE_F16] = x512_gemv_f16;
+  ops->gemv[TENSOR_TYPE_BF16] = x512_gemv_bf16;
   ops->rect[TENSOR_TYPE_F32] = x512_rect_f32;
   ops->rect[TENSOR_TYPE_F16] = x512_rect_f16;
   ops->rect[TENSOR_TYPE_BF16] = x512_rect_bf16;

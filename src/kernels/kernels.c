@@ -376,6 +376,11 @@ void kern_mm_rect(const struct kern_mm *j, int64_t r0, int64_t r1, int64_t t0, i
             j->xa_stride, t1 - t0, &j->y[t0 * j->n_rows + r0], (size_t)j->n_rows);
     return;
   }
+  if (j->gemv && t1 - t0 == 1) { /* one token (decode): bit-identical to the tile at nt = 1 */
+    j->gemv(j->W + (size_t)r0 * j->row_bytes, j->row_bytes, r1 - r0, j->n_cols, j->xa + (size_t)t0 * j->xa_stride,
+            &j->y[t0 * j->n_rows + r0]);
+    return;
+  }
   for (int64_t tb = t0; tb < t1; tb += KERN_MM_TOK_BLOCK) {
     int64_t te = tb + KERN_MM_TOK_BLOCK < t1 ? tb + KERN_MM_TOK_BLOCK : t1;
     int64_t r = r0;
@@ -469,6 +474,7 @@ int kern_mm_setup(struct kern_mm *j, int type, const void *W, int64_t n_rows, in
     j->tile = ops->tile[type];
     j->tile2 = ops->tile2[type];
     j->rect = ops->rect[type];
+    j->gemv = ops->gemv[type];
     if (ops->tile_nt[type]) j->tnt = ops->tile_nt[type];
     j->xa_stride = kern_act_row_bytes(ops->act[type], n_cols);
     j->rows2 = j->tile2 && !(j->tnt > KERN_TILE_TOKENS &&

@@ -85,6 +85,14 @@ typedef void (*kern_tile2_fn)(const void *w, size_t rb, int64_t n_cols, const vo
  * keeps using). For register-blocked F32/F16/BF16 (kern_x86_f16.h). */
 typedef void (*kern_rect_fn)(const void *w, size_t rb, int64_t nr, int64_t n_cols, const void *x,
                              size_t x_stride, int64_t nt, float *y, size_t y_stride);
+/* One token x nr consecutive rows (w + r * rb): y[r] = row r . x for
+ * r < nr, x in the type's activation format. Optional per type (NULL: the
+ * one-row tile per row); kern_matmul uses it for one-token rectangles
+ * (decode), so every result must be bit-identical to the type's one-row
+ * tile at nt = 1 (which is what the rect and the tiles agree with). The
+ * point: several rows' loads in flight and software prefetch, which a
+ * call per row cannot schedule (kern_x512_f16.h). */
+typedef void (*kern_gemv_fn)(const void *w, size_t rb, int64_t nr, int64_t n_cols, const void *x, float *y);
 /* Packed-weight tile (kernels/packed.c): KERN_PACK_ROWS interleaved rows
  * (one row group of the packed layout, nb blocks) x nt <= ptile_nt tokens of
  * activations x_t = x + t * x_stride; y[t * y_stride + r] for r < 8. Same
@@ -136,6 +144,7 @@ struct kern_ops {
   kern_tile_fn tile[TENSOR_TYPE_COUNT]; /* NULL: reference path */
   kern_tile2_fn tile2[TENSOR_TYPE_COUNT]; /* optional two-row tiles (NULL: use tile) */
   kern_rect_fn rect[TENSOR_TYPE_COUNT];   /* optional rectangle kernels (NULL: tiles) */
+  kern_gemv_fn gemv[TENSOR_TYPE_COUNT];   /* optional one-token many-row kernels (NULL: tiles) */
   unsigned char act[TENSOR_TYPE_COUNT]; /* enum kern_act per type */
   unsigned char tile_nt[TENSOR_TYPE_COUNT]; /* tokens per tile call (0: KERN_TILE_TOKENS) */
   /* packed weights (packed.c): tile, tokens per call and activation
@@ -310,6 +319,7 @@ struct kern_mm {
   kern_tile_fn tile;   /* NULL: reference */
   kern_tile2_fn tile2; /* optional two-row tile */
   kern_rect_fn rect;   /* optional rectangle kernel, for 2+ tokens */
+  kern_gemv_fn gemv;   /* optional one-token kernel over a row range */
   kern_quant_fn quant; /* NULL: f32 activations (xa = x) or reference */
   const uint8_t *xa;   /* the activations the tiles read: x, or xq once quantized */
   uint8_t *xq;         /* quantization target (the caller's scratch) */

@@ -170,3 +170,92 @@ TEST(kernels_rect_matmul_batch_independent) {
     free(x);
   }
 }
+
+/* The one-token many-row kernels (kern_ops.gemv: kern_x512_f16.h's groups
+ * of 8 rows with prefetch, used by kern_matmul for one token) against the
+ * type's one-row tile at nt = 1, bit for bit, and against a double product
+ * of the dequantized weights: every row count 1..17 (groups of 8, 4, 2, 1
+ * and their mixes), every column count 1..100 (no 32-column step, the
+ * 16-column and the masked tails) and 2048 plus 0, 1, 15, 16, 17, 31
+ * columns (rows longer than the prefetch distance, where the prefetch
+ * moves to the next group), rows at their packed stride and padded by
+ * 64 bytes; nothing is written past y[nr - 1]. */
+TEST(kernels_gemv_equals_tile) {
+  struct kern_ops v[2];
+  int n = 0;
+  memset(v, 0, sizeof v);
+  if (kern_ops_avx512(&v[n])) n++;
+  if (kern_ops_avx2(&v[n])) n++;
+  static const int64_t long_cols[] = {2048, 2049, 2063, 2064, 2065, 2079};
+  int n_checked = 0;
+  double worst = 0;
+  for (int vi = 0; vi < n; vi++)
+    for (size_t ti = 0; ti < sizeof kr_types / sizeof kr_types[0]; ti++) {
+      int type = kr_types[ti];
+      if (!v[vi].gemv[type]) continue;
+      ASSERT_TRUE(v[vi].tile[type] != NULL);
+      for (int64_t ci = 0; ci < 100 + (int64_t)(sizeof long_cols / sizeof long_cols[0]); ci++) {
+        int64_t nc = ci < 100 ? ci + 1 : long_cols[ci - 100];
+        const int64_t nr_max = 17;
+        uint8_t *W0 = NULL;
+        float *x = NULL;
+        size_t rb0 = 0;
+        ASSERT_INT_EQ(kr_make(type, nr_max, nc, 1, (size_t)nc * 4, &W0, &rb0, &x), 0);
+        size_t rbp = rb0 + 64; /* padded stride */
+        uint8_t *Wp = malloc(rbp * (size_t)nr_max);
+        float *wd = malloc(sizeof(float) * (size_t)(nr_max * nc));
+        float *y1 = malloc(sizeof(float) * (size_t)nr_max), *y2 = malloc(sizeof(float) * (size_t)(nr_max + 4));
+        ASSERT_TRUE(Wp && wd && y1 && y2);
+        for (int64_t r = 0; r < nr_max; r++) {
+          memcpy(Wp + (size_t)r * rbp, W0 + (size_t)r * rb0, rb0);
+          memset(Wp + (size_t)r * rbp + rb0, 0xff, rbp - rb0); /* NaN as F16/BF16/F32 if read */
+          ASSERT_INT_EQ(ref_dequantize_row((uint32_t)type, W0 + (size_t)r * rb0, wd + r * nc, nc), 0);
+          v[vi].tile[type](W0 + (size_t)r * rb0, nc, x, (size_t)nc * 4, 1, &y1[r], 1);
+        }
+        for (int64_t r = 0; r < nr_max; r++) {
+          double d = 0, mag = 0;
+          for (int64_t i = 0; i < nc; i++) {
+            d += (double)wd[r * nc + i] * x[i];
+            mag += fabs((double)wd[r * nc + i] * x[i]);
+          }
+          double e = mag > 0 ? fabs(y1[r] - d) / mag : fabs(y1[r]);
+          if (e > worst) worst = e;
+        }
+        for (int pad = 0; pad < 2; pad++)
+          for (int64_t nr = 1; nr <= nr_max; nr++) {
+            if (nc > 100 && nr % 4 != 1 && nr != 8 && nr != 16) continue; /* keep the run short */
+            memset(y2, 0x7f, sizeof(float) * (size_t)(nr_max + 4));
+            v[vi].gemv[type](pad ? Wp : W0, pad ? rbp : rb0, nr, nc, x, y2);
+            int bad = 0;
+            for (int64_t r = 0; r < nr_max + 4 && !bad; r++) {
+              if (r < nr) {
+                bad = memcmp(&y1[r], &y2[r], 4) != 0;
+                TEST_CHECK_(!bad, 0, "%s %s %lldx%lld%s: row %lld tile %.9g gemv %.9g", v[vi].isa,
+                            tensor_type_name((uint32_t)type), (long long)nr, (long long)nc, pad ? " padded" : "",
+                            (long long)r, y1[r], y2[r]);
+              } else {
+                uint32_t u;
+                memcpy(&u, &y2[r], 4);
+                bad = u != 0x7f7f7f7fu;
+                TEST_CHECK_(!bad, 0, "%s %s %lldx%lld: gemv wrote y[%lld]", v[vi].isa,
+                            tensor_type_name((uint32_t)type), (long long)nr, (long long)nc, (long long)r);
+              }
+            }
+            n_checked++;
+          }
+        free(Wp);
+        free(wd);
+        free(y1);
+        free(y2);
+        free(W0);
+        free(x);
+      }
+    }
+  EXPECT_TRUE(worst < 1e-5); /* f32 FMA chains: ~1e-6 of sum |w x| */
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni"))
+    EXPECT_TRUE(n_checked >= 3 * 2 * (100 * 17 + 6 * 7));
+#endif
+}
