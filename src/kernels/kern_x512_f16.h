@@ -33,7 +33,8 @@
  * sub-blocks (weights kept in L2 across token blocks), tokens in blocks of
  * X5_TB, columns in k-chunks of X5_KC whose activations are copied into a
  * contiguous L1 buffer (token rows n_cols x 4 bytes apart alias in L1),
- * accumulators parked in a stack array between chunks (96 KiB). Token
+ * accumulators parked between chunks (both in the thread's
+ * kern_rect_scratch, 120 KiB, not on the stack). Token
  * blocks and groups are cut near-equal (8 tokens: 4 + 4, not 6 + 2).
  * The X5_KC, X5_TB, X5_RB defaults may be overridden with -D for tuning
  * (measured on Emerald Rapids, loaded: docs/perf.md). Chunk limits are
@@ -295,8 +296,16 @@ TGT_INL void x512_rect(const void *W, size_t rb, int64_t nr, int64_t n, const vo
   if (rbk > X5_RB) rbk = X5_RB;
   if (rbk < X5_R) rbk = X5_R;
   rbk -= rbk % X5_R;
-  if (nt <= X5_T || n32 <= X5_KC) {
-    /* one token group, or rows of one k-chunk: whole rows, no parking */
+  /* parked accumulators [row group][token group][X5_R x X5_T x 2], then
+   * the token block's k-chunk packed as [token][X5_KC] floats: 120 KiB of
+   * the thread's kern_rect_scratch (not the stack: pool threads' stacks
+   * may be small) */
+  typedef __m512 x5_park[X5_TB / X5_T][X5_R * X5_T * 2];
+  const size_t park_bytes = (X5_RB / X5_R) * sizeof(x5_park);
+  uint8_t *sc = nt <= X5_T || n32 <= X5_KC ? NULL : kern_rect_scratch(park_bytes + X5_TB * X5_KC * sizeof(float));
+  if (!sc) {
+    /* one token group, or rows of one k-chunk (or no scratch: the same
+     * results, slower): whole rows, no parking */
     for (int64_t t = 0, T; t < nt; t += T) {
       T = x512_even(nt - t, X5_T);
       for (int64_t r = 0; r < nr; r += X5_R) {
@@ -312,10 +321,8 @@ TGT_INL void x512_rect(const void *W, size_t rb, int64_t nr, int64_t n, const vo
     }
     return;
   }
-  /* parked accumulators: [row group][token group][X5_R x X5_T x 2] */
-  __m512 acc[X5_RB / X5_R][X5_TB / X5_T][X5_R * X5_T * 2];
-  /* the token block's k-chunk, packed: [token][X5_KC] floats */
-  float xp[X5_TB * X5_KC] __attribute__((aligned(64)));
+  x5_park *acc = (x5_park *)sc;
+  float *xp = (float *)(sc + park_bytes);
   const size_t xps = X5_KC * sizeof(float);
   for (int64_t r0 = 0; r0 < nr; r0 += rbk) {
     int64_t r1 = r0 + rbk < nr ? r0 + rbk : nr;

@@ -48,6 +48,8 @@ static atomic_bool g_force_ref;
 static atomic_bool g_x86_simd;
 static pthread_key_t g_scratch_key; /* per-thread scratch for calls without a pool */
 static bool g_scratch_key_ok;
+static pthread_key_t g_rect_key; /* per-thread working memory of rect kernels */
+static bool g_rect_key_ok;
 
 struct kern_tls_scratch {
   void *p;
@@ -85,6 +87,7 @@ static void kern_init(void) {
   memset(&g_ops, 0, sizeof g_ops);
   g_ops.isa = "scalar";
   g_scratch_key_ok = pthread_key_create(&g_scratch_key, kern_tls_scratch_free) == 0;
+  g_rect_key_ok = pthread_key_create(&g_rect_key, kern_tls_scratch_free) == 0;
   const char *env = getenv("PARLEY_KERNELS");
   if (env && strcmp(env, "reference") == 0) atomic_store(&g_force_ref, true);
   /* PARLEY_KERNELS=avx2 (any isa name): that variant, if the CPU runs it,
@@ -118,16 +121,17 @@ bool kern_has_fast(int type) {
   return type >= 0 && type < TENSOR_TYPE_COUNT && o->tile[type] && !atomic_load(&g_force_ref);
 }
 
-/* The calling thread's scratch of at least `bytes` (kept until the thread
- * exits), for kern_matmul without a pool: callers run it inside their own
- * tpool workers (attention per head), where a malloc per call would add up. */
-static void *kern_tls_scratch(size_t bytes) {
-  if (!g_scratch_key_ok) return NULL;
-  struct kern_tls_scratch *s = pthread_getspecific(g_scratch_key);
+/* The calling thread's buffer under `key`, of at least `bytes` (kept until
+ * the thread exits). g_scratch_key's is for kern_matmul without a pool:
+ * callers run it inside their own tpool workers (attention per head), where
+ * a malloc per call would add up; g_rect_key's for kern_rect_scratch. */
+static void *kern_tls_get(pthread_key_t key, bool key_ok, size_t bytes) {
+  if (!key_ok) return NULL;
+  struct kern_tls_scratch *s = pthread_getspecific(key);
   if (!s) {
     s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    if (pthread_setspecific(g_scratch_key, s) != 0) {
+    if (pthread_setspecific(key, s) != 0) {
       free(s);
       return NULL;
     }
@@ -141,6 +145,13 @@ static void *kern_tls_scratch(size_t bytes) {
     s->cap = cap;
   }
   return s->p;
+}
+
+static void *kern_tls_scratch(size_t bytes) { return kern_tls_get(g_scratch_key, g_scratch_key_ok, bytes); }
+
+void *kern_rect_scratch(size_t bytes) {
+  kern_get_ops(); /* creates the key */
+  return kern_tls_get(g_rect_key, g_rect_key_ok, bytes);
 }
 
 const struct kern_ops *kern_ops_get(void) { return kern_get_ops(); }

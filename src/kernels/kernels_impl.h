@@ -242,6 +242,11 @@ void kern_pair_from_q8(const kern_block_q8 *b, int nb, kern_pair_q8 *p);
 const struct kern_ops *kern_ops_get(void);
 bool kern_ref_forced(void);
 void *kern_act_scratch(thread_pool *tp, size_t bytes);
+/* The calling thread's working memory for a rect kernel (at least `bytes`,
+ * 64-byte aligned, kept until the thread exits; NULL if out of memory):
+ * separate from kern_act_scratch, whose buffer may hold the activations
+ * the rect is reading. Valid until the thread's next call. */
+void *kern_rect_scratch(size_t bytes);
 /* The portable packed-Q4_0 activation quantizer (kern_block_q8s). */
 void kern_quant_q8s_c(const float *x, void *dst, int64_t n);
 /* Bytes of one activation row of n_cols in format act. */

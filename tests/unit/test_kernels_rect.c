@@ -11,7 +11,8 @@
  * tail, token groups of 6 in blocks of 12) are covered by the same lists:
  * 7, 33, 100 columns (tiles), 271 and 305 (a 16-column step plus masked
  * 15 and 1), 1043 (two k-chunks, 16 + 3 tail), 19 tokens (12 + 6 + 1),
- * 9 rows. Then the
+ * 61 and 100 (many token blocks cut near-equal), 9 rows and 131 (past the
+ * 64-row sub-block). Then the
  * same through kern_matmul on 1, 2 and 3 threads against each token alone,
  * and against a double-precision product. */
 #include <math.h>
@@ -65,7 +66,7 @@ TEST(kernels_rect_equals_tile) {
   if (kern_ops_avx2(&v[n])) n++;
   static const int64_t rows[] = {1, 2, 3, 7, 9, 66, 131};
   static const int64_t cols[] = {1, 7, 17, 33, 40, 100, 256, 264, 271, 305, 520, 1043};
-  static const int64_t toks[] = {2, 3, 4, 5, 6, 7, 8, 13, 19};
+  static const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 19, 61, 100};
   int n_checked = 0;
   for (int vi = 0; vi < n; vi++)
     for (size_t ti = 0; ti < sizeof kr_types / sizeof kr_types[0]; ti++) {
@@ -73,7 +74,7 @@ TEST(kernels_rect_equals_tile) {
       ASSERT_TRUE(v[vi].rect[type] != NULL && v[vi].tile[type] != NULL);
       for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
-          int64_t nr = rows[ri], nc = cols[ci], nt_max = 19;
+          int64_t nr = rows[ri], nc = cols[ci], nt_max = 100;
           if (nr > 7 && nc < 256 && nc != 17) continue; /* keep the run short */
           size_t xs = (size_t)nc * 4 + (ci % 2 ? 0 : 36); /* packed and padded token rows */
           uint8_t *W = NULL;
