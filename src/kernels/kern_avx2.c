@@ -30,6 +30,7 @@ int kern_ops_avx2(struct kern_ops *ops) {
   ops->isa = "avx2";
   x86_fill_ops(ops);
   x86_fill_ops_rect(ops);
+  x86_fill_ops_gemv(ops); /* one-token F32/F16/BF16 (decode) */
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);

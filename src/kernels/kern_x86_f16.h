@@ -217,4 +217,109 @@ static void x86_fill_ops_rect(struct kern_ops *ops) {
   ops->rect[TENSOR_TYPE_BF16] = rect_bf16;
 }
 
+/* ---- one token x many rows (decode): kern_ops.gemv, AVX2 variant -------
+ * kern_x512_f16.h's scheme with 256-bit registers: rows in groups of
+ * KG_G, each row with tile_float's two accumulators (a0: columns
+ * 16i..16i+7, a1: 16i+8..16i+15, in column order) and tile_float's tails
+ * and sum (kr_finish), so every result equals tile_f32/f16/bf16 at nt = 1
+ * bit for bit and decode agrees with batched prompts. Each activation
+ * vector is loaded once for the group; each row issues one prefetcht0 per
+ * 64 bytes of weights, KG_PF_DIST bytes ahead, moving over its last
+ * KG_PF_DIST bytes to the next group's row (KG_G - 1 rows further on),
+ * which is read next. Why: a call of the one-row tile per row keeps one
+ * row's loads in flight and leaves the run-ahead to the hardware
+ * prefetcher (docs/perf.md "Session 8: F16 decode" measured that limit
+ * for the 512-bit tile). 4 rows: 8 accumulators + 2 activation vectors +
+ * converted weights fit the 16 ymm registers. Installed by kern_avx2.c
+ * (x86_fill_ops_gemv); the AVX-512 variant has its own (x512_gemv_*). */
+#ifndef KG_G
+#define KG_G 4 /* rows per one-token group (the remainder goes 2, 1) */
+#endif
+#ifndef KG_PF_DIST
+#define KG_PF_DIST 512 /* bytes ahead in the row (a multiple of 64) */
+#endif
+
+/* Columns [i0, i1) (i1 - i0 a multiple of 64 weight bytes) of R rows
+ * (w + r * rb) for one token x into a0[r], a1[r], in 16-column steps; each
+ * row prefetches once per 64 bytes, pf bytes ahead. */
+TGT_INL void kg_cols(const uint8_t *w, size_t rb, const float *x, int64_t i0, int64_t i1, size_t pf, __m256 *a0,
+                     __m256 *a1, int R, int kind) {
+  const int64_t span = kind ? 32 : 16; /* columns per 64 weight bytes */
+  const size_t wel = kind ? 2 : 4;
+  for (int64_t i = i0; i < i1; i += span) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      const uint8_t *p = w + (size_t)r * rb + (size_t)i * wel + pf;
+      __asm__ volatile("prefetcht0 %0" : : "m"(*p));
+    }
+#pragma GCC unroll 2
+    for (int64_t j = i; j < i + span; j += 16) {
+      __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++) {
+        const uint8_t *wr = w + (size_t)r * rb;
+        a0[r] = _mm256_fmadd_ps(load8w(wr, j, kind), x0, a0[r]);
+        a1[r] = _mm256_fmadd_ps(load8w(wr, j + 8, kind), x1, a1[r]);
+      }
+    }
+  }
+}
+
+/* R (1..KG_G, a constant after inlining) rows x one token: y[r]. */
+TGT_INL void kg_group(const uint8_t *w, size_t rb, int64_t n, const float *x, float *y, int R, int kind) {
+  const int64_t n16 = n / 16 * 16;
+  const int64_t span = kind ? 32 : 16;
+  const size_t wel = kind ? 2 : 4;
+  const int64_t nsp = n16 / span * span; /* whole 64-byte spans */
+  __m256 a0[KG_G], a1[KG_G];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    a0[r] = _mm256_setzero_ps();
+    a1[r] = _mm256_setzero_ps();
+  }
+  /* first column whose prefetch would leave the row */
+  int64_t isw = (int64_t)(rb > KG_PF_DIST ? (rb - KG_PF_DIST) / wel : 0) / span * span;
+  if (isw > nsp) isw = nsp;
+  kg_cols(w, rb, x, 0, isw, KG_PF_DIST, a0, a1, R, kind);
+  kg_cols(w, rb, x, isw, nsp, KG_PF_DIST + (size_t)(R - 1) * rb, a0, a1, R, kind);
+  if (nsp < n16) { /* F16/BF16: one 16-column step left, no prefetch */
+    __m256 x0 = _mm256_loadu_ps(x + nsp), x1 = _mm256_loadu_ps(x + nsp + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      const uint8_t *wr = w + (size_t)r * rb;
+      a0[r] = _mm256_fmadd_ps(load8w(wr, nsp, kind), x0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(load8w(wr, nsp + 8, kind), x1, a1[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) y[r] = kr_finish(w + (size_t)r * rb, x, n, n16, a0[r], a1[r], kind);
+}
+
+/* y[r] = row r . x for r < nr (rows w + r * rb, n columns, one f32 token):
+ * the kern_gemv_fn. Groups of KG_G, then 2, 1 for the rest. */
+TGT_INL void kg_gemv(const void *W, size_t rb, int64_t nr, int64_t n, const void *X, float *y, int kind) {
+  const uint8_t *w = W;
+  const float *x = X;
+  int64_t r = 0;
+  for (; r + KG_G <= nr; r += KG_G) kg_group(w + (size_t)r * rb, rb, n, x, y + r, KG_G, kind);
+  for (; r + 2 <= nr; r += 2) kg_group(w + (size_t)r * rb, rb, n, x, y + r, 2, kind);
+  if (r < nr) kg_group(w + (size_t)r * rb, rb, n, x, y + r, 1, kind);
+}
+
+#define DEFINE_GEMV(name, kind)                                                                     \
+  TGT static void name(const void *w, size_t rb, int64_t nr, int64_t n, const void *x, float *y) { \
+    kg_gemv(w, rb, nr, n, x, y, kind);                                                              \
+  }
+DEFINE_GEMV(gemv_f32, 0)
+DEFINE_GEMV(gemv_f16, 1)
+DEFINE_GEMV(gemv_bf16, 2)
+
+/* Installed by kern_avx2.c only (inline: unused in kern_avx512.c, which
+ * installs x512_gemv_*). */
+static inline void x86_fill_ops_gemv(struct kern_ops *ops) {
+  ops->gemv[TENSOR_TYPE_F32] = gemv_f32;
+  ops->gemv[TENSOR_TYPE_F16] = gemv_f16;
+  ops->gemv[TENSOR_TYPE_BF16] = gemv_bf16;
+}
+
 #endif

@@ -173,7 +173,9 @@ TEST(kernels_rect_matmul_batch_independent) {
 }
 
 /* The one-token many-row kernels (kern_ops.gemv: kern_x512_f16.h's groups
- * of 8 rows with prefetch, used by kern_matmul for one token) against the
+ * of 8 rows and kern_x86_f16.h's groups of 4 (AVX2 variant), both with
+ * prefetch, used by kern_matmul for one token), of every variant the CPU
+ * has, each against its own variant's
  * type's one-row tile at nt = 1, bit for bit, and against a double product
  * of the dequantized weights: every row count 1..17 (groups of 8, 4, 2, 1
  * and their mixes), every column count 1..100 (no 32-column step, the
@@ -188,7 +190,7 @@ TEST(kernels_gemv_equals_tile) {
   if (kern_ops_avx512(&v[n])) n++;
   if (kern_ops_avx2(&v[n])) n++;
   static const int64_t long_cols[] = {2048, 2049, 2063, 2064, 2065, 2079};
-  int n_checked = 0;
+  int n_checked = 0, n_checked_v[2] = {0, 0};
   double worst = 0;
   for (int vi = 0; vi < n; vi++)
     for (size_t ti = 0; ti < sizeof kr_types / sizeof kr_types[0]; ti++) {
@@ -243,6 +245,7 @@ TEST(kernels_gemv_equals_tile) {
               }
             }
             n_checked++;
+            n_checked_v[vi]++;
           }
         free(Wp);
         free(wd);
@@ -253,6 +256,10 @@ TEST(kernels_gemv_equals_tile) {
       }
     }
   EXPECT_TRUE(worst < 1e-5); /* f32 FMA chains: ~1e-6 of sum |w x| */
+  /* every x86 variant provides the F32/F16/BF16 gemv: none was skipped */
+  for (int vi = 0; vi < n; vi++)
+    TEST_CHECK_(n_checked_v[vi] >= 3 * 2 * (100 * 17 + 6 * 7), 0, "%s: %d gemv shapes checked", v[vi].isa,
+                n_checked_v[vi]);
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
