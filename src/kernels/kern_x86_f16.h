@@ -1,6 +1,7 @@
 /*
  * kern_x86_f16.h - register-blocked F32/F16/BF16 weight x f32 activation
- * kernels for prompt-sized calls (kern_ops.rect), compiled by kern_avx2.c
+ * kernels for prompt-sized calls (kern_ops.rect) and, for the AVX2
+ * variant, one-token calls (kern_ops.gemv, at the end), compiled by kern_avx2.c
  * and kern_avx512.c after kern_x86_body.h (whose load8w, load1w and hsum_ps
  * they use; the includer defines TGT and TGT_INL).
  *
@@ -41,8 +42,9 @@
  * then an 8-column tail into a0, a scalar fmaf tail, y = hsum(a0 + a1) +
  * tail. Chunk boundaries are multiples of 16 and the parked accumulators
  * are stored exactly, so every result is bit-identical to the one-row
- * tile's (tested), whatever the rectangle, the token count or the split:
- * decode keeps using the one-row tile and agrees with batched prompts.
+ * tile's (tested), whatever the rectangle, the token count or the split;
+ * decode (the one-row tile, or kg_gemv with the tile's arithmetic) agrees
+ * with batched prompts.
  */
 #ifndef PARLEY_KERNELS_KERN_X86_F16_H
 #define PARLEY_KERNELS_KERN_X86_F16_H
