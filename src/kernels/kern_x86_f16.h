@@ -241,6 +241,19 @@ static void x86_fill_ops_rect(struct kern_ops *ops) {
 #define KG_PF_DIST 512 /* bytes ahead in the row (a multiple of 64) */
 #endif
 
+/* One 16-column step at column j of R rows for one token x: a0[r] takes
+ * columns j..j+7, a1[r] j+8..j+15 (tile_float's order). */
+TGT_INL void kg_step16(const uint8_t *w, size_t rb, const float *x, int64_t j, __m256 *a0, __m256 *a1, int R,
+                       int kind) {
+  __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    const uint8_t *wr = w + (size_t)r * rb;
+    a0[r] = _mm256_fmadd_ps(load8w(wr, j, kind), x0, a0[r]);
+    a1[r] = _mm256_fmadd_ps(load8w(wr, j + 8, kind), x1, a1[r]);
+  }
+}
+
 /* Columns [i0, i1) (i1 - i0 a multiple of 64 weight bytes) of R rows
  * (w + r * rb) for one token x into a0[r], a1[r], in 16-column steps; each
  * row prefetches once per 64 bytes, pf bytes ahead. */
@@ -255,15 +268,7 @@ TGT_INL void kg_cols(const uint8_t *w, size_t rb, const float *x, int64_t i0, in
       __asm__ volatile("prefetcht0 %0" : : "m"(*p));
     }
 #pragma GCC unroll 2
-    for (int64_t j = i; j < i + span; j += 16) {
-      __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
-#pragma GCC unroll 4
-      for (int r = 0; r < R; r++) {
-        const uint8_t *wr = w + (size_t)r * rb;
-        a0[r] = _mm256_fmadd_ps(load8w(wr, j, kind), x0, a0[r]);
-        a1[r] = _mm256_fmadd_ps(load8w(wr, j + 8, kind), x1, a1[r]);
-      }
-    }
+    for (int64_t j = i; j < i + span; j += 16) kg_step16(w, rb, x, j, a0, a1, R, kind);
   }
 }
 
@@ -284,15 +289,7 @@ TGT_INL void kg_group(const uint8_t *w, size_t rb, int64_t n, const float *x, fl
   if (isw > nsp) isw = nsp;
   kg_cols(w, rb, x, 0, isw, KG_PF_DIST, a0, a1, R, kind);
   kg_cols(w, rb, x, isw, nsp, KG_PF_DIST + (size_t)(R - 1) * rb, a0, a1, R, kind);
-  if (nsp < n16) { /* F16/BF16: one 16-column step left, no prefetch */
-    __m256 x0 = _mm256_loadu_ps(x + nsp), x1 = _mm256_loadu_ps(x + nsp + 8);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-      const uint8_t *wr = w + (size_t)r * rb;
-      a0[r] = _mm256_fmadd_ps(load8w(wr, nsp, kind), x0, a0[r]);
-      a1[r] = _mm256_fmadd_ps(load8w(wr, nsp + 8, kind), x1, a1[r]);
-    }
-  }
+  if (nsp < n16) kg_step16(w, rb, x, nsp, a0, a1, R, kind); /* F16/BF16: one 16-column step left, no prefetch */
 #pragma GCC unroll 4
   for (int r = 0; r < R; r++) y[r] = kr_finish(w + (size_t)r * rb, x, n, n16, a0[r], a1[r], kind);
 }
