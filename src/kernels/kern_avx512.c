@@ -36,6 +36,7 @@
 #include "kernels/kern_x512_q4x8.h"
 #include "kernels/kern_x512_qk.h"
 #include "kernels/kern_x512_f16.h"
+#include "kernels/kern_x512_xf.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -53,6 +54,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   x86_fill_packed_q6k_ops(ops);
   x512_fill_packed_q4_ops(ops);
   x512_fill_packed_qk_ops(ops); /* zmm VNNI tiles for the packed K-quants */
+  x512_fill_xf_ops(ops);        /* float panels: F32/F16/BF16 weights are packed */
   return 1;
 }
 

@@ -132,6 +132,28 @@ _Static_assert(sizeof(kern_block_q8c) == 40, "kern_block_q8c");
 /* Quantizes n f32 (a multiple of the block size) into activation blocks. */
 typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 
+/* Float-panel weights (packed_f.c): F32, F16 and BF16 rows in groups of
+ * KERN_XF_ROWS, each group column-major (for column k the 32 rows' values
+ * side by side: 128 bytes of F32 or 64 of F16/BF16 per column), so a
+ * vector register holds 16 rows of one column and a product is an outer
+ * product: acc[row lanes] += w[rows][k] * x[t][k]. Arithmetic per (row,
+ * token), the same in every kernel of every variant: acc = fma(w[r][k],
+ * x[t][k], acc) for k = 0, 1, ..., n_cols - 1 in order, from +0, y = acc
+ * (w converted to f32 exactly first). So the panel kernel, the one-token
+ * kernel and a plain C fmaf loop agree bit for bit, whatever the token
+ * blocking or thread split. */
+#define KERN_XF_ROWS 32
+#define KERN_XF_NT 12 /* tokens per panel kernel call, at most */
+/* One group (grp: n_cols columns of KERN_XF_ROWS rows) x nt (1..KERN_XF_NT)
+ * tokens of f32 activations x + t * xs floats: y[t * ys + r] for the first
+ * nr (1..32) rows (the others are padding, never written). */
+typedef void (*kern_xf_fn)(const uint8_t *grp, int64_t n_cols, const float *x, size_t xs, int nt, float *y,
+                           size_t ys, int nr);
+/* One token x ng consecutive groups (group_bytes apart): y[r] for the
+ * first nr rows of the ng * 32 (nr > (ng - 1) * 32). */
+typedef void (*kern_xfv_fn)(const uint8_t *grp, size_t group_bytes, int64_t ng, int64_t n_cols, const float *x,
+                            float *y, int64_t nr);
+
 struct kern_ops {
   const char *isa;
   kern_quant_fn quant_q8;
@@ -160,6 +182,10 @@ struct kern_ops {
   kern_ptile2_fn ptile2_warm[TENSOR_TYPE_COUNT];
   unsigned char ptile_nt[TENSOR_TYPE_COUNT];
   kern_quant_fn pquant[TENSOR_TYPE_COUNT];
+  /* float-panel weights (packed_f.c), F32/F16/BF16: panel kernel and
+   * one-token kernel; NULL: the variant does not pack the type that way */
+  kern_xf_fn xf[TENSOR_TYPE_COUNT];
+  kern_xfv_fn xfv[TENSOR_TYPE_COUNT];
 };
 
 /* Each fills ops and returns 1 when compiled in and usable on this CPU. */
@@ -359,15 +385,19 @@ struct kern_pk {
   size_t xa_stride;
   int tnt;
   atomic_int *failed; /* reference path: set when a row buffer could not be had */
+  kern_xf_fn xf;      /* float panels (packed_f.c): panel kernel, NULL: not that layout or */
+  kern_xfv_fn xfv;    /*   this variant has no kernel for it (then the reference path) */
 };
 /* Checks and fills j as kern_matmul_packed does (xq left for the caller
  * when quant is set); no allocation. */
 int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64_t n_tokens, float *y);
 /* Row groups [g0, g1) x tokens [t0, t1). */
 void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1);
-/* The kern_split_plan alignment, in groups, a packed product's rectangles
- * should start at: 2 when its tile takes two groups at a time (tile2),
- * else 1. */
-static inline int64_t kern_pk_align(const struct kern_pk *j) { return j->tile2 ? 2 : 1; }
+/* The kern_split_plan alignment, in groups of KERN_PACK_ROWS, a packed
+ * product's rectangles should start at: 4 for float panels (a panel is 32
+ * rows), 2 when its tile takes two groups at a time (tile2), else 1. */
+static inline int64_t kern_pk_align(const struct kern_pk *j) {
+  return j->xf ? KERN_XF_ROWS / KERN_PACK_ROWS : j->tile2 ? 2 : 1;
+}
 
 #endif

@@ -48,6 +48,7 @@
 #include "base/err.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/packed_f.h"
 #include "kernels/packed_k.h"
 #include "kernels/ref.h"
 
@@ -56,9 +57,10 @@
 
 struct kern_packed {
   int type;
+  bool xf;             /* float panels (packed_f.c): groups of 32 rows */
   int64_t n_rows, n_cols;
-  int64_t n_groups;    /* ceil(n_rows / 8) */
-  size_t group_bytes;  /* bytes per group of 8 rows */
+  int64_t n_groups;    /* ceil(n_rows / 8): the driver's units */
+  size_t group_bytes;  /* bytes per group of 8 rows (of 32 with xf) */
   size_t row_bytes;    /* bytes of one GGUF row (for unpacking) */
   size_t bytes;        /* n_groups * group_bytes */
   uint8_t *data;       /* this + PK_HDR */
@@ -189,15 +191,16 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
   *out = NULL;
   const struct kern_ops *ops = kern_ops_get();
   const bool kq = kpk_handles(type); /* a K-quant layout (packed_k.c) */
-  if ((!x8_type(type) && !kq) || !ops->ptile[type] || kern_ref_forced())
-    return 0;
+  const bool xf = xpf_handles(type) && ops->xf[type] && ops->xfv[type]; /* float panels (packed_f.c) */
+  if (kern_ref_forced() || (!xf && ((!x8_type(type) && !kq) || !ops->ptile[type]))) return 0;
   if (n_rows <= 0 || n_cols <= 0) return 0;
   size_t rb;
   int rc = tensor_type_row_bytes((uint32_t)type, n_cols, &rb);
   if (rc) return rc;
-  int64_t ng = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS, nb = n_cols / 32;
-  size_t gb = kq ? kpk_group_bytes(type, n_cols) : x8_group_bytes(type, n_cols);
-  size_t used = kq ? gb : (size_t)nb * x8_pb(type), bytes;
+  const int gr = xf ? KERN_XF_ROWS : KERN_PACK_ROWS; /* rows per packed group */
+  int64_t ng = (n_rows + gr - 1) / gr, nb = n_cols / 32;
+  size_t gb = xf ? xpf_group_bytes(type, n_cols) : kq ? kpk_group_bytes(type, n_cols) : x8_group_bytes(type, n_cols);
+  size_t used = kq || xf ? gb : (size_t)nb * x8_pb(type), bytes;
   if (__builtin_mul_overflow(gb, (uint64_t)ng, &bytes) || bytes > SIZE_MAX - PK_HDR)
     return err_set(ERR_RANGE, "pack: %lld rows of %lld columns overflow", (long long)n_rows,
                    (long long)n_cols);
@@ -208,22 +211,25 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
   p->type = type;
   p->n_rows = n_rows;
   p->n_cols = n_cols;
-  p->n_groups = ng;
+  p->n_groups = (n_rows + KERN_PACK_ROWS - 1) / KERN_PACK_ROWS;
+  p->xf = xf;
   p->group_bytes = gb;
   p->row_bytes = rb;
   p->bytes = bytes;
   p->data = (uint8_t *)mem + PK_HDR;
-  const int64_t slice = 128; /* groups between done() calls: 1024 rows */
+  const int64_t slice = 1024 / gr; /* groups between done() calls: 1024 rows */
   for (int64_t g = 0; g < ng; g++) {
     uint8_t *dst = p->data + (size_t)g * gb;
     memset(dst + used, 0, gb - used);
-    if (kq)
+    if (xf)
+      xpf_pack_group(type, W, rb, n_rows, n_cols, g, dst);
+    else if (kq)
       kpk_pack_group(type, W, rb, n_rows, n_cols, g, dst);
     else
       x8_pack_group(type, W, rb, n_rows, nb, g, dst);
     if (done && ((g + 1) % slice == 0 || g + 1 == ng)) {
-      int64_t r0 = (g + 1 - ((g + 1) % slice ? (g + 1) % slice : slice)) * KERN_PACK_ROWS;
-      int64_t r1 = (g + 1) * KERN_PACK_ROWS < n_rows ? (g + 1) * KERN_PACK_ROWS : n_rows;
+      int64_t r0 = (g + 1 - ((g + 1) % slice ? (g + 1) % slice : slice)) * gr;
+      int64_t r1 = (g + 1) * gr < n_rows ? (g + 1) * gr : n_rows;
       done((const uint8_t *)W + (size_t)r0 * rb, (size_t)(r1 - r0) * rb, ctx);
     }
   }
@@ -233,6 +239,20 @@ int kern_pack_ex(int type, const void *W, int64_t n_rows, int64_t n_cols,
 
 void kern_packed_free(kern_packed *p) { free(p); }
 
+/* A float-panel row, gathered and converted 256 columns at a time. */
+static int xf_row_f32(const kern_packed *p, int64_t r, float *out) {
+  const uint8_t *grp = p->data + (size_t)(r / KERN_XF_ROWS) * p->group_bytes;
+  const size_t cs = xpf_group_bytes(p->type, 1); /* bytes per column */
+  uint8_t buf[256 * sizeof(float)];
+  for (int64_t k0 = 0; k0 < p->n_cols; k0 += 256) {
+    int64_t nk = p->n_cols - k0 < 256 ? p->n_cols - k0 : 256;
+    xpf_unpack_row(p->type, grp + cs * (size_t)k0, nk, (int)(r % KERN_XF_ROWS), buf);
+    int rc = ref_dequantize_row((uint32_t)p->type, buf, out + k0, nk);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Both layouts keep each block (32 columns, x 8) or super-block (256, K)
  * of a group in its own byte range, so a row is unpacked and dequantized
  * piece by piece through a stack buffer: no allocation, whatever n_cols. */
@@ -240,6 +260,7 @@ int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out) {
   if (!p || r < 0 || r >= p->n_rows)
     return err_set(ERR_RANGE, "packed row %lld of %lld", (long long)r, p ? (long long)p->n_rows : 0LL);
   const bool kq = kpk_handles(p->type);
+  if (p->xf) return xf_row_f32(p, r, out);
   const int64_t blk = kq ? 256 : 32, per = kq ? 8 : 32; /* columns per block, blocks per piece */
   const size_t pb = kq ? kpk_group_bytes(p->type, 256) : x8_pb(p->type); /* packed bytes per block */
   size_t rb;
@@ -280,7 +301,10 @@ static void pk_rect_ref(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t
     for (int r = 0; r < KERN_PACK_ROWS; r++) {
       int64_t rr = g * KERN_PACK_ROWS + r;
       if (rr >= p->n_rows) break;
-      if (kpk_handles(p->type))
+      if (p->xf)
+        xpf_unpack_row(p->type, p->data + (size_t)(rr / KERN_XF_ROWS) * p->group_bytes, p->n_cols,
+                       (int)(rr % KERN_XF_ROWS), row);
+      else if (kpk_handles(p->type))
         kpk_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols, r, row);
       else
         x8_unpack_row(p->type, p->data + (size_t)g * p->group_bytes, p->n_cols / 32, r, row);
@@ -291,6 +315,10 @@ static void pk_rect_ref(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t
 }
 
 void kern_pk_rect(const struct kern_pk *j, int64_t g0, int64_t g1, int64_t t0, int64_t t1) {
+  if (j->xf) {
+    xpf_rect(j, j->p->data, j->p->group_bytes, g0, g1, t0, t1);
+    return;
+  }
   if (!j->tile) {
     pk_rect_ref(j, g0, g1, t0, t1);
     return;
@@ -353,7 +381,15 @@ int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64
   j->y = y;
   j->n_tokens = n_tokens;
   j->tnt = KERN_TILE_TOKENS;
-  if (!kern_ref_forced() && ops->ptile[p->type]) {
+  if (p->xf) { /* float panels: f32 activations in padded rows; no kernel on this variant: reference */
+    if (!kern_ref_forced() && ops->xf[p->type] && ops->xfv[p->type]) {
+      j->xf = ops->xf[p->type];
+      j->xfv = ops->xfv[p->type];
+      j->quant = xpf_act_copy;
+      j->xa_stride = xpf_act_row_bytes(p->n_cols);
+      j->tnt = KERN_XF_NT;
+    }
+  } else if (!kern_ref_forced() && ops->ptile[p->type]) {
     j->tile = ops->ptile[p->type];
     j->tile_warm = ops->ptile_warm[p->type] ? ops->ptile_warm[p->type] : j->tile;
     j->tnt = ops->ptile_nt[p->type];
@@ -363,11 +399,11 @@ int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64
     _Static_assert(sizeof(kern_block_q8s) == sizeof(kern_block_q8), "40-byte activation blocks");
     j->xa_stride = kpk_handles(p->type) ? kpk_act_row_bytes(p->type, p->n_cols)
                                         : (size_t)(p->n_cols / 32) * sizeof(kern_block_q8s);
-    size_t bytes;
-    if (__builtin_mul_overflow(j->xa_stride, (uint64_t)n_tokens, &bytes))
-      return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,
-                     (long long)p->n_cols);
   }
+  size_t bytes;
+  if (j->quant && __builtin_mul_overflow(j->xa_stride, (uint64_t)n_tokens, &bytes))
+    return err_set(ERR_RANGE, "matmul: %lld tokens of %lld columns overflow", (long long)n_tokens,
+                   (long long)p->n_cols);
   return 0;
 }
 

@@ -430,7 +430,7 @@ TEST(kernels_packed_edges) {
   EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q5_K, w, 1, 256, &p), 0);
   EXPECT_TRUE(p == NULL);
   p = (kern_packed *)1;
-  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_F32, w, 2, 32, &p), 0);
+  EXPECT_INT_EQ(kern_pack(TENSOR_TYPE_Q4_1, w, 2, 32, &p), 0);
   EXPECT_TRUE(p == NULL);
   EXPECT_INT_EQ(kern_matmul_packed(NULL, NULL, NULL, 1, NULL), ERR_INVALID);
   if (!kp_packs(TENSOR_TYPE_Q4_0)) return;

@@ -1,0 +1,107 @@
+/*
+ * packed_f.c - F32, F16 and BF16 weights repacked at load into float
+ * panels (kernels_impl.h: groups of 32 rows, column-major inside a group),
+ * and the rectangle driver for them; packed.c's kern_pack /
+ * kern_matmul_packed call in here for these types when the variant has
+ * panel kernels (kern_ops.xf: AVX-512 only, kern_x512_xf.h).
+ *
+ * Why: over GGUF rows a prompt's F16 product is a set of dot products,
+ * each (row, token) summing 16-lane partial products that a horizontal add
+ * ends; the register-blocked rectangle (kern_x512_f16.h) could not get past
+ * ~100 GFLOP/s per core on the Emerald Rapids guest (L2 traffic of parked
+ * accumulators, converted weights reused over only 6 tokens). With 32 rows
+ * of one column in two registers, a token block is an outer product: per
+ * column, 2 weight loads (converted once) and for each of 12 tokens one
+ * broadcast of x[t][k] and 2 FMAs into 24 accumulators that stay in
+ * registers for the whole row: FMA-bound. A stand-alone probe of that loop
+ * read 178-186 GFLOP/s per core with F16 panels (docs/perf.md, session 9),
+ * against a 2-core FMA peak of ~365. Decode (one token) reads the same
+ * bytes as before (a group is n_cols x 32 values, no padding inside), as one
+ * forward stream per group.
+ *
+ * Result order (every kernel, every token count): acc = fma(w, x, acc)
+ * column after column from +0 (kernels_impl.h), so a prompt's rows equal
+ * decode's bit for bit, and both equal a plain fmaf loop (the tests' check).
+ *
+ * Activations: copied once per call (kern_quant_rows, like the quantized
+ * types' activation formats) into rows padded by 64 bytes: token rows
+ * n_cols x 4 bytes apart (8 KiB for 2048 columns) all fall into the same L1
+ * set, and the panel kernel broadcasts from 12 of them at once (the probe:
+ * 153-167 GFLOP/s unpadded, 175-180 padded).
+ *
+ * Blocking: a thread's rectangle (whole groups x tokens) runs token blocks
+ * whose activations fill about 512 KiB of L2 (XPF_TB_BYTES), and inside a
+ * block group after group, each group's 12-token calls in turn: the group
+ * (64-360 KiB of F16 for 2048-5632 columns) stays in L2 across the block's
+ * calls, the block's activations across the groups.
+ */
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "kernels/packed_f.h"
+
+#define XPF_TB_BYTES ((size_t)512 << 10) /* activation bytes per token block, about */
+
+/* Bytes per element: F32 4, F16 and BF16 2 (0: not a panel type). */
+static size_t xpf_es(int type) {
+  return type == TENSOR_TYPE_F32 ? 4 : type == TENSOR_TYPE_F16 || type == TENSOR_TYPE_BF16 ? 2 : 0;
+}
+
+bool xpf_handles(int type) { return xpf_es(type) != 0; }
+
+size_t xpf_group_bytes(int type, int64_t n_cols) { return (size_t)n_cols * KERN_XF_ROWS * xpf_es(type); }
+
+void xpf_pack_group(int type, const uint8_t *W, size_t rb, int64_t n_rows, int64_t n_cols, int64_t g,
+                    uint8_t *dst) {
+  const size_t es = xpf_es(type), cs = es * KERN_XF_ROWS; /* bytes per element, per column */
+  for (int r = 0; r < KERN_XF_ROWS; r++) {
+    const int64_t row = g * KERN_XF_ROWS + r;
+    uint8_t *o = dst + es * (size_t)r;
+    if (row >= n_rows) {
+      for (int64_t k = 0; k < n_cols; k++) memset(o + cs * (size_t)k, 0, es);
+      continue;
+    }
+    const uint8_t *src = W + rb * (size_t)row;
+    if (es == 2)
+      for (int64_t k = 0; k < n_cols; k++) memcpy(o + cs * (size_t)k, src + 2 * k, 2);
+    else
+      for (int64_t k = 0; k < n_cols; k++) memcpy(o + cs * (size_t)k, src + 4 * k, 4);
+  }
+}
+
+void xpf_unpack_row(int type, const uint8_t *grp, int64_t n_cols, int r, uint8_t *row) {
+  const size_t es = xpf_es(type), cs = es * KERN_XF_ROWS;
+  for (int64_t k = 0; k < n_cols; k++) memcpy(row + es * (size_t)k, grp + cs * (size_t)k + es * (size_t)r, es);
+}
+
+size_t xpf_act_row_bytes(int64_t n_cols) { return ((size_t)n_cols * sizeof(float) + 63) / 64 * 64 + 64; }
+
+void xpf_act_copy(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof(float)); }
+
+void xpf_rect(const struct kern_pk *j, const uint8_t *data, size_t gb, int64_t u0, int64_t u1, int64_t t0,
+              int64_t t1) {
+  const int per = KERN_XF_ROWS / KERN_PACK_ROWS;
+  const int64_t g0 = u0 / per, g1 = (u1 + per - 1) / per, n = j->n_cols, nrow = j->n_rows;
+  const size_t xs = j->xa_stride / sizeof(float);
+  const float *xa = (const float *)(const void *)j->xq;
+  if (g0 >= g1 || t0 >= t1) return;
+  if (t1 - t0 == 1) { /* decode: one pass over the groups */
+    int64_t r1 = g1 * KERN_XF_ROWS < nrow ? g1 * KERN_XF_ROWS : nrow;
+    j->xfv(data + gb * (size_t)g0, gb, g1 - g0, n, xa + xs * (size_t)t0, j->y + t0 * nrow + g0 * KERN_XF_ROWS,
+           r1 - g0 * KERN_XF_ROWS);
+    return;
+  }
+  int64_t tb_n = (int64_t)(XPF_TB_BYTES / j->xa_stride) / KERN_XF_NT * KERN_XF_NT;
+  if (tb_n < KERN_XF_NT) tb_n = KERN_XF_NT;
+  for (int64_t tb = t0; tb < t1; tb += tb_n) {
+    const int64_t te = tb + tb_n < t1 ? tb + tb_n : t1;
+    for (int64_t g = g0; g < g1; g++) {
+      const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
+      for (int64_t t = tb; t < te; t += KERN_XF_NT) {
+        const int nt = te - t < KERN_XF_NT ? (int)(te - t) : KERN_XF_NT;
+        j->xf(data + gb * (size_t)g, n, xa + xs * (size_t)t, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS,
+              (size_t)nrow, nr);
+      }
+    }
+  }
+}
