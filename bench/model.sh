@@ -5,13 +5,16 @@
 # threads, medians of RUNS repetitions (`parley bench`), each next to the
 # generation bound the machine's read bandwidth allows: bandwidth / weight
 # bytes a generated token reads. The bandwidth is measured right before and
-# right after each model with the same thread count (bench/bandwidth.c
-# --quick: the widest loads (512-bit with AVX-512), threads taking disjoint
-# 1 MiB chunks, median of 5, over a working set of the model file's size or
-# 1 GiB, whichever is larger) and the bound uses the mean of the two, so
-# load from other processes during the model's minute hits both figures
-# alike (one probe alone swung 20-38 GB/s between models on a shared
-# machine). The probe read a fixed 256 MiB until session 7, whose Intel
+# right after each generation run with the same thread count
+# (bench/bandwidth.c --quick: the widest loads (512-bit with AVX-512),
+# threads taking disjoint 1 MiB chunks, median of 5, over a working set of
+# the model file's size or 1 GiB, whichever is larger); each run's bound
+# uses the mean of the probes on either side of it, so load from other
+# processes during those seconds hits both figures alike (one probe alone
+# swung 20-38 GB/s between models on a shared machine), and the model's
+# tg / bound is the median of the runs' ratios (until session 9 one pair of
+# probes framed all RUNS generation runs and the prompt runs: a probe taken
+# in a quiet or a busy second then set the whole model's bound). The probe read a fixed 256 MiB until session 7, whose Intel
 # machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
 # partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
 # GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
@@ -42,18 +45,28 @@ for m in $MODELS; do
   echo "== $m"
   mib=$(( ($(stat -c %s "$f") + 1048575) / 1048576 ))
   [ "$mib" -ge 1024 ] || mib=1024
-  bw0=$(./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}')
-  out=$("$BIN" bench "$f" -p 512 -n 128 -t "$THREADS" -r "$RUNS")
-  bw1=$(./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}')
-  bw=$(awk -v a="$bw0" -v b="$bw1" 'BEGIN {printf "%.2f", (a + b) / 2}')
-  echo "$out"
-  echo "read bandwidth ($mib MiB) $bw0 GB/s before, $bw1 after"
-  line=$(printf '%s\n' "$out" | awk -v bw="$bw" -v m="$m" '
-    /^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
-    /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}
-    END {bound = bw * 1e9 / b;
-         printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s / %.1f MB per token)  tg = %3.0f%% of bound\n",
-                m, pp, tg, bound, bw, b / 1e6, 100 * tg / bound}')
+  probe() { ./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}'; }
+  pp=$("$BIN" bench "$f" -p 512 -n 0 -t "$THREADS" -r "$RUNS" | awk '/^pp[0-9]/ {print $2}')
+  # each generation run between two probes: its bound uses their mean, and
+  # the model's figures are the medians over the runs (tg, bandwidth, and
+  # tg / bound taken run by run)
+  bw_prev=$(probe)
+  runs=""
+  for r in $(seq 1 "$RUNS"); do
+    out=$("$BIN" bench "$f" -p 0 -n 128 -t "$THREADS" -r 1)
+    bw_next=$(probe)
+    tg=$(printf '%s\n' "$out" | awk '/^tg[0-9]/ {print $2}')
+    bytes=$(printf '%s\n' "$out" | awk '/each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b); print b}')
+    echo "  run $r: tg128 $tg t/s between probes of $bw_prev and $bw_next GB/s (load $(cut -d' ' -f1 /proc/loadavg))"
+    runs="$runs$tg $bw_prev $bw_next $bytes"$'\n'
+    bw_prev=$bw_next
+  done
+  line=$(printf '%s' "$runs" | awk -v m="$m" -v pp="$pp" '
+    function median(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+                                        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    { n++; tg[n] = $1; bw[n] = ($2 + $3) / 2; b = $4; bound[n] = bw[n] * 1e9 / b; ratio[n] = 100 * $1 / bound[n] }
+    END {printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s / %.1f MB per token)  tg = %3.0f%% of bound\n",
+                m, pp, median(tg, n), median(bound, n), median(bw, n), b / 1e6, median(ratio, n)}')
   echo "$line"
   summary="$summary$line"$'\n'
 done
