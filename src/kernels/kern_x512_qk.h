@@ -35,6 +35,16 @@
 #define X512_Q6K_NT 8 /* as X512_Q4K_NT (1.1-1.2x against 4) */
 #endif
 
+/* Q4_K tiles of at most this many tokens take the high-nibble sub-blocks
+ * as z & 0xf0 (16 x q, no shift) and divide each token's sub-block sum by
+ * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
+ * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
+ * one thread): 1.07x at 1 token, 1.01x at 2, even at 3, 0.98x at 8
+ * (docs/perf.md session 9). */
+#ifndef X512_Q4K_HX16_NT
+#define X512_Q4K_HX16_NT 2
+#endif
+
 /* dword lanes 2r, 2r + 1 <- lane r of the low and of the high 256 bits */
 #define X512_PAIR_IDX _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
 /* the inverse order: even lanes to the low half, odd to the high */
@@ -75,10 +85,16 @@ static const int32_t x512_q4k_pick[4][16] __attribute__((aligned(64))) = {X512_P
  * high nibbles of vectors 8p..8p+7) and token: 8 vpdpbusd (4 column pairs x
  * 2 nibbles, each lane 16 products |.| <= 16 x 15 x 127 = 30480) and 2
  * vpdpwssd with the rows' 6-bit scales. Mins as in the AVX2 tile, with
- * vpdpwssd for vpmaddwd + vpaddd. */
+ * vpdpwssd for vpmaddwd + vpaddd.
+ * hx16 (few tokens): the odd sub-block's weights are z & 0xf0 = 16 q, so
+ * its lane sums are 16 x the 16-product sum; vpsrad by 4 divides that
+ * multiple of 16 exactly (|16 x 30480| is far inside int32), giving the
+ * very int16-range lane the shifted nibbles give, before the vpdpwssd
+ * (whose int16 operand could not take the x16 value). */
 TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                               size_t ys, int pf) {
   const int64_t nsb = n / QK_K;
+  const int hx16 = nt <= X512_Q4K_HX16_NT;
   const __m512i m4 = _mm512_set1_epi8(0x0f), pidx = X512_PAIR_IDX;
   const __m256i m4y = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[X512_Q4K_NT];
@@ -119,7 +135,9 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
         __m512i a[X512_Q4K_NT];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-          const __m512i w = _mm512_and_si512(h ? _mm512_srli_epi16(z[j], 4) : z[j], m4);
+          const __m512i w = !h ? _mm512_and_si512(z[j], m4)
+                            : hx16 ? _mm512_andnot_si512(m4, z[j])
+                                   : _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);
 #pragma GCC unroll 8
           for (int t = 0; t < nt; t++) {
             const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
@@ -128,7 +146,8 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
           }
         }
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) isum[t] = _mm512_dpwssd_epi32(isum[t], a[t], scv[h]);
+        for (int t = 0; t < nt; t++)
+          isum[t] = _mm512_dpwssd_epi32(isum[t], h && hx16 ? _mm512_srai_epi32(a[t], 4) : a[t], scv[h]);
       }
     }
     /* mins (kern_x86_q4kx8.h): int16 lanes of row r = (min 2q, min 2q + 1) */
