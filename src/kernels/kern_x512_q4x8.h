@@ -109,16 +109,27 @@ enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
 #define X512_PB(k) ((k) == X512_K_Q8 ? 272 : X512_Q5(k) ? 176 : 144)
 #define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
-/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): one
- * vgf2p8affineqb per half-vector moves the wanted bit of every H byte to
- * bit 4 and clears the others (an 8 x 8 bit matrix per byte: its row for
- * result bit 4, byte 3 of the qword, holds the source bit), where the
- * plain path shifts H and masks it inside the vpternlogd: one operation
- * fewer per half-vector (8 of ~47 per block of two groups). Written as
- * asm so the variant needs no GFNI target (kern_ops_avx512 picks this
- * kind only on CPUs that report GFNI).
- * X512_GF_BIT(j): the matrix moving bit j. */
-#define X512_GF_BIT(j) ((long long)(1ull << (j)) << 24)
+/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): vgf2p8affineqb
+ * applies an 8 x 8 bit matrix to every byte (result bit b is the parity
+ * of the source bits that byte 7 - b of the qword's matrix selects), so
+ * it moves and masks bits in one operation. Per packed vector v (low
+ * nibbles meet word i, high ones word 4 + i) and the H bytes h:
+ *   g = h's bit i at bit 4 and its bit 4 + i at bit 0, zeros elsewhere
+ *       (one vgf2p8affineqb, X512_GF_HB(i));
+ *   w[i] = (v & 0x0f) | (g & 0xf0): a bit select by 0x0f (vpternlogd);
+ *   y = (v & 0xf0) | (g & 0x0f): the high nibble with its fifth bit at
+ *       bit 0 (vpternlogd);
+ *   w[4 + i] = y's bits 4..7 to 0..3 and bit 0 to 4 (vgf2p8affineqb,
+ *       X512_GF_HI).
+ * 4 operations per vector where the plain path takes 7 and a one-bit
+ * matrix per half-vector took 5 (session 7). Written as asm so the variant
+ * needs no GFNI target (kern_ops_avx512 picks this kind only on CPUs that
+ * report GFNI).
+ * X512_GF_ROW(b, m): the matrix row making result bit b the source bits m. */
+#define X512_GF_ROW(b, m) ((long long)((unsigned long long)(m) << (8 * (7 - (b)))))
+#define X512_GF_HB(i) (X512_GF_ROW(4, 1u << (i)) | X512_GF_ROW(0, 1u << (4 + (i))))
+#define X512_GF_HI (X512_GF_ROW(0, 0x10) | X512_GF_ROW(1, 0x20) | X512_GF_ROW(2, 0x40) | X512_GF_ROW(3, 0x80) | \
+                    X512_GF_ROW(4, 0x01))
 TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
   __m512i r;
   __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
@@ -149,8 +160,8 @@ TGT_INL __m512 x512_scales(const uint8_t *p, size_t gb) {
  *   Q5_0: the nibbles with their high bit from H at bit 4 (0..31): H
  *         shifted left by 4 - i for vector i's low nibbles, right by i for
  *         its high ones, & 0x10, one vpternlogd (a | (b & 0x10)) each;
- *   Q5_0 with GFNI: bit i (low nibbles) or 4 + i (high) of H to bit 4 by
- *         one vgf2p8affineqb, then (nibbles & 0x0f) | that (vpternlogd). */
+ *   Q5_0 with GFNI: as X512_GF_HB says (two bit selects, two
+ *         vgf2p8affineqb per vector). */
 TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, int hx16, __m512i w[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
   if (kind == X512_K_Q8) {
@@ -163,9 +174,9 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, int hx16, __m
   for (int i = 0; i < 4; i++) {
     const __m512i v = x512_pair(blk + 16 + 32 * i, gb);
     if (kind == X512_K_Q5G) {
-      w[i] = _mm512_ternarylogic_epi32(v, x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(i))), m4, 0xec);
-      w[4 + i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(4 + i))),
-                                           m4, 0xec);
+      const __m512i g = x512_gf_z(h, _mm512_set1_epi64(X512_GF_HB(i)));
+      w[i] = _mm512_ternarylogic_epi32(v, g, m4, 0xe4);
+      w[4 + i] = x512_gf_z(_mm512_ternarylogic_epi32(v, g, m4, 0xd8), _mm512_set1_epi64(X512_GF_HI));
       continue;
     }
     w[i] = _mm512_and_si512(v, m4);
