@@ -728,3 +728,25 @@ TEST(kernels_packed_k_x512_vs_avx2) {
   }
   tpool_free(tp);
 }
+
+/* kernels_packed_k_x512_vs_avx2 again with PARLEY_NO_GFNI (read when a
+ * variant is filled): on a GFNI machine the test above runs Q6_K's GFNI
+ * tile, this one the plain AVX-512 one (session 9, qv). */
+TEST(kernels_packed_k_x512_no_gfni_vs_avx2) {
+  static const int64_t rows[] = {1, 13, 24};
+  if (!kern_use_isa("avx512-vnni") || !kern_use_isa("avx2")) {
+    kern_use_isa(NULL);
+    TEST_SKIP("needs both the avx512-vnni and the avx2 variant");
+  }
+  kern_use_isa(NULL);
+  if (!kp_packs(TENSOR_TYPE_Q6_K)) TEST_SKIP("no packed Q6_K on this CPU");
+  setenv("PARLEY_NO_GFNI", "1", 1);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ext = 0; ext < 2; ext++)
+    for (int ri = 0; ri < 3; ri++)
+      for (int64_t nt = 1; nt <= 9; nt += 4) EXPECT_INT_EQ(kx_compare(tp, TENSOR_TYPE_Q6_K, rows[ri], 2, nt, ext), 0);
+  tpool_free(tp);
+  unsetenv("PARLEY_NO_GFNI");
+  kern_use_isa(NULL);
+}
