@@ -35,21 +35,22 @@
 #define X512_Q6K_NT 8 /* as X512_Q4K_NT (1.1-1.2x against 4) */
 #endif
 
-/* Q4_K tiles of at most this many tokens take the high-nibble sub-blocks
- * as z & 0xf0 (16 x q, no shift) and divide each token's sub-block sum by
- * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
- * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
- * one thread): 1.07x at 1 token, 1.01x at 2, even at 3, 0.98x at 8
- * (docs/perf.md session 9). */
 /* Q6_K tiles of at most this many tokens sum a super-block's scaled
  * sub-block sums in two int32 accumulators (x512_body_q6k_g): one token's
  * chain of 36 dependent vpdpwssd per super-block (5 cycles each) bounded
- * it, not the ports. Measured (1024 x 2048 in L2, one thread): 1.1-1.2x
- * at 1 token, ~1.05x at 2, none from 4 on (docs/perf.md session 9). */
+ * it, not the ports. Measured (1024 x 2048 in L2, one thread): 1.1x at
+ * 1 token, 1.03x at 2, none from 4 on (docs/perf.md session 9). */
 #ifndef X512_Q6K_SPLIT_NT
 #define X512_Q6K_SPLIT_NT 2
 #endif
 
+/* Q4_K tiles of at most this many tokens take the high-nibble sub-blocks
+ * as z & 0xf0 (16 x q, no shift) and divide each token's sub-block sum by
+ * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
+ * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
+ * one thread): 1.05-1.07x at 1 token, even at 2 and 3, 0.98x at 8 tokens
+ * if used there
+ * (docs/perf.md session 9). */
 #ifndef X512_Q4K_HX16_NT
 #define X512_Q4K_HX16_NT 2
 #endif
