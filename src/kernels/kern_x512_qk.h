@@ -49,8 +49,7 @@
  * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
  * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
  * one thread): 1.05-1.07x at 1 token, even at 2 and 3, 0.98x at 8 tokens
- * if used there
- * (docs/perf.md session 9). */
+ * if used there (docs/perf.md session 9). */
 #ifndef X512_Q4K_HX16_NT
 #define X512_Q4K_HX16_NT 2
 #endif
