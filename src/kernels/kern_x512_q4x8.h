@@ -91,6 +91,15 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
   }
 
 #define X512_NT 8 /* tokens per tile call (all kinds, both widths) */
+/* Q4_0 tiles of at most this many tokens take the high nibbles as
+ * v & 0xf0 (x512_unpack2's hx16, x512_block2 says why it is exact): 4
+ * vpsrlw fewer per block, 2 operations more per token (vpsrad, vpaddd),
+ * and each token's dependent vpdpbusd chain split in two. Measured
+ * (1024 x 2048 in L2, one thread): 1.09-1.12x at 1 and 2 tokens, even at
+ * 3, slower from 4 on (docs/perf.md session 9). */
+#ifndef X512_Q4_HX16_NT
+#define X512_Q4_HX16_NT 2
+#endif
 
 /* Weight kinds of the x 8 layout (packed.c): the bodies below differ only
  * in how a packed block becomes the 8 u8 weight vectors that meet
@@ -100,16 +109,27 @@ enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
 #define X512_PB(k) ((k) == X512_K_Q8 ? 272 : X512_Q5(k) ? 176 : 144)
 #define X512_PFN(k) ((k) == X512_K_Q8 ? 5 : 3)
 
-/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): one
- * vgf2p8affineqb per half-vector moves the wanted bit of every H byte to
- * bit 4 and clears the others (an 8 x 8 bit matrix per byte: its row for
- * result bit 4, byte 3 of the qword, holds the source bit), where the
- * plain path shifts H and masks it inside the vpternlogd: one operation
- * fewer per half-vector (8 of ~47 per block of two groups). Written as
- * asm so the variant needs no GFNI target (kern_ops_avx512 picks this
- * kind only on CPUs that report GFNI).
- * X512_GF_BIT(j): the matrix moving bit j. */
-#define X512_GF_BIT(j) ((long long)(1ull << (j)) << 24)
+/* Q5_0 with GFNI (X512_K_Q5G, when the CPU has it): vgf2p8affineqb
+ * applies an 8 x 8 bit matrix to every byte (result bit b is the parity
+ * of the source bits that byte 7 - b of the qword's matrix selects), so
+ * it moves and masks bits in one operation. Per packed vector v (low
+ * nibbles meet word i, high ones word 4 + i) and the H bytes h:
+ *   g = h's bit i at bit 4 and its bit 4 + i at bit 0, zeros elsewhere
+ *       (one vgf2p8affineqb, X512_GF_HB(i));
+ *   w[i] = (v & 0x0f) | (g & 0xf0): a bit select by 0x0f (vpternlogd);
+ *   y = (v & 0xf0) | (g & 0x0f): the high nibble with its fifth bit at
+ *       bit 0 (vpternlogd);
+ *   w[4 + i] = y's bits 4..7 to 0..3 and bit 0 to 4 (vgf2p8affineqb,
+ *       X512_GF_HI).
+ * 4 operations per vector where the plain path takes 7 and a one-bit
+ * matrix per half-vector took 5 (session 7). Written as asm so the variant
+ * needs no GFNI target (kern_ops_avx512 picks this kind only on CPUs that
+ * report GFNI).
+ * X512_GF_ROW(b, m): the matrix row making result bit b the source bits m. */
+#define X512_GF_ROW(b, m) ((long long)((unsigned long long)(m) << (8 * (7 - (b)))))
+#define X512_GF_HB(i) (X512_GF_ROW(4, 1u << (i)) | X512_GF_ROW(0, 1u << (4 + (i))))
+#define X512_GF_HI (X512_GF_ROW(0, 0x10) | X512_GF_ROW(1, 0x20) | X512_GF_ROW(2, 0x40) | X512_GF_ROW(3, 0x80) | \
+                    X512_GF_ROW(4, 0x01))
 TGT_INL __m512i x512_gf_z(__m512i x, __m512i a) {
   __m512i r;
   __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(a));
@@ -134,13 +154,15 @@ TGT_INL __m512 x512_scales(const uint8_t *p, size_t gb) {
  * that meet activation word k:
  *   Q4_0: w[i] = the low nibbles of vector i, w[4 + i] its high ones
  *         (unsigned 0..15; the offset 8 is in the accumulators' start);
+ *         with hx16, w[4 + i] = vector i & 0xf0: the high nibbles times
+ *         16 in place, one vpandnd and no shift;
  *   Q8_0: w[j] = vector j xor 0x80 = w + 128 (offset 128 likewise);
  *   Q5_0: the nibbles with their high bit from H at bit 4 (0..31): H
  *         shifted left by 4 - i for vector i's low nibbles, right by i for
  *         its high ones, & 0x10, one vpternlogd (a | (b & 0x10)) each;
- *   Q5_0 with GFNI: bit i (low nibbles) or 4 + i (high) of H to bit 4 by
- *         one vgf2p8affineqb, then (nibbles & 0x0f) | that (vpternlogd). */
-TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8]) {
+ *   Q5_0 with GFNI: as X512_GF_HB says (two bit selects, two
+ *         vgf2p8affineqb per vector). */
+TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, int hx16, __m512i w[8]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
   if (kind == X512_K_Q8) {
 #pragma GCC unroll 8
@@ -152,13 +174,13 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8])
   for (int i = 0; i < 4; i++) {
     const __m512i v = x512_pair(blk + 16 + 32 * i, gb);
     if (kind == X512_K_Q5G) {
-      w[i] = _mm512_ternarylogic_epi32(v, x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(i))), m4, 0xec);
-      w[4 + i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), x512_gf_z(h, _mm512_set1_epi64(X512_GF_BIT(4 + i))),
-                                           m4, 0xec);
+      const __m512i g = x512_gf_z(h, _mm512_set1_epi64(X512_GF_HB(i)));
+      w[i] = _mm512_ternarylogic_epi32(v, g, m4, 0xe4);
+      w[4 + i] = x512_gf_z(_mm512_ternarylogic_epi32(v, g, m4, 0xd8), _mm512_set1_epi64(X512_GF_HI));
       continue;
     }
     w[i] = _mm512_and_si512(v, m4);
-    w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    w[4 + i] = hx16 ? _mm512_andnot_si512(m4, v) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
     if (kind == X512_K_Q5) {
       const __m512i hl = i == 0 ? _mm512_slli_epi16(h, 4)
                          : i == 1 ? _mm512_slli_epi16(h, 3)
@@ -174,21 +196,50 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, __m512i w[8])
   }
 }
 
+/* acc + vpdpbusd(w, the activation word at p in every dword lane), with
+ * the broadcast embedded ({1to16}): one fused load + multiply-add. GCC
+ * turns _mm512_set1_epi32 from memory into a separate vpbroadcastd, one
+ * more micro-op per vpdpbusd (measured: 1.06-1.13x at 4-8 tokens, docs/
+ * perf.md session 9). Asm, like x512_gf_z. */
+TGT_INL __m512i x512_dpb(__m512i acc, __m512i w, const int32_t *p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*p));
+  return acc;
+}
+
 /* Activation block b of token t. */
 #define X512_XB(x, xs, t, b) ((const x512_block_q8 *)((const char *)(x) + (t) * (xs)) + (b))
 
 /* One block of 16 rows (two groups) for nt tokens: each token's exact
  * int32 block sum (starting at its offset term c0), then acc[t] =
- * fma(float(sum), dw * d_x, acc[t]). */
-TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs, int64_t b, int nt, __m512 *acc) {
-  __m512i s[X512_NT];
+ * fma(float(sum), dw * d_x, acc[t]).
+ * hx16 (Q4_0, w[4..7] = 16 x the high nibbles): words 4..7 go to a second
+ * accumulator h = 16 x sum(hi x x), which vpsrad by 4 divides exactly (a
+ * multiple of 16, negative or not), so s + (h >> 4) is the very int32 the
+ * one-accumulator loop sums: bit-identical. Range: |h| <= 16 x 16 products
+ * x 15 x 128 = 491520 per lane, far inside int32. */
+TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs, int64_t b, int nt, int hx16,
+                         __m512 *acc) {
+  __m512i s[X512_NT], h[X512_NT];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) s[t] = _mm512_set1_epi32(X512_XB(x, xs, t, b)->c0);
+  if (hx16) {
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) h[t] = _mm512_setzero_si512();
+  }
 #pragma GCC unroll 8
   for (int k = 0; k < 8; k++) {
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++)
-      s[t] = _mm512_dpbusd_epi32(s[t], w[k], _mm512_set1_epi32(X512_XW(X512_XB(x, xs, t, b), k)));
+    for (int t = 0; t < nt; t++) {
+      const int32_t *xw = &X512_XW(X512_XB(x, xs, t, b), k);
+      if (hx16 && k >= 4)
+        h[t] = x512_dpb(h[t], w[k], xw);
+      else
+        s[t] = x512_dpb(s[t], w[k], xw);
+    }
+  }
+  if (hx16) {
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) s[t] = _mm512_add_epi32(s[t], _mm512_srai_epi32(h[t], 4));
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++)
@@ -201,6 +252,7 @@ TGT_INL void x512_block2(const __m512i w[8], __m512 dw, const void *x, size_t xs
 TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const void *x, size_t xs, int nt,
                          float *y, size_t ys, int pf, int one) {
   const int64_t nb = n / 32;
+  const int hx16 = kind == X512_K_Q4 && nt <= X512_Q4_HX16_NT;
   const uint8_t *blk0 = wg;
   __m512 acc[X512_NT];
 #pragma GCC unroll 8
@@ -212,8 +264,8 @@ TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const v
       if (!one) x8_prefetch(blk + gb, X512_PFN(kind));
     }
     __m512i w[8];
-    x512_unpack2(kind, blk, gb, w);
-    x512_block2(w, x512_scales(blk, gb), x, xs, b, nt, acc);
+    x512_unpack2(kind, blk, gb, hx16, w);
+    x512_block2(w, x512_scales(blk, gb), x, xs, b, nt, hx16, acc);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + t * ys, one ? 0x00ff : 0xffff, acc[t]);

@@ -35,6 +35,25 @@
 #define X512_Q6K_NT 8 /* as X512_Q4K_NT (1.1-1.2x against 4) */
 #endif
 
+/* Q6_K tiles of at most this many tokens sum a super-block's scaled
+ * sub-block sums in two int32 accumulators (x512_body_q6k_g): one token's
+ * chain of 36 dependent vpdpwssd per super-block (5 cycles each) bounded
+ * it, not the ports. Measured (1024 x 2048 in L2, one thread): 1.1x at
+ * 1 token, 1.03x at 2, none from 4 on (docs/perf.md session 9). */
+#ifndef X512_Q6K_SPLIT_NT
+#define X512_Q6K_SPLIT_NT 2
+#endif
+
+/* Q4_K tiles of at most this many tokens take the high-nibble sub-blocks
+ * as z & 0xf0 (16 x q, no shift) and divide each token's sub-block sum by
+ * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
+ * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
+ * one thread): 1.05-1.07x at 1 token, even at 2 and 3, 0.98x at 8 tokens
+ * if used there (docs/perf.md session 9). */
+#ifndef X512_Q4K_HX16_NT
+#define X512_Q4K_HX16_NT 2
+#endif
+
 /* dword lanes 2r, 2r + 1 <- lane r of the low and of the high 256 bits */
 #define X512_PAIR_IDX _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
 /* the inverse order: even lanes to the low half, odd to the high */
@@ -75,10 +94,16 @@ static const int32_t x512_q4k_pick[4][16] __attribute__((aligned(64))) = {X512_P
  * high nibbles of vectors 8p..8p+7) and token: 8 vpdpbusd (4 column pairs x
  * 2 nibbles, each lane 16 products |.| <= 16 x 15 x 127 = 30480) and 2
  * vpdpwssd with the rows' 6-bit scales. Mins as in the AVX2 tile, with
- * vpdpwssd for vpmaddwd + vpaddd. */
+ * vpdpwssd for vpmaddwd + vpaddd.
+ * hx16 (few tokens): the odd sub-block's weights are z & 0xf0 = 16 q, so
+ * its lane sums are 16 x the 16-product sum; vpsrad by 4 divides that
+ * multiple of 16 exactly (|16 x 30480| is far inside int32), giving the
+ * very int16-range lane the shifted nibbles give, before the vpdpwssd
+ * (whose int16 operand could not take the x16 value). */
 TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                               size_t ys, int pf) {
   const int64_t nsb = n / QK_K;
+  const int hx16 = nt <= X512_Q4K_HX16_NT;
   const __m512i m4 = _mm512_set1_epi8(0x0f), pidx = X512_PAIR_IDX;
   const __m256i m4y = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[X512_Q4K_NT];
@@ -119,7 +144,9 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
         __m512i a[X512_Q4K_NT];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-          const __m512i w = _mm512_and_si512(h ? _mm512_srli_epi16(z[j], 4) : z[j], m4);
+          const __m512i w = !h ? _mm512_and_si512(z[j], m4)
+                            : hx16 ? _mm512_andnot_si512(m4, z[j])
+                                   : _mm512_and_si512(_mm512_srli_epi16(z[j], 4), m4);
 #pragma GCC unroll 8
           for (int t = 0; t < nt; t++) {
             const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
@@ -128,7 +155,8 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
           }
         }
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) isum[t] = _mm512_dpwssd_epi32(isum[t], a[t], scv[h]);
+        for (int t = 0; t < nt; t++)
+          isum[t] = _mm512_dpwssd_epi32(isum[t], h && hx16 ? _mm512_srai_epi32(a[t], 4) : a[t], scv[h]);
       }
     }
     /* mins (kern_x86_q4kx8.h): int16 lanes of row r = (min 2q, min 2q + 1) */
@@ -197,8 +225,22 @@ X8_PTILE(x512_ptile_q4k_warm, x512_body_q4k_warm, X512_Q4K_NT)
                                        X512_SC6(1, k), X512_SC6(1, k), X512_SC6(0, k), X512_SC6(0, k), X512_SC6(1, k), \
                                        X512_SC6(1, k))
 
-TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+/* With GFNI (x512_body_q6k_gf) the high bits take 5 operations per
+ * sub-block instead of 7, in the way of X512_GF_HB (Q5_0): after the
+ * per-lane vpsrlvd each byte of hz has the bits for N0/N1 (w01) at 0, 1
+ * and those for the high nibbles (w23) at 4, 5; one vgf2p8affineqb
+ * (X512_GF_Q6G) swaps them into g, clearing bits 2, 3, 6, 7; then
+ *   w01 = (z & 0x0f) | (g & 0xf0), y = (z & 0xf0) | (g & 0x0f) (vpternlogd
+ *   bit selects) and w23 = y's bits 4..7 to 0..3, 0, 1 to 4, 5
+ *   (vgf2p8affineqb, X512_GF_Q6W): the same bytes as the shifts and masks. */
+#define X512_GF_Q6G (X512_GF_ROW(4, 0x01) | X512_GF_ROW(5, 0x02) | X512_GF_ROW(0, 0x10) | X512_GF_ROW(1, 0x20))
+#define X512_GF_Q6W (X512_GF_ROW(0, 0x10) | X512_GF_ROW(1, 0x20) | X512_GF_ROW(2, 0x40) | X512_GF_ROW(3, 0x80) | \
+                     X512_GF_ROW(4, 0x01) | X512_GF_ROW(5, 0x02))
+
+TGT_INL void x512_body_q6k_g(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys,
+                             int gf) {
   const int64_t nsb = n / QK_K;
+  const int split = nt <= X512_Q6K_SPLIT_NT;
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30), pidx = X512_PAIR_IDX;
   const __m512i hidx = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i shl = _mm512_setr_epi32(4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2, 4, 2);
@@ -211,9 +253,9 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; b++) {
     const uint8_t *o = (const uint8_t *)wg + 1680 * b;
-    __m512i isum[X512_Q6K_NT];
+    __m512i isum[X512_Q6K_NT], isum2[X512_Q6K_NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < nt; t++) isum[t] = isum2[t] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int kq = 0; kq < 4; kq++) {
       /* scale bytes of sub-blocks 4 kq .. + 3: byte 4 r + k' of o + 16 +
@@ -236,17 +278,33 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
           _mm_prefetch((const char *)wv + Q6KX8_PF_DIST + 64 * i, _MM_HINT_T0);
         const __m512i z = _mm512_permutexvar_epi32(pidx, _mm512_loadu_si512(wv));
         const __m512i hz = _mm512_permutexvar_epi32(hidx, _mm512_broadcast_i64x4(loadu256(wv + 64)));
-        const __m512i w01 = _mm512_or_si512(_mm512_and_si512(z, m4), _mm512_and_si512(_mm512_sllv_epi32(hz, shl), m30));
-        const __m512i w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4),
-                                            _mm512_and_si512(_mm512_srlv_epi32(hz, shr), m30));
+        __m512i w01, w23;
+        if (gf) {
+          const __m512i g = x512_gf_z(_mm512_srlv_epi32(hz, shr), _mm512_set1_epi64(X512_GF_Q6G));
+          w01 = _mm512_ternarylogic_epi32(z, g, m4, 0xe4);
+          w23 = x512_gf_z(_mm512_ternarylogic_epi32(z, g, m4, 0xd8), _mm512_set1_epi64(X512_GF_Q6W));
+        } else {
+          w01 = _mm512_or_si512(_mm512_and_si512(z, m4), _mm512_and_si512(_mm512_sllv_epi32(hz, shl), m30));
+          w23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(z, 4), m4),
+                                _mm512_and_si512(_mm512_srlv_epi32(hz, shr), m30));
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
           const block_q8_K *xb = (const block_q8_K *)((const char *)x + t * xs) + b;
           const __m512i a01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w01, x512_bq(xb->qs + 16 * k));
           const __m512i a23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w23, x512_bq(xb->qs + 16 * k + 8));
-          isum[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[t], a01, scv), a23, scv);
+          if (split) {
+            isum[t] = _mm512_dpwssd_epi32(isum[t], a01, scv);
+            isum2[t] = _mm512_dpwssd_epi32(isum2[t], a23, scv);
+          } else {
+            isum[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[t], a01, scv), a23, scv);
+          }
         }
       }
+    }
+    if (split) {
+#pragma GCC unroll 8
+      for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], isum2[t]);
     }
     const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)o));
 #pragma GCC unroll 8
@@ -259,16 +317,26 @@ TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, 
   }
 }
 
+TGT_INL void x512_body_q6k(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  x512_body_q6k_g(wg, n, x, xs, nt, y, ys, 0);
+}
+TGT_INL void x512_body_q6k_gf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
+  x512_body_q6k_g(wg, n, x, xs, nt, y, ys, 1);
+}
+
 X8_PTILE(x512_ptile_q6k, x512_body_q6k, X512_Q6K_NT)
+X8_PTILE(x512_ptile_q6k_gf, x512_body_q6k_gf, X512_Q6K_NT)
 
 /* Replaces the AVX2 packed K-quant tiles (same layouts, same activations,
- * same results) with the tiles above. */
+ * same results) with the tiles above (Q6_K's GFNI one where the CPU has
+ * GFNI, unless PARLEY_NO_GFNI is set). */
 static void x512_fill_packed_qk_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_K] = x512_ptile_q4k;
   ops->ptile_warm[TENSOR_TYPE_Q4_K] = x512_ptile_q4k_warm;
   ops->ptile_nt[TENSOR_TYPE_Q4_K] = X512_Q4K_NT;
   ops->pquant[TENSOR_TYPE_Q4_K] = quant_q8_K32_x86;
   ops->ptile[TENSOR_TYPE_Q6_K] = x512_ptile_q6k;
+  if (x512_has_gfni() && !getenv("PARLEY_NO_GFNI")) ops->ptile[TENSOR_TYPE_Q6_K] = x512_ptile_q6k_gf; /* env: A/B */
   ops->ptile_nt[TENSOR_TYPE_Q6_K] = X512_Q6K_NT;
   ops->pquant[TENSOR_TYPE_Q6_K] = quant_q8_K_x86;
 }

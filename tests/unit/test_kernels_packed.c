@@ -580,6 +580,73 @@ TEST(kernels_packed_x8_avx512_vs_avx2) {
   tpool_free(tp);
 }
 
+/* The same comparison at the integer extremes (session 9, qv): every
+ * weight at its lowest or highest code (Q4_0 nibbles 0 and 15, Q5_0 0 and
+ * 31, Q8_0 -128 and 127, in row-dependent patterns, so both the low and
+ * the high nibbles of a byte take both values) against activations all at
+ * +-127 after quantization, one sign per token or alternating by column.
+ * Where a tile splits a block sum over accumulators (Q4_0's high nibbles
+ * times 16 at 1-2 tokens) these are the largest lanes. Also checked
+ * against the double product, so equal-but-wrong variants fail too. */
+static void kp_extreme_weights(struct kp_case *c) {
+  const size_t bb = c->type == TENSOR_TYPE_Q8_0 ? 34 : c->type == TENSOR_TYPE_Q5_0 ? 22 : 18;
+  for (int64_t r = 0; r < c->n_rows; r++)
+    for (int64_t b = 0; b < c->n_cols / 32; b++) {
+      uint8_t *blk = c->W + (size_t)r * c->row_bytes + bb * (size_t)b;
+      const int pat = (int)((r + b) % 4); /* 0: all low, 1: all high, 2, 3: mixed */
+      for (size_t i = 2; i < bb; i++) { /* after the f16 scale: Q5_0's qh too */
+        uint8_t v = pat == 0 ? 0x00 : pat == 1 ? 0xff : pat == 2 ? 0x0f : 0xf0;
+        if (c->type == TENSOR_TYPE_Q8_0) v = pat == 0 ? 0x80 : pat == 1 ? 0x7f : (i % 2 == (size_t)(pat - 2)) ? 0x80 : 0x7f;
+        blk[i] = v;
+      }
+    }
+  for (int64_t r = 0; r < c->n_rows; r++)
+    ref_dequantize_row((uint32_t)c->type, c->W + (size_t)r * c->row_bytes, c->wd + r * c->n_cols, c->n_cols);
+  for (int64_t t = 0; t < c->n_tokens; t++)
+    for (int64_t i = 0; i < c->n_cols; i++) {
+      const float sg = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (i % 2 ? 1.0f : -1.0f);
+      c->x[t * c->n_cols + i] = sg * 0.5f;
+    }
+}
+
+TEST(kernels_packed_x8_avx512_extremes) {
+  static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q5_0};
+  static const int64_t rows[] = {8, 16, 24, 40}, blocks[] = {1, 3, 8};
+  if (!kern_use_isa("avx2") || !kern_use_isa("avx512-vnni")) {
+    kern_use_isa(NULL);
+    TEST_SKIP("needs both the AVX-512 VNNI and the AVX2 kernels");
+  }
+  int bad = 0;
+  for (int ti = 0; ti < 3 && !bad; ti++)
+    for (int ri = 0; ri < 4 && !bad; ri++)
+      for (int bi = 0; bi < 3 && !bad; bi++) {
+        struct kp_case c;
+        ASSERT_INT_EQ(kp_init(&c, types[ti], rows[ri], 32 * blocks[bi], 8), 0);
+        kp_extreme_weights(&c);
+        kern_packed *p = NULL;
+        ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+        ASSERT_TRUE(p != NULL);
+        float ya[8 * 40], yb[8 * 40];
+        for (int64_t nt = 1; nt <= 8 && !bad; nt++) {
+          ASSERT_TRUE(kern_use_isa("avx512-vnni"));
+          EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, nt, ya), 0);
+          ASSERT_TRUE(kern_use_isa("avx2"));
+          EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, nt, yb), 0);
+          if (memcmp(ya, yb, sizeof(float) * (size_t)(nt * c.n_rows)) != 0) {
+            test_fail_at(__FILE__, __LINE__, "%s %lld x %lld, %lld tokens (extremes): AVX-512 and AVX2 tiles differ",
+                         tensor_type_name((uint32_t)c.type), (long long)c.n_rows, (long long)c.n_cols, (long long)nt);
+            bad = 1;
+          }
+          c.n_tokens = nt;
+          if (kp_check_double(&c, ya, "x512 extremes")) bad = 1;
+          c.n_tokens = 8;
+        }
+        kern_packed_free(p);
+        kp_free(&c);
+      }
+  kern_use_isa(NULL);
+}
+
 /* ---- AVX-512 packed K-quant tiles against the AVX2 ones (session 7, qkx512)
  * kern_x512_qk.h promises the AVX2 tiles' results bit for bit (the same
  * exact integers, then the same float steps). Same packed weights, both
@@ -660,4 +727,26 @@ TEST(kernels_packed_k_x512_vs_avx2) {
           for (int64_t nt = 1; nt <= 9; nt++) EXPECT_INT_EQ(kx_compare(tp, types[ti], rows[ri], nb, nt, ext), 0);
   }
   tpool_free(tp);
+}
+
+/* kernels_packed_k_x512_vs_avx2 again with PARLEY_NO_GFNI (read when a
+ * variant is filled): on a GFNI machine the test above runs Q6_K's GFNI
+ * tile, this one the plain AVX-512 one (session 9, qv). */
+TEST(kernels_packed_k_x512_no_gfni_vs_avx2) {
+  static const int64_t rows[] = {1, 13, 24};
+  if (!kern_use_isa("avx512-vnni") || !kern_use_isa("avx2")) {
+    kern_use_isa(NULL);
+    TEST_SKIP("needs both the avx512-vnni and the avx2 variant");
+  }
+  kern_use_isa(NULL);
+  if (!kp_packs(TENSOR_TYPE_Q6_K)) TEST_SKIP("no packed Q6_K on this CPU");
+  setenv("PARLEY_NO_GFNI", "1", 1);
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ext = 0; ext < 2; ext++)
+    for (int ri = 0; ri < 3; ri++)
+      for (int64_t nt = 1; nt <= 9; nt += 4) EXPECT_INT_EQ(kx_compare(tp, TENSOR_TYPE_Q6_K, rows[ri], 2, nt, ext), 0);
+  tpool_free(tp);
+  unsetenv("PARLEY_NO_GFNI");
+  kern_use_isa(NULL);
 }
