@@ -257,10 +257,15 @@ TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const v
   __m512 acc[X512_NT];
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+  const size_t far = one ? 0 : 2 * gb; /* see the prefetch below */
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *blk = blk0 + X512_PB(kind) * b;
     if (pf) {
-      x8_prefetch(blk, X512_PFN(kind));
+      /* near group g's end its prefetch would name g + 1's head, which
+       * the second stream reads already: it goes two groups further, to
+       * the next pair's second group (g + 1's runs into g + 2 by itself),
+       * so both streams of the next call start warm */
+      x8_prefetch(blk + (X512_PB(kind) * (size_t)b + X8_PF_DIST >= gb ? far : 0), X512_PFN(kind));
       if (!one) x8_prefetch(blk + gb, X512_PFN(kind));
     }
     __m512i w[8];
