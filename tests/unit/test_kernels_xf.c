@@ -89,6 +89,13 @@ static int xt_init(struct xt_case *c, int type, int64_t n_rows, int64_t n_cols, 
   return 0;
 }
 
+/* xt_init, then the weights packed (NULL if either fails). */
+static kern_packed *xt_packed(struct xt_case *c, int type, int64_t n_rows, int64_t n_cols, int64_t n_tokens) {
+  kern_packed *p = NULL;
+  if (xt_init(c, type, n_rows, n_cols, n_tokens) || kern_pack(c->type, c->W, c->n_rows, c->n_cols, &p)) return NULL;
+  return p;
+}
+
 /* The layout's defined result for (row r, token t). */
 static float xt_expect(const struct xt_case *c, int64_t r, int64_t t) {
   float acc = 0.0f;
@@ -138,12 +145,7 @@ TEST(kernels_xf_exact) {
       for (int ci = 0; ci < 5; ci++)
         for (int ki = 0; ki < 6; ki++) {
           struct xt_case c;
-          if (xt_init(&c, xt_types[ti], rows[ri], cols[ci], toks[ki])) {
-            xt_free(&c);
-            ASSERT_TRUE(!"setup");
-          }
-          kern_packed *p = NULL;
-          ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+          kern_packed *p = xt_packed(&c, xt_types[ti], rows[ri], cols[ci], toks[ki]);
           ASSERT_TRUE(p != NULL);
           EXPECT_TRUE(kern_packed_bytes(p) >= c.row_bytes * (size_t)c.n_rows);
           size_t ny = (size_t)(c.n_rows * c.n_tokens);
@@ -174,9 +176,7 @@ TEST(kernels_xf_large) {
   for (int ti = 0; ti < 3; ti++)
     for (int64_t nt = 1; nt <= 25; nt += 24) {
       struct xt_case c;
-      ASSERT_INT_EQ(xt_init(&c, xt_types[ti], 1000, 512, nt), 0);
-      kern_packed *p = NULL;
-      ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+      kern_packed *p = xt_packed(&c, xt_types[ti], 1000, 512, nt);
       ASSERT_TRUE(p != NULL);
       float *y = malloc(sizeof(float) * (size_t)(c.n_rows * nt));
       ASSERT_TRUE(y != NULL);
@@ -195,9 +195,7 @@ TEST(kernels_xf_row_f32) {
   NEED_PANELS();
   for (int ti = 0; ti < 3; ti++) {
     struct xt_case c;
-    ASSERT_INT_EQ(xt_init(&c, xt_types[ti], 37, 300, 1), 0);
-    kern_packed *p = NULL;
-    ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+    kern_packed *p = xt_packed(&c, xt_types[ti], 37, 300, 1);
     ASSERT_TRUE(p != NULL);
     float row[300];
     for (int64_t r = 0; r < c.n_rows; r++) {
@@ -217,9 +215,7 @@ TEST(kernels_xf_other_paths) {
   for (int ti = 0; ti < 3; ti++)
     for (int mode = 0; mode < 2; mode++) {
       struct xt_case c;
-      ASSERT_INT_EQ(xt_init(&c, xt_types[ti], 35, 40, 3), 0);
-      kern_packed *p = NULL;
-      ASSERT_INT_EQ(kern_pack(c.type, c.W, c.n_rows, c.n_cols, &p), 0);
+      kern_packed *p = xt_packed(&c, xt_types[ti], 35, 40, 3);
       ASSERT_TRUE(p != NULL);
       if (mode == 0)
         kern_force_reference(true);
@@ -252,8 +248,8 @@ TEST(kernels_xf_multi) {
   ASSERT_INT_EQ(tpool_new(2, &tp), 0);
   for (int64_t nt = 1; nt <= 17; nt += 16) {
     struct xt_case a, b, q;
-    ASSERT_INT_EQ(xt_init(&a, TENSOR_TYPE_F16, 70, 64, nt), 0);
-    ASSERT_INT_EQ(xt_init(&b, TENSOR_TYPE_F32, 33, 64, nt), 0);
+    kern_packed *pa = xt_packed(&a, TENSOR_TYPE_F16, 70, 64, nt), *pb = xt_packed(&b, TENSOR_TYPE_F32, 33, 64, nt);
+    ASSERT_TRUE(pa && pb);
     memcpy(b.x, a.x, sizeof(float) * (size_t)(64 * nt));
     /* a Q8_0 part (x8 layout) of 9 rows between them, same activations */
     memset(&q, 0, sizeof q);
@@ -265,11 +261,8 @@ TEST(kernels_xf_multi) {
       for (int i = 0; i < 64; i++) tmp[i] = xt_rand();
       ASSERT_INT_EQ(ref_quantize_row(TENSOR_TYPE_Q8_0, tmp, qw + (size_t)r * q.row_bytes, 64), 0);
     }
-    kern_packed *pa = NULL, *pb = NULL, *pq = NULL;
-    ASSERT_INT_EQ(kern_pack(a.type, a.W, a.n_rows, 64, &pa), 0);
-    ASSERT_INT_EQ(kern_pack(b.type, b.W, b.n_rows, 64, &pb), 0);
+    kern_packed *pq = NULL;
     ASSERT_INT_EQ(kern_pack(TENSOR_TYPE_Q8_0, qw, 9, 64, &pq), 0);
-    ASSERT_TRUE(pa && pb);
     float ya[70 * 17], yb[33 * 17], yq[9 * 17], sq[9 * 17];
     kern_mm_part parts[3] = {{.packed = pa, .type = a.type, .n_rows = 70, .y = ya},
                              {.packed = pq, .type = TENSOR_TYPE_Q8_0, .W = qw, .n_rows = 9, .y = yq},
