@@ -29,6 +29,10 @@
  * Same bytes as the GGUF rows (plus padding), so decode reads no more.
  * Q4_K has its own layout (packed_k.c, same bytes as its rows too); the
  * driver and the packing loop below serve both, switched by kpk_handles.
+ * F32/F16/BF16 become float panels (packed_f.c: 32-row column-major
+ * groups) where the variant has panel kernels (kern_ops.xf): the packing
+ * loop packs them too, and kern_pk_rect hands their rectangles to
+ * xpf_rect.
  *
  * The driver mirrors kern_matmul's (kernels.c): activations quantized once
  * per call into the type's packed format, output rectangles (row groups x
@@ -62,7 +66,7 @@ struct kern_packed {
   int64_t n_groups;    /* ceil(n_rows / 8): the driver's units */
   size_t group_bytes;  /* bytes per group of 8 rows (of 32 with xf) */
   size_t row_bytes;    /* bytes of one GGUF row (for unpacking) */
-  size_t bytes;        /* n_groups * group_bytes */
+  size_t bytes;        /* group_bytes x the groups (of 8 or 32 rows) */
   uint8_t *data;       /* this + PK_HDR */
 };
 _Static_assert(sizeof(struct kern_packed) <= PK_HDR, "packed header");
@@ -259,8 +263,8 @@ static int xf_row_f32(const kern_packed *p, int64_t r, float *out) {
 int kern_packed_row_f32(const kern_packed *p, int64_t r, float *out) {
   if (!p || r < 0 || r >= p->n_rows)
     return err_set(ERR_RANGE, "packed row %lld of %lld", (long long)r, p ? (long long)p->n_rows : 0LL);
-  const bool kq = kpk_handles(p->type);
   if (p->xf) return xf_row_f32(p, r, out);
+  const bool kq = kpk_handles(p->type);
   const int64_t blk = kq ? 256 : 32, per = kq ? 8 : 32; /* columns per block, blocks per piece */
   const size_t pb = kq ? kpk_group_bytes(p->type, 256) : x8_pb(p->type); /* packed bytes per block */
   size_t rb;
