@@ -49,11 +49,20 @@ TGT_INL __mmask16 xf_mask_hi(int64_t nr) {
 
 /* kern_xf_fn with nt a compile-time constant after inlining. */
 TGT_INL void xf_panel(const uint8_t *grp, int64_t n, const float *x, size_t xs, int nt, float *y, size_t ys,
-                      int nr, int kind) {
+                      int nr, bool acc, int kind) {
   const size_t es = kind == 0 ? 4 : 2, cs = 32 * es; /* bytes per value, per column */
+  const __mmask16 m0 = xf_mask_lo(nr), m1 = xf_mask_hi(nr);
   __m512 a0[KERN_XF_NT], a1[KERN_XF_NT];
+  if (acc) {
 #pragma GCC unroll 12
-  for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+    for (int t = 0; t < nt; t++) {
+      a0[t] = _mm512_maskz_loadu_ps(m0, y + ys * (size_t)t);
+      a1[t] = _mm512_maskz_loadu_ps(m1, y + ys * (size_t)t + 16);
+    }
+  } else {
+#pragma GCC unroll 12
+    for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+  }
   for (int64_t k = 0; k < n; k++) {
     const uint8_t *c = grp + cs * (size_t)k;
     const __m512 w0 = xf_w16(c, kind), w1 = xf_w16(c + 16 * es, kind);
@@ -64,7 +73,6 @@ TGT_INL void xf_panel(const uint8_t *grp, int64_t n, const float *x, size_t xs, 
       a1[t] = _mm512_fmadd_ps(w1, xb, a1[t]);
     }
   }
-  const __mmask16 m0 = xf_mask_lo(nr), m1 = xf_mask_hi(nr);
 #pragma GCC unroll 12
   for (int t = 0; t < nt; t++) {
     _mm512_mask_storeu_ps(y + ys * (size_t)t, m0, a0[t]);
@@ -74,20 +82,20 @@ TGT_INL void xf_panel(const uint8_t *grp, int64_t n, const float *x, size_t xs, 
 
 #define XF_DEFINE_PANEL(name, kind)                                                                   \
   TGT static void name(const uint8_t *grp, int64_t n, const float *x, size_t xs, int nt, float *y,   \
-                       size_t ys, int nr) {                                                            \
+                       size_t ys, int nr, bool acc) {                                                  \
     switch (nt) {                                                                                      \
-    case 1: xf_panel(grp, n, x, xs, 1, y, ys, nr, kind); break;                                        \
-    case 2: xf_panel(grp, n, x, xs, 2, y, ys, nr, kind); break;                                        \
-    case 3: xf_panel(grp, n, x, xs, 3, y, ys, nr, kind); break;                                        \
-    case 4: xf_panel(grp, n, x, xs, 4, y, ys, nr, kind); break;                                        \
-    case 5: xf_panel(grp, n, x, xs, 5, y, ys, nr, kind); break;                                        \
-    case 6: xf_panel(grp, n, x, xs, 6, y, ys, nr, kind); break;                                        \
-    case 7: xf_panel(grp, n, x, xs, 7, y, ys, nr, kind); break;                                        \
-    case 8: xf_panel(grp, n, x, xs, 8, y, ys, nr, kind); break;                                        \
-    case 9: xf_panel(grp, n, x, xs, 9, y, ys, nr, kind); break;                                        \
-    case 10: xf_panel(grp, n, x, xs, 10, y, ys, nr, kind); break;                                      \
-    case 11: xf_panel(grp, n, x, xs, 11, y, ys, nr, kind); break;                                      \
-    default: xf_panel(grp, n, x, xs, 12, y, ys, nr, kind); break;                                      \
+    case 1: xf_panel(grp, n, x, xs, 1, y, ys, nr, acc, kind); break;                                        \
+    case 2: xf_panel(grp, n, x, xs, 2, y, ys, nr, acc, kind); break;                                        \
+    case 3: xf_panel(grp, n, x, xs, 3, y, ys, nr, acc, kind); break;                                        \
+    case 4: xf_panel(grp, n, x, xs, 4, y, ys, nr, acc, kind); break;                                        \
+    case 5: xf_panel(grp, n, x, xs, 5, y, ys, nr, acc, kind); break;                                        \
+    case 6: xf_panel(grp, n, x, xs, 6, y, ys, nr, acc, kind); break;                                        \
+    case 7: xf_panel(grp, n, x, xs, 7, y, ys, nr, acc, kind); break;                                        \
+    case 8: xf_panel(grp, n, x, xs, 8, y, ys, nr, acc, kind); break;                                        \
+    case 9: xf_panel(grp, n, x, xs, 9, y, ys, nr, acc, kind); break;                                        \
+    case 10: xf_panel(grp, n, x, xs, 10, y, ys, nr, acc, kind); break;                                      \
+    case 11: xf_panel(grp, n, x, xs, 11, y, ys, nr, acc, kind); break;                                      \
+    default: xf_panel(grp, n, x, xs, 12, y, ys, nr, acc, kind); break;                                      \
     }                                                                                                  \
   }
 XF_DEFINE_PANEL(xf_panel_f32, 0)
@@ -141,6 +149,16 @@ XF_DEFINE_GEMV(xf_gemv_f32, 0)
 XF_DEFINE_GEMV(xf_gemv_f16, 1)
 XF_DEFINE_GEMV(xf_gemv_bf16, 2)
 
+/* kern_xfw_fn: a group's columns widened to f32 (kind 1 F16, 2 BF16). */
+TGT_INL void xf_widen(const uint8_t *grp, int64_t n, float *dst, int kind) {
+  for (int64_t k = 0; k < n; k++) {
+    _mm512_storeu_ps(dst + 32 * k, xf_w16(grp + 64 * k, kind));
+    _mm512_storeu_ps(dst + 32 * k + 16, xf_w16(grp + 64 * k + 32, kind));
+  }
+}
+TGT static void xf_widen_f16(const uint8_t *grp, int64_t n, float *dst) { xf_widen(grp, n, dst, 1); }
+TGT static void xf_widen_bf16(const uint8_t *grp, int64_t n, float *dst) { xf_widen(grp, n, dst, 2); }
+
 /* Installs the panel kernels: from now on kern_pack lays F32/F16/BF16
  * weights out as panels on this variant. */
 static void x512_fill_xf_ops(struct kern_ops *ops) {
@@ -150,6 +168,8 @@ static void x512_fill_xf_ops(struct kern_ops *ops) {
   ops->xfv[TENSOR_TYPE_F32] = xf_gemv_f32;
   ops->xfv[TENSOR_TYPE_F16] = xf_gemv_f16;
   ops->xfv[TENSOR_TYPE_BF16] = xf_gemv_bf16;
+  ops->xfw[TENSOR_TYPE_F16] = xf_widen_f16;
+  ops->xfw[TENSOR_TYPE_BF16] = xf_widen_bf16;
 }
 
 #endif

@@ -146,9 +146,15 @@ typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
 #define KERN_XF_NT 12 /* tokens per panel kernel call, at most */
 /* One group (grp: n_cols columns of KERN_XF_ROWS rows) x nt (1..KERN_XF_NT)
  * tokens of f32 activations x + t * xs floats: y[t * ys + r] for the first
- * nr (1..32) rows (the others are padding, never written). */
+ * nr (1..32) rows (the others are padding, never written). With acc the
+ * sums continue from y's values instead of +0: a row cut into column
+ * chunks, each chunk's call continuing the previous one's, gives the same
+ * bits as one call over the whole row. */
 typedef void (*kern_xf_fn)(const uint8_t *grp, int64_t n_cols, const float *x, size_t xs, int nt, float *y,
-                           size_t ys, int nr);
+                           size_t ys, int nr, bool acc);
+/* Columns [0, n_cols) of one group (grp points at column 0) widened to
+ * f32, exactly: dst[k * KERN_XF_ROWS + r]. */
+typedef void (*kern_xfw_fn)(const uint8_t *grp, int64_t n_cols, float *dst);
 /* One token x ng consecutive groups (group_bytes apart): y[r] for the
  * first nr rows of the ng * 32 (nr > (ng - 1) * 32). */
 typedef void (*kern_xfv_fn)(const uint8_t *grp, size_t group_bytes, int64_t ng, int64_t n_cols, const float *x,
@@ -186,6 +192,7 @@ struct kern_ops {
    * one-token kernel; NULL: the variant does not pack the type that way */
   kern_xf_fn xf[TENSOR_TYPE_COUNT];
   kern_xfv_fn xfv[TENSOR_TYPE_COUNT];
+  kern_xfw_fn xfw[TENSOR_TYPE_COUNT]; /* F16, BF16: widening to F32 panels (prompts) */
 };
 
 /* Each fills ops and returns 1 when compiled in and usable on this CPU. */
@@ -387,6 +394,8 @@ struct kern_pk {
   atomic_int *failed; /* reference path: set when a row buffer could not be had */
   kern_xf_fn xf;      /* float panels (packed_f.c): panel kernel, NULL: not that layout or */
   kern_xfv_fn xfv;    /*   this variant has no kernel for it (then the reference path) */
+  kern_xfw_fn xfw;    /* F16/BF16 panels: widening of column chunks, and the F32 */
+  kern_xf_fn xf32;    /*   panel kernel that runs the prompt over them (NULL: F32 weights) */
 };
 /* Checks and fills j as kern_matmul_packed does (xq left for the caller
  * when quant is set); no allocation. */

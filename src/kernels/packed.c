@@ -389,6 +389,10 @@ int kern_pk_setup(struct kern_pk *j, const kern_packed *p, const float *x, int64
     if (!kern_ref_forced() && ops->xf[p->type] && ops->xfv[p->type]) {
       j->xf = ops->xf[p->type];
       j->xfv = ops->xfv[p->type];
+      if (ops->xfw[p->type] && ops->xf[TENSOR_TYPE_F32]) {
+        j->xfw = ops->xfw[p->type];
+        j->xf32 = ops->xf[TENSOR_TYPE_F32];
+      }
       j->quant = xpf_act_copy;
       j->xa_stride = xpf_act_row_bytes(p->n_cols);
       j->tnt = KERN_XF_NT;

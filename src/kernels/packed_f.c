@@ -29,18 +29,30 @@
  * set, and the panel kernel broadcasts from 12 of them at once (the probe:
  * 153-167 GFLOP/s unpadded, 175-180 padded).
  *
- * Blocking: a thread's rectangle (whole groups x tokens) runs token blocks
- * whose activations fill about 512 KiB of L2 (XPF_TB_BYTES), and inside a
- * block group after group, each group's 12-token calls in turn: the group
- * (64-360 KiB of F16 for 2048-5632 columns) stays in L2 across the block's
- * calls, the block's activations across the groups.
+ * Prompts (session 10): the panel kernel converting F16/BF16 in its inner
+ * loop spends 2 of every 26 FMA-port slots on vcvtph2ps and measured
+ * 105-140 GFLOP/s per core where the same loop over f32 weights read
+ * 120-170 (stand-alone, alternated). So a thread's rectangle is cut into
+ * column chunks of XPF_KC: each group's chunk is widened once into an
+ * f32 buffer (XPF_KC x 32 floats, 64 KiB, on the stack: L2) and the F32
+ * panel kernel runs every token tile over it, each chunk's call
+ * continuing the sums the previous chunk's left in y (same order, same
+ * bits). Groups go XPF_GB at a time, so a chunk's activations (all
+ * tokens x XPF_KC floats) stay in L2 across those groups' calls. F32
+ * weights take the same loops without the copy. TinyLlama F16 pp512: 115
+ * -> 125-135 t/s (docs/perf.md, session 10).
  */
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
 #include "kernels/packed_f.h"
 
-#define XPF_TB_BYTES ((size_t)512 << 10) /* activation bytes per token block, about */
+#ifndef XPF_KC
+#define XPF_KC 512 /* columns per widened chunk */
+#endif
+#ifndef XPF_GB
+#define XPF_GB 8 /* groups per pass over a chunk's activations */
+#endif
 
 /* Bytes per element: F32 4, F16 and BF16 2 (0: not a panel type). */
 static size_t xpf_es(int type) {
@@ -99,16 +111,27 @@ void xpf_rect(const struct kern_pk *j, const uint8_t *data, size_t gb, int64_t u
            r1 - g0 * KERN_XF_ROWS);
     return;
   }
-  int64_t tb_n = (int64_t)(XPF_TB_BYTES / j->xa_stride) / KERN_XF_NT * KERN_XF_NT;
-  if (tb_n < KERN_XF_NT) tb_n = KERN_XF_NT;
-  for (int64_t tb = t0; tb < t1; tb += tb_n) {
-    const int64_t te = tb + tb_n < t1 ? tb + tb_n : t1;
-    for (int64_t g = g0; g < g1; g++) {
-      const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
-      for (int64_t t = tb; t < te; t += KERN_XF_NT) {
-        const int nt = te - t < KERN_XF_NT ? (int)(te - t) : KERN_XF_NT;
-        j->xf(data + gb * (size_t)g, n, xa + xs * (size_t)t, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS,
-              (size_t)nrow, nr);
+  const size_t cs = gb / (size_t)n; /* bytes per column of a group */
+  const kern_xf_fn xf = j->xfw ? j->xf32 : j->xf;
+  /* a widened chunk; 64 KiB of stack (pool threads and callers have the
+   * default 8 MiB) */
+  float wf[XPF_KC * KERN_XF_ROWS] __attribute__((aligned(64)));
+  for (int64_t gb0 = g0; gb0 < g1; gb0 += XPF_GB) {
+    const int64_t gb1 = gb0 + XPF_GB < g1 ? gb0 + XPF_GB : g1;
+    for (int64_t k0 = 0; k0 < n; k0 += XPF_KC) {
+      const int64_t kc = n - k0 < XPF_KC ? n - k0 : XPF_KC;
+      for (int64_t g = gb0; g < gb1; g++) {
+        const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
+        const uint8_t *w = data + gb * (size_t)g + cs * (size_t)k0;
+        if (j->xfw) {
+          j->xfw(w, kc, wf);
+          w = (const uint8_t *)wf;
+        }
+        for (int64_t t = t0; t < t1; t += KERN_XF_NT) {
+          const int nt = t1 - t < KERN_XF_NT ? (int)(t1 - t) : KERN_XF_NT;
+          xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, 
+             k0 > 0);
+        }
       }
     }
   }

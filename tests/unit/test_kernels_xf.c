@@ -189,6 +189,38 @@ TEST(kernels_xf_large) {
   tpool_free(tp);
 }
 
+/* Prompts cut a row into column chunks (packed_f.c, XPF_KC: 512) whose
+ * calls continue each other's sums, over passes of several groups
+ * (XPF_GB: 8): rows past one pass with a short last group, 2-4 chunks
+ * with a short last one, token counts around the 12-token tile. A chunk
+ * that restarted its sums, or one left out, fails the bit check. */
+TEST(kernels_xf_chunks) {
+  NEED_PANELS();
+  static const int64_t cols[] = {1100, 2100};
+  static const int64_t toks[] = {2, 13, 37};
+  thread_pool *tp = NULL;
+  ASSERT_INT_EQ(tpool_new(2, &tp), 0);
+  for (int ti = 0; ti < 3; ti++)
+    for (int ci = 0; ci < 2; ci++)
+      for (int ki = 0; ki < 3; ki++) {
+        struct xt_case c;
+        kern_packed *p = xt_packed(&c, xt_types[ti], 300, cols[ci], toks[ki]);
+        ASSERT_TRUE(p != NULL);
+        float *y = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_tokens));
+        ASSERT_TRUE(y != NULL);
+        EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, c.n_tokens, y), 0);
+        int bad = xt_check(&c, y, "no pool");
+        EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, y), 0);
+        bad += xt_check(&c, y, "2 threads");
+        free(y);
+        kern_packed_free(p);
+        xt_free(&c);
+        if (bad) goto done;
+      }
+done:
+  tpool_free(tp);
+}
+
 /* kern_packed_row_f32 gives back every row as the reference dequantizes
  * the GGUF row (also past 256 columns, its piece size). */
 TEST(kernels_xf_row_f32) {
