@@ -8,13 +8,12 @@
 # right after each generation run with the same thread count
 # (bench/bandwidth.c --quick: the widest loads (512-bit with AVX-512),
 # threads taking disjoint 1 MiB chunks, median of 5, over a working set of
-# the model file's size or 1 GiB, whichever is larger); each run's bound
-# uses the mean of the probes on either side of it, so load from other
-# processes during those seconds hits both figures alike (one probe alone
-# swung 20-38 GB/s between models on a shared machine), and the model's
-# tg / bound is the median of the runs' ratios (until session 9 one pair of
-# probes framed all RUNS generation runs and the prompt runs: a probe taken
-# in a quiet or a busy second then set the whole model's bound). The probe read a fixed 256 MiB until session 7, whose Intel
+# the model file's size or 1 GiB, whichever is larger): the model's bound
+# uses the median of those RUNS + 1 probes, taken in the same minutes as
+# its generation runs (one probe alone swung 15-38 GB/s between minutes on
+# a shared machine; until session 9 one pair of probes framed all runs,
+# in session 9 each run used the mean of its two, which a single low
+# probe could skew), and tg is the median of the runs. The probe read a fixed 256 MiB until session 7, whose Intel
 # machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
 # partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
 # GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
@@ -47,9 +46,7 @@ for m in $MODELS; do
   [ "$mib" -ge 1024 ] || mib=1024
   probe() { ./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}'; }
   pp=$("$BIN" bench "$f" -p 512 -n 0 -t "$THREADS" -r "$RUNS" | awk '/^pp[0-9]/ {print $2}')
-  # each generation run between two probes: its bound uses their mean, and
-  # the model's figures are the medians over the runs (tg, bandwidth, and
-  # tg / bound taken run by run)
+  # each generation run between two probes
   bw_prev=$(probe)
   runs=""
   for r in $(seq 1 "$RUNS"); do
@@ -61,12 +58,18 @@ for m in $MODELS; do
     runs="$runs$tg $bw_prev $bw_next $bytes"$'\n'
     bw_prev=$bw_next
   done
+  # the bound: the median of all the model's probes (RUNS + 1 of them; a
+  # probe taken while another guest hammered memory read 15 GB/s between
+  # two of 27-31, and as the mean of a run's two probes it once put a
+  # model at 104% of its bound); tg: the median of the runs
   line=$(printf '%s' "$runs" | awk -v m="$m" -v pp="$pp" '
     function median(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
                                         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-    { n++; tg[n] = $1; bw[n] = ($2 + $3) / 2; b = $4; bound[n] = bw[n] * 1e9 / b; ratio[n] = 100 * $1 / bound[n] }
-    END {printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s / %.1f MB per token)  tg = %3.0f%% of bound\n",
-                m, pp, median(tg, n), median(bound, n), median(bw, n), b / 1e6, median(ratio, n)}')
+    { n++; tg[n] = $1; if (n == 1) bw[++nb] = $2; bw[++nb] = $3; b = $4 }
+    END {lo = hi = bw[1]; for (i = 2; i <= nb; i++) { if (bw[i] < lo) lo = bw[i]; if (bw[i] > hi) hi = bw[i] }
+         bwm = median(bw, nb); bound = bwm * 1e9 / b; t = median(tg, n)
+         printf "%-22s pp512 %7.1f  tg128 %6.1f  bound %6.1f t/s (%.1f GB/s, probes %.1f-%.1f / %.1f MB per token)  tg = %3.0f%% of bound\n",
+                m, pp, t, bound, bwm, lo, hi, b / 1e6, 100 * t / bound}')
   echo "$line"
   summary="$summary$line"$'\n'
 done
