@@ -30,17 +30,16 @@
  * 153-167 GFLOP/s unpadded, 175-180 padded).
  *
  * Prompts (session 10): the panel kernel converting F16/BF16 in its inner
- * loop spends 2 of every 26 FMA-port slots on vcvtph2ps and measured
- * 105-140 GFLOP/s per core where the same loop over f32 weights read
- * 120-170 (stand-alone, alternated). So a thread's rectangle is cut into
- * column chunks of XPF_KC: each group's chunk is widened once into an
- * f32 buffer (XPF_KC x 32 floats, 64 KiB, on the stack: L2) and the F32
- * panel kernel runs every token tile over it, each chunk's call
- * continuing the sums the previous chunk's left in y (same order, same
- * bits). Groups go XPF_GB at a time, so a chunk's activations (all
- * tokens x XPF_KC floats) stay in L2 across those groups' calls. F32
- * weights take the same loops without the copy. TinyLlama F16 pp512: 115
- * -> 125-135 t/s (docs/perf.md, session 10).
+ * loop spends 2 of every 26 FMA-port slots on vcvtph2ps; over f32 weights
+ * the same loop read 1.1-1.5x more GFLOP/s (stand-alone, alternated). So
+ * each group's row is widened to f32 once, in chunks of XPF_KC columns
+ * (256 KiB, the thread's kern_rect_scratch: L2), and the F32 panel kernel
+ * runs every token tile of the rectangle over it; a row longer than a
+ * chunk continues the sums the previous chunk left in y (same order, same
+ * bits). Chunks of 512 columns over 8 groups at a time (activations in L2
+ * across the groups, y parked 4x per row) measured 146-149 GFLOP/s on one
+ * thread, 2048 over one group 155-161 (TinyLlama's 5632 x 2048 and 2048 x
+ * 5632 at 512 tokens). F32 weights take the same loops without the copy.
  */
 #include <string.h>
 
@@ -48,10 +47,7 @@
 #include "kernels/packed_f.h"
 
 #ifndef XPF_KC
-#define XPF_KC 512 /* columns per widened chunk */
-#endif
-#ifndef XPF_GB
-#define XPF_GB 8 /* groups per pass over a chunk's activations */
+#define XPF_KC 2048 /* columns per widened chunk (256 KiB of f32) */
 #endif
 
 /* Bytes per element: F32 4, F16 and BF16 2 (0: not a panel type). */
@@ -112,26 +108,21 @@ void xpf_rect(const struct kern_pk *j, const uint8_t *data, size_t gb, int64_t u
     return;
   }
   const size_t cs = gb / (size_t)n; /* bytes per column of a group */
-  const kern_xf_fn xf = j->xfw ? j->xf32 : j->xf;
-  /* a widened chunk; 64 KiB of stack (pool threads and callers have the
-   * default 8 MiB) */
-  float wf[XPF_KC * KERN_XF_ROWS] __attribute__((aligned(64)));
-  for (int64_t gb0 = g0; gb0 < g1; gb0 += XPF_GB) {
-    const int64_t gb1 = gb0 + XPF_GB < g1 ? gb0 + XPF_GB : g1;
+  /* the widened chunk; no memory for it: the panel kernel converts as it goes */
+  float *wf = j->xfw ? kern_rect_scratch(sizeof(float) * KERN_XF_ROWS * (size_t)(n < XPF_KC ? n : XPF_KC)) : NULL;
+  const kern_xf_fn xf = wf ? j->xf32 : j->xf;
+  for (int64_t g = g0; g < g1; g++) {
+    const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
     for (int64_t k0 = 0; k0 < n; k0 += XPF_KC) {
       const int64_t kc = n - k0 < XPF_KC ? n - k0 : XPF_KC;
-      for (int64_t g = gb0; g < gb1; g++) {
-        const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
-        const uint8_t *w = data + gb * (size_t)g + cs * (size_t)k0;
-        if (j->xfw) {
-          j->xfw(w, kc, wf);
-          w = (const uint8_t *)wf;
-        }
-        for (int64_t t = t0; t < t1; t += KERN_XF_NT) {
-          const int nt = t1 - t < KERN_XF_NT ? (int)(t1 - t) : KERN_XF_NT;
-          xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, 
-             k0 > 0);
-        }
+      const uint8_t *w = data + gb * (size_t)g + cs * (size_t)k0;
+      if (wf) {
+        j->xfw(w, kc, wf);
+        w = (const uint8_t *)wf;
+      }
+      for (int64_t t = t0; t < t1; t += KERN_XF_NT) {
+        const int nt = t1 - t < KERN_XF_NT ? (int)(t1 - t) : KERN_XF_NT;
+        xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, k0 > 0);
       }
     }
   }

@@ -189,14 +189,14 @@ TEST(kernels_xf_large) {
   tpool_free(tp);
 }
 
-/* Prompts cut a row into column chunks (packed_f.c, XPF_KC: 512) whose
- * calls continue each other's sums, over passes of several groups
- * (XPF_GB: 8): rows past one pass with a short last group, 2-4 chunks
- * with a short last one, token counts around the 12-token tile. A chunk
- * that restarted its sums, or one left out, fails the bit check. */
+/* Prompts cut a row into column chunks (packed_f.c, XPF_KC: 2048) whose
+ * calls continue each other's sums: 2 and 3 chunks with a short last
+ * one, rows ending in a short group, token counts around the 12-token
+ * tile. A chunk that restarted its sums, or one left out, fails the bit
+ * check. */
 TEST(kernels_xf_chunks) {
   NEED_PANELS();
-  static const int64_t cols[] = {1100, 2100};
+  static const int64_t cols[] = {2100, 4200};
   static const int64_t toks[] = {2, 13, 37};
   thread_pool *tp = NULL;
   ASSERT_INT_EQ(tpool_new(2, &tp), 0);
