@@ -32,14 +32,16 @@
  * Prompts (session 10): the panel kernel converting F16/BF16 in its inner
  * loop spends 2 of every 26 FMA-port slots on vcvtph2ps; over f32 weights
  * the same loop read 1.1-1.5x more GFLOP/s (stand-alone, alternated). So
- * each group's row is widened to f32 once, in chunks of XPF_KC columns
- * (256 KiB, the thread's kern_rect_scratch: L2), and the F32 panel kernel
- * runs every token tile of the rectangle over it; a row longer than a
- * chunk continues the sums the previous chunk left in y (same order, same
- * bits). Chunks of 512 columns over 8 groups at a time (activations in L2
- * across the groups, y parked 4x per row) measured 146-149 GFLOP/s on one
- * thread, 2048 over one group 155-161 (TinyLlama's 5632 x 2048 and 2048 x
- * 5632 at 512 tokens). F32 weights take the same loops without the copy.
+ * the rows of XPF_GB groups are widened to f32 once, in chunks of XPF_KC
+ * columns (2 x 256 KiB, the thread's kern_rect_scratch: L2), and the F32
+ * panel kernel runs every token tile of the rectangle over them, both
+ * groups per tile (the tile's activations read once for the two); a row
+ * longer than a chunk continues the sums the previous chunk left in y
+ * (same order, same bits). Measured on TinyLlama's shapes at 512 tokens:
+ * chunks of 512 columns over 8 groups (activations in L2, y parked 4x per
+ * row) 146-149 GFLOP/s on one thread, 2048 over one group 155-161; in
+ * the model (2 threads, alternated) 2 groups beat 1 in 7 rounds of 7 (by
+ * 0.4-11%), 4 did not. F32 weights take the same loops without the copy.
  */
 #include <string.h>
 
@@ -47,7 +49,10 @@
 #include "kernels/packed_f.h"
 
 #ifndef XPF_KC
-#define XPF_KC 2048 /* columns per widened chunk (256 KiB of f32) */
+#define XPF_KC 2048 /* columns per widened chunk (256 KiB of f32 per group) */
+#endif
+#ifndef XPF_GB
+#define XPF_GB 2 /* groups widened and run together */
 #endif
 
 /* Bytes per element: F32 4, F16 and BF16 2 (0: not a panel type). */
@@ -108,21 +113,24 @@ void xpf_rect(const struct kern_pk *j, const uint8_t *data, size_t gb, int64_t u
     return;
   }
   const size_t cs = gb / (size_t)n; /* bytes per column of a group */
-  /* the widened chunk; no memory for it: the panel kernel converts as it goes */
-  float *wf = j->xfw ? kern_rect_scratch(sizeof(float) * KERN_XF_ROWS * (size_t)(n < XPF_KC ? n : XPF_KC)) : NULL;
+  const int64_t kmax = n < XPF_KC ? n : XPF_KC;
+  const size_t wstep = (size_t)KERN_XF_ROWS * (size_t)kmax; /* floats per widened group chunk */
+  /* the widened chunks; no memory for them: the panel kernel converts as it goes */
+  float *wf = j->xfw ? kern_rect_scratch(sizeof(float) * wstep * XPF_GB) : NULL;
   const kern_xf_fn xf = wf ? j->xf32 : j->xf;
-  for (int64_t g = g0; g < g1; g++) {
-    const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
+  for (int64_t gq = g0; gq < g1; gq += XPF_GB) {
+    const int64_t gq1 = gq + XPF_GB < g1 ? gq + XPF_GB : g1;
     for (int64_t k0 = 0; k0 < n; k0 += XPF_KC) {
       const int64_t kc = n - k0 < XPF_KC ? n - k0 : XPF_KC;
-      const uint8_t *w = data + gb * (size_t)g + cs * (size_t)k0;
-      if (wf) {
-        j->xfw(w, kc, wf);
-        w = (const uint8_t *)wf;
-      }
+      if (wf)
+        for (int64_t g = gq; g < gq1; g++) j->xfw(data + gb * (size_t)g + cs * (size_t)k0, kc, wf + wstep * (size_t)(g - gq));
       for (int64_t t = t0; t < t1; t += KERN_XF_NT) {
         const int nt = t1 - t < KERN_XF_NT ? (int)(t1 - t) : KERN_XF_NT;
-        xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, k0 > 0);
+        for (int64_t g = gq; g < gq1; g++) {
+          const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
+          const uint8_t *w = wf ? (const uint8_t *)(wf + wstep * (size_t)(g - gq)) : data + gb * (size_t)g + cs * (size_t)k0;
+          xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, k0 > 0);
+        }
       }
     }
   }

@@ -190,10 +190,10 @@ TEST(kernels_xf_large) {
 }
 
 /* Prompts cut a row into column chunks (packed_f.c, XPF_KC: 2048) whose
- * calls continue each other's sums: 2 and 3 chunks with a short last
- * one, rows ending in a short group, token counts around the 12-token
- * tile. A chunk that restarted its sums, or one left out, fails the bit
- * check. */
+ * calls continue each other's sums, over passes of XPF_GB (2) groups: 2
+ * and 3 chunks with a short last one, 11 groups (a last pass of one, a
+ * short last group), token counts around the 12-token tile. A chunk that
+ * restarted its sums, or one left out, fails the bit check. */
 TEST(kernels_xf_chunks) {
   NEED_PANELS();
   static const int64_t cols[] = {2100, 4200};
@@ -204,7 +204,7 @@ TEST(kernels_xf_chunks) {
     for (int ci = 0; ci < 2; ci++)
       for (int ki = 0; ki < 3; ki++) {
         struct xt_case c;
-        kern_packed *p = xt_packed(&c, xt_types[ti], 300, cols[ci], toks[ki]);
+        kern_packed *p = xt_packed(&c, xt_types[ti], 330, cols[ci], toks[ki]);
         ASSERT_TRUE(p != NULL);
         float *y = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_tokens));
         ASSERT_TRUE(y != NULL);
