@@ -44,23 +44,11 @@
 #define X512_Q6K_SPLIT_NT 2
 #endif
 
-/* Q6_K software prefetch at two distances: prefetcht0 X512_Q6K_PF_NEAR
- * bytes ahead (into L1) and prefetcht2 X512_Q6K_PF_FAR ahead (into L2),
- * where the AVX2 tile has one prefetcht0 Q6KX8_PF_DIST (4096) ahead. With
- * both threads decoding from DRAM (5632 x 2048 matrices, 40 copies,
- * alternated, 7 rounds) the one prefetch read 22.1-26.8 GB/s (median 24.1)
- * while Q4_K and Q8_0 read ~31 and the probe 31-33; 2048 + 16384 read
- * 26.3-29.5 (median 27.3), ahead in every round. Other single distances
- * (0, 1024-8192) and prefetcht1 alone were no better: the tile's ALU work
- * (about half of a core at DRAM speed) leaves too few demand misses in
- * flight, and a prefetcht0 from DRAM holds one of the core's few L1 fill
- * buffers for the whole trip; the far hint starts the trip early, the
- * near one then finds the line in L2. */
+/* Q6_K's prefetcht0 distance (the AVX2 tile's Q6KX8_PF_DIST is 4096);
+ * with the far hint (x512_prefetch_far, kern_x512_q4x8.h) 2048 was as
+ * good or better. */
 #ifndef X512_Q6K_PF_NEAR
 #define X512_Q6K_PF_NEAR 2048
-#endif
-#ifndef X512_Q6K_PF_FAR
-#define X512_Q6K_PF_FAR 16384
 #endif
 
 /* Q4_K tiles of at most this many tokens take the high-nibble sub-blocks
@@ -145,6 +133,8 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
       if (pf) {
         q4kx8_prefetch(o + 256 * p, 4);
         if (p == 0) q4kx8_prefetch(o + 1024, 2);
+        x512_prefetch_far(o + 256 * p, 4);
+        if (p == 0) x512_prefetch_far(o + 1024, 2);
       }
       /* the scales of sub-blocks 2p (h = 0) and 2p + 1, zero-extended into
        * dword lanes 2r, 2r + 1 */
@@ -295,8 +285,8 @@ TGT_INL void x512_body_q6k_g(const void *wg, int64_t n, const void *x, size_t xs
 #pragma GCC unroll 2
         for (int i = 0; i < 2; i++) {
           _mm_prefetch((const char *)wv + X512_Q6K_PF_NEAR + 64 * i, _MM_HINT_T0);
-          _mm_prefetch((const char *)wv + X512_Q6K_PF_FAR + 64 * i, _MM_HINT_T2);
         }
+        x512_prefetch_far(wv, 2);
         const __m512i z = _mm512_permutexvar_epi32(pidx, _mm512_loadu_si512(wv));
         const __m512i hz = _mm512_permutexvar_epi32(hidx, _mm512_broadcast_i64x4(loadu256(wv + 64)));
         __m512i w01, w23;
