@@ -283,9 +283,7 @@ TGT_INL void x512_body_q6k_g(const void *wg, int64_t n, const void *x, size_t xs
         const __m512i scv = _mm512_shuffle_epi8(sx, c4 == 0 ? X512_SC6V(0) : c4 == 1 ? X512_SC6V(1) : c4 == 2 ? X512_SC6V(2) : X512_SC6V(3));
         const uint8_t *wv = o + 144 + 96 * k;
 #pragma GCC unroll 2
-        for (int i = 0; i < 2; i++) {
-          _mm_prefetch((const char *)wv + X512_Q6K_PF_NEAR + 64 * i, _MM_HINT_T0);
-        }
+        for (int i = 0; i < 2; i++) _mm_prefetch((const char *)wv + X512_Q6K_PF_NEAR + 64 * i, _MM_HINT_T0);
         x512_prefetch_far(wv, 2);
         const __m512i z = _mm512_permutexvar_epi32(pidx, _mm512_loadu_si512(wv));
         const __m512i hz = _mm512_permutexvar_epi32(hidx, _mm512_broadcast_i64x4(loadu256(wv + 64)));

@@ -17,7 +17,10 @@
  * on the 4-cycle FMA latency every column), one broadcast of x[k] for all,
  * and a software prefetch XFV_PF bytes ahead in every group's stream (the
  * F16 row gemv of kern_x512_f16.h measured the hardware prefetcher alone
- * short of DRAM speed).
+ * short of DRAM speed), plus the tiles' far prefetch into L2
+ * (x512_prefetch_far: TinyLlama F16 products 0.93 -> 1.00-1.01 of reading
+ * the same bytes in the same process, the whole token 0.80-0.91 ->
+ * 0.97-0.99, bench/decode_wall.c, 2 alternated rounds).
  *
  * Both add column after column with one FMA per (row, token) and column,
  * from +0: the order kernels_impl.h fixes for the layout, so they agree
@@ -119,6 +122,7 @@ TGT_INL void xf_gemv_g(const uint8_t *grp, size_t gb, int G, int64_t n, const fl
        * last, memory after it: no fault, nothing read into registers) */
       __asm__ volatile("prefetcht0 %0" : : "m"(c[XFV_PF]));
       if (kind == 0) __asm__ volatile("prefetcht0 %0" : : "m"(c[XFV_PF + 64]));
+      x512_prefetch_far(c, kind == 0 ? 2 : 1); /* and into L2 further ahead (kern_x512_q4x8.h) */
       a0[g] = _mm512_fmadd_ps(xf_w16(c, kind), xb, a0[g]);
       a1[g] = _mm512_fmadd_ps(xf_w16(c + 16 * es, kind), xb, a1[g]);
     }
