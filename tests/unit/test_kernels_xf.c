@@ -121,6 +121,46 @@ static int xt_check(const struct xt_case *c, const float *y, const char *what) {
   return bad;
 }
 
+/* One shape of type packed and run without a pool and on tp, each result
+ * checked bit for bit, with a guard past y; the number of failures (each
+ * reported). */
+static int xt_one(int type, int64_t n_rows, int64_t n_cols, int64_t n_tokens, thread_pool *tp) {
+  struct xt_case c;
+  kern_packed *p = xt_packed(&c, type, n_rows, n_cols, n_tokens);
+  size_t ny = (size_t)(n_rows * n_tokens);
+  float *y = p ? malloc(sizeof(float) * (ny + 1)) : NULL;
+  int bad = 0;
+  if (!y) {
+    test_fail_at(__FILE__, __LINE__, "%s %lld x %lld: no packed weights or no memory", tensor_type_name((uint32_t)type),
+                 (long long)n_rows, (long long)n_cols);
+    bad = 1;
+    goto out;
+  }
+  if (kern_packed_bytes(p) < c.row_bytes * (size_t)n_rows) {
+    test_fail_at(__FILE__, __LINE__, "packed bytes %zu below the GGUF rows'", kern_packed_bytes(p));
+    bad++;
+  }
+  y[ny] = 1234.5f; /* guard: nothing is written past the last row */
+  for (int pass = 0; pass < 2; pass++) {
+    memset(y, 0xff, sizeof(float) * ny);
+    if (kern_matmul_packed(pass ? tp : NULL, p, c.x, n_tokens, y) != 0) {
+      test_fail_at(__FILE__, __LINE__, "kern_matmul_packed failed: %s", err_detail());
+      bad++;
+      continue;
+    }
+    bad += xt_check(&c, y, pass ? "2 threads" : "no pool");
+  }
+  if (y[ny] != 1234.5f) {
+    test_fail_at(__FILE__, __LINE__, "written past y");
+    bad++;
+  }
+out:
+  free(y);
+  kern_packed_free(p);
+  xt_free(&c);
+  return bad;
+}
+
 /* True when the running variant lays type out as float panels. */
 static bool xt_panels(int type) { return kern_ops_get()->xf[type] != NULL; }
 
@@ -143,26 +183,8 @@ TEST(kernels_xf_exact) {
   for (int ti = 0; ti < 3; ti++)
     for (int ri = 0; ri < 4; ri++)
       for (int ci = 0; ci < 5; ci++)
-        for (int ki = 0; ki < 6; ki++) {
-          struct xt_case c;
-          kern_packed *p = xt_packed(&c, xt_types[ti], rows[ri], cols[ci], toks[ki]);
-          ASSERT_TRUE(p != NULL);
-          EXPECT_TRUE(kern_packed_bytes(p) >= c.row_bytes * (size_t)c.n_rows);
-          size_t ny = (size_t)(c.n_rows * c.n_tokens);
-          float *y = malloc(sizeof(float) * (ny + 1));
-          ASSERT_TRUE(y != NULL);
-          y[ny] = 1234.5f; /* guard: nothing is written past the last row */
-          EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, c.n_tokens, y), 0);
-          int bad = xt_check(&c, y, "no pool");
-          memset(y, 0xff, sizeof(float) * ny);
-          EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, y), 0);
-          bad += xt_check(&c, y, "2 threads");
-          EXPECT_TRUE(y[ny] == 1234.5f);
-          free(y);
-          kern_packed_free(p);
-          xt_free(&c);
-          if (bad) goto done;
-        }
+        for (int ki = 0; ki < 6; ki++)
+          if (xt_one(xt_types[ti], rows[ri], cols[ci], toks[ki], tp)) goto done;
 done:
   tpool_free(tp);
 }
@@ -202,21 +224,8 @@ TEST(kernels_xf_chunks) {
   ASSERT_INT_EQ(tpool_new(2, &tp), 0);
   for (int ti = 0; ti < 3; ti++)
     for (int ci = 0; ci < 2; ci++)
-      for (int ki = 0; ki < 3; ki++) {
-        struct xt_case c;
-        kern_packed *p = xt_packed(&c, xt_types[ti], 330, cols[ci], toks[ki]);
-        ASSERT_TRUE(p != NULL);
-        float *y = malloc(sizeof(float) * (size_t)(c.n_rows * c.n_tokens));
-        ASSERT_TRUE(y != NULL);
-        EXPECT_INT_EQ(kern_matmul_packed(NULL, p, c.x, c.n_tokens, y), 0);
-        int bad = xt_check(&c, y, "no pool");
-        EXPECT_INT_EQ(kern_matmul_packed(tp, p, c.x, c.n_tokens, y), 0);
-        bad += xt_check(&c, y, "2 threads");
-        free(y);
-        kern_packed_free(p);
-        xt_free(&c);
-        if (bad) goto done;
-      }
+      for (int ki = 0; ki < 3; ki++)
+        if (xt_one(xt_types[ti], 330, cols[ci], toks[ki], tp)) goto done;
 done:
   tpool_free(tp);
 }
