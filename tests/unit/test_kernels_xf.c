@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/packed_f.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 #include "test.h"
@@ -228,6 +229,51 @@ TEST(kernels_xf_chunks) {
         if (xt_one(xt_types[ti], 330, cols[ci], toks[ki], tp)) goto done;
 done:
   tpool_free(tp);
+}
+
+/* The panel kernels' own contract, below the driver: a row cut into two
+ * calls, the second continuing with acc, gives the bits of one call (the
+ * F16/BF16 converting kernel runs prompts this way when the widening
+ * buffer cannot be had); the widening op (xfw) followed by the F32 kernel
+ * gives them too; and those bits are the fmaf loop's. 20 real rows of a
+ * 32-row group (masked loads and stores), 300 columns cut at 100, 5
+ * tokens. */
+TEST(kernels_xf_kernel_acc) {
+  NEED_PANELS();
+  const struct kern_ops *ops = kern_ops_get();
+  enum { R = 20, N = 300, T = 5, CUT = 100 };
+  for (int ti = 0; ti < 3; ti++) {
+    const int type = xt_types[ti];
+    struct xt_case c;
+    uint8_t *grp = NULL;
+    float *wf = NULL;
+    ASSERT_INT_EQ(xt_init(&c, type, R, N, T), 0);
+    grp = malloc(xpf_group_bytes(type, N));
+    wf = malloc(sizeof(float) * KERN_XF_ROWS * N);
+    ASSERT_TRUE(grp != NULL && wf != NULL);
+    xpf_pack_group(type, c.W, c.row_bytes, R, N, 0, grp);
+    const size_t cs = xpf_group_bytes(type, N) / N;
+    float y1[T * KERN_XF_ROWS], y2[T * KERN_XF_ROWS], y3[T * KERN_XF_ROWS];
+    ops->xf[type](grp, N, c.x, N, T, y1, KERN_XF_ROWS, R, false);
+    ops->xf[type](grp, CUT, c.x, N, T, y2, KERN_XF_ROWS, R, false);
+    ops->xf[type](grp + cs * CUT, N - CUT, c.x + CUT, N, T, y2, KERN_XF_ROWS, R, true);
+    for (int t = 0; t < T; t++) {
+      for (int r = 0; r < R; r++) {
+        const float e = xt_expect(&c, r, t);
+        EXPECT_TRUE(memcmp(&y1[t * KERN_XF_ROWS + r], &e, sizeof e) == 0);
+        EXPECT_TRUE(memcmp(&y2[t * KERN_XF_ROWS + r], &e, sizeof e) == 0);
+      }
+    }
+    if (ops->xfw[type]) { /* F16, BF16 */
+      ops->xfw[type](grp, N, wf);
+      ops->xf[TENSOR_TYPE_F32]((const uint8_t *)wf, N, c.x, N, T, y3, KERN_XF_ROWS, R, false);
+      for (int t = 0; t < T; t++)
+        EXPECT_TRUE(memcmp(&y3[t * KERN_XF_ROWS], &y1[t * KERN_XF_ROWS], sizeof(float) * R) == 0);
+    }
+    free(grp);
+    free(wf);
+    xt_free(&c);
+  }
 }
 
 /* kern_packed_row_f32 gives back every row as the reference dequantizes
