@@ -74,4 +74,8 @@ void kern_exp_f32(const float *x, float *y, int64_t n);
  * also while the reference kernels are forced). */
 bool kern_avx2_fast(void);
 
+/* True when, beyond that, the avx512-* variant runs: kern_attn_tile takes
+ * its 512-bit body (one register per block row of 16 query columns). */
+bool kern_x512_fast(void);
+
 #endif

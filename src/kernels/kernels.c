@@ -46,6 +46,7 @@ static atomic_bool g_force_ref;
  * element-wise ops and attention run (kern_avx2_fast, asked per op call,
  * so decided here once per dispatch instead of comparing names each time). */
 static atomic_bool g_x86_simd;
+static atomic_bool g_x86_512; /* ... and it is avx512-*: the 512-bit attention step (kern_x512_fast) */
 static pthread_key_t g_scratch_key; /* per-thread scratch for calls without a pool */
 static bool g_scratch_key_ok;
 static pthread_key_t g_rect_key; /* per-thread working memory of rect kernels */
@@ -78,6 +79,7 @@ static bool kern_dispatch(const char *cap) {
     if (capped && strcmp(o.isa, cap) != 0) continue;
     g_ops = o;
     atomic_store(&g_x86_simd, strcmp(o.isa, "avx2") == 0 || strncmp(o.isa, "avx512", 6) == 0);
+    atomic_store(&g_x86_512, strncmp(o.isa, "avx512", 6) == 0);
     return true;
   }
   return false;
@@ -161,6 +163,8 @@ bool kern_avx2_fast(void) {
   kern_get_ops();
   return atomic_load_explicit(&g_x86_simd, memory_order_relaxed) && !atomic_load(&g_force_ref);
 }
+
+bool kern_x512_fast(void) { return kern_avx2_fast() && atomic_load_explicit(&g_x86_512, memory_order_relaxed); }
 void *kern_act_scratch(thread_pool *tp, size_t bytes) {
   return tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
 }

@@ -43,6 +43,26 @@ TGT_INL __m256 exp8(__m256 x) {
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), ok);
 }
 
+#define TGT5 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define TGT5_INL static inline __attribute__((always_inline, target("avx512f,avx2,fma,f16c")))
+
+/* exp8 on 16 floats. */
+TGT5_INL __m512 exp16(__m512 x) {
+  __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(VEXP_LO), _CMP_GE_OQ);
+  x = _mm512_min_ps(x, _mm512_set1_ps(VEXP_HI));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(VEXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(VEXP_LN2_HI), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(VEXP_LN2_LO), r);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(VEXP_P6), r, _mm512_set1_ps(VEXP_P5));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(VEXP_P4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(VEXP_P3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(VEXP_P2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+}
+
 #endif
 
 #endif

@@ -347,3 +347,78 @@ TEST(attn_rope_avx2_match_plain) {
       for (int i = n_rot; i < hd; i++) EXPECT_TRUE(a[i] == b[i]); /* unrotated dims untouched */
     }
 }
+
+/* One block's state through three tile steps of one form: m, l and ot
+ * after each step, for comparison across forms. */
+struct att_tile_run {
+  float m[KERN_ATT_COLS], l[KERN_ATT_COLS];
+  float *ot; /* [hd][KERN_ATT_COLS] */
+};
+
+static void att_tile_steps(const float *qt, const float *k, const float *vt, int64_t np, int64_t hd,
+                           const int32_t lim[3][KERN_ATT_COLS], float *st, struct att_tile_run *o) {
+  for (int i = 0; i < KERN_ATT_COLS; i++) o->m[i] = KERN_ATT_M0, o->l[i] = 0.0f;
+  memset(o->ot, 0, sizeof(float) * (size_t)(hd * KERN_ATT_COLS));
+  for (int s = 0; s < 3; s++) /* the same keys again stand for the next tile: the state's continuation is what counts */
+    kern_attn_tile(qt, k, vt, np, np, hd, lim[s], o->m, o->l, o->ot, st);
+}
+
+/* kern_attn_tile's forms (plain C, AVX2, AVX-512 where the CPU has it)
+ * promise the same operations in the same order per column, so their
+ * states agree bit for bit: head sizes with every register-block
+ * remainder (1..16 rows), tile lengths 1..128, limits per column that
+ * see nothing, part or all of the tile, blocks whose columns 8..15 see
+ * nothing (the AVX2 form's one-vector path: decode with 8 or fewer query
+ * heads), three steps continuing the running max, sum and output. */
+TEST(attn_tile_forms_agree) {
+  if (!kern_avx2_fast()) TEST_SKIP("no AVX2 on this CPU: only the plain form runs");
+  enum { C = KERN_ATT_COLS, NP = 128, HD = 128 };
+  const int64_t hds[] = {1, 7, 15, 31, 40, 64, 77, 128};
+  const int64_t nps[] = {1, 5, 17, 64, 127, 128};
+  float *qt = aligned_alloc(64, sizeof(float) * HD * C), *k = aligned_alloc(64, sizeof(float) * NP * HD);
+  float *vt = aligned_alloc(64, sizeof(float) * HD * NP), *st = aligned_alloc(64, sizeof(float) * NP * C);
+  struct att_tile_run run[3];
+  for (int f = 0; f < 3; f++) run[f].ot = aligned_alloc(64, sizeof(float) * HD * C);
+  const char *names[3] = {"plain C", "avx2", "avx512"};
+  int bad = 0, n_cases = 0;
+  for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+    for (size_t ni = 0; ni < sizeof nps / sizeof nps[0]; ni++)
+      for (int shape = 0; shape < 3; shape++) {
+        const int64_t hd = hds[hi], np = nps[ni];
+        for (int64_t i = 0; i < hd * C; i++) qt[i] = grand() * 0.5f;
+        for (int64_t i = 0; i < np * hd; i++) k[i] = 2.0f * grand();
+        for (int64_t i = 0; i < hd * np; i++) vt[i] = grand();
+        int32_t lim[3][C];
+        for (int s = 0; s < 3; s++)
+          for (int i = 0; i < C; i++) {
+            /* shape 0: causal-like rising limits; 1: random, some columns
+             * empty or past np; 2: only columns 0..7 see anything */
+            int32_t v = shape == 0 ? (int32_t)(np * (i + 1) / C)
+                                   : (int32_t)(urand() * (double)(np + 4)) - 2;
+            lim[s][i] = shape == 2 && i >= 8 ? 0 : v;
+          }
+        for (int f = 0; f < 3; f++) {
+          if (f == 0) kern_force_reference(true);
+          if (f == 1 && !kern_use_isa("avx2")) break;
+          if (f == 2 && (!kern_use_isa(NULL) || !kern_x512_fast())) break;
+          att_tile_steps(qt, k, vt, np, hd, lim, st, &run[f]);
+          kern_force_reference(false);
+          if (f == 0) continue;
+          size_t ob = sizeof(float) * (size_t)(hd * C);
+          if ((memcmp(run[f].m, run[0].m, sizeof run[0].m) || memcmp(run[f].l, run[0].l, sizeof run[0].l) ||
+               memcmp(run[f].ot, run[0].ot, ob)) &&
+              bad++ < 3)
+            test_fail_at(__FILE__, __LINE__, "hd %lld np %lld shape %d: %s differs from plain C (m %s, l %s, ot %s)",
+                         (long long)hd, (long long)np, shape, names[f],
+                         memcmp(run[f].m, run[0].m, sizeof run[0].m) ? "differs" : "same",
+                         memcmp(run[f].l, run[0].l, sizeof run[0].l) ? "differs" : "same",
+                         memcmp(run[f].ot, run[0].ot, ob) ? "differs" : "same");
+          n_cases += f == 2;
+        }
+      }
+  kern_use_isa(NULL);
+  kern_force_reference(false);
+  printf("    %d cases with the avx512 form (0: the CPU has none)\n", n_cases);
+  free(qt), free(k), free(vt), free(st);
+  for (int f = 0; f < 3; f++) free(run[f].ot);
+}
