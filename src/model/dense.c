@@ -3,16 +3,19 @@
  * share: their activation buffers, the embedding and norm steps around a
  * block, and the SwiGLU feed-forward.
  *
- * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS tokens: its
- * two n_ff-wide activations are the largest buffers of a context (at
+ * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS (512) tokens:
+ * its two n_ff-wide activations are the largest buffers of a context (at
  * n_batch 512 and n_ff 4864, 20 MiB of the 23 MiB a Qwen2.5-0.5B context
- * needs), and they stay resident while generating after one long prompt.
- * With 128-token sub-batches they take a quarter of that; the price is
- * reading the FFN weights once per 128 prompt tokens instead of once per
- * 512, a few per cent of a prompt's time at most (docs/perf.md). One-token
- * steps are unchanged. Results are the same as one big product: every
- * kernel's output for a token does not depend on the other tokens of the
- * batch (tests/unit/test_kernels*.c check it).
+ * needs), so a larger n_batch does not grow them further. Sessions 5-10 ran
+ * 128-token sub-batches to keep them small while generating; that cost F16
+ * prompts ~6%: each sub-batch widens every FFN weight to f32 again
+ * (packed_f.c), from DRAM, for only 128 tokens (session 11, docs/perf.md).
+ * Now the buffers' pages are returned after any step of more than
+ * MODEL_TRIM_TOKENS tokens instead (model_dense_bufs_trim, called through
+ * model_arch_ops.trim by model_decode), so what stays resident while
+ * generating is what one-token steps touch. Results are the same for any
+ * sub-batch size: every kernel's output for a token does not depend on the
+ * other tokens of the batch (tests/unit/test_kernels*.c check it).
  */
 #include <stdlib.h>
 
@@ -31,10 +34,11 @@ int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b) {
   const size_t floats[3] = {B * E, B * E, work};
   float **ptrs[3] = {&b->x, &b->xn, &b->work};
   for (int i = 0; i < 3; i++) {
-    *ptrs[i] = malloc(floats[i] * sizeof(float));
+    b->bytes[i] = floats[i] * sizeof(float);
+    *ptrs[i] = malloc(b->bytes[i]);
     if (!*ptrs[i])
       return err_set(ERR_NOMEM, "%s context: cannot allocate buffers for a batch of %zu", c->m->ops->name, B);
-    c->buf_bytes += floats[i] * sizeof(float);
+    c->buf_bytes += b->bytes[i];
   }
   b->q = b->work;
   b->k = b->q + B * Q;
@@ -43,6 +47,12 @@ int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b) {
   b->g = b->work;
   b->u = b->work + FR * F;
   return 0;
+}
+
+void model_dense_bufs_trim(model_dense_bufs *b) {
+  model_release_pages(b->x, b->bytes[0]);
+  model_release_pages(b->xn, b->bytes[1]);
+  model_release_pages(b->work, b->bytes[2]);
 }
 
 void model_dense_bufs_free(model_dense_bufs *b) {

@@ -120,6 +120,8 @@ static void llama_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
+static void llama_ctx_trim(model_ctx *c) { model_dense_bufs_trim(c->arch_data); }
+
 static int llama_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -169,4 +171,5 @@ const model_arch_ops model_arch_llama = {
     .ctx_init = llama_ctx_init,
     .ctx_free = llama_ctx_free,
     .forward = llama_forward,
+    .trim = llama_ctx_trim,
 };

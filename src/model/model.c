@@ -256,16 +256,19 @@ static void fmt_dims(const gguf_tensor *t, char *out, size_t cap) {
   if (o < cap) snprintf(out + o, cap - o, "]");
 }
 
-/* madvise(DONTNEED) on the whole pages inside src..src + bytes of the
- * mapping (kern_pack_ex callback; ctx unused). Advisory: errors ignored. */
-static void release_pages(const void *src, size_t bytes, void *ctx) {
-  (void)ctx;
+void model_release_pages(const void *src, size_t bytes) {
   long pg = sysconf(_SC_PAGESIZE);
   if (pg <= 0) return;
   uintptr_t a = (uintptr_t)src, e = a + (uintptr_t)bytes;
   a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
   e &= ~((uintptr_t)pg - 1);
   if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* model_release_pages as a kern_pack_ex callback (ctx unused). */
+static void release_pages(const void *src, size_t bytes, void *ctx) {
+  (void)ctx;
+  model_release_pages(src, bytes);
 }
 
 /* Remembers that the model holds its own copy of src..src + bytes of the
@@ -676,6 +679,7 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
   }
   for (int32_t s = 0; s < c->n_seq; s++) c->seq_next[s] = -1;
   float *out = logits;
+  int64_t most = 0; /* the largest step */
   for (int64_t done = 0; done < b->n;) {
     int64_t step = b->n - done < c->n_batch ? b->n - done : c->n_batch;
     model_step st = {.n = step, .tokens = b->tokens + done, .seq = c->step_seq, .pos = c->step_pos,
@@ -702,7 +706,9 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
     for (int64_t t = 0; t < step; t++) c->n_past[c->step_seq[t]] = c->step_pos[t] + 1;
     if (st.n_out) out += st.n_out * hp->n_vocab;
     done += step;
+    if (step > most) most = step;
   }
+  if (most > MODEL_TRIM_TOKENS && c->m->ops->trim) c->m->ops->trim(c);
   return 0;
 }
 

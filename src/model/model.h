@@ -312,6 +312,10 @@ typedef struct model_arch_ops {
   int (*embed_batch)(model_ctx *c, int64_t n_seq, const int32_t *const *tokens, const int64_t *n, float *out_embd);
   int64_t (*embed_batch_tokens)(const model_ctx *c);
   enum model_pooling (*pooling)(const model *m);
+  /* NULL, or: returns the pages of the context's compute buffers to the
+   * system (model_decode calls it after a step of more than
+   * MODEL_TRIM_TOKENS tokens; the next step faults back what it touches). */
+  void (*trim)(model_ctx *c);
 } model_arch_ops;
 
 #endif

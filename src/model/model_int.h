@@ -112,6 +112,10 @@ enum model_bind_flags {
  * resident memory holds one copy; t->data stays valid, re-read on use). */
 int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags,
                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* madvise(DONTNEED) on the whole pages inside p..p + bytes (a read-only
+ * mapping's pages are re-read from the file on use, anonymous memory's
+ * come back zeroed). Advisory: errors ignored. */
+void model_release_pages(const void *p, size_t bytes);
 /* Binds a 1-D tensor of n elements as f32: in place when it is F32 (and
  * aligned), dequantized into a buffer the model owns otherwise. *out NULL
  * when optional and absent. */
@@ -213,7 +217,12 @@ extern const model_arch_ops model_arch_bert;  /* bert.c */
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
 /* Tokens per feed-forward sub-batch (dense.c says why). */
-#define MODEL_FFN_ROWS 128
+#define MODEL_FFN_ROWS 512
+/* A model_decode call with a step of more tokens than this ends by
+ * returning the compute buffers' pages (model_arch_ops.trim): they stay
+ * out of the resident set while generating. Smaller steps keep them (a
+ * step of n tokens touches n rows of each buffer). */
+#define MODEL_TRIM_TOKENS 128
 
 /* Per-context activations of a dense decoder block, f32. x, xn:
  * [n_batch][n_embd]; q, att: [n_batch][n_head*head_dim]; k, v:
@@ -228,6 +237,7 @@ typedef struct model_dense_bufs {
   float *work; /* the one allocation behind q, k, v, att and g, u: the
                   attention buffers are dead once Wo has read att, before
                   the FFN writes g and u, so both sets share it */
+  size_t bytes[3]; /* of x, xn, work */
 } model_dense_bufs;
 
 /* min(n_batch, MODEL_FFN_ROWS). */
@@ -236,6 +246,9 @@ int64_t model_ffn_rows(const model_ctx *c);
  * what was allocated stays in b for model_dense_bufs_free. */
 int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b);
 void model_dense_bufs_free(model_dense_bufs *b);
+/* Returns the pages of b's buffers to the system (contents lost: every
+ * step writes them before reading). */
+void model_dense_bufs_trim(model_dense_bufs *b);
 /* g[i] = silu(g[i]) * u[i] over n values, split across the context's pool
  * when n is large enough to pay for the wake-up. */
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);

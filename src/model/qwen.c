@@ -160,6 +160,8 @@ static void qwen_ctx_free(model_ctx *c) {
   c->arch_data = NULL;
 }
 
+static void qwen_ctx_trim(model_ctx *c) { model_dense_bufs_trim(&((qwen_bufs *)c->arch_data)->d); }
+
 /* y[t] += b for each of n rows of width w. */
 static void add_bias(float *y, const float *b, int64_t n, int64_t w) {
   for (int64_t t = 0; t < n; t++) ops_add(y + t * w, b, w);
@@ -258,6 +260,7 @@ static int qwen_embed(model_ctx *c, const int32_t *tokens, int64_t n, float *out
     done += step;
   }
   b->embed = false;
+  if (n > MODEL_TRIM_TOKENS) qwen_ctx_trim(c); /* as model_decode does */
   if (rc) {
     model_ctx_seq_truncate(c, 0, 0);
     return rc;
@@ -279,6 +282,7 @@ const model_arch_ops model_arch_qwen2 = {
     .ctx_init = qwen_ctx_init,
     .ctx_free = qwen_ctx_free,
     .forward = qwen_forward,
+    .trim = qwen_ctx_trim,
     .embed = qwen_embed,
     .pooling = qwen_pooling,
 };
@@ -290,6 +294,7 @@ const model_arch_ops model_arch_qwen3 = {
     .ctx_init = qwen_ctx_init,
     .ctx_free = qwen_ctx_free,
     .forward = qwen_forward,
+    .trim = qwen_ctx_trim,
     .embed = qwen_embed,
     .pooling = qwen_pooling,
 };

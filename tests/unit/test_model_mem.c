@@ -6,7 +6,8 @@
  * repacked; lookups read the copy). Checked with /proc/self/pagemap's "present" bit of the mapping,
  * page by page, right after load and after a forward pass.
  * (mincore() would not do: it reports the page cache, which keeps the file
- * whatever this process maps.)
+ * whatever this process maps.) Also: a long prompt step leaves no page of
+ * the context's compute buffers resident (model_arch_ops.trim).
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include "kernels/kernels.h"
 #include "kernels/tensor_type.h"
 #include "model/model.h"
+#include "model/model_int.h"
 #include "model/testgen.h"
 #include "model_ref.h"
 #include "test.h"
@@ -133,4 +135,72 @@ TEST(model_mem_tied_copied_not_resident) {
 /* F16: matrices copied into huge pages (bind_copy), vectors copied. */
 TEST(model_mem_copied_not_resident) {
   check_released(TENSOR_TYPE_F16, "mem_f16", false);
+}
+
+/* Pages of a dense decoder's three compute buffers present (-1: pagemap
+ * unreadable). */
+static long dense_present(int fd, const model_dense_bufs *b) {
+  long n = 0;
+  const float *bufs[3] = {b->x, b->xn, b->work};
+  for (int i = 0; i < 3; i++) {
+    long k = present_pages(fd, bufs[i], b->bytes[i]);
+    if (k < 0) return -1;
+    n += k;
+  }
+  return n;
+}
+
+/* After a step of more than MODEL_TRIM_TOKENS tokens no whole page of the
+ * compute buffers (x, xn, the attention/FFN work area) stays resident,
+ * while a step of up to that many keeps what it touched; the steps after
+ * a release give the logits of a context that never released (steps of
+ * 100 tokens) and fault back only what they touch. */
+TEST(model_mem_compute_buffers_released_after_long_step) {
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) TEST_SKIP("/proc/self/pagemap cannot be read");
+  model_testgen g = model_testgen_small();
+  g.n_ctx = 512;
+  g.type = g.type_embd = g.type_output = g.type_ffn_down = TENSOR_TYPE_F16;
+  char path[512];
+  ASSERT_TRUE(ref_write_llama(&g, "mem_trim", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  model_ctx_params cp = model_ctx_default_params();
+  cp.n_threads = 2;
+  model_ctx *c1 = NULL, *c2 = NULL;
+  ASSERT_INT_EQ(model_ctx_new(m, &cp, &c1), 0);
+  ASSERT_INT_EQ(model_ctx_new(m, &cp, &c2), 0);
+  enum { N = 300 };
+  int32_t toks[N + 1];
+  for (int i = 0; i <= N; i++) toks[i] = (int32_t)((i * 37 + 11) % g.n_vocab);
+  const int64_t V = g.n_vocab;
+  float *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)V * sizeof *l2);
+  ASSERT_TRUE(l1 && l2);
+  const model_dense_bufs *b1 = c1->arch_data;
+  /* c1: 100 tokens (kept), then 200 in one step (released) */
+  ASSERT_INT_EQ(model_forward(c1, toks, 100, 0, NULL, MODEL_LOGITS_NONE), 0);
+  long kept = dense_present(fd, b1);
+  ASSERT_INT_EQ(model_forward(c1, toks + 100, 200, 100, NULL, MODEL_LOGITS_NONE), 0);
+  long after = dense_present(fd, b1);
+  ASSERT_INT_EQ(model_forward(c1, toks + N, 1, N, l1, MODEL_LOGITS_LAST), 0);
+  long decode = dense_present(fd, b1);
+  printf("    compute buffer pages present: after 100 tokens %ld, after 200 more %ld, after 1 more %ld\n", kept,
+         after, decode);
+  EXPECT_TRUE(kept > 20);
+  EXPECT_INT_EQ(after, 0);
+  EXPECT_TRUE(decode > 0 && decode <= kept / 4);
+  /* c2: steps of 100, never released */
+  for (int i = 0; i < N; i += 100) ASSERT_INT_EQ(model_forward(c2, toks + i, 100, i, NULL, MODEL_LOGITS_NONE), 0);
+  EXPECT_TRUE(dense_present(fd, c2->arch_data) > 20);
+  ASSERT_INT_EQ(model_forward(c2, toks + N, 1, N, l2, MODEL_LOGITS_LAST), 0);
+  double e = ref_nmse(l1, l2, (size_t)V);
+  printf("    next token after the release vs never released: nmse %.3g\n", e);
+  EXPECT_TRUE(e < 1e-10);
+  free(l1);
+  free(l2);
+  model_ctx_free(c1);
+  model_ctx_free(c2);
+  model_free(m);
+  close(fd);
+  unlink(path);
 }
