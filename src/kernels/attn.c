@@ -1,6 +1,7 @@
 /*
- * attn.c - the attention tile step (attn.h) in plain C and in AVX2 + FMA,
- * an F16 -> f32 row conversion, and the vectorized exp.
+ * attn.c - the attention tile step (attn.h) in plain C, in AVX2 + FMA and
+ * in AVX-512 (the avx512 variant: one register per block row, 16-row
+ * register blocks), an F16 -> f32 row conversion, and the vectorized exp.
  *
  * Why a kernel of its own rather than two kern_matmul calls per tile: with
  * the matmul kernels, Q K^T and P V reconverted every F16 key and value
@@ -18,7 +19,8 @@
  * exponent bits. Measured against double exp over [-87, 88] (tests/unit/
  * test_attn.c): max relative error about 2.5e-7 (the test's bound: 4e-7).
  * Below -87.3 (where 2^n would be denormal), -inf and NaN: 0. The C and
- * AVX2 forms compute the same operations in the same order.
+ * AVX2 and AVX-512 forms compute the same operations in the same order
+ * (tests/unit/test_attn.c holds the three tile steps to the same bits).
  */
 #include "kernels/attn.h"
 
@@ -250,9 +252,9 @@ TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, const float *st
 
 /* Blocks of 16 rows, then the 0..15 left as 8 + 4 + 2 + 1 (each once at
  * most): five instantiations instead of sixteen. */
-#define X512_ROWS(n, i0, CALL) \
-  do {                         \
-    int64_t i_ = (i0);         \
+#define X512_ROWS(n, i0, CALL)                     \
+  do {                                             \
+    int64_t i_ = (i0);                             \
     for (; i_ + 16 <= (n); i_ += 16) CALL(16, i_); \
     for (int b_ = 8; b_ >= 1; b_ /= 2)             \
       if ((n) - i_ >= b_) {                        \

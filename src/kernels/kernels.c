@@ -165,6 +165,7 @@ bool kern_avx2_fast(void) {
 }
 
 bool kern_x512_fast(void) { return kern_avx2_fast() && atomic_load_explicit(&g_x86_512, memory_order_relaxed); }
+
 void *kern_act_scratch(thread_pool *tp, size_t bytes) {
   return tp ? tpool_scratch(tp, 0, bytes) : kern_tls_scratch(bytes);
 }
