@@ -448,8 +448,7 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
   kern_split_tokens(nth, s->n_unit_chunks, n_tokens, tnt, &s->chunk_toks, &s->n_tok_chunks);
   if (nth > 1 && s->n_tok_chunks == 1 && n_units >= (int64_t)nth * 16 * min_units) {
     int64_t big = split_round((n_units + nth * 4 - 1) / (nth * 4), align);
-    const int64_t per = n_tokens == 1 ? 8 : 32; /* small chunks per thread, times 2 (kernels_impl.h) */
-    int64_t small = split_round((n_units + nth * per - 1) / (nth * per), align);
+    int64_t small = split_round((n_units + nth * 32 - 1) / (nth * 32), align);
     if (small < min_units) small = min_units;
     int64_t n_big = n_units * 3 / 4 / big, rest = n_units - n_big * big;
     s->big = big;

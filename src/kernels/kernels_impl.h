@@ -302,13 +302,10 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * one token chunk (generation) and at least nth * 16 * min_units units, the
  * threads finish together only as closely as the last chunk is short, so
  * about 3/4 of the units go in ~3 big chunks per thread (taken first) and
- * the rest in small ones (at least min_units), taken last by whichever
- * thread is free: ~8 per thread for prompts, ~2 when the job is one
- * token (decode streams its weights from DRAM, and every chunk a thread
- * starts pays a prefetch ramp: the far hint begins 16 KiB in; chunks of
- * 1/64 of a Qwen2.5-0.5B attention matrix were 15 KiB. Measured in
- * bench/decode_wall: products 0.94-0.97 -> 0.96-0.98 of reading the same
- * bytes, whole tokens +1-2%, session 11). Every chunk but the last starts and ends at a
+ * the rest in ~8 small ones per thread (at least min_units), taken last by
+ * whichever thread is free (session 11 tried ~2 for one-token jobs, fewer
+ * prefetch ramps: +1-2% on a quiet host, but 2-5x the threads' end
+ * imbalance and a loss under load: docs/perf.md). Every chunk but the last starts and ends at a
  * multiple of align units (chunk sizes rounded up to it): packed drivers
  * pass 2 when the type has a two-group tile, so no chunk splits a pair of
  * groups and sends both halves through the one-group tile. Which thread
