@@ -4,7 +4,8 @@
  * reference on odd shapes (cache lengths and query runs that are not
  * multiples of the tiles, GQA ratios 1, 4 and 7, head sizes 32 and 40,
  * F16, Q8_0 and F32 caches, one and two threads), with the AVX2 body and
- * with the plain C body (reference kernels forced). */
+ * with the plain C body (reference kernels forced); and the tile step's
+ * plain, AVX2 and AVX-512 forms against each other bit for bit. */
 #include "test.h"
 
 #include <math.h>
