@@ -290,8 +290,10 @@ TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int
 }
 #undef X512_ROWS
 
-TGT static void tile_avx2(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
-                          const int32_t *lim, float *m, float *l, float *ot, float *st, bool x512) {
+/* The x86 step: the 512-bit body when x512 (avx512 variant) and any of
+ * columns 8..15 sees a position, else AVX2 on one or two vectors. */
+TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+                         const int32_t *lim, float *m, float *l, float *ot, float *st, bool x512) {
   int64_t n_eff = 0, n_min = np, hi = 0;
   for (int i = 0; i < C; i++) {
     if (lim[i] > n_eff) n_eff = lim[i];
@@ -407,7 +409,7 @@ void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ld
                     const int32_t *lim, float *m, float *l, float *ot, float *st) {
 #if defined(__x86_64__)
   if (kern_avx2_fast()) {
-    tile_avx2(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, kern_x512_fast());
+    tile_x86(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, kern_x512_fast());
     return;
   }
 #endif

@@ -305,10 +305,11 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * the rest in ~8 small ones per thread (at least min_units), taken last by
  * whichever thread is free (session 11 tried ~2 for one-token jobs, fewer
  * prefetch ramps: +1-2% on a quiet host, but 2-5x the threads' end
- * imbalance and a loss under load: docs/perf.md). Every chunk but the last starts and ends at a
- * multiple of align units (chunk sizes rounded up to it): packed drivers
- * pass 2 when the type has a two-group tile, so no chunk splits a pair of
- * groups and sends both halves through the one-group tile. Which thread
+ * imbalance and a loss under load: docs/perf.md). Every chunk but the
+ * last starts and ends at a multiple of align units (chunk sizes rounded
+ * up to it): packed drivers pass 2 when the type has a two-group tile, so
+ * no chunk splits a pair of groups and sends both halves through the
+ * one-group tile. Which thread
  * computes a unit never changes its result. */
 struct kern_split {
   int64_t n_units, n_tokens;

@@ -123,12 +123,14 @@ void xpf_rect(const struct kern_pk *j, const uint8_t *data, size_t gb, int64_t u
     for (int64_t k0 = 0; k0 < n; k0 += XPF_KC) {
       const int64_t kc = n - k0 < XPF_KC ? n - k0 : XPF_KC;
       if (wf)
-        for (int64_t g = gq; g < gq1; g++) j->xfw(data + gb * (size_t)g + cs * (size_t)k0, kc, wf + wstep * (size_t)(g - gq));
+        for (int64_t g = gq; g < gq1; g++)
+          j->xfw(data + gb * (size_t)g + cs * (size_t)k0, kc, wf + wstep * (size_t)(g - gq));
       for (int64_t t = t0; t < t1; t += KERN_XF_NT) {
         const int nt = t1 - t < KERN_XF_NT ? (int)(t1 - t) : KERN_XF_NT;
         for (int64_t g = gq; g < gq1; g++) {
           const int nr = nrow - g * KERN_XF_ROWS < KERN_XF_ROWS ? (int)(nrow - g * KERN_XF_ROWS) : KERN_XF_ROWS;
-          const uint8_t *w = wf ? (const uint8_t *)(wf + wstep * (size_t)(g - gq)) : data + gb * (size_t)g + cs * (size_t)k0;
+          const uint8_t *w =
+              wf ? (const uint8_t *)(wf + wstep * (size_t)(g - gq)) : data + gb * (size_t)g + cs * (size_t)k0;
           xf(w, kc, xa + xs * (size_t)t + k0, xs, nt, j->y + t * nrow + g * KERN_XF_ROWS, (size_t)nrow, nr, k0 > 0);
         }
       }

@@ -217,7 +217,7 @@ TEST(kernels_xf_large) {
  * and 3 chunks with a short last one, 5 groups (a last pass of one with or
  * without the pool, a short last group), a partial token tile and one past
  * the 12-token tile. A chunk that restarted its sums, or one left out,
- * fails the bit check. Sized for the sanitizer run (-O1 + ASan: ~10 s;
+ * fails the bit check. Sized for the sanitizer run (-O1 + ASan: 13-15 s;
  * 330 rows and 37 tokens took 106 s there, near the 120 s alarm). */
 TEST(kernels_xf_chunks) {
   NEED_PANELS();
