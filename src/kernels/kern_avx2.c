@@ -21,6 +21,7 @@
 #include "kernels/kern_x86_q4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
+#include "kernels/kern_x86_xf.h"
 
 int kern_ops_avx2(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -34,6 +35,7 @@ int kern_ops_avx2(struct kern_ops *ops) {
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);
   x86_fill_packed_q6k_ops(ops);
+  x86_fill_xf_ops(ops); /* float panels: F32/F16/BF16 weights are packed */
   return 1;
 }
 
