@@ -431,6 +431,15 @@ static void mm_worker(void *arg, int ith, int nth) {
   while (kern_split_next(&j->split, &r0, &r1, &t0, &t1)) kern_mm_rect(&j->mm, r0, r1, t0, t1);
 }
 
+#ifndef KERN_DECODE_CHUNK_BYTES
+#define KERN_DECODE_CHUNK_BYTES 32768 /* see kern_split_min_units in kernels_impl.h */
+#endif
+
+int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens) {
+  if (n_tokens != 1 || unit_bytes == 0 || KERN_DECODE_CHUNK_BYTES == 0) return 1;
+  return (int64_t)((KERN_DECODE_CHUNK_BYTES + unit_bytes - 1) / unit_bytes);
+}
+
 /* n rounded up to a multiple of align (>= 1). */
 static int64_t split_round(int64_t n, int64_t align) { return (n + align - 1) / align * align; }
 

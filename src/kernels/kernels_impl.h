@@ -322,6 +322,16 @@ struct kern_split {
 void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t align,
                      int64_t n_tokens, int tnt);
 
+/* The min_units a packed driver passes kern_split_plan: for one token,
+ * enough units of unit_bytes weight bytes each to make a chunk of at least
+ * KERN_DECODE_CHUNK_BYTES (32 KiB), else 1. Why: each chunk starts a cold
+ * stream (its first lines are demand misses, its prefetch ramps up), and
+ * a small product (Qwen2.5-0.5B's 896 x 896 wo: 0.5-0.9 MiB) cut into ~20
+ * chunks of ~10 KiB read at 0.6-0.7 of a plain read of its bytes; with
+ * the minimum 0.73-0.8 (session 12, docs/perf.md). Products of TinyLlama's
+ * size keep their plan (their small chunks already exceed it). */
+int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens);
+
 /* Claims the next rectangle: units [*u0, *u1) x tokens [*t0, *t1); false
  * when every chunk has been handed out. Chunks go unit chunk fastest, so a
  * token chunk's rows are all claimed before the next token chunk's. */

@@ -431,7 +431,9 @@ int kern_matmul_packed(thread_pool *tp, const kern_packed *p, const float *x, in
   }
   /* units of one group of 8 rows, chunks of whole pairs with a two-group
    * tile (so that no chunk but the last holds a group the tile cannot pair) */
-  kern_split_plan(&j.split, tpool_n_threads(tp), p->n_groups, 1, kern_pk_align(&j.pk), n_tokens, j.pk.tnt);
+  kern_split_plan(&j.split, tpool_n_threads(tp), p->n_groups,
+                  kern_split_min_units(p->row_bytes * KERN_PACK_ROWS, n_tokens), kern_pk_align(&j.pk),
+                  n_tokens, j.pk.tnt);
   tpool_run(tp, pk_worker, &j);
   if (atomic_load(&j.failed)) return err_set(ERR_NOMEM, "matmul: a row buffer for the reference path");
   return 0;

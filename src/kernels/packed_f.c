@@ -3,7 +3,7 @@
  * panels (kernels_impl.h: groups of 32 rows, column-major inside a group),
  * and the rectangle driver for them; packed.c's kern_pack /
  * kern_matmul_packed call in here for these types when the variant has
- * panel kernels (kern_ops.xf: AVX-512 only, kern_x512_xf.h).
+ * panel kernels (kern_ops.xf: AVX-512, kern_x512_xf.h; AVX2, kern_x86_xf.h).
  *
  * Why: over GGUF rows a prompt's F16 product is a set of dot products,
  * each (row, token) summing 16-lane partial products that a horizontal add

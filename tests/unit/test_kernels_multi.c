@@ -208,32 +208,45 @@ TEST(kernels_multi_errors) {
   EXPECT_INT_EQ(kern_matmul_multi(NULL, five, 2, 32, x, 0), 0); /* no tokens: nothing to do */
 }
 
-/* kern_split_plan / kern_split_next: exact coverage, aligned cuts, for
- * thread counts 1..4, unit counts around the big-then-small threshold,
- * one token (generation) and several token chunks. */
+/* kern_split_plan / kern_split_next: exact coverage, aligned cuts, chunks
+ * of at least min_units units (1, 3, 5; all but the last), for thread
+ * counts 1..4, unit counts around the big-then-small threshold, one token
+ * (generation) and several token chunks. */
 TEST(kernels_split_plan_aligned_cover_once) {
   static const int64_t units[] = {1, 2, 3, 7, 16, 31, 63, 64, 65, 127, 128, 129, 255, 257, 511, 1000};
   static unsigned char seen[1024 * 40];
   for (int nth = 1; nth <= 4; nth++)
     for (size_t ui = 0; ui < sizeof units / sizeof units[0]; ui++)
       for (int64_t align = 1; align <= 2; align++)
-        for (int64_t nt = 1; nt <= 37; nt += 36) {
-          const int64_t nu = units[ui];
-          struct kern_split sp;
-          kern_split_plan(&sp, nth, nu, 1, align, nt, 8);
-          memset(seen, 0, (size_t)(nu * nt));
-          int64_t u0, u1, t0, t1;
-          while (kern_split_next(&sp, &u0, &u1, &t0, &t1)) {
-            EXPECT_TRUE(u0 >= 0 && u0 < u1 && u1 <= nu && t0 >= 0 && t0 < t1 && t1 <= nt);
-            EXPECT_INT_EQ((long long)(u0 % align), 0);
-            EXPECT_TRUE(u1 == nu || u1 % align == 0);
-            for (int64_t u = u0; u < u1 && u < nu; u++)
-              for (int64_t t = t0; t < t1 && t < nt; t++) seen[u * nt + t]++;
-          }
-          for (int64_t i = 0; i < nu * nt; i++)
-            if (seen[i] != 1) {
-              EXPECT_INT_EQ(seen[i], 1);
-              break;
+        for (int64_t nt = 1; nt <= 37; nt += 36)
+          for (int64_t mu = 1; mu <= 5; mu += 2) {
+            const int64_t nu = units[ui];
+            struct kern_split sp;
+            kern_split_plan(&sp, nth, nu, mu, align, nt, 8);
+            memset(seen, 0, (size_t)(nu * nt));
+            int64_t u0, u1, t0, t1;
+            while (kern_split_next(&sp, &u0, &u1, &t0, &t1)) {
+              EXPECT_TRUE(u0 >= 0 && u0 < u1 && u1 <= nu && t0 >= 0 && t0 < t1 && t1 <= nt);
+              EXPECT_INT_EQ((long long)(u0 % align), 0);
+              EXPECT_TRUE(u1 == nu || u1 % align == 0);
+              EXPECT_TRUE(u1 == nu || u1 - u0 >= mu);
+              for (int64_t u = u0; u < u1 && u < nu; u++)
+                for (int64_t t = t0; t < t1 && t < nt; t++) seen[u * nt + t]++;
             }
-        }
+            for (int64_t i = 0; i < nu * nt; i++)
+              if (seen[i] != 1) {
+                EXPECT_INT_EQ(seen[i], 1);
+                break;
+              }
+          }
+}
+
+/* One-token chunks of at least KERN_DECODE_CHUNK_BYTES (32 KiB) of
+ * weights; prompts keep single units. */
+TEST(kernels_split_min_units_decode_bytes) {
+  EXPECT_INT_EQ((long long)kern_split_min_units(1000, 1), 33); /* 32768 / 1000, rounded up */
+  EXPECT_INT_EQ((long long)kern_split_min_units(8192, 1), 4);
+  EXPECT_INT_EQ((long long)kern_split_min_units(40000, 1), 1);
+  EXPECT_INT_EQ((long long)kern_split_min_units(1000, 2), 1);
+  EXPECT_INT_EQ((long long)kern_split_min_units(0, 1), 1);
 }
