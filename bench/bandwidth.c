@@ -4,7 +4,7 @@
  * beside each model (bandwidth / bytes read per generated token). Not a
  * test; built by bench/model.sh and bench/bandwidth.sh.
  *
- *   bandwidth [--quick] [-t THREADS=2] [-m MIB=1024] [-r RUNS=7] [-w BITS] [--pages 4k|huge|both] [-s 1|2]
+ *   bandwidth [--quick] [-t THREADS=2] [-m MIB=1024] [-r RUNS=7] [-w BITS] [--pages 4k|huge|both]
  *
  * --quick: 1 GiB (or -m, before or after it), 5 runs, huge pages, the
  * thread count given only: one to three seconds, so the bound can be
@@ -22,13 +22,9 @@
  * -w 128|256|512: load width (bw_probe.h); by default the widest the CPU
  * has (512 bits with AVX-512F: more than 256 in 26 of 28 adjacent pairs
  * on that machine, by 0-25%).
- * -s 1|2: one read pattern only, 1 or 2 streams per thread (bw_probe.h,
- * bwp_streams); by default both, and --quick's figure is the larger
- * median (the bound is what the machine can read: since session 12, when
- * F16 decode read more than the one-stream probe on the Zen 3 guest).
  * Output: one line per measurement,
- *   "read bandwidth: T threads, S stream(s), 4k|huge pages, M MiB: median X GB/s (best Y, N runs)"
- * and with --quick only the figure on the last line, "bw_gbs X".
+ *   "read bandwidth: T threads, 4k|huge pages, M MiB: median X GB/s (best Y, N runs)"
+ * and with --quick only the median figure on the last line, "bw_gbs X".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +34,6 @@
 
 int main(int argc, char **argv) {
   int threads = 2, runs = 7, quick = 0, pages = 2; /* pages: 0 4k, 1 huge, 2 both */
-  int streams = 0;                                 /* streams per thread: 1, 2, 0 both */
   long mib = 1024, mib_arg = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -52,13 +47,12 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "-r") == 0 && v) runs = atoi(argv[++i]);
     else if (strcmp(a, "-w") == 0 && v) bwp_width_bits = atoi(argv[++i]);
     else if (strcmp(a, "-pf") == 0 && v) bwp_pf_dist = (size_t)atol(argv[++i]);
-    else if (strcmp(a, "-s") == 0 && v && (atoi(v) == 1 || atoi(v) == 2)) streams = atoi(argv[++i]);
     else if (strcmp(a, "--pages") == 0 && v) {
       i++;
       pages = strcmp(v, "4k") == 0 ? 0 : strcmp(v, "huge") == 0 ? 1 : strcmp(v, "both") == 0 ? 2 : -1;
     } else pages = -1;
     if (pages < 0 || threads < 1 || threads > 16 || runs < 1 || runs > 63 || mib < 1) {
-      fprintf(stderr, "usage: bandwidth [--quick] [-t 1..16] [-m MIB] [-r 1..63] [-w 128|256|512] [--pages 4k|huge|both] [-s 1|2]\n");
+      fprintf(stderr, "usage: bandwidth [--quick] [-t 1..16] [-m MIB] [-r 1..63] [-w 128|256|512] [--pages 4k|huge|both]\n");
       return 2;
     }
   }
@@ -72,16 +66,10 @@ int main(int argc, char **argv) {
       return 1;
     }
     for (int t = quick ? threads : 1; t <= threads; t++) {
-      double top = 0; /* the larger median of the patterns */
-      for (int s = 1; s <= 2; s++) {
-        if (streams && streams != s) continue;
-        bwp_streams = s;
-        double best = 0, med = bwp_measure(buf, bytes, t, runs, &best);
-        printf("read bandwidth: %d thread%s, %d stream%s, %s pages, %zu MiB: median %.1f GB/s (best %.1f, %d runs)\n",
-               t, t > 1 ? "s" : "", s, s > 1 ? "s" : "", pg ? "huge" : "4k", bytes >> 20, med, best, runs);
-        if (med > top) top = med;
-      }
-      last = top;
+      double best = 0, med = bwp_measure(buf, bytes, t, runs, &best);
+      printf("read bandwidth: %d thread%s, %s pages, %zu MiB: median %.1f GB/s (best %.1f, %d runs)\n", t,
+             t > 1 ? "s" : "", pg ? "huge" : "4k", bytes >> 20, med, best, runs);
+      last = med;
     }
     bwp_free(buf, bytes);
   }

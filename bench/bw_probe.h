@@ -84,15 +84,6 @@ static int bwp_width_bits = 0;
 /* Software prefetch distance in bytes of the 512-bit loop (0: none, the
  * hardware prefetchers alone). bench/bandwidth.c -pf sets it. */
 static size_t bwp_pf_dist = 0;
-/* Streams per chunk: 1, or 2 (bwp_read2: the chunk's halves side by side,
- * each with a software prefetch BWP_PF2 bytes ahead, the way the float-panel
- * one-token kernels read two groups). bench/bandwidth.c -s sets it. Why:
- * on the session-12 Zen 3 guest, TinyLlama F16 decode read 36 GB/s where
- * this probe's single stream read 32 (tg at 112% of its bound); a
- * stand-alone probe read 5-40% more with two streams per thread than with
- * one, the sequential loads alone never more. */
-static int bwp_streams = 1;
-#define BWP_PF2 1024
 
 /* The body of a read function of (p, n) over vectors of type V: the XOR of
  * [p, p + n) in 64-bit lanes into eight accumulators of one vector each
@@ -121,37 +112,7 @@ static int bwp_streams = 1;
   for (size_t l = 0; l < sizeof(V) / 8; l++) x ^= s[l];                   \
   return x
 
-/* The same XOR over two streams: [p, p + n/2) and [p + n/2, p + n) read
- * side by side, four vectors of each per step, each prefetched BWP_PF2
- * bytes ahead. */
-#define BWP_READ2_BODY(V)                                                              \
-  V a0 = {0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;          \
-  const size_t h = n / 2;                                                              \
-  for (size_t i = 0; i < h; i += 4 * sizeof(V)) {                                      \
-    const V *u = (const V *)(p + i), *w = (const V *)(p + h + i);                      \
-    for (size_t q = 0; q < 4 * sizeof(V); q += 64) {                                   \
-      __builtin_prefetch(p + i + BWP_PF2 + q, 0, 3);                                   \
-      __builtin_prefetch(p + h + i + BWP_PF2 + q, 0, 3);                               \
-    }                                                                                  \
-    a0 ^= u[0];                                                                        \
-    a1 ^= u[1];                                                                        \
-    a2 ^= u[2];                                                                        \
-    a3 ^= u[3];                                                                        \
-    a4 ^= w[0];                                                                        \
-    a5 ^= w[1];                                                                        \
-    a6 ^= w[2];                                                                        \
-    a7 ^= w[3];                                                                        \
-  }                                                                                    \
-  V s = ((a0 ^ a1) ^ (a2 ^ a3)) ^ ((a4 ^ a5) ^ (a6 ^ a7));                             \
-  uint64_t x = 0;                                                                      \
-  for (size_t l = 0; l < sizeof(V) / 8; l++) x ^= s[l];                                \
-  return x
-
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static uint64_t bwp_read2_avx2(const uint8_t *p, size_t n) { BWP_READ2_BODY(bwp_v32); }
-__attribute__((target("avx512f"))) static uint64_t bwp_read2_avx512(const uint8_t *p, size_t n) {
-  BWP_READ2_BODY(bwp_v64);
-}
 __attribute__((target("avx2"))) static uint64_t bwp_read_avx2(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v32, 0); }
 __attribute__((target("avx512f"))) static uint64_t bwp_read_avx512(const uint8_t *p, size_t n) {
   BWP_READ_BODY(bwp_v64, 0);
@@ -161,20 +122,11 @@ __attribute__((target("avx512f"))) static uint64_t bwp_read_avx512_pf(const uint
 }
 #endif
 static uint64_t bwp_read_base(const uint8_t *p, size_t n) { BWP_READ_BODY(bwp_v16, 0); }
-static uint64_t bwp_read2_base(const uint8_t *p, size_t n) { BWP_READ2_BODY(bwp_v16); }
 
 /* XOR of [p, p + n) in 64-bit lanes, n a multiple of 512: 512-bit loads
  * with AVX-512F, else 256-bit ones with AVX2, else the baseline's vectors
  * (still eight accumulators); bwp_width_bits caps the width. */
 static uint64_t bwp_read(const uint8_t *p, size_t n) {
-#if defined(__x86_64__)
-  if (bwp_streams == 2) {
-    if ((bwp_width_bits == 0 || bwp_width_bits >= 512) && __builtin_cpu_supports("avx512f"))
-      return bwp_read2_avx512(p, n);
-    if (bwp_width_bits != 128 && __builtin_cpu_supports("avx2")) return bwp_read2_avx2(p, n);
-  }
-#endif
-  if (bwp_streams == 2) return bwp_read2_base(p, n);
 #if defined(__x86_64__)
   if ((bwp_width_bits == 0 || bwp_width_bits >= 512) && __builtin_cpu_supports("avx512f"))
     return bwp_pf_dist ? bwp_read_avx512_pf(p, n) : bwp_read_avx512(p, n);

@@ -7,8 +7,7 @@
 # bytes a generated token reads. The bandwidth is measured right before and
 # right after each generation run with the same thread count
 # (bench/bandwidth.c --quick: the widest loads (512-bit with AVX-512),
-# threads taking disjoint 1 MiB chunks, each read as one stream and as two
-# (since session 12; the larger median of 5 each), over a working set of
+# threads taking disjoint 1 MiB chunks, median of 5, over a working set of
 # the model file's size or 1 GiB, whichever is larger): the model's bound
 # uses the median of those RUNS + 1 probes, taken in the same minutes as
 # its generation runs (one probe alone swung 15-38 GB/s between minutes on
