@@ -111,27 +111,9 @@ TGT_INL void x86_xf_panel(const uint8_t *grp, int64_t n, const float *x, size_t 
       xf2_half(grp, n, x + xs * XF2_NT, xs, nt - XF2_NT, y + ys * XF2_NT, ys, h, nr, acc, kind);
 }
 
-#define XF2_DEFINE_PANEL(name, kind)                                                                  \
-  TGT static void name(const uint8_t *grp, int64_t n, const float *x, size_t xs, int nt, float *y,   \
-                       size_t ys, int nr, bool acc) {                                                  \
-    switch (nt) {                                                                                      \
-    case 1: x86_xf_panel(grp, n, x, xs, 1, y, ys, nr, acc, kind); break;                               \
-    case 2: x86_xf_panel(grp, n, x, xs, 2, y, ys, nr, acc, kind); break;                               \
-    case 3: x86_xf_panel(grp, n, x, xs, 3, y, ys, nr, acc, kind); break;                               \
-    case 4: x86_xf_panel(grp, n, x, xs, 4, y, ys, nr, acc, kind); break;                               \
-    case 5: x86_xf_panel(grp, n, x, xs, 5, y, ys, nr, acc, kind); break;                               \
-    case 6: x86_xf_panel(grp, n, x, xs, 6, y, ys, nr, acc, kind); break;                               \
-    case 7: x86_xf_panel(grp, n, x, xs, 7, y, ys, nr, acc, kind); break;                               \
-    case 8: x86_xf_panel(grp, n, x, xs, 8, y, ys, nr, acc, kind); break;                               \
-    case 9: x86_xf_panel(grp, n, x, xs, 9, y, ys, nr, acc, kind); break;                               \
-    case 10: x86_xf_panel(grp, n, x, xs, 10, y, ys, nr, acc, kind); break;                             \
-    case 11: x86_xf_panel(grp, n, x, xs, 11, y, ys, nr, acc, kind); break;                             \
-    default: x86_xf_panel(grp, n, x, xs, 12, y, ys, nr, acc, kind); break;                             \
-    }                                                                                                  \
-  }
-XF2_DEFINE_PANEL(x86_xf_panel_f32, 0)
-XF2_DEFINE_PANEL(x86_xf_panel_f16, 1)
-XF2_DEFINE_PANEL(x86_xf_panel_bf16, 2)
+KERN_XF_DEFINE_PANEL(x86_xf_panel_f32, x86_xf_panel, 0)
+KERN_XF_DEFINE_PANEL(x86_xf_panel_f16, x86_xf_panel, 1)
+KERN_XF_DEFINE_PANEL(x86_xf_panel_bf16, x86_xf_panel, 2)
 
 /* G (1..XF2V_G) groups gb bytes apart x one token: y[r] for the first nr
  * rows of the G * 32. */

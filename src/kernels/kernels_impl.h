@@ -152,6 +152,28 @@ typedef void (*kern_quant_fn)(const float *x, void *dst, int64_t n);
  * bits as one call over the whole row. */
 typedef void (*kern_xf_fn)(const uint8_t *grp, int64_t n_cols, const float *x, size_t xs, int nt, float *y,
                            size_t ys, int nr, bool acc);
+/* Defines NAME, a kern_xf_fn (with the variant's target attribute TGT)
+ * calling the always-inlined BODY(grp, n, x, xs, nt, y, ys, nr, acc, KIND)
+ * with nt a compile-time constant, so its token loops unroll and the
+ * accumulators stay in registers (kern_x512_xf.h, kern_x86_xf.h). */
+#define KERN_XF_DEFINE_PANEL(NAME, BODY, KIND)                                                     \
+  TGT static void NAME(const uint8_t *grp, int64_t n, const float *x, size_t xs, int nt, float *y, \
+                       size_t ys, int nr, bool acc) {                                              \
+    switch (nt) {                                                                                  \
+    case 1: BODY(grp, n, x, xs, 1, y, ys, nr, acc, KIND); break;                                   \
+    case 2: BODY(grp, n, x, xs, 2, y, ys, nr, acc, KIND); break;                                   \
+    case 3: BODY(grp, n, x, xs, 3, y, ys, nr, acc, KIND); break;                                   \
+    case 4: BODY(grp, n, x, xs, 4, y, ys, nr, acc, KIND); break;                                   \
+    case 5: BODY(grp, n, x, xs, 5, y, ys, nr, acc, KIND); break;                                   \
+    case 6: BODY(grp, n, x, xs, 6, y, ys, nr, acc, KIND); break;                                   \
+    case 7: BODY(grp, n, x, xs, 7, y, ys, nr, acc, KIND); break;                                   \
+    case 8: BODY(grp, n, x, xs, 8, y, ys, nr, acc, KIND); break;                                   \
+    case 9: BODY(grp, n, x, xs, 9, y, ys, nr, acc, KIND); break;                                   \
+    case 10: BODY(grp, n, x, xs, 10, y, ys, nr, acc, KIND); break;                                 \
+    case 11: BODY(grp, n, x, xs, 11, y, ys, nr, acc, KIND); break;                                 \
+    default: BODY(grp, n, x, xs, 12, y, ys, nr, acc, KIND); break;                                 \
+    }                                                                                              \
+  }
 /* Columns [0, n_cols) of one group (grp points at column 0) widened to
  * f32, exactly: dst[k * KERN_XF_ROWS + r]. */
 typedef void (*kern_xfw_fn)(const uint8_t *grp, int64_t n_cols, float *dst);
