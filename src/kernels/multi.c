@@ -150,7 +150,8 @@ int kern_matmul_multi(thread_pool *tp, const kern_mm_part *parts, int n_parts, i
   }
   size_t wbytes = 0; /* weight bytes of all parts, for the mean bytes per unit */
   for (int i = 0; i < n_parts; i++)
-    wbytes += j.part[i].packed ? kern_packed_bytes(j.part[i].pk.p) : j.part[i].mm.row_bytes * (size_t)j.part[i].n_rows;
+    wbytes += j.part[i].packed ? kern_packed_bytes(j.part[i].pk.p)
+                               : j.part[i].mm.row_bytes * (size_t)j.part[i].n_rows;
   kern_split_plan(&j.split, tpool_n_threads(tp), n_units, kern_split_min_units(wbytes / (size_t)n_units, n_tokens),
                   align, n_tokens, tnt);
   tpool_run(tp, multi_worker, &j);
