@@ -131,8 +131,8 @@ TGT_INL void x512_body_q4k_pf(const void *wg, int64_t n, const void *x, size_t x
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) {
       if (pf) {
-        q4kx8_prefetch(o + 256 * p, 4);
-        if (p == 0) q4kx8_prefetch(o + 1024, 2);
+        q4kx8_prefetch(o + 256 * p, 4, Q4KX8_PF_DIST);
+        if (p == 0) q4kx8_prefetch(o + 1024, 2, Q4KX8_PF_DIST);
         x512_prefetch_far(o + 256 * p, 4);
         if (p == 0) x512_prefetch_far(o + 1024, 2);
       }

@@ -45,17 +45,20 @@
 #ifndef Q4KX8_PF_DIST
 #define Q4KX8_PF_DIST 4096
 #endif
-
-
-/* Prefetches the n lines starting Q4KX8_PF_DIST bytes after p. */
-TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
-#if Q4KX8_PF_DIST > 0
-#pragma GCC unroll 2
-  for (int i = 0; i < n; i++) __asm__ volatile("prefetcht0 %0" : : "m"(p[Q4KX8_PF_DIST + 64 * i]));
-#else
-  (void)p;
-  (void)n;
+/* The distance for one token (decode) since session 12: on the Zen 3
+ * guest, TinyLlama Q4_K_M's Q4_K gateup read 0.84-0.88 of a plain read of
+ * its bytes at 4096 and 0.90-0.93 at 2048 (bench/decode_wall, 4
+ * alternated rounds; decode 39.9 -> 42.7 t/s median; docs/perf.md). The
+ * AVX-512 tiles keep Q4KX8_PF_DIST. */
+#ifndef Q4KX8_PF_DIST1
+#define Q4KX8_PF_DIST1 2048
 #endif
+
+
+/* Prefetches the n lines starting dist (a constant) bytes after p. */
+TGT_INL void q4kx8_prefetch(const uint8_t *p, int n, int dist) {
+#pragma GCC unroll 2
+  for (int i = 0; i < n; i++) __asm__ volatile("prefetcht0 %0" : : "m"(p[dist + 64 * i]));
 }
 
 /* One group of 8 interleaved Q4_K rows (n columns) x nt <= Q4KX8_NT tokens
@@ -64,6 +67,7 @@ TGT_INL void q4kx8_prefetch(const uint8_t *p, int n) {
 TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                            size_t ys, int pf) {
   const int64_t nsb = n / QK_K;
+  const int dist = nt == 1 ? Q4KX8_PF_DIST1 : Q4KX8_PF_DIST;
   const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[Q4KX8_NT];
 #pragma GCC unroll 8
@@ -85,11 +89,11 @@ TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, 
                                             c + 3, -1, c + 3, -1);
       __m256i sck = _mm256_shuffle_epi8(k < 4 ? sca : scb, pick);
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
-      /* the super-block's 18 lines Q4KX8_PF_DIST ahead, 2 per sub-block
-       * and lines 16, 17 with sub-blocks 0, 1 */
-      if (pf) {
-        q4kx8_prefetch(o + 128 * k, 2);
-        if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1);
+      /* the super-block's 18 lines dist ahead, 2 per sub-block and
+       * lines 16, 17 with sub-blocks 0, 1 */
+      if (pf && dist > 0) {
+        q4kx8_prefetch(o + 128 * k, 2, dist);
+        if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1, dist);
       }
       __m256i s[Q4KX8_NT];
 #pragma GCC unroll 4

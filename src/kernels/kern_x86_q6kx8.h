@@ -38,6 +38,12 @@
 #ifndef Q6KX8_PF_DIST
 #define Q6KX8_PF_DIST 4096
 #endif
+/* One token (decode) since session 12, as Q4KX8_PF_DIST1: TinyLlama
+ * Q4_K_M's Q6_K output product read 0.84-0.93 of a plain read at 4096,
+ * 0.96-0.99 at 2048 (bench/decode_wall, 3 alternated rounds). */
+#ifndef Q6KX8_PF_DIST1
+#define Q6KX8_PF_DIST1 2048
+#endif
 
 /* One group of 8 interleaved Q6_K rows (n columns) x nt <= Q6KX8_NT tokens
  * of plain block_q8_K activations: y[t * ys + r] for r < 8.
@@ -78,7 +84,7 @@ TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int
         /* the stream Q6KX8_PF_DIST bytes ahead */
 #pragma GCC unroll 2
         for (int i = 0; i < 2 && Q6KX8_PF_DIST > 0; i++)
-          _mm_prefetch((const char *)wv + Q6KX8_PF_DIST + 64 * i, _MM_HINT_T0);
+          _mm_prefetch((const char *)wv + (nt == 1 ? Q6KX8_PF_DIST1 : Q6KX8_PF_DIST) + 64 * i, _MM_HINT_T0);
         __m256i n0 = loadu256(wv), n1 = loadu256(wv + 32), hv = loadu256(wv + 64);
         __m256i q0 = _mm256_or_si256(_mm256_and_si256(n0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
         __m256i q1 = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
