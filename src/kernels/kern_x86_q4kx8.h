@@ -55,8 +55,9 @@
 #endif
 
 
-/* Prefetches the n lines starting dist (a constant) bytes after p. */
+/* Prefetches the n lines starting dist (a constant; 0: none) bytes after p. */
 TGT_INL void q4kx8_prefetch(const uint8_t *p, int n, int dist) {
+  if (dist <= 0) return;
 #pragma GCC unroll 2
   for (int i = 0; i < n; i++) __asm__ volatile("prefetcht0 %0" : : "m"(p[dist + 64 * i]));
 }
@@ -91,7 +92,7 @@ TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, 
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
       /* the super-block's 18 lines dist ahead, 2 per sub-block and
        * lines 16, 17 with sub-blocks 0, 1 */
-      if (pf && dist > 0) {
+      if (pf) {
         q4kx8_prefetch(o + 128 * k, 2, dist);
         if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1, dist);
       }

@@ -59,6 +59,7 @@
 TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                         size_t ys) {
   const int64_t nsb = n / QK_K;
+  const int dist = nt == 1 ? Q6KX8_PF_DIST1 : Q6KX8_PF_DIST; /* bytes ahead */
   const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 8
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, _mm256_setzero_ps());
@@ -81,10 +82,9 @@ TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                               -1, 12 + c, -1, 12 + c);
         const __m256i sck = _mm256_srai_epi16(_mm256_shuffle_epi8(scv, pick), 8);
         const uint8_t *wv = o + 144 + 96 * k;
-        /* the stream Q6KX8_PF_DIST bytes ahead */
+        /* the stream dist bytes ahead */
 #pragma GCC unroll 2
-        for (int i = 0; i < 2 && Q6KX8_PF_DIST > 0; i++)
-          _mm_prefetch((const char *)wv + (nt == 1 ? Q6KX8_PF_DIST1 : Q6KX8_PF_DIST) + 64 * i, _MM_HINT_T0);
+        for (int i = 0; i < 2 && dist > 0; i++) _mm_prefetch((const char *)wv + dist + 64 * i, _MM_HINT_T0);
         __m256i n0 = loadu256(wv), n1 = loadu256(wv + 32), hv = loadu256(wv + 64);
         __m256i q0 = _mm256_or_si256(_mm256_and_si256(n0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
         __m256i q1 = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
