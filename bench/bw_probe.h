@@ -155,14 +155,14 @@ static void *bwp_thread(void *arg) {
   return NULL;
 }
 
-static int bwp_cmp(const void *a, const void *b) {
+static inline int bwp_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 /* Allocates and fills a probe buffer of `bytes` (rounded up to 2 MiB and
  * updated), transparent huge pages asked for or refused, or NULL. Free with bwp_free(buf, bytes). */
-static uint8_t *bwp_alloc(size_t *bytes, int huge) {
+static inline uint8_t *bwp_alloc(size_t *bytes, int huge) {
   size_t n = (*bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20);
   void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
@@ -182,7 +182,7 @@ static uint8_t *bwp_alloc(size_t *bytes, int huge) {
   return p;
 }
 
-static void bwp_free(uint8_t *buf, size_t bytes) {
+static inline void bwp_free(uint8_t *buf, size_t bytes) {
   if (buf) munmap(buf, bytes);
 }
 
@@ -190,7 +190,7 @@ static void bwp_free(uint8_t *buf, size_t bytes) {
  * the whole buffer (bytes a multiple of 2 MiB, as bwp_alloc gives) by nth
  * (1..16) threads taking 1 MiB chunks; also the
  * fastest run in *best_gbs when not NULL. 0 on failure. */
-static double bwp_measure(const uint8_t *buf, size_t bytes, int nth, int runs, double *best_gbs) {
+static inline double bwp_measure(const uint8_t *buf, size_t bytes, int nth, int runs, double *best_gbs) {
   if (nth < 1 || nth > 16 || runs < 1 || runs > 63) return 0;
   struct bwp_shared sh;
   memset(&sh, 0, sizeof sh);

@@ -286,8 +286,8 @@ TGT_INL void body_x512_2(int kind, const void *wg, size_t gb, int64_t n, const v
        * the second stream reads already: it goes two groups further, to
        * the next pair's second group (g + 1's runs into g + 2 by itself),
        * so both streams of the next call start warm */
-      x8_prefetch(blk + (X512_PB(kind) * (size_t)b + X8_PF_DIST >= gb ? far : 0), X512_PFN(kind));
-      if (!one) x8_prefetch(blk + gb, X512_PFN(kind));
+      x8_prefetch(blk + (X512_PB(kind) * (size_t)b + X8_PF_DIST >= gb ? far : 0), X512_PFN(kind), X8_PF_DIST);
+      if (!one) x8_prefetch(blk + gb, X512_PFN(kind), X8_PF_DIST);
       x512_prefetch_far(blk, X512_PFN(kind));
       if (!one) x512_prefetch_far(blk + gb, X512_PFN(kind));
     }

@@ -57,17 +57,27 @@
 #ifndef X8_PF_DIST
 #define X8_PF_DIST 2048
 #endif
-
-/* Prefetches the n cache lines starting X8_PF_DIST bytes after p (n
- * covers one packed block: 3 lines for 144 bytes, 5 for 272). */
-TGT_INL void x8_prefetch(const uint8_t *p, int n) {
-#if X8_PF_DIST > 0
-#pragma GCC unroll 8 /* else gcc keeps a 4-instruction loop per line */
-  for (int i = 0; i < n; i++) _mm_prefetch((const char *)p + X8_PF_DIST + 64 * i, _MM_HINT_T0);
-#else
-  (void)p;
-  (void)n;
+/* The AVX2 bodies' distances for one token (decode) since session 13,
+ * from bench/decode_wall on the Zen 3 guest (products against a plain
+ * read of their bytes, 4 alternated rounds of 1024 / 1536 / 2048;
+ * docs/perf.md, "Session 13"): Q8_0 (272-byte blocks) read 0.93-0.96 at
+ * 2048 and 0.97-0.99 at 1024 (TinyLlama), Qwen2.5-0.5B's 0.93-0.96 and
+ * 0.94-0.98; Q4_0 (144-byte blocks) 0.94-0.98 at 2048, 0.95-0.97 at 1536,
+ * 0.94-0.96 at 1024. Q5_0 (176) takes Q4_0's. The AVX-512 tiles keep
+ * X8_PF_DIST. */
+#ifndef Q8X8_PF_DIST1
+#define Q8X8_PF_DIST1 1024
 #endif
+#ifndef Q4X8_PF_DIST1
+#define Q4X8_PF_DIST1 1536
+#endif
+
+/* Prefetches the n cache lines starting dist (a constant; 0: none) bytes
+ * after p (n covers one packed block: 3 lines for 144 bytes, 5 for 272). */
+TGT_INL void x8_prefetch(const uint8_t *p, int n, int dist) {
+  if (dist <= 0) return;
+#pragma GCC unroll 8 /* else gcc keeps a 4-instruction loop per line */
+  for (int i = 0; i < n; i++) _mm_prefetch((const char *)p + dist + 64 * i, _MM_HINT_T0);
 }
 
 /* The per-token tail of every x8 body for one block: the exact int32
@@ -95,7 +105,7 @@ TGT_INL void body_q4x8(const void *wg, int64_t n, const void *x, size_t xs, int 
      * and high nibbles of vector i; 16-bit sums per token across the
      * block (exact, see the header) */
     __m256i s[Q4X8_NT];
-    x8_prefetch(blk0 + 144 * b, 3);
+    x8_prefetch(blk0 + 144 * b, 3, nt == 1 ? Q4X8_PF_DIST1 : X8_PF_DIST);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
       __m256i v = _mm256_loadu_si256((const __m256i *)(blk0 + 144 * b + 16 + 32 * i));
@@ -146,7 +156,7 @@ TGT_INL void body_q8x8(const void *wg, int64_t n, const void *x, size_t xs, int 
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     __m256i s[Q8X8_NT];
-    x8_prefetch(blk0 + 272 * b, 5);
+    x8_prefetch(blk0 + 272 * b, 5, nt == 1 ? Q8X8_PF_DIST1 : X8_PF_DIST);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
       __m256i w = _mm256_loadu_si256((const __m256i *)(blk0 + 272 * b + 16 + 32 * j));
@@ -204,7 +214,7 @@ TGT_INL void body_q5x8(const void *wg, int64_t n, const void *x, size_t xs, int 
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *blk = blk0 + 176 * b;
-    x8_prefetch(blk, 3);
+    x8_prefetch(blk, 3, nt == 1 ? Q4X8_PF_DIST1 : X8_PF_DIST);
     const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 144));
     __m256i s[Q5X8_NT];
 #pragma GCC unroll 4
