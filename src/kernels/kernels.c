@@ -443,6 +443,10 @@ int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens) {
 /* n rounded up to a multiple of align (>= 1). */
 static int64_t split_round(int64_t n, int64_t align) { return (n + align - 1) / align * align; }
 
+#ifndef KERN_SPLIT_GUIDED_DIV
+#define KERN_SPLIT_GUIDED_DIV 2 /* a guided claim takes unclaimed / (this x nth) units */
+#endif
+
 void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t align,
                      int64_t n_tokens, int tnt) {
   if (align < 1) align = 1;
@@ -452,18 +456,14 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
   if (cu < min_units) cu = min_units;
   s->n_units = n_units;
   s->n_tokens = n_tokens;
-  s->big = s->small = cu;
-  s->n_unit_chunks = s->n_big = (n_units + cu - 1) / cu;
+  s->align = align;
+  s->chunk = cu;
+  s->n_unit_chunks = (n_units + cu - 1) / cu;
+  s->guided_div = 0;
   kern_split_tokens(nth, s->n_unit_chunks, n_tokens, tnt, &s->chunk_toks, &s->n_tok_chunks);
   if (nth > 1 && s->n_tok_chunks == 1 && n_units >= (int64_t)nth * 16 * min_units) {
-    int64_t big = split_round((n_units + nth * 4 - 1) / (nth * 4), align);
-    int64_t small = split_round((n_units + nth * 32 - 1) / (nth * 32), align);
-    if (small < min_units) small = min_units;
-    int64_t n_big = n_units * 3 / 4 / big, rest = n_units - n_big * big;
-    s->big = big;
-    s->n_big = n_big;
-    s->small = small;
-    s->n_unit_chunks = n_big + (rest + small - 1) / small;
+    s->guided_div = (int64_t)nth * KERN_SPLIT_GUIDED_DIV;
+    s->chunk = min_units;
   }
   atomic_init(&s->next, 0);
 }

@@ -321,25 +321,31 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * kern_matmul_multi. kern_split_plan chooses the sizes: about 8 chunks per
  * thread of at least min_units units; tokens split (in whole tiles of tnt)
  * only when the units alone give too few chunks (kern_split_tokens). With
- * one token chunk (generation) and at least nth * 16 * min_units units, the
+ * one token chunk (generation, or a prompt whose units alone give enough
+ * chunks) and at least nth * 16 * min_units units, the
  * threads finish together only as closely as the last chunk is short, so
- * about 3/4 of the units go in ~3 big chunks per thread (taken first) and
- * the rest in ~8 small ones per thread (at least min_units), taken last by
- * whichever thread is free (session 11 tried ~2 for one-token jobs, fewer
- * prefetch ramps: +1-2% on a quiet host, but 2-5x the threads' end
- * imbalance and a loss under load: docs/perf.md). Every chunk but the
- * last starts and ends at a multiple of align units (chunk sizes rounded
- * up to it): packed drivers pass 2 when the type has a two-group tile, so
- * no chunk splits a pair of groups and sends both halves through the
- * one-group tile. Which thread
- * computes a unit never changes its result. */
+ * the split is guided (since session 13): each claim takes 1 / (2 nth) of
+ * the units still unclaimed, at least min_units, so the first chunks are
+ * long (few prefetch ramps) and the last ones min_units long (the threads
+ * end within one short chunk). Until then about 3/4 of the units went in
+ * ~3 big chunks per thread and the rest in ~8 small ones per thread, whose
+ * last chunk was 1/64 of the product (Qwen2.5-0.5B's gate/up: 145 KiB, ~9
+ * us at one thread's share of the bandwidth; its logits 2.3 MB); session 11
+ * had tried ~2 small chunks per thread: +1-2% on a quiet host, but 2-5x the
+ * threads' end imbalance and a loss under load (docs/perf.md). Every chunk
+ * but the last starts and ends at a multiple of align units (chunk sizes
+ * rounded up to it): packed drivers pass 2 when the type has a two-group
+ * tile, so no chunk splits a pair of groups and sends both halves through
+ * the one-group tile. Which thread computes a unit never changes its
+ * result. */
 struct kern_split {
   int64_t n_units, n_tokens;
-  int64_t big, n_big;      /* unit chunks 0..n_big-1 hold `big` units each */
-  int64_t small;           /* the rest `small` units each (the last may be short) */
-  int64_t n_unit_chunks;
+  int64_t chunk;           /* units per chunk (the last may be short); guided: the least claim */
+  int64_t n_unit_chunks;   /* fixed plan: chunks of `chunk` units */
   int64_t chunk_toks, n_tok_chunks;
-  atomic_llong next;       /* next chunk to hand out */
+  int64_t guided_div;      /* guided plan (one token chunk): claims of unclaimed / guided_div; 0: fixed */
+  int64_t align;
+  atomic_llong next;       /* fixed plan: next chunk to hand out; guided: first unclaimed unit */
 };
 void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min_units, int64_t align,
                      int64_t n_tokens, int tnt);
@@ -350,25 +356,33 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
  * stream (its first lines are demand misses, its prefetch ramps up), and
  * a small product (Qwen2.5-0.5B's 896 x 896 wo: 0.5-0.9 MiB) cut into ~20
  * chunks of ~10 KiB read at 0.6-0.7 of a plain read of its bytes; with
- * the minimum 0.73-0.8 (session 12, docs/perf.md). Products of TinyLlama's
- * size keep their plan (their small chunks already exceed it). */
+ * the minimum 0.73-0.8 (session 12, docs/perf.md). It is also the least
+ * claim of the guided one-token plan. */
 int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens);
 
 /* Claims the next rectangle: units [*u0, *u1) x tokens [*t0, *t1); false
  * when every chunk has been handed out. Chunks go unit chunk fastest, so a
  * token chunk's rows are all claimed before the next token chunk's. */
 static inline bool kern_split_next(struct kern_split *s, int64_t *u0, int64_t *u1, int64_t *t0, int64_t *t1) {
+  if (s->guided_div) { /* one token chunk: claim a share of what is left */
+    int64_t cur = atomic_load_explicit(&s->next, memory_order_relaxed), len;
+    do {
+      if (cur >= s->n_units) return false;
+      len = (s->n_units - cur + s->guided_div - 1) / s->guided_div;
+      len = (len + s->align - 1) / s->align * s->align;
+      if (len < s->chunk) len = s->chunk;
+    } while (!atomic_compare_exchange_weak(&s->next, &cur, cur + len));
+    *u0 = cur;
+    *u1 = cur + len < s->n_units ? cur + len : s->n_units;
+    *t0 = 0;
+    *t1 = s->n_tokens;
+    return true;
+  }
   int64_t c = atomic_fetch_add(&s->next, 1);
   if (c >= s->n_unit_chunks * s->n_tok_chunks) return false;
-  int64_t uc = c % s->n_unit_chunks, tc = c / s->n_unit_chunks, len;
-  if (uc < s->n_big) {
-    *u0 = uc * s->big;
-    len = s->big;
-  } else {
-    *u0 = s->n_big * s->big + (uc - s->n_big) * s->small;
-    len = s->small;
-  }
-  *u1 = *u0 + len < s->n_units ? *u0 + len : s->n_units;
+  int64_t uc = c % s->n_unit_chunks, tc = c / s->n_unit_chunks;
+  *u0 = uc * s->chunk;
+  *u1 = *u0 + s->chunk < s->n_units ? *u0 + s->chunk : s->n_units;
   *t0 = tc * s->chunk_toks;
   *t1 = *t0 + s->chunk_toks < s->n_tokens ? *t0 + s->chunk_toks : s->n_tokens;
   return true;

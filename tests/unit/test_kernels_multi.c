@@ -10,7 +10,7 @@
  * the start of the next, short last units), 1 to 19 tokens, no pool and 1
  * to 3 threads, packed and GGUF-row parts, mixed activation formats in one
  * call (Q4_K q/k with Q6_K v, as the Q4_K_M mix has), enough rows for the
- * big-then-small chunk plan, and the forced reference path. Also the
+ * guided one-token chunk plan, and the forced reference path. Also the
  * shared split plan itself: every (unit, token) handed out exactly once,
  * and with align 2 every chunk starts and ends at an even unit (bar the
  * matrix's end), which is what keeps pairs of packed groups together.
@@ -171,11 +171,17 @@ TEST(kernels_multi_rows_only) {
   km_case(b, 1, 32, false, "one F16 row");
 }
 
-/* Enough units (groups of 8 rows) for the big-then-small plan of one
- * token on 2 and 3 threads (>= 16 per thread). */
+/* Enough units (groups of 8 rows) for the guided plan of one token on 2
+ * and 3 threads: 61 units of ~38 KiB (so the least claim is one unit)
+ * against the 16 per thread the plan needs. */
 TEST(kernels_multi_big_plan) {
   const struct km_spec a[] = {{TENSOR_TYPE_Q8_0, true, 300}, {TENSOR_TYPE_Q8_0, true, 100}, {TENSOR_TYPE_F16, false, 77}};
-  km_case(a, 3, 64, false, "Q8_0 packed x2, F16 rows (big plan)");
+  const int64_t n_cols = 4096, units = 38 + 13 + 10;
+  const size_t wbytes = 400 * (size_t)(n_cols / 32 * 34) + 77 * (size_t)(n_cols * 2);
+  struct kern_split sp;
+  kern_split_plan(&sp, 3, units, kern_split_min_units(wbytes / (size_t)units, 1), 1, 1, 8);
+  EXPECT_TRUE(sp.guided_div > 0); /* the shape below reaches the guided plan */
+  km_case(a, 3, n_cols, false, "Q8_0 packed x2, F16 rows (guided plan)");
 }
 
 /* Reference kernels forced: packed parts unpack, GGUF rows use
@@ -210,7 +216,7 @@ TEST(kernels_multi_errors) {
 
 /* kern_split_plan / kern_split_next: exact coverage, aligned cuts, chunks
  * of at least min_units units (1, 3, 5; all but the last), for thread
- * counts 1..4, unit counts around the big-then-small threshold, one token
+ * counts 1..4, unit counts around the guided plan's threshold, one token
  * (generation) and several token chunks. */
 TEST(kernels_split_plan_aligned_cover_once) {
   static const int64_t units[] = {1, 2, 3, 7, 16, 31, 63, 64, 65, 127, 128, 129, 255, 257, 511, 1000};
@@ -239,6 +245,42 @@ TEST(kernels_split_plan_aligned_cover_once) {
                 break;
               }
           }
+}
+
+/* The guided plan (one token chunk: generation, or a prompt whose rows
+ * alone give enough chunks): claims never grow, the first takes
+ * 1 / (2 nth) of the units, and the job ends on claims of min_units (bar
+ * the matrix's end), so the threads finish within one short chunk. */
+TEST(kernels_split_guided_claims_shrink) {
+  for (int nth = 2; nth <= 4; nth++)
+    for (int64_t mu = 1; mu <= 8; mu += 7) {
+      const int64_t nu = 5000;
+      struct kern_split sp;
+      kern_split_plan(&sp, nth, nu, mu, 1, 1, 8);
+      EXPECT_INT_EQ((long long)sp.guided_div, 2LL * nth);
+      int64_t u0, u1, t0, t1, prev = nu + 1, n_claims = 0, last_len = 0, next_u = 0;
+      while (kern_split_next(&sp, &u0, &u1, &t0, &t1)) {
+        EXPECT_INT_EQ((long long)u0, (long long)next_u); /* in order, no gaps */
+        if (n_claims == 0) EXPECT_INT_EQ((long long)(u1 - u0), (long long)((nu + 2 * nth - 1) / (2 * nth)));
+        EXPECT_TRUE(u1 - u0 <= prev);
+        prev = u1 - u0;
+        if (u1 < nu) last_len = u1 - u0;
+        next_u = u1;
+        n_claims++;
+      }
+      EXPECT_INT_EQ((long long)next_u, (long long)nu);
+      EXPECT_INT_EQ((long long)last_len, (long long)mu);
+      EXPECT_TRUE(n_claims < nu / mu / 4); /* far fewer claims than min chunks */
+    }
+  /* below the threshold (16 x nth x min_units), with tokens split into
+   * chunks, or on one thread the plan stays fixed */
+  struct kern_split sp;
+  kern_split_plan(&sp, 2, 31, 1, 1, 1, 8);
+  EXPECT_INT_EQ((long long)sp.guided_div, 0);
+  kern_split_plan(&sp, 2, 8, 1, 1, 64, 8);
+  EXPECT_TRUE(sp.n_tok_chunks > 1 && sp.guided_div == 0);
+  kern_split_plan(&sp, 1, 5000, 1, 1, 1, 8);
+  EXPECT_INT_EQ((long long)sp.guided_div, 0);
 }
 
 /* One-token chunks of at least KERN_DECODE_CHUNK_BYTES (32 KiB) of
