@@ -64,9 +64,8 @@ TGT_INL void q4kx8_prefetch(const uint8_t *p, int n, int dist) {
 
 /* One group of 8 interleaved Q4_K rows (n columns) x nt <= Q4KX8_NT tokens
  * of packed-Q4_K activations (block_q8_K with per-32 sums in bsums[0..7]):
- * y[t * ys + r] for r < 8. pf (a constant): software prefetch on. */
-TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
-                           size_t ys, int pf) {
+ * y[t * ys + r] for r < 8. */
+TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
   const int64_t nsb = n / QK_K;
   const int dist = nt == 1 ? Q4KX8_PF_DIST1 : Q4KX8_PF_DIST;
   const __m256i m4 = _mm256_set1_epi8(0x0f), m6 = _mm256_set1_epi8(0x3f), m30 = _mm256_set1_epi8(0x30);
@@ -92,10 +91,8 @@ TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, 
       const uint8_t *wv = o + 128 + 256 * (k / 2); /* vectors 8 (k / 2) .. + 7 */
       /* the super-block's 18 lines dist ahead, 2 per sub-block and
        * lines 16, 17 with sub-blocks 0, 1 */
-      if (pf) {
-        q4kx8_prefetch(o + 128 * k, 2, dist);
-        if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1, dist);
-      }
+      q4kx8_prefetch(o + 128 * k, 2, dist);
+      if (k < 2) q4kx8_prefetch(o + 64 * (16 + k), 1, dist);
       __m256i s[Q4KX8_NT];
 #pragma GCC unroll 4
       for (int i = 0; i < 8; i += 2) {
@@ -150,18 +147,15 @@ TGT_INL void body_q4kx8_pf(const void *wg, int64_t n, const void *x, size_t xs, 
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-/* The tile, and the same without prefetch for a prompt's later token
- * tiles of a group (kern_ops.ptile_warm): at 64 tokens in cache the
- * prefetches alone cost ~2% (6.60 against 6.75 ms, 2048 x 2048). */
-TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  body_q4kx8_pf(wg, n, x, xs, nt, y, ys, 1);
-}
-TGT_INL void body_q4kx8_warm(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y, size_t ys) {
-  body_q4kx8_pf(wg, n, x, xs, nt, y, ys, 0);
-}
-
+/* One tile for every call: until session 13 a prompt's later token tiles
+ * of a group (kern_ops.ptile_warm) ran a copy without the prefetches
+ * (measured ~2% faster at 64 tokens in cache when written), but on the Zen
+ * 3 guest that copy ran 110-165 GFLOP/s where this tile runs 175-191 on
+ * the same calls (PACK=1 bench/kernels_cpu.sh Q4_K 2048 2048 64, one
+ * thread, 3 alternated rounds; at 4 tokens, one call per group, both
+ * ~175): the prompt's later tiles now take this one (packed.c falls back
+ * to ptile when ptile_warm is NULL). */
 X8_PTILE(ptile_q4kx8, body_q4kx8, Q4KX8_NT)
-X8_PTILE(ptile_q4kx8_warm, body_q4kx8_warm, Q4KX8_NT)
 
 /* Packed-Q4_K activations: quant_q8_K_x86's blocks (bit-identical to
  * kern_quant_q8_K_c) with bsums[k] = the sum of 32-element sub-block k. */
@@ -174,7 +168,6 @@ TGT static void quant_q8_K32_x86(const float *x, void *dst, int64_t n) {
 
 static void x86_fill_packed_k_ops(struct kern_ops *ops) {
   ops->ptile[TENSOR_TYPE_Q4_K] = ptile_q4kx8;
-  ops->ptile_warm[TENSOR_TYPE_Q4_K] = ptile_q4kx8_warm;
   ops->ptile_nt[TENSOR_TYPE_Q4_K] = Q4KX8_NT;
   ops->pquant[TENSOR_TYPE_Q4_K] = quant_q8_K32_x86;
 }

@@ -56,7 +56,9 @@
 #include "kernels/packed_k.h"
 #include "kernels/ref.h"
 
+#ifndef PK_TOK_BLOCK
 #define PK_TOK_BLOCK 8 /* tokens per sweep over a chunk of groups */
+#endif
 #define PK_HDR 64      /* header bytes before the data (keeps it 64-aligned) */
 
 struct kern_packed {
