@@ -365,7 +365,8 @@ int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens);
  * token chunk's rows are all claimed before the next token chunk's. */
 static inline bool kern_split_next(struct kern_split *s, int64_t *u0, int64_t *u1, int64_t *t0, int64_t *t1) {
   if (s->guided_div) { /* one token chunk: claim a share of what is left */
-    int64_t cur = atomic_load_explicit(&s->next, memory_order_relaxed), len;
+    long long cur = atomic_load_explicit(&s->next, memory_order_relaxed); /* atomic_llong's type */
+    int64_t len;
     do {
       if (cur >= s->n_units) return false;
       len = (s->n_units - cur + s->guided_div - 1) / s->guided_div;
