@@ -27,14 +27,15 @@
 #define Q4KX8_NT 4 /* tokens per tile call: 8 keeps 24 accumulators live and spills (2-4% slower at 64 tokens) */
 #endif
 
-/* One-token software prefetch, Q4KX8_PF_DIST bytes ahead (the groups of a
- * matrix are one forward stream, and prefetches past its end do not
- * fault). On the 2-core Zen 3 KVM guest, one-token calls over 300 MB of
+/* Software prefetch, Q4KX8_PF_DIST bytes ahead (Q4KX8_PF_DIST1 below for
+ * one token; the groups of a matrix are one forward stream, and
+ * prefetches past its end do not fault). On the 2-core Zen 3 KVM guest, one-token calls over 300 MB of
  * packed Q4_K (bench/kernels_cpu.sh, ROTATE_MB=300 HUGE=1, one thread, CPU
  * time) read 0.69-0.81 of the one-thread read probe without prefetch and
  * 0.83-0.95 with 2048-8192 in the quieter windows, no better in others
  * (a loaded machine; docs/perf.md).
- * Written as volatile asm: gcc hoists _mm_prefetch intrinsics into one
+ * Written as volatile asm, unlike x8_prefetch (kern_x86_q4x8.h), which the
+ * x8 and Q6_K tiles call: here gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
  * stays spread, 2 lines per sub-block. At every nt (session 6): the
  * 2..4-token bodies had none until then, and from DRAM (same method, 5632 x

@@ -82,9 +82,7 @@ TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int
                                               -1, 12 + c, -1, 12 + c);
         const __m256i sck = _mm256_srai_epi16(_mm256_shuffle_epi8(scv, pick), 8);
         const uint8_t *wv = o + 144 + 96 * k;
-        /* the stream dist bytes ahead */
-#pragma GCC unroll 2
-        for (int i = 0; i < 2 && dist > 0; i++) _mm_prefetch((const char *)wv + dist + 64 * i, _MM_HINT_T0);
+        x8_prefetch(wv, 2, dist); /* the stream dist bytes ahead (kern_x86_q4x8.h) */
         __m256i n0 = loadu256(wv), n1 = loadu256(wv + 32), hv = loadu256(wv + 64);
         __m256i q0 = _mm256_or_si256(_mm256_and_si256(n0, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
         __m256i q1 = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
