@@ -52,8 +52,22 @@ static inline float exp_c(float x) {
   return p * s;
 }
 
+/* Prefetches the cache lines of [a, b) into the levels below L1 (the
+ * products still run from this tile's f32 copies). */
+static inline void pf_lines(const char *a, const char *b) {
+  for (const char *q = (const char *)((uintptr_t)a & ~(uintptr_t)63); q < b; q += 64) __builtin_prefetch(q, 0, 2);
+}
+
+/* Prefetches the slices of positions p..p+n-1 of pf (attn.h). */
+static inline void att_prefetch(const kern_att_pf *pf, int64_t p, int64_t n) {
+  if (!pf) return;
+  const char *k = (const char *)pf->k + p * pf->row_bytes, *v = (const char *)pf->v + p * pf->row_bytes;
+  pf_lines(k, k + n * pf->row_bytes);
+  pf_lines(v, v + n * pf->row_bytes);
+}
+
 static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
-                   const int32_t *lim, float *m, float *l, float *ot, float *st) {
+                   const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf) {
   int64_t n_eff = 0;
   for (int i = 0; i < C; i++)
     if (lim[i] > n_eff) n_eff = lim[i];
@@ -61,7 +75,8 @@ static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv
   if (n_eff <= 0) return;
   float mx[C], corr[C], sum[C];
   for (int i = 0; i < C; i++) mx[i] = m[i], sum[i] = 0.0f;
-  for (int64_t p = 0; p < n_eff; p++)
+  for (int64_t p = 0; p < n_eff; p++) {
+    att_prefetch(pf, p, 1);
     for (int i = 0; i < C; i++) {
       float s = 0.0f;
       for (int64_t d = 0; d < hd; d++) s = fmaf(k[p * hd + d], qt[d * C + i], s);
@@ -69,6 +84,7 @@ static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv
       st[p * C + i] = s;
       if (s > mx[i]) mx[i] = s;
     }
+  }
   for (int i = 0; i < C; i++) {
     corr[i] = exp_c(m[i] - mx[i]);
     m[i] = mx[i];
@@ -98,9 +114,10 @@ static inline uint16_t f16_sat_c(float x) {
 /* R (1..6) score rows p..p+R-1 of the block's first NV (1 or 2) vectors
  * of columns: S^T rows into st, masked where the row is past a column's
  * limit (only when masked is set), and folded into the running column
- * maxima mx[0..NV). */
+ * maxima mx[0..NV); the same rows of pf prefetched. */
 TGT_INL void scores_rows(const int NV, const int R, const float *k, int64_t hd, const float *qt, float *st, int64_t p,
-                         bool masked, const __m256i *lim, __m256 *mx) {
+                         bool masked, const __m256i *lim, __m256 *mx, const kern_att_pf *pf) {
+  att_prefetch(pf, p, R);
   __m256 a[6][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
@@ -162,7 +179,8 @@ TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, co
  * columns 8..15 see nothing: one token's 8 or fewer query heads while
  * decoding; those columns' state is left as it is). */
 TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t n_eff,
-                     int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st) {
+                     int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
+                     const kern_att_pf *pf) {
   __m256i lv[2];
   __m256 m0[2], mx[2], corr[2], sum[2];
 #pragma GCC unroll 2
@@ -172,13 +190,13 @@ TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float 
     sum[v] = _mm256_setzero_ps();
   }
   int64_t p = 0;
-  for (; p + 6 <= n_eff; p += 6) scores_rows(NV, 6, k, hd, qt, st, p, p + 6 > n_min, lv, mx);
+  for (; p + 6 <= n_eff; p += 6) scores_rows(NV, 6, k, hd, qt, st, p, p + 6 > n_min, lv, mx, pf);
   switch (n_eff - p) {
-    case 5: scores_rows(NV, 5, k, hd, qt, st, p, true, lv, mx); break;
-    case 4: scores_rows(NV, 4, k, hd, qt, st, p, true, lv, mx); break;
-    case 3: scores_rows(NV, 3, k, hd, qt, st, p, true, lv, mx); break;
-    case 2: scores_rows(NV, 2, k, hd, qt, st, p, true, lv, mx); break;
-    case 1: scores_rows(NV, 1, k, hd, qt, st, p, true, lv, mx); break;
+    case 5: scores_rows(NV, 5, k, hd, qt, st, p, true, lv, mx, pf); break;
+    case 4: scores_rows(NV, 4, k, hd, qt, st, p, true, lv, mx, pf); break;
+    case 3: scores_rows(NV, 3, k, hd, qt, st, p, true, lv, mx, pf); break;
+    case 2: scores_rows(NV, 2, k, hd, qt, st, p, true, lv, mx, pf); break;
+    case 1: scores_rows(NV, 1, k, hd, qt, st, p, true, lv, mx, pf); break;
     default: break;
   }
 #pragma GCC unroll 2
@@ -215,7 +233,8 @@ TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float 
 
 /* R score rows p..p+R-1: as scores_rows. */
 TGT5_INL void scores_x512(const int R, const float *k, int64_t hd, const float *qt, float *st, int64_t p,
-                          bool masked, __m512i lim, __m512 *mx) {
+                          bool masked, __m512i lim, __m512 *mx, const kern_att_pf *pf) {
+  att_prefetch(pf, p, R);
   __m512 a[16];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
@@ -269,11 +288,12 @@ TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, const float *st
   } while (0)
 
 TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t n_eff,
-                           int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st) {
+                           int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
+                           const kern_att_pf *pf) {
   const __m512i lv = _mm512_loadu_si512(lim);
   const __m512 m0 = _mm512_loadu_ps(m);
   __m512 mx = m0, sum = _mm512_setzero_ps();
-#define SC(R, p) scores_x512(R, k, hd, qt, st, p, (p) + (R) > n_min, lv, &mx)
+#define SC(R, p) scores_x512(R, k, hd, qt, st, p, (p) + (R) > n_min, lv, &mx, pf)
   X512_ROWS(n_eff, 0, SC);
 #undef SC
   const __m512 corr = exp16(_mm512_sub_ps(m0, mx));
@@ -293,7 +313,8 @@ TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int
 /* The x86 step: the 512-bit body when x512 (avx512 variant) and any of
  * columns 8..15 sees a position, else AVX2 on one or two vectors. */
 TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
-                         const int32_t *lim, float *m, float *l, float *ot, float *st, bool x512) {
+                         const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf,
+                         bool x512) {
   int64_t n_eff = 0, n_min = np, hi = 0;
   for (int i = 0; i < C; i++) {
     if (lim[i] > n_eff) n_eff = lim[i];
@@ -303,14 +324,14 @@ TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64
   if (n_eff > np) n_eff = np;
   if (n_eff <= 0) return;
   if (hi > 0 && x512) {
-    tile_x512(qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st);
+    tile_x512(qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   } else if (hi > 0) {
-    tile_nv(2, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st);
+    tile_nv(2, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   } else {
     n_min = np;
     for (int i = 0; i < 8; i++)
       if (lim[i] < n_min) n_min = lim[i];
-    tile_nv(1, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st);
+    tile_nv(1, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   }
 }
 
@@ -406,14 +427,14 @@ TGT static void exp_avx2(const float *x, float *y, int64_t n) {
 #endif
 
 void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
-                    const int32_t *lim, float *m, float *l, float *ot, float *st) {
+                    const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf) {
 #if defined(__x86_64__)
   if (kern_avx2_fast()) {
-    tile_x86(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, kern_x512_fast());
+    tile_x86(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, pf, kern_x512_fast());
     return;
   }
 #endif
-  tile_c(qt, k, vt, ldv, np, hd, lim, m, l, ot, st);
+  tile_c(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, pf);
 }
 
 void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {

@@ -32,6 +32,19 @@
  * visible position yet gives exp(m - m') = exp(0) = 1, not NaN. */
 #define KERN_ATT_M0 (-3.0e38f)
 
+/* Memory a tile step prefetches while it computes: the next tile's keys
+ * and values, so that they come from DRAM during this tile's products
+ * instead of stalling the next tile's conversion (decode at long
+ * contexts reads the whole KV cache once per token; docs/runtime.md).
+ * Position p of the tile stands for the bytes [p * row_bytes, (p + 1) *
+ * row_bytes) after k and after v (a key row; of a transposed value tile,
+ * its share of the tile), and the step prefetches those of the positions
+ * it scores: all of them when this tile is full. */
+typedef struct kern_att_pf {
+  const void *k, *v;
+  int64_t row_bytes;
+} kern_att_pf;
+
 /* One tile step for one block (see the header comment). Shapes, all f32:
  *   qt  [hd][KERN_ATT_COLS]  the block's queries, transposed and already
  *                            scaled; unused columns zero
@@ -43,9 +56,10 @@
  *   m, l [KERN_ATT_COLS]     running max (start KERN_ATT_M0) and sum (0)
  *   ot  [hd][KERN_ATT_COLS]  running output, transposed (start 0)
  *   st  [np][KERN_ATT_COLS]  scratch
+ *   pf                       NULL, or what to prefetch (kern_att_pf)
  * Positions no column sees are neither multiplied nor read. */
 void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
-                    const int32_t *lim, float *m, float *l, float *ot, float *st);
+                    const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf);
 
 /* n IEEE halves to f32 (F16C when the CPU has it). */
 void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n);

@@ -127,8 +127,13 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       for (int64_t r = 0; r < n_rep; r++) lim[qi++] = lv;
     }
     for (int64_t qi = n_q; qi < n_blk * C; qi++) lim[qi] = 0;
+    /* the next tile's keys and values (both contiguous, kv_row bytes per
+     * position) come in while this one computes; the first block asks */
+    const kern_att_pf next = {kb + (size_t)(p0 + TP) * c->kv_row, vb + (size_t)(p0 + TP) * c->kv_row,
+                              (int64_t)c->kv_row};
     for (int64_t b = 0; b < n_blk; b++)
-      kern_attn_tile(qt + b * hd * C, k, vt, TP, np, hd, lim + b * C, m + b * C, l + b * C, ot + b * hd * C, st);
+      kern_attn_tile(qt + b * hd * C, k, vt, TP, np, hd, lim + b * C, m + b * C, l + b * C, ot + b * hd * C, st,
+                     b == 0 && p0 + TP < p_end ? &next : NULL);
   }
   for (int64_t t = 0, qi = 0; t < nt; t++)
     for (int64_t r = 0; r < n_rep; r++, qi++) {

@@ -357,11 +357,12 @@ struct att_tile_run {
 };
 
 static void att_tile_steps(const float *qt, const float *k, const float *vt, int64_t np, int64_t hd,
-                           const int32_t lim[3][KERN_ATT_COLS], float *st, struct att_tile_run *o) {
+                           const int32_t lim[3][KERN_ATT_COLS], float *st, struct att_tile_run *o,
+                           const kern_att_pf *pf) {
   for (int i = 0; i < KERN_ATT_COLS; i++) o->m[i] = KERN_ATT_M0, o->l[i] = 0.0f;
   memset(o->ot, 0, sizeof(float) * (size_t)(hd * KERN_ATT_COLS));
   for (int s = 0; s < 3; s++) /* the same keys again stand for the next tile: the state's continuation is what counts */
-    kern_attn_tile(qt, k, vt, np, np, hd, lim[s], o->m, o->l, o->ot, st);
+    kern_attn_tile(qt, k, vt, np, np, hd, lim[s], o->m, o->l, o->ot, st, pf);
 }
 
 /* kern_attn_tile's forms (plain C, AVX2, AVX-512 where the CPU has it)
@@ -370,7 +371,8 @@ static void att_tile_steps(const float *qt, const float *k, const float *vt, int
  * remainder (1..16 rows), tile lengths 1..128, limits per column that
  * see nothing, part or all of the tile, blocks whose columns 8..15 see
  * nothing (the AVX2 form's one-vector path: decode with 8 or fewer query
- * heads), three steps continuing the running max, sum and output. */
+ * heads), three steps continuing the running max, sum and output; the
+ * fast forms with a prefetch (kern_att_pf), the plain one without. */
 TEST(attn_tile_forms_agree) {
   if (!kern_avx2_fast()) TEST_SKIP("no AVX2 on this CPU: only the plain form runs");
   enum { C = KERN_ATT_COLS, NP = 128, HD = 128 };
@@ -402,7 +404,10 @@ TEST(attn_tile_forms_agree) {
           if (f == 0) kern_force_reference(true);
           if (f == 1 && !kern_use_isa("avx2")) break;
           if (f == 2 && (!kern_use_isa(NULL) || !kern_x512_fast())) break;
-          att_tile_steps(qt, k, vt, np, hd, lim, st, &run[f]);
+          /* the fast forms prefetch (the tile's own keys and values
+           * standing for the next tile's): no effect on the bits */
+          const kern_att_pf pf = {k, vt, hd * (int64_t)sizeof(float)};
+          att_tile_steps(qt, k, vt, np, hd, lim, st, &run[f], f ? &pf : NULL);
           kern_force_reference(false);
           if (f == 0) continue;
           size_t ob = sizeof(float) * (size_t)(hd * C);
