@@ -66,7 +66,7 @@ static inline void att_prefetch(const kern_att_pf *pf, int64_t p, int64_t n) {
   pf_lines(v, v + n * pf->row_bytes);
 }
 
-static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np, int64_t hd,
                    const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf) {
   int64_t n_eff = 0;
   for (int i = 0; i < C; i++)
@@ -99,7 +99,7 @@ static void tile_c(const float *qt, const float *k, const float *vt, int64_t ldv
   for (int64_t d = 0; d < hd; d++)
     for (int i = 0; i < C; i++) {
       float o = ot[d * C + i] * corr[i];
-      for (int64_t p = 0; p < n_eff; p++) o = fmaf(vt[d * ldv + p], st[p * C + i], o);
+      for (int64_t p = 0; p < n_eff; p++) o = fmaf(vt[d * ldv + p * vps], st[p * C + i], o);
       ot[d * C + i] = o;
     }
 }
@@ -150,7 +150,7 @@ TGT_INL void scores_rows(const int NV, const int R, const float *k, int64_t hd, 
 
 /* R (1..6) output rows d..d+R-1, NV vectors of columns: ot = ot * corr +
  * vt P^T over n positions. */
-TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, const float *st, int64_t n, float *ot,
+TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n, float *ot,
                      int64_t d, const __m256 *corr) {
   __m256 a[6][2];
 #pragma GCC unroll 6
@@ -164,7 +164,7 @@ TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, co
     for (int v = 0; v < NV; v++) s[v] = _mm256_load_ps(st + p * C + 8 * v);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-      __m256 b = _mm256_broadcast_ss(vr + r * ldv + p);
+      __m256 b = _mm256_broadcast_ss(vr + r * ldv + p * vps);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; v++) a[r][v] = _mm256_fmadd_ps(b, s[v], a[r][v]);
     }
@@ -175,10 +175,25 @@ TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, co
     for (int v = 0; v < NV; v++) _mm256_store_ps(ot + (d + r) * C + 8 * v, a[r][v]);
 }
 
+/* All hd output rows: blocks of 6, then the remainder. */
+TGT_INL void pv_all(const int NV, const float *vt, int64_t ldv, const int64_t vps, const float *st, int64_t n,
+                    float *ot, int64_t hd, const __m256 *corr) {
+  int64_t d = 0;
+  for (; d + 6 <= hd; d += 6) pv_rows(NV, 6, vt, ldv, vps, st, n, ot, d, corr);
+  switch (hd - d) {
+    case 5: pv_rows(NV, 5, vt, ldv, vps, st, n, ot, d, corr); break;
+    case 4: pv_rows(NV, 4, vt, ldv, vps, st, n, ot, d, corr); break;
+    case 3: pv_rows(NV, 3, vt, ldv, vps, st, n, ot, d, corr); break;
+    case 2: pv_rows(NV, 2, vt, ldv, vps, st, n, ot, d, corr); break;
+    case 1: pv_rows(NV, 1, vt, ldv, vps, st, n, ot, d, corr); break;
+    default: break;
+  }
+}
+
 /* The tile step on the block's first NV vectors of columns (NV 1 when
  * columns 8..15 see nothing: one token's 8 or fewer query heads while
  * decoding; those columns' state is left as it is). */
-TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t n_eff,
+TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t n_eff,
                      int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
                      const kern_att_pf *pf) {
   __m256i lv[2];
@@ -213,16 +228,10 @@ TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float 
     }
 #pragma GCC unroll 2
   for (int v = 0; v < NV; v++) _mm256_storeu_ps(l + 8 * v, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * v), corr[v], sum[v]));
-  int64_t d = 0;
-  for (; d + 6 <= hd; d += 6) pv_rows(NV, 6, vt, ldv, st, n_eff, ot, d, corr);
-  switch (hd - d) {
-    case 5: pv_rows(NV, 5, vt, ldv, st, n_eff, ot, d, corr); break;
-    case 4: pv_rows(NV, 4, vt, ldv, st, n_eff, ot, d, corr); break;
-    case 3: pv_rows(NV, 3, vt, ldv, st, n_eff, ot, d, corr); break;
-    case 2: pv_rows(NV, 2, vt, ldv, st, n_eff, ot, d, corr); break;
-    case 1: pv_rows(NV, 1, vt, ldv, st, n_eff, ot, d, corr); break;
-    default: break;
-  }
+  if (vps == 1) /* a constant stride for the transposed tiles (F16, F32): the loop's own pointer steps */
+    pv_all(NV, vt, ldv, 1, st, n_eff, ot, hd, corr);
+  else
+    pv_all(NV, vt, ldv, vps, st, n_eff, ot, hd, corr);
 }
 
 /* The 512-bit step: the 16 columns are one register, so a register block
@@ -254,7 +263,7 @@ TGT5_INL void scores_x512(const int R, const float *k, int64_t hd, const float *
 }
 
 /* R output rows d..d+R-1: as pv_rows. */
-TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, const float *st, int64_t n, float *ot, int64_t d,
+TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n, float *ot, int64_t d,
                       __m512 corr) {
   __m512 a[16];
 #pragma GCC unroll 16
@@ -263,7 +272,7 @@ TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, const float *st
   for (int64_t p = 0; p < n; p++) {
     const __m512 s = _mm512_load_ps(st + p * C);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(vr[r * ldv + p]), s, a[r]);
+    for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(vr[r * ldv + p * vps]), s, a[r]);
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++) _mm512_store_ps(ot + (d + r) * C, a[r]);
@@ -287,7 +296,7 @@ TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, const float *st
       }                                            \
   } while (0)
 
-TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t n_eff,
+TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t n_eff,
                            int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
                            const kern_att_pf *pf) {
   const __m512i lv = _mm512_loadu_si512(lim);
@@ -304,15 +313,20 @@ TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int
     sum = _mm512_add_ps(sum, e);
   }
   _mm512_storeu_ps(l, _mm512_fmadd_ps(_mm512_loadu_ps(l), corr, sum));
-#define PV(R, d) pv_x512(R, vt, ldv, st, n_eff, ot, d, corr)
-  X512_ROWS(hd, 0, PV);
+#define PV(R, d) pv_x512(R, vt, ldv, 1, st, n_eff, ot, d, corr)
+#define PVS(R, d) pv_x512(R, vt, ldv, vps, st, n_eff, ot, d, corr)
+  if (vps == 1) /* as in tile_nv */
+    X512_ROWS(hd, 0, PV);
+  else
+    X512_ROWS(hd, 0, PVS);
 #undef PV
+#undef PVS
 }
 #undef X512_ROWS
 
 /* The x86 step: the 512-bit body when x512 (avx512 variant) and any of
  * columns 8..15 sees a position, else AVX2 on one or two vectors. */
-TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np, int64_t hd,
                          const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf,
                          bool x512) {
   int64_t n_eff = 0, n_min = np, hi = 0;
@@ -324,14 +338,14 @@ TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64
   if (n_eff > np) n_eff = np;
   if (n_eff <= 0) return;
   if (hi > 0 && x512) {
-    tile_x512(qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
+    tile_x512(qt, k, vt, ldv, vps, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   } else if (hi > 0) {
-    tile_nv(2, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
+    tile_nv(2, qt, k, vt, ldv, vps, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   } else {
     n_min = np;
     for (int i = 0; i < 8; i++)
       if (lim[i] < n_min) n_min = lim[i];
-    tile_nv(1, qt, k, vt, ldv, n_eff, n_min, hd, lim, m, l, ot, st, pf);
+    tile_nv(1, qt, k, vt, ldv, vps, n_eff, n_min, hd, lim, m, l, ot, st, pf);
   }
 }
 
@@ -368,57 +382,6 @@ TGT static void q8_rows_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t
   }
 }
 
-/* 8 x 8 floats: out[j] = (r[0][j], ..., r[7][j]). */
-TGT_INL void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; i++) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
-/* Groups of 8 positions: each block's 32 int8 of 8 rows converted, 8 x 8
- * transposed, scaled by the 8 rows' d (q * d, one rounding, as the plain
- * form). */
-TGT static void q8_tile_t_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t hd, float *vt, int64_t ldv) {
-  const int64_t nb = hd / QK8_0;
-  int64_t p = 0;
-  for (; p + 8 <= np; p += 8)
-    for (int64_t b = 0; b < nb; b++) {
-      const block_q8_0 *bl[8];
-      float dd[8];
-      for (int r = 0; r < 8; r++) {
-        bl[r] = (const block_q8_0 *)(rows + (size_t)(p + r) * rb) + b;
-        dd[r] = fp16_to_f32(bl[r]->d);
-      }
-      __m256 dv = _mm256_loadu_ps(dd);
-      for (int c = 0; c < QK8_0; c += 8) {
-        __m256 x[8];
-        for (int r = 0; r < 8; r++)
-          x[r] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(bl[r]->qs + c))));
-        transpose8(x);
-        for (int j = 0; j < 8; j++) _mm256_storeu_ps(vt + (b * QK8_0 + c + j) * ldv + p, _mm256_mul_ps(x[j], dv));
-      }
-    }
-  for (; p < np; p++) {
-    const block_q8_0 *bl = (const block_q8_0 *)(rows + (size_t)p * rb);
-    for (int64_t b = 0; b < nb; b++) {
-      float d = fp16_to_f32(bl[b].d);
-      for (int j = 0; j < QK8_0; j++) vt[(b * QK8_0 + j) * ldv + p] = (float)bl[b].qs[j] * d;
-    }
-  }
-}
-
 TGT static void exp_avx2(const float *x, float *y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
@@ -426,15 +389,15 @@ TGT static void exp_avx2(const float *x, float *y, int64_t n) {
 }
 #endif
 
-void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np, int64_t hd,
                     const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf) {
 #if defined(__x86_64__)
   if (kern_avx2_fast()) {
-    tile_x86(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, pf, kern_x512_fast());
+    tile_x86(qt, k, vt, ldv, vps, np, hd, lim, m, l, ot, st, pf, kern_x512_fast());
     return;
   }
 #endif
-  tile_c(qt, k, vt, ldv, np, hd, lim, m, l, ot, st, pf);
+  tile_c(qt, k, vt, ldv, vps, np, hd, lim, m, l, ot, st, pf);
 }
 
 void kern_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
@@ -469,22 +432,6 @@ void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t 
     for (int64_t k = 0; k < hd / QK8_0; k++) {
       float d = fp16_to_f32(b[k].d);
       for (int j = 0; j < QK8_0; j++) out[p * hd + k * QK8_0 + j] = (float)b[k].qs[j] * d;
-    }
-  }
-}
-
-void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *vt, int64_t ldv) {
-#if defined(__x86_64__)
-  if (kern_avx2_fast()) {
-    q8_tile_t_avx2(rows, row_bytes, np, hd, vt, ldv);
-    return;
-  }
-#endif
-  for (int64_t p = 0; p < np; p++) {
-    const block_q8_0 *b = (const block_q8_0 *)((const uint8_t *)rows + (size_t)p * row_bytes);
-    for (int64_t k = 0; k < hd / QK8_0; k++) {
-      float d = fp16_to_f32(b[k].d);
-      for (int j = 0; j < QK8_0; j++) vt[(k * QK8_0 + j) * ldv + p] = (float)b[k].qs[j] * d;
     }
   }
 }

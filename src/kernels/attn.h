@@ -49,7 +49,11 @@ typedef struct kern_att_pf {
  *   qt  [hd][KERN_ATT_COLS]  the block's queries, transposed and already
  *                            scaled; unused columns zero
  *   k   [np][hd]             key rows of the tile's np positions
- *   vt  [hd][ldv]            values transposed: vt[d][p] (ldv >= np)
+ *   vt                       values: (d, p) at vt[d * ldv + p * vps], a
+ *                            transposed tile (ldv >= np, vps 1: the F16
+ *                            and F32 caches) or rows of positions (ldv 1,
+ *                            vps hd: dequantized Q8_0 rows); the same
+ *                            arithmetic either way
  *   lim [KERN_ATT_COLS]      visible positions of the tile per column
  *                            (p < lim[i]; <= 0: none, >= np: all); unused
  *                            columns 0
@@ -58,7 +62,7 @@ typedef struct kern_att_pf {
  *   st  [np][KERN_ATT_COLS]  scratch
  *   pf                       NULL, or what to prefetch (kern_att_pf)
  * Positions no column sees are neither multiplied nor read. */
-void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t np, int64_t hd,
+void kern_attn_tile(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np, int64_t hd,
                     const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf);
 
 /* n IEEE halves to f32 (F16C when the CPU has it). */
@@ -72,11 +76,6 @@ void kern_f32_to_f16_sat(const float *src, uint16_t *dst, int64_t n);
 /* np rows of hd (a multiple of 32) Q8_0 values, row_bytes apart, to f32
  * rows out[np][hd] (each value q * d exactly, as ref_dequant_q8_0). */
 void kern_q8_0_rows_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *out);
-
-/* The same rows transposed: vt[d][p] (row stride ldv floats) for p < np;
- * columns np.. untouched. AVX2: 8 positions at a time through 8 x 8
- * transposes. */
-void kern_q8_0_tile_t_f32(const void *rows, size_t row_bytes, int64_t np, int64_t hd, float *vt, int64_t ldv);
 
 /* y[i] = exp(x[i]) by the polynomial of attn.c (not libm): relative error
  * below 4e-7 for x in [-87, 88]; 0 for x < -87.3 (and -inf); inputs above

@@ -44,15 +44,6 @@ size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv) 
   return 2 * qc * hd + 3 * qc + 2 * tile + (size_t)TP * C;
 }
 
-/* kern_q8_0_tile_t_f32 (8 positions at a time through 8 x 8 transposes
- * with AVX2; the plain form walks positions), then the columns past np
- * zeroed. */
-void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt) {
-  kern_q8_0_tile_t_f32(rows, (size_t)(hd / QK8_0) * sizeof(block_q8_0), np, hd, vt, TP);
-  if (np < TP)
-    for (int64_t d = 0; d < hd; d++) memset(vt + d * TP + np, 0, (size_t)(TP - np) * sizeof(float));
-}
-
 struct att_job {
   model_ctx *c;
   int64_t l;
@@ -99,6 +90,7 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
   for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
     const int64_t np = p0 + TP < p_end ? TP : p_end - p0;
     const float *k, *vt;
+    int64_t ldv = TP, vps = 1; /* value (d, p) at vt[d * ldv + p * vps] */
     const uint8_t *ksrc = kb + (size_t)p0 * c->kv_row;
     if (c->kv_type == MODEL_KV_F32) {
       k = (const float *)ksrc;
@@ -115,10 +107,14 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       k = kf;
       vt = vf;
     } else {
+      /* values as rows of positions, like the keys: the tile step reads
+       * them with strides (1, hd) instead of a transposed copy */
       kern_q8_0_rows_f32(ksrc, c->kv_row, np, hd, kf);
-      model_kv_q8_tile_f32(vb + (size_t)p0 * c->kv_row, np, hd, vf);
+      kern_q8_0_rows_f32(vb + (size_t)p0 * c->kv_row, c->kv_row, np, hd, vf);
       k = kf;
       vt = vf;
+      ldv = 1;
+      vps = hd;
     }
     /* token t sees positions <= pos0 + (t - t0): in this tile, p < lim */
     for (int64_t t = 0, qi = 0; t < nt; t++) {
@@ -132,7 +128,7 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
     const kern_att_pf next = {kb + (size_t)(p0 + TP) * c->kv_row, vb + (size_t)(p0 + TP) * c->kv_row,
                               (int64_t)c->kv_row};
     for (int64_t b = 0; b < n_blk; b++)
-      kern_attn_tile(qt + b * hd * C, k, vt, TP, np, hd, lim + b * C, m + b * C, l + b * C, ot + b * hd * C, st,
+      kern_attn_tile(qt + b * hd * C, k, vt, ldv, vps, np, hd, lim + b * C, m + b * C, l + b * C, ot + b * hd * C, st,
                      b == 0 && p0 + TP < p_end ? &next : NULL);
   }
   for (int64_t t = 0, qi = 0; t < nt; t++)

@@ -203,10 +203,6 @@ int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q
 /* Floats of per-thread scratch model_attention needs (a multiple of 16). */
 size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv);
 
-/* Dequantizes np (<= ATT_TILE_POS) Q8_0 value rows of hd values into the
- * transposed f32 tile vt[hd][ATT_TILE_POS] (columns np.. zeroed), the
- * layout the P V product of model_attention reads. */
-void model_kv_q8_tile_f32(const void *rows, int64_t np, int64_t hd, float *vt);
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;

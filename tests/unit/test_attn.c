@@ -356,13 +356,13 @@ struct att_tile_run {
   float *ot; /* [hd][KERN_ATT_COLS] */
 };
 
-static void att_tile_steps(const float *qt, const float *k, const float *vt, int64_t np, int64_t hd,
-                           const int32_t lim[3][KERN_ATT_COLS], float *st, struct att_tile_run *o,
+static void att_tile_steps(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np,
+                           int64_t hd, const int32_t lim[3][KERN_ATT_COLS], float *st, struct att_tile_run *o,
                            const kern_att_pf *pf) {
   for (int i = 0; i < KERN_ATT_COLS; i++) o->m[i] = KERN_ATT_M0, o->l[i] = 0.0f;
   memset(o->ot, 0, sizeof(float) * (size_t)(hd * KERN_ATT_COLS));
   for (int s = 0; s < 3; s++) /* the same keys again stand for the next tile: the state's continuation is what counts */
-    kern_attn_tile(qt, k, vt, np, np, hd, lim[s], o->m, o->l, o->ot, st, pf);
+    kern_attn_tile(qt, k, vt, ldv, vps, np, hd, lim[s], o->m, o->l, o->ot, st, pf);
 }
 
 /* kern_attn_tile's forms (plain C, AVX2, AVX-512 where the CPU has it)
@@ -372,7 +372,9 @@ static void att_tile_steps(const float *qt, const float *k, const float *vt, int
  * see nothing, part or all of the tile, blocks whose columns 8..15 see
  * nothing (the AVX2 form's one-vector path: decode with 8 or fewer query
  * heads), three steps continuing the running max, sum and output; the
- * fast forms with a prefetch (kern_att_pf), the plain one without. */
+ * fast forms with a prefetch (kern_att_pf), the plain one without; and
+ * every form again with the values as rows of positions (strides 1, hd:
+ * the Q8_0 cache's layout) instead of the transposed tile. */
 TEST(attn_tile_forms_agree) {
   if (!kern_avx2_fast()) TEST_SKIP("no AVX2 on this CPU: only the plain form runs");
   enum { C = KERN_ATT_COLS, NP = 128, HD = 128 };
@@ -380,8 +382,9 @@ TEST(attn_tile_forms_agree) {
   const int64_t nps[] = {1, 5, 17, 64, 127, 128};
   float *qt = aligned_alloc(64, sizeof(float) * HD * C), *k = aligned_alloc(64, sizeof(float) * NP * HD);
   float *vt = aligned_alloc(64, sizeof(float) * HD * NP), *st = aligned_alloc(64, sizeof(float) * NP * C);
-  struct att_tile_run run[3];
-  for (int f = 0; f < 3; f++) run[f].ot = aligned_alloc(64, sizeof(float) * HD * C);
+  float *vr = aligned_alloc(64, sizeof(float) * NP * HD); /* vt's values as rows: vr[p][d] */
+  struct att_tile_run run[4]; /* the three forms, then one form on vr */
+  for (int f = 0; f < 4; f++) run[f].ot = aligned_alloc(64, sizeof(float) * HD * C);
   const char *names[3] = {"plain C", "avx2", "avx512"};
   int bad = 0, n_cases = 0;
   for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
@@ -391,6 +394,8 @@ TEST(attn_tile_forms_agree) {
         for (int64_t i = 0; i < hd * C; i++) qt[i] = grand() * 0.5f;
         for (int64_t i = 0; i < np * hd; i++) k[i] = 2.0f * grand();
         for (int64_t i = 0; i < hd * np; i++) vt[i] = grand();
+        for (int64_t d = 0; d < hd; d++)
+          for (int64_t p = 0; p < np; p++) vr[p * hd + d] = vt[d * np + p];
         int32_t lim[3][C];
         for (int s = 0; s < 3; s++)
           for (int i = 0; i < C; i++) {
@@ -407,24 +412,29 @@ TEST(attn_tile_forms_agree) {
           /* the fast forms prefetch (the tile's own keys and values
            * standing for the next tile's): no effect on the bits */
           const kern_att_pf pf = {k, vt, hd * (int64_t)sizeof(float)};
-          att_tile_steps(qt, k, vt, np, hd, lim, st, &run[f], f ? &pf : NULL);
+          att_tile_steps(qt, k, vt, np, 1, np, hd, lim, st, &run[f], f ? &pf : NULL);
+          att_tile_steps(qt, k, vr, 1, hd, np, hd, lim, st, &run[3], f ? &pf : NULL);
           kern_force_reference(false);
-          if (f == 0) continue;
           size_t ob = sizeof(float) * (size_t)(hd * C);
-          if ((memcmp(run[f].m, run[0].m, sizeof run[0].m) || memcmp(run[f].l, run[0].l, sizeof run[0].l) ||
-               memcmp(run[f].ot, run[0].ot, ob)) &&
-              bad++ < 3)
-            test_fail_at(__FILE__, __LINE__, "hd %lld np %lld shape %d: %s differs from plain C (m %s, l %s, ot %s)",
-                         (long long)hd, (long long)np, shape, names[f],
-                         memcmp(run[f].m, run[0].m, sizeof run[0].m) ? "differs" : "same",
-                         memcmp(run[f].l, run[0].l, sizeof run[0].l) ? "differs" : "same",
-                         memcmp(run[f].ot, run[0].ot, ob) ? "differs" : "same");
+          const int against[2] = {f, 3}; /* this form (plain C is the baseline itself), then its rows run */
+          for (int a = f == 0; a < 2; a++) {
+            const int g = against[a];
+            if ((memcmp(run[g].m, run[0].m, sizeof run[0].m) || memcmp(run[g].l, run[0].l, sizeof run[0].l) ||
+                 memcmp(run[g].ot, run[0].ot, ob)) &&
+                bad++ < 3)
+              test_fail_at(__FILE__, __LINE__,
+                           "hd %lld np %lld shape %d: %s%s differs from plain C (m %s, l %s, ot %s)", (long long)hd,
+                           (long long)np, shape, names[f], g == 3 ? " on value rows" : "",
+                           memcmp(run[g].m, run[0].m, sizeof run[0].m) ? "differs" : "same",
+                           memcmp(run[g].l, run[0].l, sizeof run[0].l) ? "differs" : "same",
+                           memcmp(run[g].ot, run[0].ot, ob) ? "differs" : "same");
+          }
           n_cases += f == 2;
         }
       }
   kern_use_isa(NULL);
   kern_force_reference(false);
   printf("    %d cases with the avx512 form (0: the CPU has none)\n", n_cases);
-  free(qt), free(k), free(vt), free(st);
-  for (int f = 0; f < 3; f++) free(run[f].ot);
+  free(qt), free(k), free(vt), free(vr), free(st);
+  for (int f = 0; f < 4; f++) free(run[f].ot);
 }

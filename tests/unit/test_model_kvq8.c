@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "kernels/attn.h"
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
@@ -241,34 +242,36 @@ TEST(model_kvq8_seq_copy) {
   model_free(m);
 }
 
-/* The value-tile dequantizer: exactly ref_dequant_q8_0, transposed, and the
- * columns past np zero. */
-TEST(model_kvq8_value_tile_dequant) {
+/* The row dequantizer the attention reads Q8_0 keys and values through:
+ * exactly ref_dequant_q8_0 (both forms: the AVX2 one and, forced, the
+ * plain one), rows row_bytes apart, nothing written past np rows. */
+TEST(model_kvq8_rows_dequant) {
   const int64_t hd = 64, TP = ATT_TILE_POS;
   const int64_t lens[] = {1, 37, 127, 128};
   size_t row = (size_t)hd / 32 * sizeof(block_q8_0);
   uint8_t *rows = malloc((size_t)TP * row);
   float *x = malloc((size_t)(TP * hd) * sizeof *x), *deq = malloc((size_t)(TP * hd) * sizeof *deq);
-  float *vt = malloc((size_t)(TP * hd) * sizeof *vt);
+  float *out = malloc((size_t)(TP * hd) * sizeof *out);
   for (int64_t i = 0; i < TP * hd; i++) x[i] = grand() * 3.0f;
   for (int64_t p = 0; p < TP; p++) ref_quant_q8_0(x + p * hd, rows + (size_t)p * row, hd);
   ref_dequant_q8_0(rows, deq, TP * hd);
-  for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
-    int64_t np = lens[k];
-    for (int64_t i = 0; i < TP * hd; i++) vt[i] = NAN; /* stale scratch */
-    model_kv_q8_tile_f32(rows, np, hd, vt);
-    int bad = 0;
-    for (int64_t d = 0; d < hd; d++)
-      for (int64_t p = 0; p < TP; p++) {
-        float want = p < np ? deq[p * hd + d] : 0.0f;
-        if (memcmp(&vt[d * TP + p], &want, sizeof want) != 0) bad++;
-      }
-    EXPECT_INT_EQ(bad, 0);
-  }
+  for (int ref = 0; ref < 2; ref++)
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+      int64_t np = lens[k];
+      for (int64_t i = 0; i < TP * hd; i++) out[i] = NAN; /* stale scratch */
+      kern_force_reference(ref);
+      kern_q8_0_rows_f32(rows, row, np, hd, out);
+      kern_force_reference(false);
+      int bad = 0, past = 0;
+      for (int64_t i = 0; i < np * hd; i++) bad += memcmp(&out[i], &deq[i], sizeof *out) != 0;
+      for (int64_t i = np * hd; i < TP * hd; i++) past += !isnan(out[i]);
+      EXPECT_INT_EQ(bad, 0);
+      EXPECT_INT_EQ(past, 0);
+    }
   free(rows);
   free(x);
   free(deq);
-  free(vt);
+  free(out);
 }
 
 /* model_attention over a Q8_0 cache against a scalar reference: random
