@@ -150,8 +150,8 @@ TGT_INL void scores_rows(const int NV, const int R, const float *k, int64_t hd, 
 
 /* R (1..6) output rows d..d+R-1, NV vectors of columns: ot = ot * corr +
  * vt P^T over n positions. */
-TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n, float *ot,
-                     int64_t d, const __m256 *corr) {
+TGT_INL void pv_rows(const int NV, const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n,
+                     float *ot, int64_t d, const __m256 *corr) {
   __m256 a[6][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
@@ -193,9 +193,9 @@ TGT_INL void pv_all(const int NV, const float *vt, int64_t ldv, const int64_t vp
 /* The tile step on the block's first NV vectors of columns (NV 1 when
  * columns 8..15 see nothing: one token's 8 or fewer query heads while
  * decoding; those columns' state is left as it is). */
-TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t n_eff,
-                     int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
-                     const kern_att_pf *pf) {
+TGT_INL void tile_nv(const int NV, const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps,
+                     int64_t n_eff, int64_t n_min, int64_t hd, const int32_t *lim, float *m, float *l, float *ot,
+                     float *st, const kern_att_pf *pf) {
   __m256i lv[2];
   __m256 m0[2], mx[2], corr[2], sum[2];
 #pragma GCC unroll 2
@@ -263,8 +263,8 @@ TGT5_INL void scores_x512(const int R, const float *k, int64_t hd, const float *
 }
 
 /* R output rows d..d+R-1: as pv_rows. */
-TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n, float *ot, int64_t d,
-                      __m512 corr) {
+TGT5_INL void pv_x512(const int R, const float *vt, int64_t ldv, int64_t vps, const float *st, int64_t n, float *ot,
+                      int64_t d, __m512 corr) {
   __m512 a[16];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++) a[r] = _mm512_mul_ps(_mm512_load_ps(ot + (d + r) * C), corr);
@@ -326,9 +326,9 @@ TGT5 static void tile_x512(const float *qt, const float *k, const float *vt, int
 
 /* The x86 step: the 512-bit body when x512 (avx512 variant) and any of
  * columns 8..15 sees a position, else AVX2 on one or two vectors. */
-TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np, int64_t hd,
-                         const int32_t *lim, float *m, float *l, float *ot, float *st, const kern_att_pf *pf,
-                         bool x512) {
+TGT static void tile_x86(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np,
+                         int64_t hd, const int32_t *lim, float *m, float *l, float *ot, float *st,
+                         const kern_att_pf *pf, bool x512) {
   int64_t n_eff = 0, n_min = np, hi = 0;
   for (int i = 0; i < C; i++) {
     if (lim[i] > n_eff) n_eff = lim[i];

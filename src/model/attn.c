@@ -34,9 +34,9 @@ static size_t q_cols(const model_hparams *hp) {
 }
 
 /* Per thread: qt and ot [q_cols][hd] (blocks of [hd][C]), m, l and lim
- * [q_cols], the f32 key tile [TP][hd], the f32 value tile [hd][TP] and the
- * block's scores [TP][C]. Every part is a multiple of 16 floats, so each
- * stays 64-byte aligned after the first. */
+ * [q_cols], the f32 key tile [TP][hd], the f32 value tile [hd][TP] (Q8_0:
+ * rows [TP][hd]) and the block's scores [TP][C]. Every part is a multiple
+ * of 16 floats, so each stays 64-byte aligned after the first. */
 size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv) {
   (void)kv;
   size_t qc = q_cols(hp), hd = (size_t)hp->head_dim;

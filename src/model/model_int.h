@@ -203,7 +203,6 @@ int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q
 /* Floats of per-thread scratch model_attention needs (a multiple of 16). */
 size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv);
 
-
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;
 extern const model_arch_ops model_arch_qwen2; /* qwen.c */
