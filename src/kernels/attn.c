@@ -372,7 +372,7 @@ TGT static void q8_rows_avx2(const uint8_t *rows, size_t rb, int64_t np, int64_t
     const block_q8_0 *b = (const block_q8_0 *)(rows + (size_t)p * rb);
     float *o = out + p * hd;
     for (int64_t k = 0; k < hd / QK8_0; k++) {
-      __m256 d = _mm256_set1_ps(fp16_to_f32(b[k].d));
+      __m256 d = _mm256_set1_ps(_cvtsh_ss(b[k].d)); /* F16C: exact, as fp16_to_f32 */
       for (int j = 0; j < QK8_0; j += 8) {
         __m128i q = _mm_loadl_epi64((const __m128i *)(b[k].qs + j));
         __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
