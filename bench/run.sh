@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash bench/http.sh
 [ -f bench/kernels.sh ] && bash bench/kernels.sh
 bash bench/model.sh
+bash bench/llamacpp.sh
 [ -f bench/serve.sh ] && bash bench/serve.sh
 [ -f bench/sse.sh ] && bash bench/sse.sh
 [ -f bench/grammar.sh ] && bash bench/grammar.sh

@@ -13,6 +13,7 @@ PKGS=(
   flite1-dev libespeak-ng-dev espeak-ng-data
   libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us pocketsphinx-testdata
   openssl curl wrk sox
+  cmake git  # bench/llamacpp.sh builds llama.cpp's llama-bench to compare against
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 )
 

@@ -183,6 +183,13 @@ int model_testgen_copy_vocab(gguf_writer *w, const char *vocab_path, bool skip_t
   return rc;
 }
 
+int model_testgen_mark_no_vocab(gguf_writer *w, const char *arch, int64_t n_vocab) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.vocab_size", arch);
+  int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "none");
+  return rc ? rc : gguf_writer_add_u32(w, key, (uint32_t)n_vocab);
+}
+
 int model_testgen_write(const model_testgen *g_in, const char *path) {
   model_testgen g_copy = *g_in;
   const model_testgen *g = &g_copy;
@@ -199,7 +206,11 @@ int model_testgen_write(const model_testgen *g_in, const char *path) {
   if ((rc = (x))) goto done
   CK(gguf_writer_add_str(s.w, "general.architecture", "llama"));
   CK(gguf_writer_add_str(s.w, "general.name", g->name ? g->name : "parley random llama"));
-  if (g->vocab_path) CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
+  if (g->vocab_path) {
+    CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
+  } else {
+    CK(model_testgen_mark_no_vocab(s.w, "llama", g->n_vocab));
+  }
   if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, "llama.context_length", (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, "llama.embedding_length", (uint32_t)E));

@@ -51,6 +51,10 @@ model_testgen model_testgen_tinyllama(uint32_t t);
  * token count. For the generators (testgen.c, testgen_arch.c). */
 struct gguf_writer;
 int model_testgen_copy_vocab(struct gguf_writer *w, const char *vocab_path, bool skip_template, int64_t *n_vocab);
+/* For a file without a vocabulary: tokenizer.ggml.model "none" and
+ * ARCH.vocab_size, the standard way to say so, which other GGUF readers
+ * need to load the file (llama.cpp's, in bench/llamacpp.sh). */
+int model_testgen_mark_no_vocab(struct gguf_writer *w, const char *arch, int64_t n_vocab);
 
 /* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
  * cannot hold (row lengths must be multiples of the block size). */

@@ -723,6 +723,7 @@ TEST(model_ops_rope) {
 /* ---- the CLI commands (cmd_run.c, cmd_bench.c), called directly ---------- */
 
 #include "app/commands.h"
+#include "gguf/gguf.h"
 
 TEST(model_cli_run_bench_gen) {
   char path[512], out[600];
@@ -732,6 +733,21 @@ TEST(model_cli_run_bench_gen) {
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   EXPECT_INT_EQ(model_get_hparams(m)->n_vocab, 300);
+  /* no vocabulary, said the standard way (other engines' loaders need it) */
+  const char *tm = NULL;
+  uint32_t nv = 0;
+  EXPECT_INT_EQ(gguf_get_str(model_gguf(m), "tokenizer.ggml.model", &tm), 0);
+  EXPECT_STR_EQ(tm ? tm : "", "none");
+  EXPECT_INT_EQ(gguf_get_u32(model_gguf(m), "llama.vocab_size", &nv), 0);
+  EXPECT_INT_EQ(nv, 300);
+  model_free(m);
+  char qpath[512];
+  snprintf(qpath, sizeof qpath, "%s/cli-qwen2.gguf", test_tmpdir());
+  char *genq[] = {qpath, "--arch", "qwen2"};
+  ASSERT_INT_EQ(cmd_gen_model(3, genq), 0);
+  ASSERT_INT_EQ(model_open(qpath, &m), 0);
+  EXPECT_INT_EQ(gguf_get_u32(model_gguf(m), "qwen2.vocab_size", &nv), 0);
+  EXPECT_INT_EQ(nv, (uint32_t)model_get_hparams(m)->n_vocab);
   model_free(m);
   snprintf(out, sizeof out, "%s/stdout.txt", test_tmpdir());
   fflush(stdout);

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# bench/llamacpp.sh - the issue-#3 models on parley and on llama.cpp, the
+# best-known CPU engine, on this machine, in the same minutes.
+#
+# Issue #3's prompt bar is "at least as fast as the fastest CPU engine on the
+# same machine"; its reference figures were taken on another CPU (an AVX-512
+# EPYC). This measures the engine itself here. llama.cpp's source comes from
+# the npm registry (the one registry these machines reach besides Debian's):
+# the node-llama-cpp package ships the llama.cpp release it binds as a git
+# bundle. The tarball is pinned by version and by the registry's sha512
+# integrity, and llama.cpp's own `llama-bench` is built from it with
+# -DGGML_NATIVE=ON (-march=native: the best build of it for this CPU, its
+# default runtime settings: repacked weights, flash attention "auto") into
+# build/llamacpp/ (~5 minutes, once per CPU model). Nothing of it enters
+# parley; it is a yardstick.
+#
+# Each round runs, per model, `parley bench -p 512 -n 128 -r 1` and
+# `llama-bench -p 512 -n 128 -r 1` (each warms up first), the order of the
+# two alternating between rounds; the table gives the medians over ROUNDS
+# and parley / llama.cpp. Models are build/bench-models/ (bench/model.sh's),
+# regenerated when they predate the no-vocabulary keys llama.cpp's loader
+# needs (tokenizer.ggml.model "none", ARCH.vocab_size).
+#   bench/llamacpp.sh [ROUNDS=3] [MODELS="tinyllama:F16 ... qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
+# (a bare type in MODELS means tinyllama:TYPE; PARLEY_BIN overrides parley)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+MODELS=${2:-"tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"}
+THREADS=${3:-2}
+BIN=${PARLEY_BIN:-./build/parley}
+NLC_VERSION=3.22.1
+NLC_INTEGRITY=sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw==
+
+lc=build/llamacpp
+LB=$lc/src/build/bin/llama-bench
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); cpu="$cpu $(grep -m1 '^flags' /proc/cpuinfo | md5sum | cut -c1-8)"
+if [ ! -x "$LB" ] || [ "$(cat "$lc/cpu" 2>/dev/null)" != "$cpu" ]; then
+  for c in npm git cmake g++ openssl; do
+    command -v "$c" >/dev/null || { echo "llamacpp.sh: needs $c (scripts/deps.sh)" >&2; exit 1; }
+  done
+  echo "building llama.cpp's llama-bench (node-llama-cpp $NLC_VERSION's bundle) for this CPU into $lc"
+  rm -rf "$lc" && mkdir -p "$lc/pkg"
+  (cd "$lc" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
+  tgz=$lc/node-llama-cpp-$NLC_VERSION.tgz
+  got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+  if [ "$got" != "$NLC_INTEGRITY" ]; then
+    echo "llamacpp.sh: $tgz has integrity $got, expected $NLC_INTEGRITY" >&2
+    exit 1
+  fi
+  tar xzf "$tgz" -C "$lc/pkg" package/llama/gitRelease.bundle
+  git clone -q "$lc/pkg/package/llama/gitRelease.bundle" "$lc/src" 2>/dev/null
+  cmake -S "$lc/src" -B "$lc/src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    >"$lc/cmake.log" 2>&1 || { echo "llamacpp.sh: cmake failed, see $lc/cmake.log" >&2; exit 1; }
+  cmake --build "$lc/src/build" --target llama-bench -j"$(nproc)" >"$lc/build.log" 2>&1 ||
+    { echo "llamacpp.sh: build failed, see $lc/build.log" >&2; exit 1; }
+  echo "$cpu" >"$lc/cpu"
+fi
+
+dir=build/bench-models
+mkdir -p "$dir"
+path_of() { case $1 in *:*) echo "$dir/${1%%:*}-${1#*:}.gguf" ;; *) echo "$dir/tinyllama-$1.gguf" ;; esac; }
+for m in $MODELS; do
+  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
+  f=$(path_of "$m")
+  if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -aq tokenizer.ggml.model; then
+    echo "generating $f"
+    "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
+  fi
+done
+
+echo "machine: $(nproc) cores, ${cpu% *}, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "llama.cpp: $("$LB" --version 2>&1 | grep -m1 -i version || true), built -march=native"
+# one round of one engine on one model: prints "PP TG" (tokens/s)
+run_parley() {
+  "$BIN" bench "$1" -p 512 -n 128 -t "$THREADS" -r 1 |
+    awk '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2} END {print pp, tg}'
+}
+run_llama() {
+  "$LB" -m "$1" -p 512 -n 128 -t "$THREADS" -r 1 -o jsonl 2>/dev/null | python3 -c '
+import json, sys
+pp = tg = None
+for line in sys.stdin:
+    line = line.strip()
+    if not line.startswith("{"): continue
+    r = json.loads(line)
+    if r["n_prompt"] > 0: pp = r["avg_ts"]
+    else: tg = r["avg_ts"]
+print("%.2f %.2f" % (pp, tg))'
+}
+results=""
+for r in $(seq 1 "$ROUNDS"); do
+  for m in $MODELS; do
+    case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
+    f=$(path_of "$m")
+    if [ $((r % 2)) -eq 1 ]; then p=$(run_parley "$f"); l=$(run_llama "$f")
+    else l=$(run_llama "$f"); p=$(run_parley "$f"); fi
+    echo "  round $r $m: parley pp512/tg128 $p, llama.cpp $l (load $(cut -d' ' -f1 /proc/loadavg))"
+    results="$results$m $p $l"$'\n'
+  done
+done
+printf '%s' "$results" | python3 -c '
+import statistics, sys
+rows = {}
+for line in sys.stdin:
+    m, pp, tg, lpp, ltg = line.split()
+    rows.setdefault(m, []).append(tuple(map(float, (pp, tg, lpp, ltg))))
+print()
+print("| model | parley pp512 | llama.cpp pp512 | pp ratio | parley tg128 | llama.cpp tg128 | tg ratio |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for m, rs in rows.items():
+    pp, tg, lpp, ltg = (statistics.median(c) for c in zip(*rs))
+    print("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |" % (m, pp, lpp, pp / lpp, tg, ltg, tg / ltg))
+print("(medians of %d rounds, tokens/s, %s threads)" % (len(next(iter(rows.values()))), sys.argv[1]))' "$THREADS"
