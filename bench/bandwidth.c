@@ -17,7 +17,7 @@
  * (loaded host) the medians of 64 MiB .. 2 GiB agreed (5-8 GB/s, 1 or 2
  * threads): no size read from L3, and the runs of 135-10424 GB/s seen at
  * first were the old timing's artifact (bw_probe.h). 1 GiB (4x the L3)
- * removes the question at the price of a second (docs/perf.md, session 7
+ * removes the question at the price of a second (docs/perf-journal.md, session 7
  * tg7).
  * -w 128|256|512: load width (bw_probe.h); by default the widest the CPU
  * has (512 bits with AVX-512F: more than 256 in 26 of 28 adjacent pairs

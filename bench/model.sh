@@ -17,7 +17,7 @@
 # machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
 # partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
 # GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
-# 5-8 GB/s: docs/perf.md, session 7 tg7). PARLEY_BIN overrides the binary
+# 5-8 GB/s: docs/perf-journal.md, session 7 tg7). PARLEY_BIN overrides the binary
 # (A/B of two builds). Models are generated once
 # into build/bench-models/ by `parley gen-model` (minutes the first time).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]

@@ -33,7 +33,7 @@
  * packed Q4_K (bench/kernels_cpu.sh, ROTATE_MB=300 HUGE=1, one thread, CPU
  * time) read 0.69-0.81 of the one-thread read probe without prefetch and
  * 0.83-0.95 with 2048-8192 in the quieter windows, no better in others
- * (a loaded machine; docs/perf.md).
+ * (a loaded machine; docs/perf-journal.md).
  * Written as volatile asm, unlike x8_prefetch (kern_x86_q4x8.h), which the
  * x8 and Q6_K tiles call: here gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
@@ -41,7 +41,7 @@
  * 2..4-token bodies had none until then, and from DRAM (same method, 5632 x
  * 2048, 2048 x 5632 and 2048 x 2048, medians of 6 alternating rounds) they
  * cost 1.48-1.63x one token without it against 0.98-1.37x with it; 4096,
- * 8192 and 16384 bytes measured alike (docs/perf.md, "Session 6: batch
+ * 8192 and 16384 bytes measured alike (docs/perf-journal.md, "Session 6: batch
  * tiles from DRAM"). */
 #ifndef Q4KX8_PF_DIST
 #define Q4KX8_PF_DIST 4096
@@ -49,7 +49,7 @@
 /* The distance for one token (decode) since session 12: on the Zen 3
  * guest, TinyLlama Q4_K_M's Q4_K gateup read 0.84-0.88 of a plain read of
  * its bytes at 4096 and 0.90-0.93 at 2048 (bench/decode_wall, 4
- * alternated rounds; decode 39.9 -> 42.7 t/s median; docs/perf.md). The
+ * alternated rounds; decode 39.9 -> 42.7 t/s median; docs/perf-journal.md). The
  * AVX-512 tiles keep Q4KX8_PF_DIST. */
 #ifndef Q4KX8_PF_DIST1
 #define Q4KX8_PF_DIST1 2048

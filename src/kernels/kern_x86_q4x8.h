@@ -60,7 +60,7 @@
 /* The AVX2 bodies' distances for one token (decode) since session 13,
  * from bench/decode_wall on the Zen 3 guest (products against a plain
  * read of their bytes, 4 alternated rounds of 1024 / 1536 / 2048;
- * docs/perf.md, "Session 13"): Q8_0 (272-byte blocks) read 0.93-0.96 at
+ * docs/perf-journal.md, "Session 13"): Q8_0 (272-byte blocks) read 0.93-0.96 at
  * 2048 and 0.97-0.99 at 1024 (TinyLlama), Qwen2.5-0.5B's 0.93-0.96 and
  * 0.94-0.98; Q4_0 (144-byte blocks) 0.94-0.98 at 2048, 0.95-0.97 at 1536,
  * 0.94-0.96 at 1024. Q5_0 (176) takes Q4_0's. The AVX-512 tiles keep

@@ -34,7 +34,7 @@
  * of kern_x86_q4x8.h). From DRAM at 4 tokens, 6 alternating rounds, one
  * thread: 2048 x 5632 0.94 -> 0.87 ms, 256 x 2048 0.048 -> 0.043, the
  * 32000 x 2048 output 5.78 -> 5.31; one token unchanged within the noise
- * (docs/perf.md, "Session 6: batch tiles from DRAM"). */
+ * (docs/perf-journal.md, "Session 6: batch tiles from DRAM"). */
 #ifndef Q6KX8_PF_DIST
 #define Q6KX8_PF_DIST 4096
 #endif
@@ -54,7 +54,7 @@
  * accumulators live in y (read and written once per super-block). Fully
  * unrolled with the offsets inline, gcc kept ~20 vectors live and spilled
  * partial sums inside the sub-block loop (128 cycles per super-block and
- * token at 4 tokens against ~75 now, docs/perf.md). The integer sums are
+ * token at 4 tokens against ~75 now, docs/perf-journal.md). The integer sums are
  * exact, so the result is bit-identical to the old order. */
 TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                         size_t ys) {

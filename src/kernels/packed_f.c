@@ -14,7 +14,7 @@
  * column, 2 weight loads (converted once) and for each of 12 tokens one
  * broadcast of x[t][k] and 2 FMAs into 24 accumulators that stay in
  * registers for the whole row: FMA-bound. A stand-alone probe of that loop
- * read 178-186 GFLOP/s per core with F16 panels (docs/perf.md, session 9),
+ * read 178-186 GFLOP/s per core with F16 panels (docs/perf-journal.md, session 9),
  * against a 2-core FMA peak of ~365. Decode (one token) reads the same
  * bytes as before (a group is n_cols x 32 values, no padding inside), as one
  * forward stream per group.

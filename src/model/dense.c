@@ -9,7 +9,7 @@
  * needs), so a larger n_batch does not grow them further. Sessions 5-10 ran
  * 128-token sub-batches to keep them small while generating; that cost F16
  * prompts ~6%: each sub-batch widens every FFN weight to f32 again
- * (packed_f.c), from DRAM, for only 128 tokens (session 11, docs/perf.md).
+ * (packed_f.c), from DRAM, for only 128 tokens (session 11, docs/perf-journal.md).
  * Now the buffers' pages are returned after any step of more than
  * MODEL_TRIM_TOKENS tokens instead (model_dense_bufs_trim, called through
  * model_arch_ops.trim by model_decode), so what stays resident while
