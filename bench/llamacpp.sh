@@ -17,15 +17,16 @@
 # Each round runs, per model, `parley bench -p 512 -n 128 -r 1` and
 # `llama-bench -p 512 -n 128 -r 1` (each warms up first), the order of the
 # two alternating between rounds; the table gives the medians over ROUNDS
-# and parley / llama.cpp. Models are build/bench-models/ (bench/model.sh's),
-# regenerated when they predate the no-vocabulary keys llama.cpp's loader
+# and parley / llama.cpp. Models are bench/model.sh's (bench/models.sh),
+# rewritten when they predate the no-vocabulary keys llama.cpp's loader
 # needs (tokenizer.ggml.model "none", ARCH.vocab_size).
 #   bench/llamacpp.sh [ROUNDS=3] [MODELS="tinyllama:F16 ... qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
 # (a bare type in MODELS means tinyllama:TYPE; PARLEY_BIN overrides parley)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
-MODELS=${2:-"tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"}
+. bench/models.sh
+MODELS=${2:-$BENCH_MODELS_DEFAULT}
 THREADS=${3:-2}
 BIN=${PARLEY_BIN:-./build/parley}
 NLC_VERSION=3.22.1
@@ -57,17 +58,7 @@ if [ ! -x "$LB" ] || [ "$(cat "$lc/cpu" 2>/dev/null)" != "$cpu" ]; then
   echo "$cpu" >"$lc/cpu"
 fi
 
-dir=build/bench-models
-mkdir -p "$dir"
-path_of() { case $1 in *:*) echo "$dir/${1%%:*}-${1#*:}.gguf" ;; *) echo "$dir/tinyllama-$1.gguf" ;; esac; }
-for m in $MODELS; do
-  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
-  f=$(path_of "$m")
-  if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -aq tokenizer.ggml.model; then
-    echo "generating $f"
-    "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
-  fi
-done
+bench_models_ensure "$MODELS"
 
 echo "machine: $(nproc) cores, ${cpu% *}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "llama.cpp: $("$LB" --version 2>&1 | grep -m1 -i version || true), built -march=native"
@@ -91,8 +82,8 @@ print("%.2f %.2f" % (pp, tg))'
 results=""
 for r in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do
-    case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
-    f=$(path_of "$m")
+    m=$(bench_model_name "$m")
+    f=$(bench_model_path "$m")
     if [ $((r % 2)) -eq 1 ]; then p=$(run_parley "$f"); l=$(run_llama "$f")
     else l=$(run_llama "$f"); p=$(run_parley "$f"); fi
     echo "  round $r $m: parley pp512/tg128 $p, llama.cpp $l (load $(cut -d' ' -f1 /proc/loadavg))"

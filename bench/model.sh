@@ -19,28 +19,24 @@
 # GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
 # 5-8 GB/s: docs/perf-journal.md, session 7 tg7). PARLEY_BIN overrides the binary
 # (A/B of two builds). Models are generated once
-# into build/bench-models/ by `parley gen-model` (minutes the first time).
+# into build/bench-models/ by `parley gen-model` (bench/models.sh).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
 # (a bare type in MODELS means tinyllama:TYPE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
-MODELS=${2:-"tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"}
+. bench/models.sh
+MODELS=${2:-$BENCH_MODELS_DEFAULT}
 THREADS=${3:-2}
 BIN=${PARLEY_BIN:-./build/parley}
-dir=build/bench-models
-mkdir -p "$dir" build/bench
+mkdir -p build/bench
 cc -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread bench/bandwidth.c -o build/bench/bandwidth
-for m in $MODELS; do
-  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
-  f="$dir/${m%%:*}-${m#*:}.gguf"
-  [ -f "$f" ] || { echo "generating $f"; "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null; }
-done
+bench_models_ensure "$MODELS"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 summary=""
 for m in $MODELS; do
-  case $m in *:*) ;; *) m="tinyllama:$m" ;; esac
-  f="$dir/${m%%:*}-${m#*:}.gguf"
+  m=$(bench_model_name "$m")
+  f=$(bench_model_path "$m")
   echo "== $m"
   mib=$(( ($(stat -c %s "$f") + 1048575) / 1048576 ))
   [ "$mib" -ge 1024 ] || mib=1024

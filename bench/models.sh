@@ -1,0 +1,23 @@
+# bench/models.sh - sourced by bench/model.sh and bench/llamacpp.sh: the
+# issue-#3 benchmark models and their files in build/bench-models/.
+#   bench_model_name M   "tinyllama:TYPE" for a bare TYPE, else M
+#   bench_model_path M   the file of model M
+#   bench_models_ensure "M1 M2 ..."   writes each missing file with
+#     `$BIN gen-model` (minutes the first time), and rewrites a file that
+#     predates the no-vocabulary keys (tokenizer.ggml.model "none",
+#     ARCH.vocab_size: llama.cpp's loader needs them; same weights)
+BENCH_MODELS_DEFAULT="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"
+bench_model_name() { case $1 in *:*) echo "$1" ;; *) echo "tinyllama:$1" ;; esac; }
+bench_model_path() { local m; m=$(bench_model_name "$1"); echo "build/bench-models/${m%%:*}-${m#*:}.gguf"; }
+bench_models_ensure() {
+  local m f
+  mkdir -p build/bench-models
+  for m in $1; do
+    m=$(bench_model_name "$m")
+    f=$(bench_model_path "$m")
+    if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -aq tokenizer.ggml.model; then
+      echo "generating $f"
+      "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
+    fi
+  done
+}
