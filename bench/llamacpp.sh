@@ -20,14 +20,17 @@
 # and parley / llama.cpp. Models are bench/model.sh's (bench/models.sh),
 # rewritten when they predate the no-vocabulary keys llama.cpp's loader
 # needs (tokenizer.ggml.model "none", ARCH.vocab_size).
-#   bench/llamacpp.sh [ROUNDS=3] [MODELS="tinyllama:F16 ... qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
-# (a bare type in MODELS means tinyllama:TYPE; PARLEY_BIN overrides parley)
+#   bench/llamacpp.sh [ROUNDS=3] [MODELS="tinyllama:F16 ... qwen2.5-0.5b:Q4_K_M"] [THREADS=2] [DEPTH=0]
+# (a bare type in MODELS means tinyllama:TYPE; PARLEY_BIN overrides parley;
+# DEPTH > 0: both tests start with DEPTH positions cached, -d for both
+# engines; depth + 640 must fit the model's context)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 . bench/models.sh
 MODELS=${2:-$BENCH_MODELS_DEFAULT}
 THREADS=${3:-2}
+DEPTH=${4:-0}
 BIN=${PARLEY_BIN:-./build/parley}
 NLC_VERSION=3.22.1
 NLC_INTEGRITY=sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw==
@@ -64,11 +67,11 @@ echo "machine: $(nproc) cores, ${cpu% *}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "llama.cpp: $("$LB" --version 2>&1 | grep -m1 -i version || true), built -march=native"
 # one round of one engine on one model: prints "PP TG" (tokens/s)
 run_parley() {
-  "$BIN" bench "$1" -p 512 -n 128 -t "$THREADS" -r 1 |
+  "$BIN" bench "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 |
     awk '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2} END {print pp, tg}'
 }
 run_llama() {
-  "$LB" -m "$1" -p 512 -n 128 -t "$THREADS" -r 1 -o jsonl 2>/dev/null | python3 -c '
+  "$LB" -m "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 -o jsonl 2>/dev/null | python3 -c '
 import json, sys
 pp = tg = None
 for line in sys.stdin:
@@ -102,4 +105,4 @@ print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for m, rs in rows.items():
     pp, tg, lpp, ltg = (statistics.median(c) for c in zip(*rs))
     print("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |" % (m, pp, lpp, pp / lpp, tg, ltg, tg / ltg))
-print("(medians of %d rounds, tokens/s, %s threads)" % (len(next(iter(rows.values()))), sys.argv[1]))' "$THREADS"
+print("(medians of %d rounds, tokens/s, %s threads, depth %s)" % (len(next(iter(rows.values()))), sys.argv[1], sys.argv[2]))' "$THREADS" "$DEPTH"
