@@ -31,7 +31,6 @@ ROUNDS=${1:-3}
 MODELS=${2:-$BENCH_MODELS_DEFAULT}
 THREADS=${3:-2}
 DEPTH=${4:-0}
-BIN=${PARLEY_BIN:-./build/parley}
 NLC_VERSION=3.22.1
 NLC_INTEGRITY=sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw==
 
@@ -44,7 +43,8 @@ if [ ! -x "$LB" ] || [ "$(cat "$lc/cpu" 2>/dev/null)" != "$cpu" ]; then
   done
   echo "building llama.cpp's llama-bench (node-llama-cpp $NLC_VERSION's bundle) for this CPU into $lc"
   rm -rf "$lc" && mkdir -p "$lc/pkg"
-  (cd "$lc" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null)
+  (cd "$lc" && npm pack --silent "node-llama-cpp@$NLC_VERSION" >/dev/null) ||
+    { echo "llamacpp.sh: npm pack node-llama-cpp@$NLC_VERSION failed (is the npm registry reachable?)" >&2; exit 1; }
   tgz=$lc/node-llama-cpp-$NLC_VERSION.tgz
   got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
   if [ "$got" != "$NLC_INTEGRITY" ]; then
@@ -52,7 +52,8 @@ if [ ! -x "$LB" ] || [ "$(cat "$lc/cpu" 2>/dev/null)" != "$cpu" ]; then
     exit 1
   fi
   tar xzf "$tgz" -C "$lc/pkg" package/llama/gitRelease.bundle
-  git clone -q "$lc/pkg/package/llama/gitRelease.bundle" "$lc/src" 2>/dev/null
+  git clone -q "$lc/pkg/package/llama/gitRelease.bundle" "$lc/src" 2>"$lc/clone.log" ||
+    { echo "llamacpp.sh: cloning the llama.cpp bundle failed, see $lc/clone.log" >&2; exit 1; }
   cmake -S "$lc/src" -B "$lc/src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     >"$lc/cmake.log" 2>&1 || { echo "llamacpp.sh: cmake failed, see $lc/cmake.log" >&2; exit 1; }
@@ -68,7 +69,9 @@ echo "llama.cpp: $("$LB" --version 2>&1 | grep -m1 -i version || true), built -m
 # one round of one engine on one model: prints "PP TG" (tokens/s)
 run_parley() {
   "$BIN" bench "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 |
-    awk '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2} END {print pp, tg}'
+    awk -v f="$1" '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
+      END {if (pp == "" || tg == "") {print "llamacpp.sh: parley bench gave no pp/tg result for " f > "/dev/stderr"; exit 1}
+           print pp, tg}'
 }
 run_llama() {
   "$LB" -m "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 -o jsonl 2>/dev/null | python3 -c '
@@ -80,7 +83,8 @@ for line in sys.stdin:
     r = json.loads(line)
     if r["n_prompt"] > 0: pp = r["avg_ts"]
     else: tg = r["avg_ts"]
-print("%.2f %.2f" % (pp, tg))'
+if pp is None or tg is None: sys.exit("llamacpp.sh: llama-bench gave no pp/tg result for " + sys.argv[1])
+print("%.2f %.2f" % (pp, tg))' "$1"
 }
 results=""
 for r in $(seq 1 "$ROUNDS"); do

@@ -28,7 +28,6 @@ RUNS=${1:-3}
 . bench/models.sh
 MODELS=${2:-$BENCH_MODELS_DEFAULT}
 THREADS=${3:-2}
-BIN=${PARLEY_BIN:-./build/parley}
 mkdir -p build/bench
 cc -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread bench/bandwidth.c -o build/bench/bandwidth
 bench_models_ensure "$MODELS"

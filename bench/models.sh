@@ -6,6 +6,7 @@
 #     `$BIN gen-model` (minutes the first time), and rewrites a file that
 #     predates the no-vocabulary keys (tokenizer.ggml.model "none",
 #     ARCH.vocab_size: llama.cpp's loader needs them; same weights)
+BIN=${PARLEY_BIN:-./build/parley} # the parley binary (PARLEY_BIN: A/B of two builds)
 BENCH_MODELS_DEFAULT="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"
 bench_model_name() { case $1 in *:*) echo "$1" ;; *) echo "tinyllama:$1" ;; esac; }
 bench_model_path() { local m; m=$(bench_model_name "$1"); echo "build/bench-models/${m%%:*}-${m#*:}.gguf"; }

@@ -37,8 +37,7 @@ static size_t q_cols(const model_hparams *hp) {
  * [q_cols], the f32 key tile [TP][hd], the f32 value tile [hd][TP] (Q8_0:
  * rows [TP][hd]) and the block's scores [TP][C]. Every part is a multiple
  * of 16 floats, so each stays 64-byte aligned after the first. */
-size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv) {
-  (void)kv;
+size_t model_att_scratch_floats(const model_hparams *hp) {
   size_t qc = q_cols(hp), hd = (size_t)hp->head_dim;
   size_t tile = (size_t)TP * hd;
   return 2 * qc * hd + 3 * qc + 2 * tile + (size_t)TP * C;

@@ -565,7 +565,7 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   c->kv = calloc(1, kv_total ? kv_total : 1);
   size_t nb = (size_t)c->n_batch, ns = (size_t)c->n_seq;
   c->rope_cs = malloc(nb * (size_t)hp->rope.n_rot * sizeof(float));
-  c->att_scratch_floats = model_att_scratch_floats(hp, c->kv_type);
+  c->att_scratch_floats = model_att_scratch_floats(hp);
   /* 64-byte aligned, each thread's part too (a multiple of 16 floats): the
    * attention kernel's aligned vector loads */
   c->att_scratch = aligned_alloc(64, (size_t)c->n_threads * c->att_scratch_floats * sizeof(float));

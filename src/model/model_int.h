@@ -201,7 +201,7 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k
  * int is kept for callers that check it). */
 int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale);
 /* Floats of per-thread scratch model_attention needs (a multiple of 16). */
-size_t model_att_scratch_floats(const model_hparams *hp, enum model_kv_type kv);
+size_t model_att_scratch_floats(const model_hparams *hp);
 
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;
