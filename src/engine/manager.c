@@ -194,6 +194,17 @@ static int wrap_err(int rc, const char *prefix) {
   return err_set(rc, "%s: %s", prefix, detail);
 }
 
+/* A listed model whose file does not load is the server's problem, not a
+ * missing model nor a bad request: whatever the loader reported (a missing
+ * tensor is ERR_NOT_FOUND, a malformed header ERR_PARSE) becomes ERR_IO
+ * (a 500) naming the model and its file. Out of memory keeps its code. */
+static int load_err(int rc, const registry_entry *e, const char *detail) {
+  if (rc == ERR_NOMEM) return rc;
+  char d[768];
+  snprintf(d, sizeof d, "%s", detail ? detail : err_detail());
+  return err_set(ERR_IO, "model '%s' could not be loaded from %s: %s", e->name, e->path, d);
+}
+
 static char *token_text(const tok *t, enum tok_special role) {
   int32_t id = tok_special(t, role);
   if (id < 0) return NULL;
@@ -266,7 +277,7 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
 static int model_open_entry(manager *mg, const registry_entry *e, const char *instance_id, int64_t n_ctx_req,
                             manager_model **out) {
   *out = NULL;
-  if (e->error) return err_set(ERR_UNSUPPORTED, "model '%s' cannot be used: %s", e->name, e->error);
+  if (e->error) return load_err(ERR_CORRUPT, e, e->error);
   manager_model *mm = calloc(1, sizeof *mm);
   if (!mm) return err_set(ERR_NOMEM, "out of memory loading model '%s'", e->name);
   int rc = 0;
@@ -277,13 +288,11 @@ static int model_open_entry(manager *mg, const registry_entry *e, const char *in
     rc = err_set(ERR_NOMEM, "out of memory loading model '%s'", e->name);
     goto fail;
   }
-  char prefix[600];
-  snprintf(prefix, sizeof prefix, "model '%s'", e->name);
   /* The family first: a model the runtime cannot execute is named by its
    * architecture rather than by the first tensor the loader misses. */
   gguf_file *file = NULL;
   if ((rc = gguf_open(e->path, &file))) {
-    rc = wrap_err(rc, prefix);
+    rc = load_err(rc, e, NULL);
     goto fail;
   }
   family_detect(file, &mm->fam);
@@ -292,7 +301,7 @@ static int model_open_entry(manager *mg, const registry_entry *e, const char *in
     goto fail;
   }
   if ((rc = model_load(file, &mm->m))) { /* takes the file, also on failure */
-    rc = wrap_err(rc, prefix);
+    rc = load_err(rc, e, NULL);
     goto fail;
   }
   if (model_embed_pooling(mm->m) != MODEL_POOLING_NONE) {
@@ -302,7 +311,7 @@ static int model_open_entry(manager *mg, const registry_entry *e, const char *in
   }
   const gguf_file *gf = model_gguf(mm->m);
   if ((rc = tok_load(gf, &mm->t))) {
-    rc = wrap_err(rc, prefix);
+    rc = load_err(rc, e, NULL);
     goto fail;
   }
   if ((rc = compile_template(gf, &mm->fam, false, &mm->chat))) goto fail;
@@ -495,7 +504,9 @@ static int acquire(manager *mg, const char *name, const manager_opts *o, bool lo
   registry_entry *e = NULL;
   if (!name || !*name) {
     rc = registry_lookup_or_default(mg->reg, NULL, &e);
-    if (rc) return err_set(ERR_NOT_FOUND, "no model given and no default model is configured (--default-model)");
+    /* Naming no model is the request's omission, not a missing model: the
+     * dialects answer 400 naming their model field. */
+    if (rc) return err_set(ERR_INVALID, "%s: name the model to use", err_detail());
   } else if ((rc = registry_lookup(mg->reg, name, &e))) {
     return err_set(ERR_NOT_FOUND, "The model '%s' does not exist", name);
   }

@@ -886,11 +886,14 @@ int registry_lookup_or_default(registry *r, const char *name, registry_entry **o
   if (!e && !r->default_name && r->snap->n == 1) e = &r->snap->items[0];
   int rc = e ? copy_out(e, out) : 0;
   char *def = str_dup(r->default_name);
+  size_t n = r->snap->n;
   pthread_mutex_unlock(&r->lock);
   if (!e) {
     if (def) rc = err_set(ERR_NOT_FOUND, "default model '%s' not found", def);
     else if (name && *name) rc = err_set(ERR_NOT_FOUND, "model '%s' not found and no default model is set", name);
-    else rc = err_set(ERR_NOT_FOUND, "no model named and no default model is set");
+    else rc = err_set(ERR_NOT_FOUND, "no model named and no default model is set (--default-model), with %zu models "
+                                     "available",
+                      n);
   }
   free(def);
   return rc;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -107,6 +108,66 @@ TEST(manager_non_executable_architecture_is_unsupported) {
   EXPECT_INT_EQ(manager_get(mg, "gem", &mm), ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "gemma3");
   EXPECT_INT_EQ(manager_n_loaded(mg), 0);
+  manager_free(mg);
+  registry_free(r);
+}
+
+/* Two models and no default: naming none is the request's fault
+ * (ERR_INVALID, which the dialects answer 400 naming their model field),
+ * not a missing model. */
+TEST(manager_no_name_among_several_models_is_invalid) {
+  char path[512];
+  if (!manager_test_model(path, sizeof path)) TEST_SKIP("../shared/vocab/ggml-vocab-llama-spm.gguf not found");
+  registry *r = NULL;
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  registry_set_models_dir(r, NULL);
+  for (int s = REGISTRY_SOURCE_OLLAMA; s < REGISTRY_SOURCE_COUNT; s++) registry_set_source_dir(r, s, "");
+  ASSERT_INT_EQ(registry_add_model(r, path, "one"), 0);
+  ASSERT_INT_EQ(registry_add_model(r, path, "two"), 0); /* one file under two names is two models */
+  registry_refresh(r);
+  manager *mg = NULL;
+  ASSERT_INT_EQ(manager_new(r, NULL, &mg), 0);
+  manager_model *mm = NULL;
+  EXPECT_INT_EQ(manager_get(mg, NULL, &mm), ERR_INVALID);
+  EXPECT_TRUE(mm == NULL);
+  EXPECT_STR_CONTAINS(err_detail(), "--default-model");
+  EXPECT_STR_CONTAINS(err_detail(), "2 models");
+  manager_free(mg);
+  registry_free(r);
+}
+
+/* A listed model whose file fails to load (cut short after the scan, so
+ * a tensor runs past the end) is ERR_IO naming the model and its file -
+ * not ERR_NOT_FOUND, not a request error. */
+TEST(manager_listed_model_that_fails_to_load_names_its_file) {
+  char path[512], cut[600];
+  if (!manager_test_model(path, sizeof path)) TEST_SKIP("../shared/vocab/ggml-vocab-llama-spm.gguf not found");
+  snprintf(cut, sizeof cut, "%s/mgr-cut.gguf", test_tmpdir());
+  FILE *in = fopen(path, "rb"), *out = fopen(cut, "wb");
+  ASSERT_TRUE(in && out);
+  char chunk[65536];
+  size_t n, total = 0;
+  while ((n = fread(chunk, 1, sizeof chunk, in)) > 0) total += fwrite(chunk, 1, n, out);
+  fclose(in);
+  fclose(out);
+  registry *r = NULL;
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  registry_set_models_dir(r, NULL);
+  for (int s = REGISTRY_SOURCE_OLLAMA; s < REGISTRY_SOURCE_COUNT; s++) registry_set_source_dir(r, s, "");
+  ASSERT_INT_EQ(registry_add_model(r, cut, "cut"), 0);
+  registry_refresh(r);
+  ASSERT_INT_EQ(truncate(cut, (off_t)(total / 2)), 0);
+  manager *mg = NULL;
+  ASSERT_INT_EQ(manager_new(r, NULL, &mg), 0);
+  manager_model *mm = NULL;
+  EXPECT_INT_EQ(manager_get(mg, "cut", &mm), ERR_IO);
+  EXPECT_TRUE(mm == NULL);
+  EXPECT_STR_CONTAINS(err_detail(), "model 'cut'");
+  EXPECT_STR_CONTAINS(err_detail(), cut);
+  /* the same when the scan already saw the damage */
+  registry_refresh(r);
+  EXPECT_INT_EQ(manager_get(mg, "cut", &mm), ERR_IO);
+  EXPECT_STR_CONTAINS(err_detail(), cut);
   manager_free(mg);
   registry_free(r);
 }

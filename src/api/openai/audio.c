@@ -22,7 +22,8 @@
  * `speech.audio.delta` events with base64 chunks and `speech.audio.done`.
  * Output is 24 kHz mono like OpenAI's (pcm = raw s16le at 24 kHz).
  *
- * Translations: no local backend translates; 501 naming the endpoint.
+ * Translations: no local backend translates; a valid request gets the
+ * 501 not_implemented_local of every unimplemented operation.
  * Voices: GET /v1/audio/voices lists local voices and the vendor names.
  */
 #include "api/openai/audio.h"
@@ -36,6 +37,7 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/openai/unimplemented.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -388,7 +390,9 @@ static void tr_send_events(tr_job *j, const stt_result *r) {
   if (!rc) {
     json_t *done = json_pack("{s:s, s:s}", "type", "transcript.text.done", "text", text.data ? text.data : "");
     if (done && j->o.logprobs) json_object_set_new(done, "logprobs", tr_logprobs(r));
-    if (done) json_object_set_new(done, "usage", tr_usage(r->audio_seconds));
+    /* No usage here: the event's schema allows only token usage, and the
+     * local recognizers count seconds of audio, not tokens (the plain
+     * answers carry {"type":"duration"}, which their schema allows). */
     api_speech_sse_json(j->s, done);
   }
   buf_free(&text);
@@ -469,10 +473,9 @@ static void audio_translations(http_req *req, void *ctx) {
   (void)ctx;
   tr_opts o;
   if (tr_parse(req, true, &o)) return;
-  api_error(req, 501, ERR_UNSUPPORTED,
-            "POST /v1/audio/translations is not available: no local speech backend translates "
-            "(use /v1/audio/transcriptions for English audio)",
-            NULL);
+  /* No local backend translates yet: the answer every unimplemented
+   * operation gets (a valid request only; a malformed one got its 400). */
+  openai_not_implemented(req, "POST", "/audio/translations");
 }
 
 /* ---- speech ----------------------------------------------------------------- */

@@ -34,7 +34,7 @@ void openai_error_model_not_found(http_req *req, const char *message) {
 
 void openai_error_manager(http_req *req, int rc) {
   if (rc == ERR_NOT_FOUND) openai_error_model_not_found(req, err_detail());
-  else if (rc == ERR_UNSUPPORTED) api_error(req, 400, rc, err_detail(), "model");
+  else if (rc == ERR_UNSUPPORTED || rc == ERR_INVALID) api_error(req, 400, rc, err_detail(), "model");
   else api_error_last(req, rc, NULL);
 }
 

@@ -270,8 +270,11 @@ static void files_list(http_req *req, void *ctx) {
   if (!bad) {
     bad |= json_object_set_new(body, "object", json_string("list"));
     bad |= json_object_set(body, "data", data);
-    bad |= json_object_set_new(body, "first_id", l.n_items ? json_string(l.items[0].id) : json_null());
-    bad |= json_object_set_new(body, "last_id", l.n_items ? json_string(l.items[l.n_items - 1].id) : json_null());
+    /* The schema wants strings: an empty page has no ids, so none are sent. */
+    if (l.n_items) {
+      bad |= json_object_set_new(body, "first_id", json_string(l.items[0].id));
+      bad |= json_object_set_new(body, "last_id", json_string(l.items[l.n_items - 1].id));
+    }
     bad |= json_object_set_new(body, "has_more", json_boolean(l.has_more));
   }
   json_decref(data);

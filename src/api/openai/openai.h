@@ -44,7 +44,9 @@ size_t openai_responses_routes(openai_ctx *octx, const http_route **out);
 
 /* 404 with code "model_not_found" and param "model", in the OpenAI shape. */
 void openai_error_model_not_found(http_req *req, const char *message);
-/* Answers a manager_get failure (404 model_not_found, 501, 500...). */
+/* Answers a manager_get failure: 404 model_not_found (an unknown name), 400
+ * param "model" (no name with no default, an unsupported family), 500 (a
+ * listed model whose file does not load, naming the file), ... */
 void openai_error_manager(http_req *req, int rc);
 
 /* Generation parameters common to chat and legacy completions: the

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "api/openai/openai.h"
+#include "base/buf.h"
 #include "store/store.h"
 
 /* Normalizes a request's `input` (a string, or an array of items, the
@@ -48,6 +49,76 @@ int resp_page_from_query(http_req *req, enum store_order default_order, store_pa
 /* {"object":"list","data":[...],"first_id","last_id","has_more"} from a
  * store listing (bodies parsed back to JSON). NULL on allocation failure. */
 json_t *resp_list_json(const store_item_list *l);
+
+/* The text of a content value (a string, or text parts joined by
+ * newlines); image, audio and file parts are ERR_UNSUPPORTED naming the
+ * part at path. */
+int resp_content_text(const json_t *c, const char *path, buf *out);
+
+/* ---- tools (resp_tools.c) ---- */
+
+/* The kinds of client-run tools; each maps to its own call/output items. */
+enum resp_tool_kind {
+  RESP_TOOL_FUNCTION = 0, /* function_call / function_call_output */
+  RESP_TOOL_CUSTOM,       /* custom_tool_call / custom_tool_call_output */
+  RESP_TOOL_LOCAL_SHELL,  /* local_shell_call / local_shell_call_output */
+  RESP_TOOL_SHELL,        /* shell_call / shell_call_output */
+  RESP_TOOL_APPLY_PATCH,  /* apply_patch_call / apply_patch_call_output */
+  RESP_TOOL_COMPUTER,     /* computer_call / computer_call_output */
+  RESP_TOOL_KIND_COUNT
+};
+
+/* One tool the model sees: exposed is its function name there ("NS.NAME"
+ * for a namespace member, the fixed name of local_shell, shell,
+ * apply_patch and computer); name and ns are the request's. */
+typedef struct resp_tool {
+  enum resp_tool_kind kind;
+  char *exposed, *name, *ns;
+} resp_tool;
+
+typedef struct resp_tools resp_tools;
+
+/* A request's `tools`: *chat_tools becomes the OpenAI-shaped function tools
+ * the template renders (NULL when none is client-run), *out the map from
+ * their names back to the tools (NULL likewise). Hosted tools are skipped;
+ * an unknown type, a missing name or a duplicate is ERR_INVALID naming
+ * tools[i]. */
+int resp_tools_parse(const json_t *tools, resp_tools **out, json_t **chat_tools);
+void resp_tools_free(resp_tools *t);
+/* The tool whose exposed name is exposed, or NULL. */
+const resp_tool *resp_tools_find(const resp_tools *t, const char *exposed);
+size_t resp_tools_count(const resp_tools *t);
+/* The request's tools as a response echoes them: function tools carry
+ * strict (true when left out) and parameters (null when left out). */
+json_t *resp_tools_echo(const json_t *tools);
+/* The exposed name an object tool_choice forces (function/custom by name,
+ * the fixed-name types by type), or NULL for other forms.
+ * ERR_NOT_FOUND the tool is not offered; ERR_UNSUPPORTED a hosted tool. */
+int resp_tools_choice(const resp_tools *t, const json_t *tc, const char **forced);
+
+/* The output item of a call the model wrote to tool (NULL: an unknown
+ * name, made a function_call of that name): id, call_id, the arguments'
+ * JSON text, status. NULL on allocation failure. */
+json_t *resp_tool_call_item(const resp_tool *tool, const char *id, const char *call_id, const char *name,
+                            const char *args, const char *status);
+const char *resp_tool_call_type(const resp_tool *tool);
+const char *resp_tool_call_prefix(const resp_tool *tool);
+
+/* Input items of the tool kinds: calls and outputs. */
+bool resp_item_is_call(const char *type);
+bool resp_item_is_output(const char *type);
+/* Checks a call or output item's required fields (ERR_INVALID naming
+ * path; a computer_call_output, whose screenshot no model here can read,
+ * is ERR_UNSUPPORTED). */
+int resp_item_check(json_t *it, const char *type, const char *path);
+/* The id prefix for an item of this type that came without an id. */
+const char *resp_item_id_prefix(const char *type);
+/* A call item as a canonical tool call {"id","type":"function","function":
+ * {"name": the exposed name, "arguments"}}, or NULL when it is not one. */
+json_t *resp_item_call_to_chat(const json_t *it);
+/* An output item as a canonical tool message ({"role":"tool",
+ * "tool_call_id","content"}); errors name path. */
+int resp_item_output_to_chat(const json_t *it, const char *path, json_t **msg);
 
 /* Route handlers of conversations.c. */
 void openai_conversations_create(http_req *req, void *ctx);

@@ -6,9 +6,11 @@
  * histories, list pages).
  *
  * Items follow ../shared/specs/openai.md 4.3: message (roles user, system,
- * developer, assistant; content a string or parts), function_call,
- * function_call_output, reasoning, item_reference. Ids: msg_, fc_, fco_,
- * rs_ + 24 hex digits when the client sent none.
+ * developer, assistant; content a string or parts), reasoning,
+ * item_reference, and the tool calls and outputs of every client-run tool
+ * kind (function_call, custom_tool_call, shell_call, ... and their
+ * *_output; resp_tools.c knows their shapes). Ids: msg_, rs_, the call
+ * kind's prefix, fco_ + 24 hex digits when the client sent none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,19 +36,30 @@ static int set_id(json_t *it, const char *prefix) {
 }
 
 /* A message item's content as a parts array (a string becomes one text
- * part of the role's kind). */
+ * part of the role's kind). Every output_text part gets the annotations
+ * and logprobs arrays the schema requires, so stored and listed items
+ * carry them whatever the client sent. */
 static int message_parts(json_t *it, const char *path) {
   json_t *c = json_object_get(it, "content");
   const char *role = json_string_value(json_object_get(it, "role"));
   if (json_is_string(c)) {
     const char *kind = role && strcmp(role, "assistant") == 0 ? "output_text" : "input_text";
     json_t *part = json_pack("{s:s, s:O}", "type", kind, "text", c);
-    if (part && strcmp(kind, "output_text") == 0) json_object_set_new(part, "annotations", json_array());
     json_t *parts = part ? json_pack("[o]", part) : NULL;
     if (!parts || json_object_set_new(it, "content", parts)) return err_set(ERR_NOMEM, "out of memory");
-    return 0;
+    c = parts;
   }
   if (!json_is_array(c)) return err_set(ERR_TYPE, "%s.content: expected string or array of content parts", path);
+  size_t i;
+  json_t *part;
+  json_array_foreach(c, i, part) {
+    const char *t = json_string_value(json_object_get(part, "type"));
+    if (!t || strcmp(t, "output_text") != 0) continue;
+    static const char *const KEYS[] = {"annotations", "logprobs"};
+    for (size_t k = 0; k < ARRAY_LEN(KEYS); k++)
+      if (!json_is_array(json_object_get(part, KEYS[k])) && json_object_set_new(part, KEYS[k], json_array()))
+        return err_set(ERR_NOMEM, "out of memory");
+  }
   return 0;
 }
 
@@ -91,20 +104,8 @@ int resp_input_normalize(const json_t *input, const char *path, json_t **out) {
         }
         json_object_set_new(it, "type", json_string("message"));
         if ((rc = message_parts(it, p)) || (rc = set_id(it, "msg_"))) break;
-      } else if (strcmp(t, "function_call") == 0) {
-        if (!json_is_string(json_object_get(it, "call_id")) || !json_is_string(json_object_get(it, "name")) ||
-            !json_is_string(json_object_get(it, "arguments"))) {
-          rc = err_set(ERR_INVALID, "%s: a function_call needs string call_id, name and arguments", p);
-          break;
-        }
-        if ((rc = set_id(it, "fc_"))) break;
-      } else if (strcmp(t, "function_call_output") == 0) {
-        const json_t *o = json_object_get(it, "output");
-        if (!json_is_string(json_object_get(it, "call_id")) || (!json_is_string(o) && !json_is_array(o))) {
-          rc = err_set(ERR_INVALID, "%s: a function_call_output needs a string call_id and an output", p);
-          break;
-        }
-        if ((rc = set_id(it, "fco_"))) break;
+      } else if (resp_item_is_call(t) || resp_item_is_output(t)) {
+        if ((rc = resp_item_check(it, t, p)) || (rc = set_id(it, resp_item_id_prefix(t)))) break;
       } else if (strcmp(t, "reasoning") == 0) {
         if ((rc = set_id(it, "rs_"))) break;
       } else if (strcmp(t, "item_reference") == 0) {
@@ -129,7 +130,7 @@ int resp_input_normalize(const json_t *input, const char *path, json_t **out) {
 
 /* The text of a content value (string or parts). Image, audio and file
  * parts are refused, naming the part. */
-static int content_text(const json_t *c, const char *path, buf *out) {
+int resp_content_text(const json_t *c, const char *path, buf *out) {
   if (json_is_string(c)) return buf_append(out, json_string_value(c), json_string_length(c));
   if (!json_is_array(c)) return err_set(ERR_TYPE, "%s: expected string or array of content parts", path);
   size_t k;
@@ -166,14 +167,14 @@ int resp_items_to_messages(const json_t *items, const char *path, json_t *msgs) 
       snprintf(cp, sizeof cp, "%s.content", p);
       const json_t *c = json_object_get(it, "content");
       if (!c || json_is_null(c)) c = json_object_get(it, "summary");
-      if (c && !json_is_null(c) && (rc = content_text(c, cp, &reasoning))) break;
+      if (c && !json_is_null(c) && (rc = resp_content_text(c, cp, &reasoning))) break;
       continue;
     }
     if (t && strcmp(t, "message") == 0) {
       const char *role = json_string_value(json_object_get(it, "role"));
       snprintf(cp, sizeof cp, "%s.content", p);
       buf text = BUF_INIT;
-      if ((rc = content_text(json_object_get(it, "content"), cp, &text))) {
+      if ((rc = resp_content_text(json_object_get(it, "content"), cp, &text))) {
         buf_free(&text);
         break;
       }
@@ -190,12 +191,10 @@ int resp_items_to_messages(const json_t *items, const char *path, json_t *msgs) 
       }
       continue;
     }
-    if (t && strcmp(t, "function_call") == 0) {
-      json_t *args = json_object_get(it, "arguments");
-      json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", json_object_get(it, "call_id"), "type", "function",
-                               "function", "name", json_object_get(it, "name"), "arguments", args);
+    if (t && resp_item_is_call(t)) {
+      json_t *call = resp_item_call_to_chat(it);
       if (!call) {
-        rc = err_set(ERR_INVALID, "%s: a function_call needs call_id, name and arguments", p);
+        rc = err_set(ERR_INVALID, "%s: a %s needs a call_id and its arguments", p, t);
         break;
       }
       /* Calls join the assistant turn they follow (or open one). */
@@ -217,18 +216,11 @@ int resp_items_to_messages(const json_t *items, const char *path, json_t *msgs) 
       json_array_append_new(calls, call);
       continue;
     }
-    if (t && strcmp(t, "function_call_output") == 0) {
-      snprintf(cp, sizeof cp, "%s.output", p);
-      buf text = BUF_INIT;
-      if ((rc = content_text(json_object_get(it, "output"), cp, &text))) {
-        buf_free(&text);
-        break;
-      }
-      json_t *m = json_pack("{s:s, s:O, s:s%}", "role", "tool", "tool_call_id", json_object_get(it, "call_id"),
-                            "content", text.data ? text.data : "", text.len);
-      buf_free(&text);
-      if (!m || json_array_append_new(msgs, m)) {
-        rc = err_set(ERR_INVALID, "%s: a function_call_output needs call_id and output", p);
+    if (t && resp_item_is_output(t)) {
+      json_t *m = NULL;
+      if ((rc = resp_item_output_to_chat(it, p, &m))) break;
+      if (json_array_append_new(msgs, m)) {
+        rc = err_set(ERR_NOMEM, "out of memory");
         break;
       }
       continue;
@@ -357,7 +349,13 @@ json_t *resp_list_json(const store_item_list *l) {
     json_decref(data);
     return NULL;
   }
-  return json_pack("{s:s, s:o, s:o, s:o, s:b}", "object", "list", "data", data, "first_id",
-                   l->n_items ? json_string(l->items[0].item_id) : json_null(), "last_id",
-                   l->n_items ? json_string(l->items[l->n_items - 1].item_id) : json_null(), "has_more", l->has_more);
+  json_t *list = json_pack("{s:s, s:o, s:b}", "object", "list", "data", data, "has_more", l->has_more);
+  /* first_id/last_id are strings in the schema: an empty page omits them. */
+  if (list && l->n_items &&
+      (json_object_set_new(list, "first_id", json_string(l->items[0].item_id)) ||
+       json_object_set_new(list, "last_id", json_string(l->items[l->n_items - 1].item_id)))) {
+    json_decref(list);
+    return NULL;
+  }
+  return list;
 }

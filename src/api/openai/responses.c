@@ -40,6 +40,8 @@ struct rreq {
   json_t *input;        /* the new input items (normalized, with ids) */
   json_t *messages;     /* canonical messages */
   json_t *tools;        /* OpenAI-shaped tools, or NULL */
+  resp_tools *tmap;     /* their names back to the request's tools, or NULL */
+  const char *forced;   /* the exposed name tool_choice forces, or NULL */
   gen_chat chat;
   const char *prev_id;
   const char *conv_id;
@@ -50,6 +52,7 @@ static void rreq_free(struct rreq *r) {
   json_decref(r->input);
   json_decref(r->messages);
   json_decref(r->tools);
+  resp_tools_free(r->tmap);
   memset(r, 0, sizeof *r);
 }
 
@@ -58,50 +61,12 @@ static int bad(http_req *req, int code, const char *param) {
   return code ? code : ERR_INVALID;
 }
 
-/* Flat Responses function tools -> OpenAI chat tools; hosted tools are
- * refused (nothing local can run them). */
-static int convert_tools(http_req *req, const json_t *tools, json_t **out) {
-  *out = NULL;
-  if (!tools || json_is_null(tools)) return 0;
-  if (!json_is_array(tools)) {
-    err_set(ERR_TYPE, "tools: expected array, got %s", api_json_type_name(tools));
-    return bad(req, ERR_TYPE, "tools");
-  }
-  json_t *res = json_array();
-  size_t i;
-  json_t *t;
-  json_array_foreach(tools, i, t) {
-    char p[48];
-    snprintf(p, sizeof p, "tools[%zu]", i);
-    const char *type = json_string_value(json_object_get(t, "type"));
-    if (!type || strcmp(type, "function") != 0) {
-      json_decref(res);
-      err_set(ERR_UNSUPPORTED, "%s.type: '%.64s' is a hosted tool with no local equivalent; only function tools run locally",
-              p, type ? type : "?");
-      return bad(req, ERR_UNSUPPORTED, "tools");
-    }
-    const json_t *name = json_object_get(t, "name");
-    if (!json_is_string(name)) {
-      json_decref(res);
-      err_set(ERR_INVALID, "%s.name: required string is missing", p);
-      return bad(req, ERR_INVALID, "tools");
-    }
-    json_t *fn = json_pack("{s:O}", "name", name);
-    const json_t *d = json_object_get(t, "description"), *params = json_object_get(t, "parameters");
-    if (fn && json_is_string(d)) json_object_set(fn, "description", (json_t *)d);
-    if (fn && json_is_object(params)) json_object_set(fn, "parameters", (json_t *)params);
-    json_t *tool = fn ? json_pack("{s:s, s:o}", "type", "function", "function", fn) : NULL;
-    if (!tool || json_array_append_new(res, tool)) {
-      json_decref(res);
-      return bad(req, err_set(ERR_NOMEM, "out of memory"), NULL);
-    }
-  }
-  *out = res;
-  return 0;
-}
-
-static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
+/* tool_choice: the strings, allowed_tools (its mode), or an object naming
+ * one tool (function/custom by name, local_shell/shell/apply_patch/computer
+ * by type); forcing a hosted tool is a 400. Needs r->tmap. */
+static int parse_tool_choice(http_req *req, const json_t *body, struct rreq *r) {
   const json_t *tc = json_object_get(body, "tool_choice");
+  gen_chat *c = &r->chat;
   c->tool_choice = GEN_TOOL_AUTO;
   if (!tc || json_is_null(tc)) return 0;
   const char *s = json_string_value(tc);
@@ -110,11 +75,17 @@ static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
   if (s && strcmp(s, "none") == 0) c->tool_choice = GEN_TOOL_NONE;
   else if (s && strcmp(s, "required") == 0) c->tool_choice = GEN_TOOL_REQUIRED;
   else if (s && strcmp(s, "auto") == 0) c->tool_choice = GEN_TOOL_AUTO;
-  else if (type && strcmp(type, "function") == 0 && json_is_string(json_object_get(tc, "name")))
-    c->tool_choice = GEN_TOOL_FUNCTION;
   else if (type && strcmp(type, "allowed_tools") == 0)
     c->tool_choice = mode && strcmp(mode, "required") == 0 ? GEN_TOOL_REQUIRED : GEN_TOOL_AUTO;
-  else {
+  else if (type) {
+    int rc = resp_tools_choice(r->tmap, tc, &r->forced);
+    if (rc) return bad(req, rc == ERR_NOT_FOUND ? ERR_INVALID : rc, "tool_choice");
+    if (!r->forced) {
+      err_set(ERR_INVALID, "tool_choice.type: '%.64s' is not a tool choice", type);
+      return bad(req, ERR_INVALID, "tool_choice");
+    }
+    c->tool_choice = GEN_TOOL_FUNCTION;
+  } else {
     err_set(ERR_INVALID, "tool_choice: expected \"none\", \"auto\", \"required\", {\"type\":\"function\",\"name\"} or "
                          "{\"type\":\"allowed_tools\",...}");
     return bad(req, ERR_INVALID, "tool_choice");
@@ -179,8 +150,8 @@ static int parse_params(http_req *req, const json_t *body, const manager_model *
   rc = api_json_int(body, "", "max_output_tokens", false, &n);
   if (rc && rc != ERR_NOT_FOUND) return bad(req, rc, "max_output_tokens");
   if (!rc) {
-    if (n < 16) {
-      err_set(ERR_RANGE, "max_output_tokens: %lld is below the minimum of 16", n);
+    if (n < 1) {
+      err_set(ERR_RANGE, "max_output_tokens: %lld is not a positive number of tokens", n);
       return bad(req, ERR_RANGE, "max_output_tokens");
     }
     g->er.max_tokens = n;
@@ -242,8 +213,8 @@ static int build(http_req *req, openai_ctx *oc, json_t *body, struct rreq *r) {
     err_set(ERR_INVALID, "truncation: expected \"auto\" or \"disabled\"");
     return bad(req, ERR_INVALID, "truncation");
   }
-  if ((rc = convert_tools(req, json_object_get(body, "tools"), &r->tools))) return rc;
-  if ((rc = parse_tool_choice(req, body, &r->chat))) return rc;
+  if ((rc = resp_tools_parse(json_object_get(body, "tools"), &r->tmap, &r->tools))) return bad(req, rc, "tools");
+  if ((rc = parse_tool_choice(req, body, r))) return rc;
   r->chat.thinking = -1;
   const json_t *effort = json_object_get(json_object_get(body, "reasoning"), "effort");
   if (json_is_string(effort)) {
@@ -291,6 +262,12 @@ struct rs {
   bool store, stream, background;
   int64_t seq;           /* next sequence_number */
   int open;              /* output index of the open item, -1 none */
+  resp_tools *tmap;      /* the request's tools by exposed name (owned) */
+  /* A call to a tool other than a function is announced whole when it
+   * ends (its item's fields come from the finished arguments). */
+  const resp_tool *pend_tool; /* NULL: no such call is being written */
+  char pend_call_id[96];
+  buf pend_args;
   gen_job *job;          /* background: for cancel, while running */
   bool cancel_requested;
 };
@@ -305,6 +282,8 @@ static void rs_free(void *ctx) {
   json_decref(s->input);
   json_decref(s->output);
   free(s->conv_id);
+  resp_tools_free(s->tmap);
+  buf_free(&s->pend_args);
   free(s);
 }
 
@@ -336,7 +315,7 @@ static json_t *settings_object(const json_t *body, const char *id, const char *m
                                                        : json_pack("{s:{s:s}, s:s}", "format", "type", "text",
                                                                    "verbosity", "medium"));
   json_object_set_new(r, "tool_choice", tc ? json_deep_copy(tc) : json_string("auto"));
-  json_object_set_new(r, "tools", json_is_array(tools) ? json_deep_copy(tools) : json_array());
+  json_object_set_new(r, "tools", resp_tools_echo(tools));
   const char *trunc = json_string_value(json_object_get(body, "truncation"));
   json_object_set_new(r, "truncation", json_string(trunc ? trunc : "disabled"));
   json_object_set_new(r, "service_tier", json_string("default"));
@@ -378,8 +357,9 @@ static json_t *open_part(struct rs *s) {
   return json_array_get(json_object_get(item_at(s, s->open), "content"), 0);
 }
 
-/* Closes the open item: its done events, status completed. */
-static int close_item(struct rs *s, gen_job *j) {
+/* Closes the open item: its done events, with status (completed, or
+ * incomplete when the output limit cut it). */
+static int close_item(struct rs *s, gen_job *j, const char *status) {
   if (s->open < 0) return 0;
   int ix = s->open;
   s->open = -1;
@@ -387,7 +367,7 @@ static int close_item(struct rs *s, gen_job *j) {
   const char *type = json_string_value(json_object_get(it, "type"));
   const char *id = item_id(s, ix);
   int rc = 0;
-  json_object_set_new(it, "status", json_string("completed"));
+  json_object_set_new(it, "status", json_string(status));
   if (strcmp(type, "function_call") == 0) {
     rc = emit(s, j, "response.function_call_arguments.done",
               json_pack("{s:s, s:i, s:O, s:O}", "item_id", id, "output_index", ix, "name", json_object_get(it, "name"),
@@ -411,8 +391,11 @@ static int close_item(struct rs *s, gen_job *j) {
 }
 
 /* Opens a message or reasoning item with one empty text part. */
+static int flush_pending(struct rs *s, gen_job *j, const char *status);
+
 static int open_text_item(struct rs *s, gen_job *j, bool reasoning) {
-  int rc = close_item(s, j);
+  int rc = close_item(s, j, "completed");
+  if (!rc) rc = flush_pending(s, j, "completed");
   if (rc) return rc;
   char id[64];
   openai_make_id(id, sizeof id, reasoning ? "rs_" : "msg_");
@@ -466,16 +449,57 @@ static int rs_text(void *ctx, gen_job *j, int choice, bool reasoning, const char
   return emit(s, j, reasoning ? "response.reasoning_text.delta" : "response.output_text.delta", ev);
 }
 
+/* Announces a finished call to a non-function tool: output_item.added
+ * (status in_progress; a custom call's input empty, then its input events),
+ * output_item.done. */
+static int flush_pending(struct rs *s, gen_job *j, const char *status) {
+  const resp_tool *tool = s->pend_tool;
+  if (!tool) return 0;
+  s->pend_tool = NULL;
+  char id[64];
+  openai_make_id(id, sizeof id, resp_tool_call_prefix(tool));
+  json_t *it = resp_tool_call_item(tool, id, s->pend_call_id, NULL, s->pend_args.data ? s->pend_args.data : "", status);
+  buf_reset(&s->pend_args);
+  json_t *added = it ? json_deep_copy(it) : NULL;
+  if (!added) {
+    json_decref(it);
+    return ERR_NOMEM;
+  }
+  bool custom = tool->kind == RESP_TOOL_CUSTOM;
+  json_object_set_new(added, "status", json_string("in_progress"));
+  if (custom) json_object_set_new(added, "input", json_string(""));
+  int ix = (int)json_array_size(s->output);
+  int rc = emit(s, j, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", ix, "item", added));
+  json_array_append_new(s->output, it);
+  if (!rc && custom)
+    rc = emit(s, j, "response.custom_tool_call_input.delta",
+              json_pack("{s:s, s:i, s:O}", "item_id", id, "output_index", ix, "delta", json_object_get(it, "input")));
+  if (!rc && custom)
+    rc = emit(s, j, "response.custom_tool_call_input.done",
+              json_pack("{s:s, s:i, s:O}", "item_id", id, "output_index", ix, "input", json_object_get(it, "input")));
+  if (!rc) rc = emit(s, j, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", ix, "item", it));
+  return rc;
+}
+
 static int rs_tool_begin(void *ctx, gen_job *j, int choice, int tool_index, const char *call_id, const char *name) {
   struct rs *s = ctx;
   (void)choice;
   (void)tool_index;
-  int rc = close_item(s, j);
+  int rc = close_item(s, j, "completed");
+  if (!rc) rc = flush_pending(s, j, "completed");
   if (rc) return rc;
+  const resp_tool *tool = resp_tools_find(s->tmap, name);
+  if (tool && tool->kind != RESP_TOOL_FUNCTION) {
+    s->pend_tool = tool;
+    snprintf(s->pend_call_id, sizeof s->pend_call_id, "%s", call_id ? call_id : "");
+    buf_reset(&s->pend_args);
+    return 0;
+  }
+  /* A function (a namespace member's call names its namespace), or a name
+   * the model made up: a function_call, its arguments streamed. */
   char id[64];
   openai_make_id(id, sizeof id, "fc_");
-  json_t *it = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "type", "function_call", "id", id, "call_id", call_id,
-                         "name", name, "arguments", "", "status", "in_progress");
+  json_t *it = resp_tool_call_item(tool, id, call_id ? call_id : "", name ? name : "", "", "in_progress");
   if (!it) return ERR_NOMEM;
   int ix = (int)json_array_size(s->output);
   rc = emit(s, j, "response.output_item.added", json_pack("{s:i, s:O}", "output_index", ix, "item", it));
@@ -488,6 +512,7 @@ static int rs_tool_args(void *ctx, gen_job *j, int choice, int tool_index, const
   struct rs *s = ctx;
   (void)choice;
   (void)tool_index;
+  if (s->pend_tool) return buf_append(&s->pend_args, text, len);
   if (s->open < 0) return 0;
   json_t *it = item_at(s, s->open);
   buf b = BUF_INIT;
@@ -500,9 +525,11 @@ static int rs_tool_args(void *ctx, gen_job *j, int choice, int tool_index, const
 }
 
 static int rs_tool_end(void *ctx, gen_job *j, int choice, int tool_index) {
+  struct rs *s = ctx;
   (void)choice;
   (void)tool_index;
-  return close_item(ctx, j);
+  int rc = flush_pending(s, j, "completed");
+  return rc ? rc : close_item(s, j, "completed");
 }
 
 /* Background jobs that are still running (for /cancel). */
@@ -574,7 +601,6 @@ static void rs_end(void *ctx, gen_job *j, const gen_result *r) {
       rs_tool_end(s, j, 0, (int)k);
     }
   }
-  close_item(s, j);
   const char *status = "completed", *terminal = "response.completed";
   if (r->err_code) {
     status = "failed";
@@ -589,6 +615,10 @@ static void rs_end(void *ctx, gen_job *j, const gen_result *r) {
     terminal = "response.incomplete";
     json_object_set_new(s->resp, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
   }
+  /* The item being written when the output limit hit is incomplete too. */
+  const char *last = strcmp(status, "incomplete") == 0 ? "incomplete" : "completed";
+  flush_pending(s, j, last);
+  close_item(s, j, last);
   json_object_set_new(s->resp, "status", json_string(status));
   json_object_set(s->resp, "output", s->output);
   json_object_set_new(s->resp, "usage", usage_json(r));
@@ -655,8 +685,7 @@ void openai_responses_create(http_req *req, void *ctx) {
     api_error(req, 400, rc, err_detail(), "input");
     goto done;
   }
-  const char *forced = json_string_value(json_object_get(json_object_get(body, "tool_choice"), "name"));
-  if ((rc = gen_chat_force_tools(mm, &r.chat, forced, &g))) {
+  if ((rc = gen_chat_force_tools(mm, &r.chat, r.forced, &g))) {
     api_error(req, 400, rc, err_detail(), "tool_choice");
     goto done;
   }
@@ -688,6 +717,9 @@ void openai_responses_create(http_req *req, void *ctx) {
   s->background = r.background;
   s->input = json_incref(r.input);
   s->conv_id = r.conv_id ? str_dup(r.conv_id) : NULL;
+  s->tmap = r.tmap; /* moved */
+  r.tmap = NULL;
+  r.forced = NULL;
   openai_make_id(s->id, sizeof s->id, "resp_");
   s->resp = settings_object(body, s->id, model_name && *model_name ? model_name : mm->name, r.prev_id, r.conv_id,
                             r.store, r.background);
@@ -805,8 +837,19 @@ static void replay(http_req *req, const json_t *resp, long long after) {
       json_array_append_new(evs, json_pack("{s:s, s:s, s:i, s:O, s:O}", "type", "response.function_call_arguments.done", "item_id",
                                            id, "output_index", (int)i, "name", json_object_get(it, "name"), "arguments",
                                            json_object_get(it, "arguments")));
+    } else if (!type || (strcmp(type, "message") != 0 && strcmp(type, "reasoning") != 0)) {
+      /* The other tool calls are announced whole (as when they were live). */
+      bool custom = type && strcmp(type, "custom_tool_call") == 0;
+      if (custom) json_object_set_new(added, "input", json_string(""));
+      json_array_append_new(evs, json_pack("{s:s, s:i, s:o}", "type", "response.output_item.added", "output_index", (int)i, "item", added));
+      if (custom) {
+        json_array_append_new(evs, json_pack("{s:s, s:s, s:i, s:O}", "type", "response.custom_tool_call_input.delta", "item_id",
+                                             id, "output_index", (int)i, "delta", json_object_get(it, "input")));
+        json_array_append_new(evs, json_pack("{s:s, s:s, s:i, s:O}", "type", "response.custom_tool_call_input.done", "item_id",
+                                             id, "output_index", (int)i, "input", json_object_get(it, "input")));
+      }
     } else {
-      bool msg = type && strcmp(type, "message") == 0;
+      bool msg = strcmp(type, "message") == 0;
       json_t *part = json_array_get(json_object_get(it, "content"), 0);
       json_object_set_new(added, "content", json_array());
       json_array_append_new(evs, json_pack("{s:s, s:i, s:o}", "type", "response.output_item.added", "output_index", (int)i, "item", added));

@@ -239,6 +239,9 @@ test('transcription stream: deltas concatenate to the done text; include logprob
   assert.equal(done.text, joined);
   assert.ok(Array.isArray(done.logprobs) && done.logprobs.length === n);
   assert.match(done.text.toLowerCase(), /forward/);
+  // TranscriptTextDoneEvent.usage admits token usage only; the local
+  // recognizers count seconds, so the event carries none.
+  assert.ok(!('usage' in done) || done.usage.type === 'tokens', JSON.stringify(done.usage));
 });
 
 test('transcription accepts mp3, ogg and flac uploads (format detected from the bytes)', async (t) => {
@@ -268,15 +271,21 @@ test('transcription bad input: a non-audio file, an empty file, a missing model,
     (e) => e instanceof BadRequestError);
 });
 
-test('translations: 501 naming the endpoint, no retry', async (t) => {
+test('translations: the 501 not_implemented_local of every unimplemented operation, no retry', async (t) => {
   if (skip) return t.skip(skip);
   await assert.rejects(client.audio.translations.create({ file: await toFile(wav, 'a.wav'), model: 'whisper-1' }), (e) => {
     assert.ok(e instanceof APIError);
     assert.equal(e.status, 501);
-    assert.match(e.message, /translations/);
+    assert.equal(e.code, 'not_implemented_local');
+    assert.equal(e.type, 'server_error');
+    assert.equal(e.param, null);
+    assert.match(e.message, /createTranslation \(POST \/v1\/audio\/translations\)/);
     assert.equal(e.headers.get('x-should-retry'), 'false');
     return true;
   });
+  // A malformed request is still told what is wrong.
+  await assert.rejects(client.audio.translations.create({ file: await toFile(wav, 'a.wav') }),
+    (e) => e instanceof BadRequestError && e.param === 'model');
 });
 
 test('GET /v1/audio/voices lists the local voices and the OpenAI names', async (t) => {
