@@ -56,7 +56,11 @@ function checkResponse(r) {
   }
   assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
   assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0);
-  if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  if (r.status === 'incomplete') {
+    assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+    // the item the limit cut short says so too
+    assert.equal(r.output.at(-1).status, 'incomplete', JSON.stringify(r.output.at(-1)));
+  }
 }
 
 test('create: a string input gives a stored response with a message item and usage', async (t) => {
@@ -172,22 +176,30 @@ test('delete removes a response; later reads are NotFound', async (t) => {
   await assert.rejects(client.responses.delete(r.id), (e) => e instanceof OpenAI.NotFoundError);
 });
 
-test('function tools and text.format json_schema are honoured; hosted tools are refused', async (t) => {
+test('function tools and text.format json_schema are honoured; hosted tools are accepted and not shown', async (t) => {
   if (skip) return t.skip(skip);
   const tools = [{ type: 'function', name: 'get_weather', description: 'Weather', strict: true,
     parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
   const withTools = await client.responses.create({ model: MODEL, input: 'Weather in Oslo?', tools, max_output_tokens: 16 });
   assert.deepEqual(withTools.tools, tools);
+  // FunctionTool requires strict and parameters: echoed true and null when
+  // left out, in the stream's response objects too.
+  const bare = { type: 'function', name: 'ping' };
+  const echoed = await client.responses.create({ model: MODEL, input: 'x', tools: [bare], max_output_tokens: 1 });
+  assert.deepEqual(echoed.tools, [{ ...bare, strict: true, parameters: null }]);
+  const es = client.responses.stream({ model: MODEL, input: 'x', tools: [bare], max_output_tokens: 1 });
+  for await (const ev of es) if (ev.response) assert.deepEqual(ev.response.tools, [{ ...bare, strict: true, parameters: null }], ev.type);
   const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
   const fmt = await client.responses.create({ model: MODEL, input: 'ok?', max_output_tokens: 64, temperature: 1,
     text: { format: { type: 'json_schema', name: 'ok', schema, strict: true } } });
   assert.equal(fmt.status, 'completed');
   assert.equal(typeof JSON.parse(fmt.output_text).ok, 'boolean');
-  await assert.rejects(client.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] }), (e) => {
-    assert.ok(e instanceof OpenAI.BadRequestError);
-    assert.equal(e.param, 'tools');
-    return true;
-  });
+  // A hosted tool is accepted, echoed, and left out of the prompt.
+  const plain = await client.responses.inputTokens.count({ model: MODEL, input: 'x' });
+  const hosted = await client.responses.inputTokens.count({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }] });
+  assert.equal(hosted.input_tokens, plain.input_tokens);
+  const ws = await client.responses.create({ model: MODEL, input: 'x', tools: [{ type: 'web_search' }], max_output_tokens: 4 });
+  assert.deepEqual(ws.tools, [{ type: 'web_search' }]);
   // A function call and its output as input render without error.
   const round = await client.responses.create({ model: MODEL, tools, max_output_tokens: 16, input: [
     { role: 'user', content: 'Weather in Oslo?' },
@@ -197,11 +209,30 @@ test('function tools and text.format json_schema are honoured; hosted tools are 
   checkResponse(round);
 });
 
+test('max_output_tokens: every positive value, 1 included (a warm-up request)', async (t) => {
+  if (skip) return t.skip(skip);
+  for (const n of [1, 3, 15]) {
+    const r = await client.responses.create({ model: MODEL, input: 'warm up', max_output_tokens: n });
+    assert.equal(r.max_output_tokens, n);
+    assert.ok(r.usage.output_tokens <= n, `${r.usage.output_tokens} > ${n}`);
+    if (r.status === 'incomplete') assert.equal(r.output.at(-1).status, 'incomplete');
+  }
+  // streamed, the item's done event carries the status as well
+  const s = client.responses.stream({ model: MODEL, input: 'warm up', max_output_tokens: 1 });
+  const done = [];
+  for await (const ev of s) if (ev.type === 'response.output_item.done') done.push(ev.item);
+  const final = await s.finalResponse();
+  assert.equal(final.status, 'incomplete');
+  assert.equal(done.at(-1).status, 'incomplete');
+  assert.equal(final.output.at(-1).status, 'incomplete');
+});
+
 test('bad requests name the field', async (t) => {
   if (skip) return t.skip(skip);
   const cases = [
     [{ model: MODEL }, 'input'],
-    [{ model: MODEL, input: 'x', max_output_tokens: 3 }, 'max_output_tokens'],
+    [{ model: MODEL, input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
+    [{ model: MODEL, input: 'x', tools: [{ type: 'web_serch' }] }, 'tools'],
     [{ model: MODEL, input: [{ type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:,' }] }] }, 'input'],
     [{ model: MODEL, input: 'x', text: { format: { type: 'yaml' } } }, 'text.format.type'],
     [{ model: MODEL, input: 'x', previous_response_id: 'resp_x', conversation: 'conv_x' }, 'previous_response_id'],
@@ -228,6 +259,21 @@ test('conversations: create, use from a response, list/get/delete items, update,
   assert.equal(r.conversation.id, conv.id);
   const items = await client.conversations.items.list(conv.id, { order: 'asc' });
   assert.equal(items.data.length, 2 + r.output.length);
+  // output_text parts need annotations and logprobs (both required), also
+  // in items the client added without them.
+  const asst = await client.conversations.items.create(conv.id, { items: [
+    { role: 'assistant', content: 'said before' },
+    { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'parts form' }] },
+  ] });
+  const listed = await client.conversations.items.list(conv.id, { order: 'asc' });
+  const parts = listed.data.filter((it) => it.type === 'message').flatMap((it) => it.content)
+    .filter((p) => p.type === 'output_text');
+  assert.ok(parts.length >= 3, JSON.stringify(listed.data));
+  for (const p of parts) {
+    assert.ok(Array.isArray(p.annotations), JSON.stringify(p));
+    assert.ok(Array.isArray(p.logprobs), JSON.stringify(p));
+  }
+  for (const it of asst.data) await client.conversations.items.delete(it.id, { conversation_id: conv.id });
   assert.equal(items.data[1].content[0].text, 'Go on');
   const one = await client.conversations.items.retrieve(items.data[0].id, { conversation_id: conv.id });
   assert.equal(one.id, items.data[0].id);
