@@ -22,8 +22,9 @@
  * `speech.audio.delta` events with base64 chunks and `speech.audio.done`.
  * Output is 24 kHz mono like OpenAI's (pcm = raw s16le at 24 kHz).
  *
- * Translations: no local backend translates; a valid request gets the
- * 501 not_implemented_local of every unimplemented operation.
+ * Translations: no local backend translates, so POST /v1/audio/translations
+ * has no route here and gets the 501 not_implemented_local of every
+ * unimplemented operation (unimplemented.c).
  * Voices: GET /v1/audio/voices lists local voices and the vendor names.
  */
 #include "api/openai/audio.h"
@@ -37,7 +38,6 @@
 #include <strings.h>
 
 #include "api/api.h"
-#include "api/openai/unimplemented.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -93,9 +93,9 @@ typedef struct tr_opts {
   double temperature;
 } tr_opts;
 
-/* Checks the form fields of a transcription or translation; answers 400 and
+/* Checks the form fields of a transcription; answers 400 and
  * returns nonzero on a bad one. */
-static int tr_parse(http_req *req, bool translation, tr_opts *o) {
+static int tr_parse(http_req *req, tr_opts *o) {
   memset(o, 0, sizeof *o);
   const http_part *file = http_req_part_named(req, "file");
   if (!file || (!file->filename && !file->value_len)) {
@@ -121,7 +121,7 @@ static int tr_parse(http_req *req, bool translation, tr_opts *o) {
     o->format = (enum tr_format)i;
   }
   const char *lang = form_field(req, "language");
-  if (!translation && lang && *lang && strncasecmp(lang, "en", 2) != 0) {
+  if (lang && *lang && strncasecmp(lang, "en", 2) != 0) {
     bad_request(req, "language",
                 "language: '%.32s' is not available; the local speech-to-text model (pocketsphinx en-us) "
                 "knows only English ('en')",
@@ -433,7 +433,7 @@ static void *tr_main(void *arg) {
 static void audio_transcriptions(http_req *req, void *ctx) {
   api_speech *sp = ctx;
   tr_opts o;
-  if (tr_parse(req, false, &o)) return;
+  if (tr_parse(req, &o)) return;
   stt *s = NULL;
   int rc = api_speech_stt(sp, &s);
   if (rc) {
@@ -467,15 +467,6 @@ fail:
   if (j->st) stt_stream_free(j->st);
   audio_pcm_free(&j->pcm);
   free(j);
-}
-
-static void audio_translations(http_req *req, void *ctx) {
-  (void)ctx;
-  tr_opts o;
-  if (tr_parse(req, true, &o)) return;
-  /* No local backend translates yet: the answer every unimplemented
-   * operation gets (a valid request only; a malformed one got its 400). */
-  openai_not_implemented(req, "POST", "/audio/translations");
 }
 
 /* ---- speech ----------------------------------------------------------------- */
@@ -697,7 +688,6 @@ static void audio_voices(http_req *req, void *ctx) {
 
 static http_route ROUTES[] = {
     {"POST", "/v1/audio/transcriptions", audio_transcriptions, NULL, HTTP_BODY_MULTIPART, "openai_audio_transcriptions"},
-    {"POST", "/v1/audio/translations", audio_translations, NULL, HTTP_BODY_MULTIPART, "openai_audio_translations"},
     {"POST", "/v1/audio/speech", audio_speech, NULL, HTTP_BODY_JSON, "openai_audio_speech"},
     {"GET", "/v1/audio/voices", audio_voices, NULL, 0, "openai_audio_voices"},
 };

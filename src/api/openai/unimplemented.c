@@ -355,15 +355,6 @@ static void not_implemented(http_req *req, void *ctx) {
   json_decref(body);
 }
 
-void openai_not_implemented(http_req *req, const char *method, const char *path) {
-  for (size_t i = 0; i < ARRAY_LEN(OPS); i++)
-    if (strcmp(OPS[i].method, method) == 0 && strcmp(OPS[i].path, path) == 0) {
-      not_implemented(req, (void *)&OPS[i]);
-      return;
-    }
-  api_error(req, 500, ERR_INTERNAL, "an operation missing from the OpenAI operation table was refused", NULL);
-}
-
 static void build(void) {
   for (size_t i = 0; i < ARRAY_LEN(OPS); i++) {
     int n = snprintf(g_patterns[i], PATTERN_MAX, "/v1%s", OPS[i].path);

@@ -31,10 +31,6 @@ size_t openai_unimplemented_routes(const http_route **out);
 /* The distinct first segments of the operations' paths ("/chat", "/models",
  * ...): the prefixes that get the no-/v1 and /v1/v1 aliases. */
 size_t openai_path_prefixes(const char *const **out);
-/* Answers req with the 501 of the operation METHOD PATH (path relative to
- * /v1, as in the table): for a route that exists only to check its input
- * before saying the operation is not implemented. */
-void openai_not_implemented(http_req *req, const char *method, const char *path);
 /* Adds the 501 table and, for each prefix P, the aliases P -> /v1P and
  * /v1/v1P -> /v1P to srv (before http_server_start). */
 int openai_surface_install(http_server *srv);

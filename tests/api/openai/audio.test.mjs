@@ -283,9 +283,6 @@ test('translations: the 501 not_implemented_local of every unimplemented operati
     assert.equal(e.headers.get('x-should-retry'), 'false');
     return true;
   });
-  // A malformed request is still told what is wrong.
-  await assert.rejects(client.audio.translations.create({ file: await toFile(wav, 'a.wav') }),
-    (e) => e instanceof BadRequestError && e.param === 'model');
 });
 
 test('GET /v1/audio/voices lists the local voices and the OpenAI names', async (t) => {

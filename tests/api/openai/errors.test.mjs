@@ -8,12 +8,18 @@
 // `openai-processing-ms: <integer>`; deterministic failures say
 // `x-should-retry: false` and the SDK then sends them once only.
 //
+// Also: no `model` while several models are served is a 400 naming
+// "model" (not a 404), and a listed model whose file does not load is a 500
+// naming the file (not "not found").
+//
 // Not reachable from outside, so not tested: 409 (parley answers state
 // conflicts with 400 because the SDKs retry 409), 422 (the spec names no
-// case), 500 (a bug), 503 (a model that cannot load answers 400/404 here).
+// case), 503 (engine shutting down).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setMaxListeners } from 'node:events';
+import { copyFileSync, statSync, truncateSync } from 'node:fs';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer } from '../lib/server.mjs';
 import { makeModelsDir } from '../lib/models.mjs';
@@ -96,6 +102,42 @@ test('404: an unknown model is NotFoundError model_not_found naming param "model
     assert.equal(e.error.message, 'Invalid URL (GET /v1/no/such/route)');
     return true;
   });
+});
+
+test('no model among several is 400 param "model"; a listed model that fails to load is a 500 naming its file', async (t) => {
+  if (models.skip) return t.skip(models.skip);
+  const own = await makeModelsDir();
+  const tiny = path.join(own.dir, 'org/tiny.gguf');
+  copyFileSync(tiny, path.join(own.dir, 'org/other.gguf'));
+  const broken = path.join(own.dir, 'org/broken.gguf');
+  copyFileSync(tiny, broken);
+  truncateSync(broken, Math.floor(statSync(broken).size / 2));
+  const s = await startServer({ args: ['--models-dir', own.dir], env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
+  try {
+    const c = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'x', maxRetries: 2 });
+    const listed = (await c.models.list()).data.map((m) => m.id);
+    assert.ok(listed.includes('org/broken') && listed.includes('org/other'), listed.join());
+    // what a client that leaves model out sends
+    await assert.rejects(c.post('/responses', { body: { input: 'hi' } }), (e) => {
+      assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+      assertErrorShape(e, { status: 400, code: null, type: 'invalid_request_error', param: 'model' });
+      assert.match(e.error.message, /--default-model/);
+      return true;
+    });
+    await assert.rejects(c.post('/chat/completions', { body: { messages: [{ role: 'user', content: 'x' }] } }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'model');
+    await assert.rejects(c.chat.completions.create({ model: 'org/broken', messages: [{ role: 'user', content: 'x' }] }), (e) => {
+      assert.ok(e instanceof OpenAI.InternalServerError, String(e));
+      assert.equal(e.status, 500);
+      assert.notEqual(e.error.code, 'model_not_found');
+      assert.ok(e.error.message.includes(broken), e.error.message);
+      assert.equal(e.headers.get('x-should-retry'), 'false');
+      return true;
+    });
+  } finally {
+    await s.stop();
+    own.cleanup();
+  }
 });
 
 test('400: malformed JSON names line and column; an invalid field is BadRequestError naming it', async (t) => {

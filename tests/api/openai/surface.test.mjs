@@ -142,18 +142,6 @@ const IMPLEMENTED = {
     form.append('file', new Blob([wav]), 'hello.wav');
     return fetch(`${srv.url}${pre}/audio/transcriptions${q}`, { method: 'POST', body: form });
   },
-  // No local backend translates: a well-formed request is a 501 that says so
-  // (tests/api/openai/audio.test.mjs checks the SDK's view of it).
-  'POST /audio/translations': async (pre, q) => {
-    const form = new FormData();
-    form.append('model', 'whisper-1');
-    form.append('file', new Blob([new Uint8Array(44)]), 'a.wav');
-    const r = await fetch(`${srv.url}${pre}/audio/translations${q}`, { method: 'POST', body: form });
-    const text = await r.text();
-    assert.ok(r.status === 501 || r.status === 400, `translations answered ${r.status}: ${text}`);
-    if (r.status === 501) assert.match(text, /translations/);
-    return new Response('{}', { status: 200 });
-  },
   'POST /realtime/client_secrets': (pre, q) => jsonReq('POST', `${pre}/realtime/client_secrets${q}`, { session: { type: 'realtime' } }),
   'POST /realtime/sessions': (pre, q) => jsonReq('POST', `${pre}/realtime/sessions${q}`, { modalities: ['text'] }),
   'POST /realtime/transcription_sessions': (pre, q) => jsonReq('POST', `${pre}/realtime/transcription_sessions${q}`, {}),
