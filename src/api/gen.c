@@ -665,10 +665,9 @@ int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids,
    * clients get the same 400 as the others. */
   int64_t n_ctx = engine_n_ctx(mm->eng);
   if ((int64_t)ids->n >= n_ctx) {
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
-             ids->n, (long long)n_ctx);
+    char msg[240];
+    api_context_message(req ? api_dialect_of(req) : API_DIALECT_OPENAI, j->prompt_param, (int64_t)ids->n, n_ctx, msg,
+                        sizeof msg);
     return fail(req, j, 400, ERR_CONTEXT, msg, j->prompt_param);
   }
   if (j->g.format != GEN_FORMAT_TEXT) {

@@ -195,6 +195,18 @@ test('the same conversation as OpenAI chat, Anthropic messages and Ollama chat r
   assert.equal(l2.prompt_eval_count, o2.usage.prompt_tokens);
 });
 
+test('a prompt over the context: 400 with Ollama\'s own words, streaming or not', async (t) => {
+  if (skipped(t)) return;
+  const long = [{ role: 'user', content: 'hello world '.repeat(400) }]; // > 512 positions
+  for (const stream of [false, true]) {
+    await assert.rejects(ctx.client.chat({ model: 'plain', messages: long, stream }), (e) => {
+      assert.equal(e.status_code, 400);
+      assert.equal(e.error, 'the input length exceeds the context length');
+      return true;
+    });
+  }
+});
+
 test('tools on a model without the tools capability: 400 naming the full model name', async (t) => {
   if (skipped(t)) return;
   const caps = (await ctx.client.show({ model: 'plain' })).capabilities;
