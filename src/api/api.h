@@ -74,6 +74,11 @@ json_t *api_parse_body(http_req *req);
  * "messages[2].content: expected string, got number". `path` is the object's
  * own path ("" for the top level). */
 int api_json_str(const json_t *obj, const char *path, const char *key, bool required, const char **out);
+/* api_json_str for text a model reads (message content, thinking): the
+ * string may hold U+0000, as the vendors accept it there, so its length is
+ * *len (api_json_str refuses a NUL: names, ids and enums never hold one). */
+int api_json_text(const json_t *obj, const char *path, const char *key, bool required, const char **out,
+                  size_t *len);
 int api_json_int(const json_t *obj, const char *path, const char *key, bool required, long long *out);
 int api_json_num(const json_t *obj, const char *path, const char *key, bool required, double *out);
 int api_json_bool(const json_t *obj, const char *path, const char *key, bool required, bool *out);

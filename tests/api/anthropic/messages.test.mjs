@@ -402,6 +402,27 @@ test('25b. stream: message_start reports the same cache read/creation split as m
   assert.equal(start.input_tokens + start.cache_read_input_tokens, count.input_tokens);
 });
 
+test('U+0000 in a replayed history (text, system, thinking, tool_result) is taken, as Anthropic takes it', async (t) => {
+  if (skip) return t.skip(skip);
+  const nul = (s) => `${s}\u0000${s}`;
+  const body = {
+    model: THINK, max_tokens: 2, system: nul('sys'), tools: [WEATHER_TOOL],
+    messages: [
+      { role: 'user', content: nul('hi') },
+      { role: 'assistant', content: [{ type: 'thinking', thinking: nul('hmm'), signature: 'x' }, { type: 'text', text: nul('ok') },
+        { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: nul('5 C') }, { type: 'text', text: nul('and') }] },
+    ],
+  };
+  const m = await client.messages.create(body);
+  assert.equal(m.type, 'message');
+  for await (const ev of await client.messages.create({ ...body, stream: true })) assert.ok(ev.type);
+  // the NUL is part of the prompt (one more token than without it), not cut at
+  const withNul = await client.messages.countTokens({ model: TINY, messages: [{ role: 'user', content: 'ab\u0000cd' }] });
+  const without = await client.messages.countTokens({ model: TINY, messages: [{ role: 'user', content: 'abcd' }] });
+  assert.ok(withNul.input_tokens > without.input_tokens, `${withNul.input_tokens} <= ${without.input_tokens}`);
+});
+
 test('28. beta path: ?beta=true with anthropic-beta works', async (t) => {
   if (skip) return t.skip(skip);
   const m = await client.beta.messages.create({ ...req(), betas: ['some-beta'] });
