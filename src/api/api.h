@@ -41,6 +41,13 @@ int api_overloaded_status(enum api_dialect d);
  * message names what is wrong; param is the offending field's JSON path or
  * NULL. Adds x-should-retry: false when a retry cannot help. */
 void api_error(http_req *req, int status, int code, const char *message, const char *param);
+/* The message for a prompt of n_prompt tokens that does not fit a context of
+ * n_ctx positions (one is needed for the reply), in dialect d's own words;
+ * param is the request field that holds the prompt ("messages", "prompt",
+ * "input"). Answer it with code ERR_CONTEXT (400; OpenAI-shaped dialects add
+ * code context_length_exceeded). */
+void api_context_message(enum api_dialect d, const char *param, int64_t n_prompt, int64_t n_ctx, char *out,
+                         size_t cap);
 /* api_error with the calling thread's err_detail() as the message. */
 void api_error_last(http_req *req, int code, const char *param);
 
@@ -67,6 +74,11 @@ json_t *api_parse_body(http_req *req);
  * "messages[2].content: expected string, got number". `path` is the object's
  * own path ("" for the top level). */
 int api_json_str(const json_t *obj, const char *path, const char *key, bool required, const char **out);
+/* api_json_str for text a model reads (message content, thinking): the
+ * string may hold U+0000, as the vendors accept it there, so its length is
+ * *len (api_json_str refuses a NUL: names, ids and enums never hold one). */
+int api_json_text(const json_t *obj, const char *path, const char *key, bool required, const char **out,
+                  size_t *len);
 int api_json_int(const json_t *obj, const char *path, const char *key, bool required, long long *out);
 int api_json_num(const json_t *obj, const char *path, const char *key, bool required, double *out);
 int api_json_bool(const json_t *obj, const char *path, const char *key, bool required, bool *out);

@@ -199,6 +199,40 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   json_decref(body);
 }
 
+/* A prompt that does not fit the context, in each vendor's own words
+ * (clients match them: Claude Code recognises only Anthropic's and then
+ * compacts the conversation instead of retrying):
+ *   Anthropic  "prompt is too long: N tokens > M maximum" (M the most the
+ *              prompt may hold: the context less the one token a reply needs);
+ *   Ollama     "the input length exceeds the context length" (its runner's
+ *              words, specs/ollama.md 2.12);
+ *   OpenAI and the OpenAI-shaped dialects: the Chat Completions sentence
+ *              with the model's context and the prompt's size, or for a
+ *              Responses "input" the Responses one; the code is
+ *              context_length_exceeded either way (openai_code_for). */
+void api_context_message(enum api_dialect d, const char *param, int64_t n_prompt, int64_t n_ctx, char *out,
+                         size_t cap) {
+  switch (d) {
+    case API_DIALECT_ANTHROPIC:
+      snprintf(out, cap, "prompt is too long: %lld tokens > %lld maximum", (long long)n_prompt, (long long)(n_ctx - 1));
+      return;
+    case API_DIALECT_OLLAMA:
+      snprintf(out, cap, "the input length exceeds the context length");
+      return;
+    default:
+      if (param && strcmp(param, "input") == 0)
+        snprintf(out, cap, "Your input exceeds the context window of this model. Please adjust your input and try "
+                 "again. (The input is %lld tokens; the model's context holds %lld.)", (long long)n_prompt,
+                 (long long)n_ctx);
+      else
+        snprintf(out, cap, "This model's maximum context length is %lld tokens. However, your %s resulted in %lld "
+                 "tokens. Please reduce the length of the %s.", (long long)n_ctx,
+                 param && strcmp(param, "prompt") == 0 ? "prompt" : "messages", (long long)n_prompt,
+                 param && strcmp(param, "prompt") == 0 ? "prompt" : "messages");
+      return;
+  }
+}
+
 void api_error_last(http_req *req, int code, const char *param) { api_error(req, 0, code, err_detail(), param); }
 
 void api_http_on_error(http_req *req, int status, int code, const char *message, const char *param, void *ctx) {

@@ -391,6 +391,7 @@ struct gen_job {
   tok_ids ids;             /* the prompt with gen_params.prefill's tokens
                               (empty without a prefill) */
   bool detached;           /* producer thread without a client stream */
+  bool began;              /* first_event ran */
   int write_rc;            /* a streaming write failed: the client is gone */
   const char *prompt_param;
 };
@@ -549,24 +550,38 @@ static void on_event(gen_job *j, engine_event *ev) {
  * engine request; its FINISH then ends consume. */
 static void on_stream_cancel(void *arg) { engine_req_cancel(((gen_job *)arg)->h); }
 
-static void consume(gen_job *j) {
-  engine_event ev;
-  /* The prefill opened the output (a forced call's opener): the parsers
-   * read it first, here so that a streaming sink has had on_start. */
+/* Runs once, at the engine's first event (first NULL: there was none):
+ * the result takes the prompt's token counts as admitted (a sink that
+ * reports them in its first event, Anthropic's message_start, sees the
+ * cache split), then the parsers read the prefill, which opened the output
+ * (a forced call's opener), after a streaming sink has had on_start. */
+static void first_event(gen_job *j, const engine_event *first) {
+  if (j->began) return;
+  j->began = true;
+  if (first && (first->type == ENGINE_EVENT_TEXT_DELTA || first->type == ENGINE_EVENT_USAGE)) {
+    j->res.n_prompt = first->n_prompt;
+    j->res.n_cached = first->n_cached;
+  }
   const char *pre = j->g.prefill;
   for (int i = 0; pre && *pre && i < j->res.n; i++) {
     buf_append_str(&j->raw[i], pre);
     if (outparse_feed(j->parsers[i], pre, strlen(pre))) j->res.ch[i].parse_failed = true;
   }
+}
+
+static void consume(gen_job *j) {
+  engine_event ev;
   for (;;) {
     int rc = engine_req_next(j->h, -1, &ev);
     if (rc == ERR_NOT_FOUND) break;
     if (rc == ERR_TIMEOUT) continue;
     if (rc) break;
+    first_event(j, &ev);
     on_event(j, &ev);
     engine_event_free(&ev);
     if (j->s && j->write_rc) engine_req_cancel(j->h);
   }
+  first_event(j, NULL);
   j->res.t_end_ns = time_mono_ns();
 }
 
@@ -650,10 +665,9 @@ int gen_run(http_req *req, manager_model *mm, gen_params *g, const tok_ids *ids,
    * clients get the same 400 as the others. */
   int64_t n_ctx = engine_n_ctx(mm->eng);
   if ((int64_t)ids->n >= n_ctx) {
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "the prompt is %zu tokens, but the model's context holds %lld (the completion needs at least one more)",
-             ids->n, (long long)n_ctx);
+    char msg[240];
+    api_context_message(req ? api_dialect_of(req) : API_DIALECT_OPENAI, j->prompt_param, (int64_t)ids->n, n_ctx, msg,
+                        sizeof msg);
     return fail(req, j, 400, ERR_CONTEXT, msg, j->prompt_param);
   }
   if (j->g.format != GEN_FORMAT_TEXT) {

@@ -182,7 +182,10 @@ typedef struct gen_choice {
 typedef struct gen_result {
   int n;                    /* choices */
   gen_choice *ch;           /* [n] */
-  int64_t n_prompt, n_cached, n_completion; /* tokens, as the engine counted */
+  int64_t n_prompt, n_cached, n_completion; /* tokens, as the engine counted
+                               (n_prompt and n_cached are known from the
+                               engine's first event on, before the first
+                               text or tool callback) */
   uint64_t t_start_ns;      /* monotonic: submitted */
   uint64_t t_first_ns;      /* first completion token arrived (0: none) */
   uint64_t t_end_ns;        /* last event */

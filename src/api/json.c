@@ -122,6 +122,16 @@ int api_json_str(const json_t *obj, const char *path, const char *key, bool requ
   return 0;
 }
 
+int api_json_text(const json_t *obj, const char *path, const char *key, bool required, const char **out,
+                  size_t *len) {
+  const json_t *v;
+  int rc = field(obj, path, key, required, "string", is_str, &v);
+  if (rc) return rc;
+  *out = json_string_value(v);
+  *len = json_string_length(v);
+  return 0;
+}
+
 int api_json_int(const json_t *obj, const char *path, const char *key, bool required, long long *out) {
   const json_t *v;
   int rc = field(obj, path, key, required, "integer", is_int, &v);

@@ -331,6 +331,8 @@ static int slot_emit(slot *s, size_t n_emit) {
   n->ev.tokens = toks;
   n->ev.logprobs = lp;
   n->ev.n_tokens = s->n_p;
+  n->ev.n_prompt = h->n_prompt;
+  n->ev.n_cached = h->n_cached;
   s->n_p = 0;
   if (n_emit) {
     memmove(s->text.data, s->text.data + n_emit, s->text.len - n_emit);

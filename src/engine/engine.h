@@ -245,7 +245,9 @@ typedef struct engine_event {
   int32_t *tokens;
   sample_result *logprobs;
   size_t n_tokens;
-  /* USAGE (once per request, all choices together) */
+  /* USAGE (once per request, all choices together); TEXT_DELTA carries
+   * n_prompt and n_cached too (fixed at admission), so a consumer knows the
+   * cache split from the first delta on (Anthropic's message_start) */
   int64_t n_prompt;      /* prompt tokens */
   int64_t n_cached;      /* of which served from the slot's prefix cache */
   int64_t n_completion;  /* every sampled token, including an EOG/stop token */

@@ -679,17 +679,25 @@ static size_t utf8_need(uint8_t lead) {
   return 0;
 }
 
-/* Feeds bytes through the held state, appending whole characters. */
+/* Feeds bytes through the held state, appending whole characters. A NUL
+ * byte (a <0x00> byte token, or a byte-level BPE token for byte 0) is
+ * dropped: generated text never holds U+0000, which every dialect would
+ * have to carry as "\u0000" and which clients that replay their history
+ * (Claude Code) then send back in every later request. */
 static int stream_bytes(tok_stream *s, const uint8_t *p, size_t n, buf *out) {
   size_t i = 0;
   while (i < n) {
     if (s->n_held == 0) {
       /* fast path: a run of ASCII */
       size_t j = i;
-      while (j < n && p[j] < 0x80) j++;
+      while (j < n && p[j] < 0x80 && p[j]) j++;
       if (j > i) {
         if (buf_append(out, p + i, j - i)) return ERR_NOMEM;
         i = j;
+        continue;
+      }
+      if (!p[i]) {
+        i++;
         continue;
       }
       if (utf8_need(p[i])) s->held[s->n_held++] = p[i];

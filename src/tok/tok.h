@@ -124,12 +124,13 @@ int tok_encode(const tok *t, const char *text, size_t len, unsigned flags, tok_i
 int tok_decode_piece(const tok *t, int32_t id, unsigned flags, buf *out);
 
 /* Whole-sequence decoding through a tok_stream (complete UTF-8 only; bytes
- * that cannot form UTF-8 come out as U+FFFD). */
+ * that cannot form UTF-8 come out as U+FFFD; NUL bytes are dropped). */
 int tok_decode(const tok *t, const int32_t *ids, size_t n, unsigned flags, buf *out);
 
 /* Streaming detokenizer: feed ids one at a time; each call appends only whole,
  * valid UTF-8 characters, holding back up to 3 bytes of an unfinished one.
- * Byte sequences that can never become valid UTF-8 are emitted as U+FFFD.
+ * Byte sequences that can never become valid UTF-8 are emitted as U+FFFD,
+ * and NUL bytes not at all (generated text never holds U+0000). 
  * tok_stream_flush() emits what is held (an unfinished tail becomes U+FFFD)
  * and resets the stream. No allocation of its own: init/flush, no free. */
 typedef struct tok_stream {

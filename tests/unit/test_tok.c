@@ -422,6 +422,50 @@ TEST(tok_stream_invalid_bytes) {
   built_free(&b);
 }
 
+/* A NUL byte (the <0x00> byte token) never reaches the text, alone, inside
+ * ASCII, after an unfinished character, or through tok_decode: generated
+ * text holds no U+0000 in any dialect. */
+TEST(tok_stream_drops_nul) {
+  vocab_spec v;
+  spm_vocab(&v);
+  built b;
+  ASSERT_INT_EQ(build(&v, &b), 0);
+  tok *t = NULL;
+  ASSERT_INT_EQ(tok_load(b.f, &t), 0);
+  static const struct {
+    const unsigned char in[8];
+    size_t n;
+    const char *want;
+  } cases[] = {
+      {{0x00}, 1, ""},
+      {{'a', 0x00, 'b'}, 3, "ab"},
+      {{0x00, 0x00, 'x', 0x00}, 4, "x"},
+      {{0xc3, 0x00, 'y'}, 3, "\xef\xbf\xbdy"}, /* the unfinished character is replaced, the NUL dropped */
+      {{0xc3, 0xa9, 0x00}, 3, "\xc3\xa9"},
+  };
+  for (size_t c = 0; c < ARRAY_N(cases); c++) {
+    tok_stream s;
+    tok_stream_init(&s, t, 0);
+    buf out = BUF_INIT;
+    int32_t ids[8];
+    for (size_t k = 0; k < cases[c].n; k++) {
+      ids[k] = 3 + cases[c].in[k];
+      EXPECT_INT_EQ(tok_stream_feed(&s, ids[k], &out), 0);
+    }
+    EXPECT_INT_EQ(tok_stream_flush(&s, &out), 0);
+    EXPECT_INT_EQ(out.len, strlen(cases[c].want));
+    EXPECT_TRUE(out.len == 0 || memcmp(out.data, cases[c].want, out.len) == 0);
+    buf whole = BUF_INIT;
+    EXPECT_INT_EQ(tok_decode(t, ids, cases[c].n, 0, &whole), 0);
+    EXPECT_INT_EQ(whole.len, strlen(cases[c].want));
+    EXPECT_TRUE(memchr(whole.data ? whole.data : "", 0, whole.len) == NULL);
+    buf_free(&whole);
+    buf_free(&out);
+  }
+  tok_free(t);
+  built_free(&b);
+}
+
 /* ---- real vocabularies (../shared/vocab) -------------------------------- */
 
 static tok *load_shared(const char *name, gguf_file **gf) {

@@ -84,6 +84,7 @@ struct an {
   /* streaming */
   enum blk cur;       /* the open block */
   int index;          /* its index (or the next one's when none is open) */
+  bool started;       /* message_start was sent */
   bool pinged, had_text, had_tool, had_thinking;
   buf think;          /* the open thinking block's text (for its signature) */
 };
@@ -140,6 +141,23 @@ static json_t *tool_use_block(const json_t *call) {
 
 /* ---- streaming ------------------------------------------------------------------------ */
 
+/* message_start goes out before the first block (or the end): by then the
+ * engine has admitted the prompt and the result holds its cache split, which
+ * message_start reports as message_delta does (input + cache_read = the
+ * prompt), as Anthropic does; clients that read usage from message_start
+ * (LangChain) see the cache hits. */
+static int an_begin(struct an *o, gen_job *j) {
+  if (o->started) return 0;
+  o->started = true;
+  const gen_result *r = gen_job_result(j);
+  int64_t n_prompt = r->n_prompt ? r->n_prompt : o->n_prompt;
+  json_t *msg = json_pack("{s:s, s:s, s:s, s:[], s:s, s:n, s:n, s:o}", "id", o->id, "type", "message", "role",
+                          "assistant", "content", "model", o->model, "stop_reason", "stop_sequence", "usage",
+                          usage_json(n_prompt, r->n_cached, 1));
+  if (!msg) return ERR_NOMEM;
+  return send(j, "message_start", json_pack("{s:s, s:o}", "type", "message_start", "message", msg));
+}
+
 static int block_stop(struct an *o, gen_job *j) {
   if (o->cur == BLK_NONE) return 0;
   int rc = 0;
@@ -159,7 +177,8 @@ static int block_stop(struct an *o, gen_job *j) {
 
 /* Closes the open block and opens one of kind k described by cb. */
 static int block_start(struct an *o, gen_job *j, enum blk k, json_t *cb) {
-  int rc = block_stop(o, j);
+  int rc = an_begin(o, j);
+  if (!rc) rc = block_stop(o, j);
   if (rc) {
     json_decref(cb);
     return rc;
@@ -182,15 +201,6 @@ static int delta(struct an *o, gen_job *j, json_t *d) {
   if (!d) return ERR_NOMEM;
   return send(j, "content_block_delta",
               json_pack("{s:s, s:i, s:o}", "type", "content_block_delta", "index", o->index, "delta", d));
-}
-
-static int an_start(void *ctx, gen_job *j) {
-  struct an *o = ctx;
-  json_t *msg = json_pack("{s:s, s:s, s:s, s:[], s:s, s:n, s:n, s:o}", "id", o->id, "type", "message", "role",
-                          "assistant", "content", "model", o->model, "stop_reason", "stop_sequence", "usage",
-                          usage_json(o->n_prompt, 0, 1));
-  if (!msg) return ERR_NOMEM;
-  return send(j, "message_start", json_pack("{s:s, s:o}", "type", "message_start", "message", msg));
 }
 
 static int an_text(void *ctx, gen_job *j, int choice, bool reasoning, const char *text, size_t len) {
@@ -235,7 +245,8 @@ static int an_tool_end(void *ctx, gen_job *j, int choice, int tool_index) {
 static int an_choice_end(void *ctx, gen_job *j, const gen_choice *c) {
   struct an *o = ctx;
   (void)c;
-  int rc = block_stop(o, j);
+  int rc = an_begin(o, j);
+  if (!rc) rc = block_stop(o, j);
   if (!rc && !o->had_text && !o->had_tool && o->had_thinking) {
     rc = block_start(o, j, BLK_TEXT, json_pack("{s:s, s:s}", "type", "text", "text", ""));
     if (!rc) rc = block_stop(o, j);
@@ -276,6 +287,7 @@ static void an_end(void *ctx, gen_job *j, const gen_result *r) {
     if (!gen_job_answer_error(j, r)) gen_job_answer_json(j, message_body(o, j, r));
     return;
   }
+  if (an_begin(o, j)) return;
   if (r->err_code) {
     send(j, "error", anthropic_error_event(r->err_code, r->err_msg));
     return;
@@ -291,7 +303,6 @@ static void an_end(void *ctx, gen_job *j, const gen_result *r) {
 }
 
 static const gen_sink an_sink = {
-    .on_start = an_start,
     .on_text = an_text,
     .on_tool_begin = an_tool_begin,
     .on_tool_args = an_tool_args,

@@ -66,18 +66,17 @@ static int refuse_media(const json_t *b, const char *path, const char *type) {
 /* The text of a text block into out (joined with '\n' after earlier text). */
 static int take_text(const json_t *b, const char *path, buf *out) {
   const char *t = NULL;
-  int rc = api_json_str(b, path, "text", true, &t);
+  size_t n = 0;
+  int rc = api_json_text(b, path, "text", true, &t, &n);
   if (rc) return rc;
   if (out->len) buf_append_byte(out, '\n');
-  buf_append_str(out, t);
+  buf_append(out, t, n);
   return 0;
 }
 
 /* A string, or an array of text blocks (system, tool_result content). */
 static int text_or_blocks(const json_t *v, const char *path, buf *out) {
-  if (json_is_string(v)) {
-    if (strlen(json_string_value(v)) != json_string_length(v))
-      return err_set(ERR_INVALID, "%s: string contains a NUL character", path);
+  if (json_is_string(v)) { /* U+0000 included, as Anthropic takes it */
     buf_append(out, json_string_value(v), json_string_length(v));
     return 0;
   }
@@ -113,18 +112,18 @@ static int append_turn(json_t *msgs, json_t *m) {
   bool mergeable = lrole && strcmp(role, lrole) == 0 && (strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0);
   if (!mergeable) return json_array_append_new(msgs, m) ? err_set(ERR_NOMEM, "out of memory") : 0;
   static const char *const keys[] = {"content", "reasoning_content"};
-  for (size_t k = 0; k < ARRAY_LEN(keys); k++) {
-    const char *a = json_string_value(json_object_get(last, keys[k]));
-    const char *b = json_string_value(json_object_get(m, keys[k]));
-    if (!b || !*b) continue;
-    if (!a || !*a) {
-      json_object_set_new(last, keys[k], json_string(b));
+  for (size_t k = 0; k < ARRAY_LEN(keys); k++) { /* lengths: the text may hold U+0000 */
+    const json_t *a = json_object_get(last, keys[k]);
+    const json_t *b = json_object_get(m, keys[k]);
+    if (!json_string_length(b)) continue;
+    if (!json_string_length(a)) {
+      json_object_set(last, keys[k], (json_t *)b);
       continue;
     }
     buf j = BUF_INIT;
-    buf_append_str(&j, a);
+    buf_append(&j, json_string_value(a), json_string_length(a));
     buf_append_byte(&j, '\n');
-    buf_append_str(&j, b);
+    buf_append(&j, json_string_value(b), json_string_length(b));
     json_object_set_new(last, keys[k], json_stringn(j.data ? j.data : "", j.len));
     buf_free(&j);
   }
@@ -233,9 +232,10 @@ static int assistant_turn(const json_t *content, const char *path, json_t *msgs)
         if ((rc = take_text(b, bp, &text))) break;
       } else if (strcmp(type, "thinking") == 0) {
         const char *t = NULL;
-        if ((rc = api_json_str(b, bp, "thinking", true, &t))) break;
-        if (reasoning.len && *t) buf_append_byte(&reasoning, '\n');
-        buf_append_str(&reasoning, t);
+        size_t n = 0;
+        if ((rc = api_json_text(b, bp, "thinking", true, &t, &n))) break;
+        if (reasoning.len && n) buf_append_byte(&reasoning, '\n');
+        buf_append(&reasoning, t, n);
       } else if (strcmp(type, "redacted_thinking") == 0) {
         /* opaque by design: nothing a local template could render */
       } else if (strcmp(type, "tool_use") == 0) {

@@ -56,7 +56,9 @@ static json_t *canonical_messages(http_req *req, const json_t *msgs, const json_
       ollama_err(req, 400, ERR_TYPE, "messages[%zu].content: expected string, got %s", i, api_json_type_name(content));
       goto fail;
     }
-    json_t *cm = json_pack("{s:s, s:s}", "role", lower, "content", json_is_string(content) ? json_string_value(content) : "");
+    /* the text as given, U+0000 included (Go keeps it) */
+    json_t *cm = json_pack("{s:s, s:s%}", "role", lower, "content", json_is_string(content) ? json_string_value(content) : "",
+                           json_string_length(content));
     if (!cm || json_array_append_new(out, cm)) goto oom;
     const json_t *images = json_object_get(m, "images");
     if (images && !json_is_null(images)) {
@@ -73,9 +75,9 @@ static json_t *canonical_messages(http_req *req, const json_t *msgs, const json_
         *has_images = true;
       }
     }
-    const char *thinking = json_string_value(json_object_get(m, "thinking"));
-    if (thinking && *thinking && !strcmp(lower, "assistant"))
-      json_object_set_new(cm, "reasoning_content", json_string(thinking));
+    const json_t *thinking = json_object_get(m, "thinking");
+    if (json_string_length(thinking) && !strcmp(lower, "assistant"))
+      json_object_set(cm, "reasoning_content", (json_t *)thinking);
     const json_t *tcs = json_object_get(m, "tool_calls");
     if (tcs && !json_is_null(tcs)) {
       if (!json_is_array(tcs)) {

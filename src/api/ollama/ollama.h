@@ -36,8 +36,12 @@
 #include "model/pull.h"
 #include "model/registry.h"
 
-/* The Ollama version /api/version reports (clients gate features on it). */
-#define OLLAMA_VERSION "0.12.10"
+/* The Ollama version /api/version reports. Clients gate features on it
+ * (Codex's --oss mode refuses anything before 0.13.4; think levels, tools),
+ * so it is the release of the Ollama tree ../shared/specs/ollama.md was
+ * written from (August 2026): the routes and fields this dialect implements
+ * are that release's, "max" think level and /api/status included. */
+#define OLLAMA_VERSION "0.32.8"
 
 typedef struct ollama_ctx {
   registry *reg;

@@ -70,10 +70,16 @@ test('33. a body over --max-body is 413 request_too_large; a prompt over the con
   const big = await send(body({ messages: [{ role: 'user', content: 'x'.repeat(70000) }] }));
   assertError(big, 413, 'request_too_large');
   const long = body({ messages: [{ role: 'user', content: 'hello world '.repeat(900) }] });
-  assertError(await send(long), 400, 'invalid_request_error', /context/);
-  assertError(await send({ ...long, stream: true }), 400, 'invalid_request_error', /context/);
+  // Anthropic's own words, which Claude Code matches to compact instead of
+  // retrying: "prompt is too long: N tokens > M maximum" (N the request's
+  // count_tokens, M the most the 1024-position context leaves the prompt)
   const client = new Anthropic({ baseURL: env.srv.url, apiKey: KEY, maxRetries: 0 });
-  await assert.rejects(client.messages.stream(long).finalMessage(), (e) => e instanceof Anthropic.BadRequestError);
+  const n = (await client.messages.countTokens({ model: TINY, messages: long.messages })).input_tokens;
+  const exact = new RegExp(`^prompt is too long: ${n} tokens > 1023 maximum$`);
+  assertError(await send(long), 400, 'invalid_request_error', exact);
+  assertError(await send({ ...long, stream: true }), 400, 'invalid_request_error', exact);
+  await assert.rejects(client.messages.stream(long).finalMessage(), (e) => e instanceof Anthropic.BadRequestError &&
+    e.error.error.type === 'invalid_request_error' && exact.test(e.error.error.message));
 });
 
 // Every validation error: [what is sent, the JSON path the message names].

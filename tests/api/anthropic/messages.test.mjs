@@ -385,6 +385,44 @@ test('25. count_tokens equals usage.input_tokens + cache_read_input_tokens of th
   await assert.rejects(client.messages.countTokens({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }), (e) => e.status === 404 && e.type === 'not_found_error');
 });
 
+test('25b. stream: message_start reports the same cache read/creation split as message_delta', async (t) => {
+  if (skip) return t.skip(skip);
+  const body = { model: TINY, system: 'Be brief.', messages: [{ role: 'user', content: unique() }], max_tokens: 3 };
+  const count = await client.messages.countTokens(body);
+  await client.messages.create(body); // fills the prefix cache with this prompt
+  const stream = await client.messages.create({ ...body, stream: true });
+  let start, delta;
+  for await (const ev of stream) {
+    if (ev.type === 'message_start') start = ev.message.usage;
+    if (ev.type === 'message_delta') delta = ev.usage;
+  }
+  assert.ok(delta.cache_read_input_tokens > 0, JSON.stringify(delta));
+  for (const k of ['input_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'])
+    assert.equal(start[k], delta[k], `${k}: message_start ${JSON.stringify(start)} vs message_delta ${JSON.stringify(delta)}`);
+  assert.equal(start.input_tokens + start.cache_read_input_tokens, count.input_tokens);
+});
+
+test('U+0000 in a replayed history (text, system, thinking, tool_result) is taken, as Anthropic takes it', async (t) => {
+  if (skip) return t.skip(skip);
+  const nul = (s) => `${s}\u0000${s}`;
+  const body = {
+    model: THINK, max_tokens: 2, system: nul('sys'), tools: [WEATHER_TOOL],
+    messages: [
+      { role: 'user', content: nul('hi') },
+      { role: 'assistant', content: [{ type: 'thinking', thinking: nul('hmm'), signature: 'x' }, { type: 'text', text: nul('ok') },
+        { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: nul('5 C') }, { type: 'text', text: nul('and') }] },
+    ],
+  };
+  const m = await client.messages.create(body);
+  assert.equal(m.type, 'message');
+  for await (const ev of await client.messages.create({ ...body, stream: true })) assert.ok(ev.type);
+  // the NUL is part of the prompt (one more token than without it), not cut at
+  const withNul = await client.messages.countTokens({ model: TINY, messages: [{ role: 'user', content: 'ab\u0000cd' }] });
+  const without = await client.messages.countTokens({ model: TINY, messages: [{ role: 'user', content: 'abcd' }] });
+  assert.ok(withNul.input_tokens > without.input_tokens, `${withNul.input_tokens} <= ${without.input_tokens}`);
+});
+
 test('28. beta path: ?beta=true with anthropic-beta works', async (t) => {
   if (skip) return t.skip(skip);
   const m = await client.beta.messages.create({ ...req(), betas: ['some-beta'] });

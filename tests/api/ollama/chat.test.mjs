@@ -195,6 +195,27 @@ test('the same conversation as OpenAI chat, Anthropic messages and Ollama chat r
   assert.equal(l2.prompt_eval_count, o2.usage.prompt_tokens);
 });
 
+test('U+0000 in the history is part of the prompt, as Ollama keeps it', async (t) => {
+  if (skipped(t)) return;
+  const count = async (content, thinking) => (await ctx.client.chat({ model: MODEL, stream: false, options: { num_predict: 1 },
+    messages: [{ role: 'user', content }, { role: 'assistant', content: 'ok', thinking }, { role: 'user', content: 'go' }] })).prompt_eval_count;
+  const plain = await count('abcd');
+  const nul = await count('ab\u0000cd');
+  assert.ok(nul > plain, `"ab\\u0000cd" is ${nul} prompt tokens, "abcd" ${plain}: the text was cut at the NUL`);
+});
+
+test('a prompt over the context: 400 with Ollama\'s own words, streaming or not', async (t) => {
+  if (skipped(t)) return;
+  const long = [{ role: 'user', content: 'hello world '.repeat(400) }]; // > 512 positions
+  for (const stream of [false, true]) {
+    await assert.rejects(ctx.client.chat({ model: 'plain', messages: long, stream }), (e) => {
+      assert.equal(e.status_code, 400);
+      assert.equal(e.error, 'the input length exceeds the context length');
+      return true;
+    });
+  }
+});
+
 test('tools on a model without the tools capability: 400 naming the full model name', async (t) => {
   if (skipped(t)) return;
   const caps = (await ctx.client.show({ model: 'plain' })).capabilities;

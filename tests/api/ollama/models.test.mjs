@@ -26,6 +26,11 @@ test('version: exactly {"version": semver} with charset; HEAD works', async (t) 
   const body = await r.json();
   assert.deepEqual(Object.keys(body), ['version']);
   assert.match(body.version, /^\d+\.\d+\.\d+$/);
+  // Codex's --oss mode refuses an Ollama older than 0.13.4; the dialect
+  // matches the August 2026 release the spec was written from (0.32.x).
+  const [maj, min, pat] = body.version.split('.').map(Number);
+  assert.ok(maj > 0 || min > 13 || (min === 13 && pat >= 4), `version ${body.version} is older than 0.13.4`);
+  assert.ok(maj === 0 && min >= 32, `version ${body.version} is not the spec's release (0.32.x)`);
   assert.deepEqual(await ctx.client.version(), body);
   assert.equal((await fetch(`${ctx.srv.url}/api/version`, { method: 'HEAD' })).status, 200);
 });
