@@ -6,8 +6,9 @@
  *
  * Paths: canonical under /deepgram/v1/..., the same under /deepgram/vl/...
  * (letter l, as parley's own requirements spell it), and /v1/listen,
- * /v1/speak, /v1/read at the root for legacy SDKs (never /v1/models, which
- * is OpenAI's). Errors use api_error(), whose Deepgram shape is
+ * /v1/speak, /v1/read at the root for SDKs based there. /v1/models is
+ * OpenAI's route; it hands a Deepgram SDK's request (x-deepgram-session-id
+ * or Authorization: Token, api_dialect_of) to dg_models_list/get. Errors use api_error(), whose Deepgram shape is
  * {err_code, err_msg, category, message, request_id}; the request_id and
  * the dg-request-id header are the request's id formatted as a UUID.
  *
@@ -74,8 +75,8 @@ void dg_listen_post(http_req *req, void *ctx);  /* listen.c */
 void dg_listen_ws(http_req *req, void *ctx);    /* live.c */
 void dg_speak_post(http_req *req, void *ctx);   /* speak.c */
 void dg_speak_ws(http_req *req, void *ctx);     /* speak_ws.c */
-void dg_models_list(http_req *req, void *ctx);  /* common.c */
-void dg_models_get(http_req *req, void *ctx);
+void dg_models_list(http_req *req, void *ctx);  /* common.c; ctx unused */
+void dg_models_get(http_req *req, void *ctx);   /* {model_id} or {model} */
 void dg_read_post(http_req *req, void *ctx);    /* read.c */
 
 /* ---- text intelligence (read.c), shared by /read and /listen ---------------- */
