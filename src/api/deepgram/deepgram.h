@@ -106,8 +106,9 @@ int dg_intel_parse(http_req *req, dg_intel *o);
 bool dg_intel_any(const dg_intel *o);
 void dg_intel_free(dg_intel *o);
 
-/* Runs every requested feature on text with the default language model,
- * greedy, one generation each: sets results.{summary, topics, intents,
+/* Runs every requested feature on text with the language model
+ * manager_get_chat picks (the default, else a loaded one, else the
+ * smallest), greedy, one generation each: sets results.{summary, topics, intents,
  * sentiments} and metadata.{summary,topics,intents,sentiment}_info. With
  * warnings NULL the first failure stops it: returns the error with *failed
  * naming the feature ("model" when no language model is available:
