@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/anthropic/anthropic.h"
 #include "api/api.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -210,6 +211,8 @@ void api_error_last(http_req *req, int code, const char *param) { api_error(req,
 
 void api_http_on_error(http_req *req, int status, int code, const char *message, const char *param, void *ctx) {
   (void)ctx;
+  /* an Anthropic cloud resource parley has no route for is not "Invalid URL" */
+  if (status == 404 && code == ERR_NOT_FOUND && anthropic_cloud_answer(req)) return;
   api_error(req, status, code, message, param);
 }
 
