@@ -6,6 +6,9 @@
  * refresh count), since clients poll it: the body depends on the snapshot
  * only. A field that depends on anything else (a model's load state) must
  * bypass or key the cache.
+ * GET /v1/models/{model} adds parley's fields family, family_display and
+ * architecture (the detected family tells apart models that share an
+ * architecture: a Voxtral Realtime file is architecture llama).
  * Ids may hold '/' ("hf.co/owner/repo:Q4_K_M"): the route's final
  * {model...} segment takes the rest of the path, percent-decoded.
  * Requests with an anthropic-version header get the Anthropic shape
@@ -129,6 +132,12 @@ void openai_models_get(http_req *req, void *ctx) {
   json_t *m = model_object(e);
   /* Answer with the id the client asked for, as OpenAI does for aliases. */
   if (m) json_object_set_new(m, "id", json_string(id));
+  /* parley's extra fields: what the model is, beyond its id */
+  if (m) {
+    json_object_set_new(m, "family", json_string(family_name(e->family)));
+    json_object_set_new(m, "family_display", json_string(family_display(e->family)));
+    json_object_set_new(m, "architecture", json_string(e->arch));
+  }
   registry_entry_free(e);
   if (!m) {
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
