@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "api/anthropic/anthropic.h"
 #include "api/api.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -43,6 +45,12 @@ enum api_dialect api_dialect_of(const http_req *req) {
   if (path_has_prefix(p, "/admin") || path_has_prefix(p, "/health") || path_has_prefix(p, "/metrics"))
     return API_DIALECT_ADMIN;
   if (http_req_header(req, "anthropic-version") || path_has_prefix(p, "/v1/messages")) return API_DIALECT_ANTHROPIC;
+  /* The Deepgram SDKs, based at the server root, share /v1/models with
+   * OpenAI: every request of theirs carries a session id, and a key in
+   * Deepgram's own scheme (no other dialect's SDK sends "Token"). */
+  const char *authz = http_req_header(req, "Authorization");
+  if (http_req_header(req, "x-deepgram-session-id") || (authz && strncasecmp(authz, "token ", 6) == 0))
+    return API_DIALECT_DEEPGRAM;
   return API_DIALECT_OPENAI;
 }
 
@@ -237,6 +245,8 @@ void api_error_last(http_req *req, int code, const char *param) { api_error(req,
 
 void api_http_on_error(http_req *req, int status, int code, const char *message, const char *param, void *ctx) {
   (void)ctx;
+  /* an Anthropic cloud resource parley has no route for is not "Invalid URL" */
+  if (status == 404 && code == ERR_NOT_FOUND && anthropic_cloud_answer(req)) return;
   api_error(req, status, code, message, param);
 }
 

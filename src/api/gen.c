@@ -503,13 +503,14 @@ static void on_event(gen_job *j, engine_event *ev) {
     j->res.n_prompt = ev->n_prompt;
     j->res.n_cached = ev->n_cached;
     j->res.n_completion = ev->n_completion;
+    j->res.t_first_ns = ev->t_first_ns;
+    j->res.t_last_ns = ev->t_last_ns;
     return;
   }
   if (ev->index < 0 || ev->index >= j->res.n) return;
   int ix = ev->index;
   gen_choice *c = &j->res.ch[ix];
   if (ev->type == ENGINE_EVENT_TEXT_DELTA) {
-    if (!j->res.t_first_ns && ev->n_tokens) j->res.t_first_ns = time_mono_ns();
     if (ev->n_tokens) {
       int32_t *grown = realloc(c->tokens, (c->n_tokens + ev->n_tokens) * sizeof *grown);
       if (grown) {

@@ -187,7 +187,9 @@ typedef struct gen_result {
                                engine's first event on, before the first
                                text or tool callback) */
   uint64_t t_start_ns;      /* monotonic: submitted */
-  uint64_t t_first_ns;      /* first completion token arrived (0: none) */
+  uint64_t t_first_ns;      /* the engine sampled the first completion token
+                               (0: none) */
+  uint64_t t_last_ns;       /* ... and the last one (0: none) */
   uint64_t t_end_ns;        /* last event */
   int err_code;             /* the first choice error (0: none) */
   char *err_msg;

@@ -92,6 +92,7 @@ struct engine_req {
   int32_t n_live;        /* choices not finished yet */
   int64_t n_completion;  /* sampled tokens of finished choices */
   int64_t n_cached;
+  uint64_t t_first_ns, t_last_ns; /* first and last token sampled, any choice */
 };
 
 static void req_destroy(engine_req *h) {
@@ -399,6 +400,8 @@ static void req_push_finish(engine_req *h, int32_t choice, enum engine_finish wh
     u->ev.n_prompt = h->n_prompt;
     u->ev.n_cached = h->n_cached;
     u->ev.n_completion = h->n_completion;
+    u->ev.t_first_ns = h->t_first_ns;
+    u->ev.t_last_ns = h->t_last_ns;
     u->next = f;
     first = u;
   }
@@ -625,6 +628,10 @@ static void slot_take_token(engine *e, slot *s, const float *row) {
   }
   sample_accept(smp, r.token);
   s->n_gen++;
+  /* token times measured here, where tokens are made: a consumer that wakes
+   * once for a short answer sees all its tokens at the same instant */
+  h->t_last_ns = time_mono_ns();
+  if (!h->t_first_ns) h->t_first_ns = h->t_last_ns;
   s->decoding = true;
   if (is_stop_token(e, h, r.token) || (h->gs && is_end_token(e, h, r.token))) {
     slot_finish(e, s, ENGINE_FINISH_STOP, -1, 0, NULL);

@@ -251,6 +251,9 @@ typedef struct engine_event {
   int64_t n_prompt;      /* prompt tokens */
   int64_t n_cached;      /* of which served from the slot's prefix cache */
   int64_t n_completion;  /* every sampled token, including an EOG/stop token */
+  uint64_t t_first_ns;   /* monotonic (time_mono_ns), on the engine thread:
+                            when the first and the last of those tokens was */
+  uint64_t t_last_ns;    /* sampled; 0 when none was */
   /* FINISH */
   enum engine_finish finish;
   int32_t stop_index;    /* STOP by a stop string: its index; -1 otherwise */

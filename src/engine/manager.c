@@ -894,3 +894,45 @@ bad:
                  "forever, 0 = unload at once)",
                  text);
 }
+
+/* ---- a chat model for requests that name none ---------------------------- */
+
+static bool entry_chats(const registry_entry *e) { return e->executable && (e->caps & FAMILY_CAP_CHAT); }
+
+int manager_get_chat(manager *mg, manager_model **out) {
+  *out = NULL;
+  /* the configured default (whatever it is: the user chose it), or the
+   * registry's only model when that one chats */
+  char *def = registry_default_name(mg->reg);
+  registry_entry *only = NULL;
+  bool use_default = def || (registry_lookup_or_default(mg->reg, NULL, &only) == 0 && entry_chats(only));
+  free(def);
+  registry_entry_free(only);
+  if (use_default) return manager_get(mg, NULL, out);
+  /* a loaded chat model, most recently used first */
+  manager_loaded *l = NULL;
+  size_t n = 0;
+  char *pick = NULL;
+  if (manager_list_loaded(mg, &l, &n) == 0)
+    for (size_t i = 0; i < n && !pick; i++)
+      if (entry_chats(l[i].entry)) pick = str_dup(l[i].instance_id);
+  manager_loaded_free(l, n);
+  /* else the smallest runnable chat model on disk (the only one, if so) */
+  if (!pick) {
+    registry_snapshot *snap = registry_snapshot_acquire(mg->reg);
+    const registry_entry *best = NULL;
+    for (size_t i = 0; i < registry_snapshot_count(snap); i++) {
+      const registry_entry *e = registry_snapshot_at(snap, i);
+      if (entry_chats(e) && (!best || e->size < best->size)) best = e;
+    }
+    if (best) pick = str_dup(best->name);
+    registry_snapshot_release(snap);
+    if (!best)
+      return err_set(ERR_UNAVAILABLE, "no chat model is available: put one in the models directory "
+                                      "(--models-dir) or start parley with --default-model (or --model) naming one");
+  }
+  if (!pick) return err_set(ERR_NOMEM, "out of memory");
+  int rc = manager_get(mg, pick, out);
+  free(pick);
+  return rc;
+}

@@ -143,6 +143,13 @@ int manager_get(manager *mg, const char *name, manager_model **out);
  * the model's keep-alive from now on (Ollama's keep_alive: -1 forever, 0
  * unload as soon as this request is done). */
 int manager_get_opts(manager *mg, const char *name, const manager_opts *o, manager_model **out);
+/* A chat model for a feature whose request names none (Deepgram's /read):
+ * the default model when one is configured (--default-model, or the only
+ * model), else the most recently used loaded model that chats, else the
+ * registry's smallest runnable chat model, loading it when needed. A counted
+ * reference, as manager_get. ERR_UNAVAILABLE saying what to set when no
+ * chat model exists at all. */
+int manager_get_chat(manager *mg, manager_model **out);
 /* Gives back a reference from manager_get. NULL is ignored. */
 void manager_release(manager_model *mm);
 /* Sets the keep-alive of a model the caller holds a reference to (for an

@@ -26,6 +26,11 @@
 #include "base/util.h"
 #include "http/http_int.h"
 
+const char AUTH_FAILED_MESSAGE[] =
+    "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or 'Authorization: Token <key>', in the "
+    "x-api-key or api-key header, or (WebSocket) as the subprotocol 'openai-insecure-api-key.<key>' or the pair "
+    "'token, <key>'.";
+
 static bool match_any(const char *const *keys, size_t n_keys, const char *cand, size_t len) {
   bool ok = false;
   for (size_t i = 0; i < n_keys; i++) ok |= ct_equal(keys[i], strlen(keys[i]), cand, len);

@@ -85,6 +85,8 @@ typedef struct auth_input {
 /* True when some credential in in matches one of keys. Every candidate is
  * compared with every key in constant time (ct_equal), no early exit. */
 bool auth_check(const char *const *keys, size_t n_keys, const auth_input *in);
+/* The 401 message: names every form auth_check accepts. */
+extern const char AUTH_FAILED_MESSAGE[];
 /* The DNS-rebinding guard of a loopback listener: true when a request's
  * Host header (NULL or "" = absent) names this machine: a loopback,
  * private, link-local or unspecified address (with or without a port,

@@ -673,9 +673,7 @@ static enum MHD_Result begin_request(http_req *req) {
    * methods answer 401 to a caller without a key, so routes stay private. */
   bool is_public = rc == 0 && (req->match.route->flags & HTTP_ROUTE_PUBLIC);
   if (!is_public && !check_auth(req)) {
-    early_error(req, 401, ERR_AUTH,
-               "Invalid or missing API key. Send it as 'Authorization: Bearer <key>' or in the x-api-key header.",
-               NULL);
+    early_error(req, 401, ERR_AUTH, AUTH_FAILED_MESSAGE, NULL);
     return MHD_YES;
   }
   if (rc == ERR_NOT_FOUND) {

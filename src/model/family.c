@@ -507,6 +507,12 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (best == FAMILY_UNKNOWN) {
     snprintf(text, sizeof text, "architecture '%.60s' is not recognized", ev->arch);
     append_missing(out, text);
+  } else if (!out->executable && family_arch_executable(ev->arch)) {
+    /* the graph runs; the family has nothing to do with text alone (its
+     * `needs` below says which component it waits for) */
+    snprintf(text, sizeof text, "%s is a %s family: it has no text chat or embeddings to run on architecture "
+             "'%.60s' alone", row->display, (row->caps & C_STT) ? "transcription-only" : "non-text", ev->arch);
+    append_missing(out, text);
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3 and bert", ev->arch, row->display);

@@ -187,6 +187,7 @@ typedef struct result {
   int n_deltas;
   bool usage_seen, finish_seen, order_ok;
   int64_t n_prompt, n_cached, n_completion;
+  uint64_t t_first_ns, t_last_ns;
   enum engine_finish finish;
   int32_t stop_index;
   int err_code;
@@ -226,6 +227,8 @@ static void collect(engine_req *h, result *r, const char *must_not_contain) {
       r->n_prompt = ev.n_prompt;
       r->n_cached = ev.n_cached;
       r->n_completion = ev.n_completion;
+      r->t_first_ns = ev.t_first_ns;
+      r->t_last_ns = ev.t_last_ns;
     } else {
       if (!r->usage_seen) r->order_ok = false;
       r->finish_seen = true;
@@ -301,6 +304,42 @@ TEST(engine_single_matches_direct_greedy) {
     EXPECT_INT_EQ(r.lp[i].top[0].token, ref.tokens[i]); /* greedy = most probable */
   }
   buf_free(&want);
+  result_free(&r);
+  engine_req_free(h);
+  engine_free(e);
+  fx_close(&f);
+}
+
+/* USAGE carries when the engine sampled the first and the last token: a
+ * consumer that reads every event only after the request finished (a short
+ * answer's handler wakes once) still gets the real span, not its own
+ * instant. No duration is asserted, only the order of the clocks. */
+TEST(engine_usage_token_times_are_the_engines) {
+  fx f;
+  if (!fx_open(&f)) return;
+  int32_t prompt[7];
+  make_prompt(prompt, 7, 5);
+  engine *e = fx_engine(&f, 1, 256, 64, 8);
+  ASSERT_TRUE(e != NULL);
+  engine_request q = greedy_req(prompt, 7, 12);
+  engine_req *h = NULL;
+  uint64_t t_submit = time_mono_ns();
+  ASSERT_INT_EQ(engine_submit(e, &q, &h), 0);
+  engine_stats st;
+  for (int i = 0; i < 30000; i++) { /* until the engine counts it finished */
+    engine_get_stats(e, &st);
+    if (st.n_requests == 1) break;
+    usleep(1000);
+  }
+  ASSERT_INT_EQ(st.n_requests, 1);
+  uint64_t t_pop = time_mono_ns();
+  result r;
+  collect(h, &r, NULL);
+  EXPECT_TRUE(r.order_ok);
+  EXPECT_INT_EQ(r.n_completion, 12);
+  EXPECT_TRUE(r.t_first_ns >= t_submit);
+  EXPECT_TRUE(r.t_last_ns > r.t_first_ns); /* 11 decode steps between them */
+  EXPECT_TRUE(r.t_last_ns <= t_pop);       /* not when they were read */
   result_free(&r);
   engine_req_free(h);
   engine_free(e);

@@ -311,6 +311,11 @@ TEST(family_voxtral_realtime) {
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_AUDIO_IN | FAMILY_CAP_TRANSCRIBE | FAMILY_CAP_REALTIME);
   EXPECT_FALSE(fi.executable); /* transcription needs the streaming encoder */
   EXPECT_STR_CONTAINS(family_missing(&fi), "causal audio encoder");
+  /* the reason is the family, not the architecture (which runs) */
+  EXPECT_STR_CONTAINS(family_missing(&fi), "transcription-only");
+  EXPECT_TRUE(strstr(family_missing(&fi), "not implemented yet; the runtime executes") == NULL);
+  ASSERT_INT_EQ(family_require_executable(&fi), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "Voxtral Realtime is a transcription-only family");
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_NONE);
   fake_model streaming = {.arch = "voxtral_realtime", .name = "Voxtral Streaming"};
   ASSERT_INT_EQ(detect(&streaming, &fi), 0);

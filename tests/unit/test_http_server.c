@@ -618,6 +618,11 @@ TEST(http_server_auth_forms) {
     ASSERT_INT_EQ(do_req(srv, "GET", "/q", bad_forms[i], NULL, 0, &r), 0);
     EXPECT_INT_EQ(r.status, 401);
     EXPECT_STR_CONTAINS(r.body.data, "ERR_AUTH");
+    /* the message names every accepted form */
+    EXPECT_STR_CONTAINS(r.body.data, "Authorization: Bearer <key>");
+    EXPECT_STR_CONTAINS(r.body.data, "Authorization: Token <key>");
+    EXPECT_STR_CONTAINS(r.body.data, "x-api-key or api-key header");
+    EXPECT_STR_CONTAINS(r.body.data, "openai-insecure-api-key.<key>");
     resp_free(&r);
   }
   /* Public route stays open; unknown paths need the key too (401, then 404). */

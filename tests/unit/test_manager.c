@@ -612,3 +612,72 @@ TEST(manager_requests_racing_the_reaper_always_get_a_live_model) {
   manager_free(mg);
   registry_free(r);
 }
+
+/* A chat model for a request that names none (Deepgram's /read): the
+ * smallest runnable chat model (never a file the runtime cannot run, however
+ * small), a loaded one before that, the default before everything, and
+ * ERR_UNAVAILABLE saying what to set when there is none. */
+TEST(manager_get_chat_picks_default_loaded_then_smallest) {
+  char vocab[512];
+  if (!test_shared_path("vocab/ggml-vocab-llama-spm.gguf", vocab, sizeof vocab))
+    TEST_SKIP("../shared/vocab/ggml-vocab-llama-spm.gguf not found");
+  char small[512], big[512], gem[512];
+  snprintf(small, sizeof small, "%s/chat-small.gguf", test_tmpdir());
+  snprintf(big, sizeof big, "%s/chat-big.gguf", test_tmpdir());
+  snprintf(gem, sizeof gem, "%s/chat-gemma.gguf", test_tmpdir());
+  model_testgen g = model_testgen_small();
+  g.vocab_path = vocab;
+  g.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  ASSERT_INT_EQ(model_testgen_write(&g, small), 0);
+  g.chat_template = "{% for m in messages %}{{ m.role }}: {{ m.content }} -- a longer template, a bigger file"
+                    "{% endfor %}";
+  ASSERT_INT_EQ(model_testgen_write(&g, big), 0);
+  gguf_writer *w = NULL;
+  ASSERT_INT_EQ(gguf_writer_new(&w), 0);
+  gguf_writer_add_str(w, "general.architecture", "gemma3");
+  ASSERT_INT_EQ(gguf_writer_write_file(w, gem), 0);
+  gguf_writer_free(w);
+  registry *r = NULL;
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  registry_set_models_dir(r, NULL);
+  for (int s = REGISTRY_SOURCE_OLLAMA; s < REGISTRY_SOURCE_COUNT; s++) registry_set_source_dir(r, s, "");
+  ASSERT_INT_EQ(registry_add_model(r, gem, "gem"), 0);
+  ASSERT_INT_EQ(registry_add_model(r, big, "big"), 0);
+  ASSERT_INT_EQ(registry_add_model(r, small, "small"), 0);
+  registry_refresh(r);
+  manager *mg = NULL;
+  manager_params p = {.n_slots = 1, .n_ctx = 64, .n_threads = 1};
+  ASSERT_INT_EQ(manager_new(r, &p, &mg), 0);
+  manager_model *mm = NULL;
+  /* nothing loaded, no default, three models: the smallest that chats */
+  ASSERT_INT_EQ(manager_get_chat(mg, &mm), 0);
+  EXPECT_STR_EQ(mm->name, "small");
+  manager_release(mm);
+  /* a loaded chat model comes first: the most recently used one */
+  ASSERT_INT_EQ(manager_get(mg, "big", &mm), 0);
+  manager_release(mm);
+  ASSERT_INT_EQ(manager_get_chat(mg, &mm), 0);
+  EXPECT_STR_EQ(mm->name, "big");
+  manager_release(mm);
+  /* the configured default before everything */
+  ASSERT_INT_EQ(registry_set_default(r, "small"), 0);
+  ASSERT_INT_EQ(manager_get_chat(mg, &mm), 0);
+  EXPECT_STR_EQ(mm->name, "small");
+  manager_release(mm);
+  manager_free(mg);
+  registry_free(r);
+  /* only a model the runtime cannot run: nothing to pick, say what to set */
+  ASSERT_INT_EQ(registry_new(&r), 0);
+  registry_set_models_dir(r, NULL);
+  for (int s = REGISTRY_SOURCE_OLLAMA; s < REGISTRY_SOURCE_COUNT; s++) registry_set_source_dir(r, s, "");
+  ASSERT_INT_EQ(registry_add_model(r, gem, "gem"), 0);
+  ASSERT_INT_EQ(registry_add_model(r, gem, "gem2"), 0);
+  registry_refresh(r);
+  ASSERT_INT_EQ(manager_new(r, &p, &mg), 0);
+  mm = (manager_model *)1;
+  EXPECT_INT_EQ(manager_get_chat(mg, &mm), ERR_UNAVAILABLE);
+  EXPECT_TRUE(mm == NULL);
+  EXPECT_STR_CONTAINS(err_detail(), "--default-model");
+  manager_free(mg);
+  registry_free(r);
+}

@@ -9,7 +9,8 @@
  * A thin translation onto the canonical generation layer (api/gen.h):
  * request.c turns the Anthropic body into canonical chat messages, OpenAI-
  * shaped tools and gen_params; messages.c renders the layer's events as a
- * Message or its event stream; models.c lists the registry.
+ * Message or its event stream; models.c lists the registry; cloud.c answers
+ * the cloud-only resources (batches, files, ...) 501.
  */
 #ifndef PARLEY_API_ANTHROPIC_H
 #define PARLEY_API_ANTHROPIC_H
@@ -35,6 +36,16 @@ size_t anthropic_routes(anthropic_ctx *actx, const http_route **out);
 /* GET /v1/models and GET /v1/models/{model} in the Anthropic shape. */
 void anthropic_models_list(http_req *req, registry *reg);
 void anthropic_models_get(http_req *req, registry *reg);
+
+/* ---- cloud-only resources (cloud.c) -------------------------------------- */
+
+/* True when path is at or under an Anthropic API resource parley does not
+ * run (message batches, files, skills, agents, organizations, ...). */
+bool anthropic_cloud_path(const char *path);
+/* For an Anthropic client (api_dialect_of) on such a path: answers 501 in
+ * Anthropic's shape and returns true; otherwise answers nothing and returns
+ * false. Handlers of paths the dialects share call it first. */
+bool anthropic_cloud_answer(http_req *req);
 
 /* ---- request translation (request.c) ------------------------------------ */
 

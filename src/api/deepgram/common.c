@@ -1,7 +1,7 @@
 /*
  * common.c - what the Deepgram handlers share: query parsing as the SDKs
  * serialize it (lenient booleans, repeated keys), request and model UUIDs,
- * metadata.warnings, the transcript alternative, the models endpoints, the
+ * metadata.warnings, the transcript alternative, the models endpoints
  * and the route table (/read is in read.c).
  *
  * Models: one STT model (pocketsphinx en-us) and one TTS model per Deepgram
@@ -180,6 +180,7 @@ void dg_models_list(http_req *req, void *ctx) {
 void dg_models_get(http_req *req, void *ctx) {
   (void)ctx;
   const char *id = http_req_param(req, "model_id");
+  if (!id) id = http_req_param(req, "model"); /* reached through OpenAI's /v1/models/{model...} */
   if (!id) id = "";
   char uuid[37];
   json_t *found = NULL;
@@ -217,7 +218,8 @@ static http_route ROUTES[] = {
     DG_PREFIX_ROUTES("/deepgram/vl", "_vl"),
     {"GET", "/deepgram/vl/models", dg_models_list, NULL, 0, "deepgram_models_vl"},
     {"GET", "/deepgram/vl/models/{model_id}", dg_models_get, NULL, 0, "deepgram_model_vl"},
-    /* root aliases for legacy SDKs; not /v1/models, which is OpenAI's */
+    /* root aliases for SDKs based at the root; /v1/models is OpenAI's route,
+     * which answers a Deepgram SDK's request (by its headers) with ours */
     DG_PREFIX_ROUTES("/v1", "_root"),
 };
 

@@ -6,8 +6,9 @@
  *
  * Paths: canonical under /deepgram/v1/..., the same under /deepgram/vl/...
  * (letter l, as parley's own requirements spell it), and /v1/listen,
- * /v1/speak, /v1/read at the root for legacy SDKs (never /v1/models, which
- * is OpenAI's). Errors use api_error(), whose Deepgram shape is
+ * /v1/speak, /v1/read at the root for SDKs based there. /v1/models is
+ * OpenAI's route; it hands a Deepgram SDK's request (x-deepgram-session-id
+ * or Authorization: Token, api_dialect_of) to dg_models_list/get. Errors use api_error(), whose Deepgram shape is
  * {err_code, err_msg, category, message, request_id}; the request_id and
  * the dg-request-id header are the request's id formatted as a UUID.
  *
@@ -74,8 +75,8 @@ void dg_listen_post(http_req *req, void *ctx);  /* listen.c */
 void dg_listen_ws(http_req *req, void *ctx);    /* live.c */
 void dg_speak_post(http_req *req, void *ctx);   /* speak.c */
 void dg_speak_ws(http_req *req, void *ctx);     /* speak_ws.c */
-void dg_models_list(http_req *req, void *ctx);  /* common.c */
-void dg_models_get(http_req *req, void *ctx);
+void dg_models_list(http_req *req, void *ctx);  /* common.c; ctx unused */
+void dg_models_get(http_req *req, void *ctx);   /* {model_id} or {model} */
 void dg_read_post(http_req *req, void *ctx);    /* read.c */
 
 /* ---- text intelligence (read.c), shared by /read and /listen ---------------- */
@@ -105,8 +106,9 @@ int dg_intel_parse(http_req *req, dg_intel *o);
 bool dg_intel_any(const dg_intel *o);
 void dg_intel_free(dg_intel *o);
 
-/* Runs every requested feature on text with the default language model,
- * greedy, one generation each: sets results.{summary, topics, intents,
+/* Runs every requested feature on text with the language model
+ * manager_get_chat picks (the default, else a loaded one, else the
+ * smallest), greedy, one generation each: sets results.{summary, topics, intents,
  * sentiments} and metadata.{summary,topics,intents,sentiment}_info. With
  * warnings NULL the first failure stops it: returns the error with *failed
  * naming the feature ("model" when no language model is available:

@@ -80,13 +80,13 @@ static const gen_sink w_sink = {.on_logprobs = w_logprobs, .on_end = w_end};
 
 /* Runs one greedy generation of `instruction` over text on the default
  * model; schema (may be NULL) forces a JSON document. Fills w. */
-static int run_one(manager *mgr, const char *instruction, const char *text, const json_t *schema, int64_t max_tokens,
-                   struct waiter *w) {
+static int run_one(manager *mgr, const char *lm, const char *instruction, const char *text, const json_t *schema,
+                   int64_t max_tokens, struct waiter *w) {
   memset(w, 0, sizeof *w);
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   manager_model *mm = NULL;
-  int rc = manager_get(mgr, NULL, &mm);
+  int rc = manager_get(mgr, lm, &mm);
   if (rc) return err_set(rc, "/read needs a language model: %s", err_detail());
   json_t *msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", instruction, "role", "user",
                            "content", text);
@@ -209,8 +209,8 @@ static json_t *labels_schema(const char *key, char *const *custom, size_t n_cust
 
 /* Runs a topics/intents feature and sets results.<feature> =
  * {"segments": [...]} and metadata.<feature>_info. */
-static int label_feature(manager *mgr, const dg_intel *o, bool topics, const char *text, size_t n_words,
-                         const char *model_uuid, json_t *results, json_t *metadata) {
+static int label_feature(manager *mgr, const char *lm, const dg_intel *o, bool topics, const char *text,
+                         size_t n_words, const char *model_uuid, json_t *results, json_t *metadata) {
   const char *feature = topics ? "topics" : "intents", *label_key = topics ? "topic" : "intent";
   char *const *custom = topics ? o->custom_topic : o->custom_intent;
   size_t n_custom = topics ? o->n_custom_topic : o->n_custom_intent;
@@ -228,7 +228,8 @@ static int label_feature(manager *mgr, const dg_intel *o, bool topics, const cha
   }
   json_t *schema = labels_schema(feature, custom, n_custom, strict);
   struct waiter w;
-  int rc = schema && instr.data ? run_one(mgr, instr.data, text, schema, 96, &w) : err_set(ERR_NOMEM, "out of memory");
+  int rc = schema && instr.data ? run_one(mgr, lm, instr.data, text, schema, 96, &w)
+                                : err_set(ERR_NOMEM, "out of memory");
   bool ran = schema && instr.data;
   buf_free(&instr);
   json_decref(schema);
@@ -257,15 +258,15 @@ static int label_feature(manager *mgr, const dg_intel *o, bool topics, const cha
 }
 
 /* results.summary ({"text"} or {"result", "short"}) and metadata.summary_info. */
-static int summary_feature(manager *mgr, const char *text, size_t n_words, enum dg_summary_shape shape,
-                           const char *model_uuid, json_t *results, json_t *metadata) {
+static int summary_feature(manager *mgr, const char *lm, const char *text, size_t n_words,
+                           enum dg_summary_shape shape, const char *model_uuid, json_t *results, json_t *metadata) {
   struct waiter w;
   memset(&w, 0, sizeof w);
   bool ran = n_words >= 50; /* Deepgram: short inputs come back unchanged */
   if (!ran) {
     buf_append_str(&w.text, text);
   } else {
-    int rc = run_one(mgr, "Summarize the user's text in one or two sentences.", text, NULL, 160, &w);
+    int rc = run_one(mgr, lm, "Summarize the user's text in one or two sentences.", text, NULL, 160, &w);
     if (rc) {
       waiter_free(&w);
       return rc;
@@ -282,14 +283,14 @@ static int summary_feature(manager *mgr, const char *text, size_t n_words, enum 
 }
 
 /* results.sentiments and metadata.sentiment_info. */
-static int sentiment_feature(manager *mgr, const char *text, size_t n_words, const char *model_uuid, json_t *results,
-                             json_t *metadata) {
+static int sentiment_feature(manager *mgr, const char *lm, const char *text, size_t n_words, const char *model_uuid,
+                             json_t *results, json_t *metadata) {
   json_t *schema = json_pack("{s:s, s:{s:{s:[s, s, s]}}, s:[s], s:b}", "type", "object", "properties", "sentiment",
                              "enum", "positive", "negative", "neutral", "required", "sentiment",
                              "additionalProperties", 0);
   if (!schema) return err_set(ERR_NOMEM, "out of memory");
   struct waiter w;
-  int rc = run_one(mgr,
+  int rc = run_one(mgr, lm,
                    "Classify the sentiment of the user's text as positive, negative or neutral. Answer as JSON: "
                    "{\"sentiment\": ...}.",
                    text, schema, 24, &w);
@@ -321,12 +322,9 @@ int dg_intel_run(manager *mgr, const dg_intel *o, const char *text, enum dg_summ
   *failed = NULL;
   size_t n_words = count_words(text);
   manager_model *mm = NULL;
-  int rc = mgr ? manager_get(mgr, NULL, &mm) : err_set(ERR_UNAVAILABLE, "no model manager");
+  int rc = mgr ? manager_get_chat(mgr, &mm) : err_set(ERR_UNAVAILABLE, "no model manager");
   if (rc) {
-    rc = err_set(ERR_UNAVAILABLE,
-                 "text intelligence needs a language model: start parley with --default-model (or --model) "
-                 "naming one (%s)",
-                 err_detail());
+    rc = err_set(rc, "text intelligence needs a language model: %s", err_detail());
     for (int f = 0; f < 4 && warnings; f++)
       if (on[f]) dg_warn(warnings, NAMES[f], "unsupported_feature", err_detail());
     if (!warnings) *failed = "model";
@@ -334,20 +332,25 @@ int dg_intel_run(manager *mgr, const dg_intel *o, const char *text, enum dg_summ
   }
   char model_uuid[37];
   dg_model_uuid(mm->name, model_uuid);
-  manager_release(mm);
+  /* every feature runs on this instance, found by its id while mm holds
+   * it loaded (each generation takes a reference of its own) */
+  const char *lm = mm->instance_id;
+  rc = 0;
   for (int f = 0; f < 4; f++) {
     if (!on[f]) continue;
-    rc = f == 0   ? summary_feature(mgr, text, n_words, shape, model_uuid, results, metadata)
-         : f == 3 ? sentiment_feature(mgr, text, n_words, model_uuid, results, metadata)
-                  : label_feature(mgr, o, f == 1, text, n_words, model_uuid, results, metadata);
+    rc = f == 0   ? summary_feature(mgr, lm, text, n_words, shape, model_uuid, results, metadata)
+         : f == 3 ? sentiment_feature(mgr, lm, text, n_words, model_uuid, results, metadata)
+                  : label_feature(mgr, lm, o, f == 1, text, n_words, model_uuid, results, metadata);
     if (!rc) continue;
     if (!warnings) {
       *failed = NAMES[f];
-      return rc;
+      break;
     }
     dg_warn(warnings, NAMES[f], "processing_failed", err_detail());
+    rc = 0;
   }
-  return 0;
+  manager_release(mm);
+  return rc;
 }
 
 /* ---- POST /read ------------------------------------------------------------ */

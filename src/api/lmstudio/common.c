@@ -105,3 +105,8 @@ double lms_seconds(uint64_t from_ns, uint64_t to_ns) {
   if (!from_ns || !to_ns || to_ns < from_ns) return 0.0;
   return (double)(to_ns - from_ns) / 1e9;
 }
+
+void lms_gen_timing(const gen_result *r, double *gen_s, double *tokens_per_s) {
+  *gen_s = lms_seconds(r->t_first_ns, r->t_last_ns);
+  *tokens_per_s = *gen_s > 0 && r->n_completion > 1 ? (double)(r->n_completion - 1) / *gen_s : 0.0;
+}

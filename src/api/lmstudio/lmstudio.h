@@ -86,6 +86,12 @@ json_t *lms_model_info(const manager_model *mm);
 json_t *lms_runtime(void);
 /* Seconds between two monotonic stamps (0 when either is 0). */
 double lms_seconds(uint64_t from_ns, uint64_t to_ns);
+/* stats' generation time and rate, on the engine's clock: seconds from the
+ * first sampled token to the last, and the tokens sampled after the first
+ * per second of it (0 and 0 for an answer of one token: no rate was
+ * measured). Never the handler's wake-up times, which for a short answer
+ * are microseconds apart whatever the engine took. */
+void lms_gen_timing(const gen_result *r, double *gen_s, double *tokens_per_s);
 
 /* ---- handlers ------------------------------------------------------------ */
 void lms_greeting(http_req *req, void *ctx);

@@ -11,7 +11,8 @@
  * (Zed parses it as a closed enum), state "loaded" | "not-loaded" and,
  * when loaded, loaded_context_length; v1 says type "llm" | "embedding"
  * (singular) and leaves architecture, capabilities and description out for
- * embedding models, as the spec's section 2.3 shows.
+ * embedding models, as the spec's section 2.3 shows. Both add parley's
+ * "family" and "family_display" (the detected model family).
  */
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,13 @@ void lms_greeting(http_req *req, void *ctx) {
   if (body) api_respond_json(req, 200, body);
   else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
   json_decref(body);
+}
+
+/* parley's extra fields: the detected family ("voxtral-realtime") and its
+ * display name, which arch alone ("llama") cannot tell apart. */
+static void lms_set_family(json_t *m, const registry_entry *e) {
+  json_object_set_new(m, "family", json_string(family_name(e->family)));
+  json_object_set_new(m, "family_display", json_string(family_display(e->family)));
 }
 
 /* ---- v0 ---------------------------------------------------------------------- */
@@ -51,6 +59,7 @@ static json_t *v0_entry(lmstudio_ctx *lc, const registry_entry *e) {
   }
   if (loaded > 0) json_object_set_new(m, "loaded_context_length", json_integer(loaded));
   json_object_set_new(m, "capabilities", caps);
+  lms_set_family(m, e);
   return m;
 }
 
@@ -130,6 +139,7 @@ static json_t *v1_entry(lmstudio_ctx *lc, const registry_entry *e) {
   json_object_set_new(m, "loaded_instances", inst);
   json_object_set_new(m, "max_context_length", json_integer((json_int_t)e->context_length));
   json_object_set_new(m, "format", json_string("gguf"));
+  lms_set_family(m, e);
   if (!emb) {
     json_t *caps = json_pack("{s:b, s:b}", "vision", (e->caps & FAMILY_CAP_VISION) || e->projector, "trained_for_tool_use",
                              (e->caps & FAMILY_CAP_TOOLS) != 0);

@@ -115,9 +115,9 @@ static json_t *usage_json(const gen_result *r) {
 }
 
 static json_t *stats_json(const struct v0 *o, const gen_result *r) {
-  double gen = lms_seconds(r->t_first_ns, r->t_end_ns);
+  double gen, tps;
+  lms_gen_timing(r, &gen, &tps);
   double ttft = lms_seconds(r->t_start_ns, r->t_first_ns);
-  double tps = gen > 0 ? (double)r->n_completion / gen : 0.0;
   return json_pack("{s:f, s:f, s:f, s:s}", "tokens_per_second", tps, "time_to_first_token", ttft,
                    "generation_time", gen, "stop_reason", r->n ? lms_stop_reason(&r->ch[0], o->max_tokens) : "failed");
 }

@@ -171,11 +171,12 @@ static json_t *result_json(struct v1 *o, gen_job *j, const gen_result *r, const 
   if (out && c)
     json_array_append_new(out, json_pack("{s:s, s:s%}", "type", "message", "content", c->content.data ? c->content.data : "",
                                          c->content.len));
-  double gen = lms_seconds(r->t_first_ns, r->t_end_ns);
+  double gen, tps;
+  lms_gen_timing(r, &gen, &tps);
   json_t *stats = json_pack("{s:I, s:I, s:I, s:f, s:f}", "input_tokens", (json_int_t)r->n_prompt,
                             "total_output_tokens", (json_int_t)r->n_completion, "reasoning_output_tokens",
                             (json_int_t)(c ? reasoning_tokens(j, c) : 0), "tokens_per_second",
-                            gen > 0 ? (double)r->n_completion / gen : 0.0, "time_to_first_token_seconds",
+                            tps, "time_to_first_token_seconds",
                             lms_seconds(r->t_start_ns, r->t_first_ns));
   if (stats && o->loaded) json_object_set_new(stats, "model_load_time_seconds", json_real(o->load_s));
   json_t *res = json_pack("{s:s, s:o, s:o}", "model_instance_id", o->instance, "output", out ? out : json_array(),

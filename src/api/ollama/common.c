@@ -365,6 +365,10 @@ json_t *ollama_details(ollama_ctx *c, const registry_entry *e) {
   json_t *d = json_pack("{s:s, s:s, s:s, s:[s], s:s, s:s}", "parent_model", "", "format", "gguf", "family", family,
                         "families", family, "parameter_size", ps, "quantization_level",
                         e->quant[0] ? e->quant : "unknown");
+  /* the detected family joins the architecture in families when it says
+   * more ("llama" + "voxtral-realtime"), as Ollama lists a model's families */
+  if (d && e->family != FAMILY_UNKNOWN && strcmp(family_name(e->family), family) != 0)
+    json_array_append_new(json_object_get(d, "families"), json_string(family_name(e->family)));
   if (d && e->context_length) json_object_set_new(d, "context_length", json_integer((json_int_t)e->context_length));
   if (d && embd) json_object_set_new(d, "embedding_length", json_integer((json_int_t)embd));
   return d;

@@ -347,6 +347,12 @@ void ollama_show(http_req *req, void *ctx) {
     }
     if (gguf_get_str(f, "tokenizer.chat_template", &chat_template)) chat_template = "";
   }
+  /* parley's keys: the detected family, which general.architecture alone
+   * cannot tell (a Voxtral Realtime file is "llama") */
+  if (info) {
+    json_object_set_new(info, "parley.family", json_string(family_name(e->family)));
+    json_object_set_new(info, "parley.family_display", json_string(family_display(e->family)));
+  }
   /* GitHub Copilot Chat shows general.basename as the model's name */
   const char *ua = http_req_header(req, "user-agent");
   if (info && ua && str_starts_with(ua, "GitHubCopilotChat/")) json_object_set_new(info, "general.basename", json_string(name));

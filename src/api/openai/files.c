@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/anthropic/anthropic.h"
 #include "api/api.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -133,6 +134,7 @@ static bool parse_ll(const char *s, long long *out) {
 /* ---- POST /v1/files ----------------------------------------------------- */
 
 static void files_create(http_req *req, void *ctx) {
+  if (anthropic_cloud_answer(req)) return; /* the same path, an Anthropic SDK */
   store *st = ctx_store(ctx);
   const char *purpose = form_field(req, "purpose");
   if (!purpose) {
@@ -222,6 +224,7 @@ static void files_create(http_req *req, void *ctx) {
 /* ---- GET /v1/files ------------------------------------------------------ */
 
 static void files_list(http_req *req, void *ctx) {
+  if (anthropic_cloud_answer(req)) return; /* the same path, an Anthropic SDK */
   store *st = ctx_store(ctx);
   purge_expired(st);
   const char *purpose = http_req_query(req, "purpose");
@@ -289,6 +292,7 @@ static void files_list(http_req *req, void *ctx) {
 /* ---- GET /v1/files/{file_id}, .../content, DELETE ----------------------- */
 
 static void files_retrieve(http_req *req, void *ctx) {
+  if (anthropic_cloud_answer(req)) return; /* the same path, an Anthropic SDK */
   store *st = ctx_store(ctx);
   purge_expired(st);
   store_file f;
@@ -298,6 +302,7 @@ static void files_retrieve(http_req *req, void *ctx) {
 }
 
 static void files_content(http_req *req, void *ctx) {
+  if (anthropic_cloud_answer(req)) return; /* the same path, an Anthropic SDK */
   store *st = ctx_store(ctx);
   purge_expired(st);
   store_file f;
@@ -313,6 +318,7 @@ static void files_content(http_req *req, void *ctx) {
 }
 
 static void files_delete(http_req *req, void *ctx) {
+  if (anthropic_cloud_answer(req)) return; /* the same path, an Anthropic SDK */
   store *st = ctx_store(ctx);
   purge_expired(st);
   const char *id = http_req_param(req, "file_id");

@@ -6,10 +6,15 @@
  * refresh count), since clients poll it: the body depends on the snapshot
  * only. A field that depends on anything else (a model's load state) must
  * bypass or key the cache.
+ * GET /v1/models/{model} adds parley's fields family, family_display and
+ * architecture (the detected family tells apart models that share an
+ * architecture: a Voxtral Realtime file is architecture llama).
  * Ids may hold '/' ("hf.co/owner/repo:Q4_K_M"): the route's final
  * {model...} segment takes the rest of the path, percent-decoded.
  * Requests with an anthropic-version header get the Anthropic shape
- * (api/anthropic/models.c) from the same routes.
+ * (api/anthropic/models.c) from the same routes, and those of a Deepgram
+ * SDK based at the root (x-deepgram-session-id, Authorization: Token) the
+ * Deepgram one (api/deepgram/common.c); api_dialect_of decides.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +23,7 @@
 
 #include "api/anthropic/anthropic.h"
 #include "api/api.h"
+#include "api/deepgram/deepgram.h"
 #include "api/openai/openai.h"
 #include "base/err.h"
 #include "base/util.h"
@@ -57,8 +63,13 @@ static struct {
 
 void openai_models_list(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
-  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) { /* same path, Anthropic SDK */
+  enum api_dialect d = api_dialect_of(req);
+  if (d == API_DIALECT_ANTHROPIC) { /* same path, Anthropic SDK */
     anthropic_models_list(req, oc->reg);
+    return;
+  }
+  if (d == API_DIALECT_DEEPGRAM) { /* same path, a Deepgram SDK at the root */
+    dg_models_list(req, NULL);
     return;
   }
   /* The count is read before the snapshot: a refresh in between only makes
@@ -98,8 +109,13 @@ void openai_models_list(http_req *req, void *ctx) {
 
 void openai_models_get(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
-  if (api_dialect_of(req) == API_DIALECT_ANTHROPIC) {
+  enum api_dialect d = api_dialect_of(req);
+  if (d == API_DIALECT_ANTHROPIC) {
     anthropic_models_get(req, oc->reg);
+    return;
+  }
+  if (d == API_DIALECT_DEEPGRAM) {
+    dg_models_get(req, NULL);
     return;
   }
   const char *id = http_req_param(req, "model");
@@ -116,6 +132,12 @@ void openai_models_get(http_req *req, void *ctx) {
   json_t *m = model_object(e);
   /* Answer with the id the client asked for, as OpenAI does for aliases. */
   if (m) json_object_set_new(m, "id", json_string(id));
+  /* parley's extra fields: what the model is, beyond its id */
+  if (m) {
+    json_object_set_new(m, "family", json_string(family_name(e->family)));
+    json_object_set_new(m, "family_display", json_string(family_display(e->family)));
+    json_object_set_new(m, "architecture", json_string(e->arch));
+  }
   registry_entry_free(e);
   if (!m) {
     api_error(req, 500, ERR_NOMEM, "out of memory", NULL);

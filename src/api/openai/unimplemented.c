@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/anthropic/anthropic.h"
 #include "api/api.h"
 #include "base/err.h"
 #include "base/util.h"
@@ -339,7 +340,9 @@ static void not_implemented(http_req *req, void *ctx) {
            "does not implement it; retrying will not help.",
            op->operation, op->method, op->path);
   /* An Anthropic client (anthropic-version header) on a shared /v1 path
-   * gets its own dialect's error shape; everyone else the OpenAI one. */
+   * gets its own dialect's error shape (and, on a path that is Anthropic's
+   * too, its own wording); everyone else the OpenAI one. */
+  if (anthropic_cloud_answer(req)) return;
   if (api_dialect_of(req) != API_DIALECT_OPENAI) {
     api_error(req, 501, ERR_UNSUPPORTED, msg, NULL);
     return;

@@ -158,3 +158,37 @@ test('the SDK raises BadRequestError with the error type for a bad body', async 
     return true;
   });
 });
+
+test('cloud-only resources (batches, files, skills, admin) answer 501 in Anthropic\'s shape, not 404 or OpenAI\'s', async (t) => {
+  if (skip) return t.skip(skip);
+  const client = new Anthropic({ baseURL: env.srv.url, apiKey: KEY, maxRetries: 0 });
+  const calls = [
+    ['GET /v1/messages/batches', () => client.messages.batches.list()],
+    ['POST /v1/messages/batches', () => client.messages.batches.create({ requests: [{ custom_id: 'a', params: body() }] })],
+    ['GET /v1/messages/batches/msgbatch_1', () => client.messages.batches.retrieve('msgbatch_1')],
+    ['GET /v1/files', () => client.files.list()],
+    ['GET /v1/files/file_1', () => client.files.retrieveMetadata('file_1')],
+    ['DELETE /v1/files/file_1', () => client.files.delete('file_1')],
+    ['GET /v1/skills', () => client.skills.list()],
+  ];
+  for (const [what, call] of calls) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e instanceof Anthropic.APIError, `${what}: ${e}`);
+      assert.equal(e.status, 501, `${what}: ${e.message}`);
+      assert.equal(e.error.type, 'error', what);
+      assert.equal(e.error.error.type, 'api_error', what);
+      assert.ok(e.error.error.message.startsWith(what), `${what}: ${e.error.error.message}`);
+      assert.match(e.error.error.message, /not_implemented_local/);
+      assert.match(e.requestID, /^req_/);
+      assert.equal(e.headers.get('x-should-retry'), 'false');
+      return true;
+    });
+  }
+  // the admin API, by hand: any method, any depth
+  const r = await post(env.srv.url, '/v1/organizations/workspaces/w1/members', {}, { 'x-api-key': KEY });
+  assertError(r, 501, 'api_error', /^POST \/v1\/organizations\/workspaces\/w1\/members /);
+  // the same paths stay OpenAI's for an OpenAI client (no anthropic-version)
+  const oai = await fetch(`${env.srv.url}/v1/files`, { headers: { authorization: `Bearer ${KEY}` } });
+  assert.equal(oai.status, 200);
+  assert.equal((await oai.json()).object, 'list');
+});

@@ -159,3 +159,32 @@ test('listen: a long transcript is summarised by the model; strict custom labels
   assert.equal(bad.status, 400);
   assert.match((await bad.json()).err_msg, /custom_topic_mode/);
 });
+
+test('without --default-model: the smallest chat model, then the loaded one; never a 503 while one exists', async (t) => {
+  const dir = await makeModelsDir({ bert: true, hermes: true });
+  if (dir.skip || dir.bertSkip || dir.hermesSkip) return t.skip(dir.skip || dir.bertSkip || dir.hermesSkip);
+  const s = await startServer({ args: ['--models-dir', dir.dir], env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
+  try {
+    const client = new DeepgramClient({ apiKey: 'k', baseUrl: `${s.url}/deepgram` });
+    const loaded = async () => (await (await fetch(`${s.url}/api/ps`)).json()).models.map((m) => m.name);
+    // three models (two chat, one embedding), none loaded: the smaller chat model
+    const first = await client.read.v1.text.analyze({ body: { text: 'Hello there.' }, language: 'en', sentiment: true });
+    assert.match(first.metadata.sentiment_info.model_uuid, UUID);
+    assert.deepEqual(await loaded(), ['org/tiny']);
+    // a loaded chat model is used before loading another: load org/hermes, unload org/tiny
+    const gen = await fetch(`${s.url}/api/generate`, { method: 'POST', body: JSON.stringify({ model: 'org/hermes' }) });
+    assert.equal(gen.status, 200, await gen.text());
+    const un = await fetch(`${s.url}/api/generate`, { method: 'POST', body: JSON.stringify({ model: 'org/tiny', keep_alive: 0 }) });
+    assert.equal(un.status, 200);
+    for (let i = 0; i < 300 && (await loaded()).includes('org/tiny'); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(await loaded(), ['org/hermes']);
+    const root = new DeepgramClient({ apiKey: 'k', baseUrl: s.url });
+    const second = await root.read.v1.text.analyze({ body: { text: 'Hello there.' }, language: 'en', sentiment: true });
+    assert.notEqual(second.metadata.sentiment_info.model_uuid, first.metadata.sentiment_info.model_uuid);
+    assert.deepEqual(await loaded(), ['org/hermes']);
+  } finally {
+    const code = await s.stop();
+    dir.cleanup();
+    assert.equal(code, 0);
+  }
+});

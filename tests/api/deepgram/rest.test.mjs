@@ -395,6 +395,27 @@ test('paths: trailing-slash base, /deepgram/vl, root /v1/listen and /v1/speak; /
   assert.equal(om.object, 'list', 'root /v1/models must remain the OpenAI model list');
 });
 
+test('an SDK based at the server root: /v1/models answers in Deepgram\'s shape, by its headers', async (t) => {
+  if (skip) return t.skip(skip);
+  const root = new DeepgramClient({ apiKey: 'k', baseUrl: srv.url });
+  const m = await root.manage.v1.models.list();
+  assert.ok(Array.isArray(m.stt) && m.stt.length >= 1, JSON.stringify(m).slice(0, 200));
+  assert.ok(Array.isArray(m.tts) && m.tts.length >= 10);
+  assert.equal(m.object, undefined);
+  assert.deepEqual(await root.manage.v1.models.get(m.stt[0].uuid), m.stt[0]);
+  const thalia = m.tts.find((x) => x.name === 'aura-2-thalia-en');
+  assert.deepEqual(await root.manage.v1.models.get('aura-2-thalia-en'), thalia);
+  await assert.rejects(root.manage.v1.models.get('00000000-0000-4000-8000-000000000000'), (e) => {
+    assert.ok(e instanceof DeepgramError);
+    assert.equal(e.statusCode, 404);
+    assertDeepgramError(e.body, 404);
+    return true;
+  });
+  // a key in Deepgram's scheme alone is enough to tell the dialect
+  const tok = await (await fetch(`${srv.url}/v1/models`, { headers: { Authorization: 'Token k' } })).json();
+  assert.ok(Array.isArray(tok.stt), JSON.stringify(tok).slice(0, 200));
+});
+
 test('read without any language model: a Deepgram-shaped 503 naming --default-model', async (t) => {
   if (skip) return t.skip(skip);
   await assert.rejects(dg.read.v1.text.analyze({ body: { text: 'Hello there.' }, language: 'en', summarize: true }), (e) => {

@@ -126,6 +126,31 @@ test('6+7. chat completion: OpenAI fields plus stats, model_info, runtime; max_t
   assert.equal(m.loaded_context_length, 1024);
 });
 
+test('stats timings are the engine\'s: first token to last, the rate over the tokens after the first', async (t) => {
+  if (skip) return t.skip(skip);
+  // one token: no span, no rate (a wake-up of the handler is not a measurement)
+  const one = await c.post('/api/v0/chat/completions', chat({ max_tokens: 1 }));
+  assert.equal(one.status, 200, one.text);
+  assert.equal(one.json.usage.completion_tokens, 1);
+  assert.equal(one.json.stats.generation_time, 0);
+  assert.equal(one.json.stats.tokens_per_second, 0);
+  for (const [path, body] of [['/api/v0/chat/completions', chat({ max_tokens: 6 })],
+    ['/api/v0/completions', { model: MODEL, prompt: 'Once upon', max_tokens: 6, temperature: 0 }]]) {
+    const t0 = performance.now();
+    const r = await c.post(path, body);
+    const wall = (performance.now() - t0) / 1000;
+    assert.equal(r.status, 200, r.text);
+    const { stats, usage } = r.json;
+    assert.ok(stats.time_to_first_token + stats.generation_time <= wall, JSON.stringify(stats));
+    if (usage.completion_tokens < 2) continue; // the random model ended at once
+    assert.ok(stats.generation_time > 0, JSON.stringify(stats));
+    // the tokens after the first, over the span they took
+    const made = stats.tokens_per_second * stats.generation_time;
+    assert.ok(Math.abs(made - (usage.completion_tokens - 1)) < 1e-3 * usage.completion_tokens,
+      `${path}: ${JSON.stringify(stats)} for ${usage.completion_tokens} tokens`);
+  }
+});
+
 test('7. max_tokens -1 means unlimited; a stop string ends with stopStringFound or another natural reason', async (t) => {
   if (skip) return t.skip(skip);
   const r = await c.post('/api/v0/chat/completions', chat({ max_tokens: -1, stop: ['a', 'e', 'o', ' '] }));
