@@ -334,3 +334,156 @@ TEST(http_edges_guard_spares_busy_keepalive_connections) {
   EXPECT_INT_GT(done, 100);
   http_server_free(srv);
 }
+
+/* ---- connection caps and the reserve ----------------------------------------- */
+
+static int connect_loopback(http_server *srv) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_server_port(srv))};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  struct timeval tv = {3, 0};
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+/* Opens a WebSocket on a new socket: the fd when the answer was 101, else
+ * -status. */
+static int ws_open(http_server *srv) {
+  int fd = connect_loopback(srv);
+  if (fd < 0) return -1;
+  static const char req[] = "GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+  send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
+  char tmp[1024];
+  ssize_t n = recv(fd, tmp, sizeof tmp - 1, 0);
+  int st = n >= 12 ? atoi(tmp + 9) : 0;
+  if (st == 101) return fd;
+  close(fd);
+  return -st;
+}
+
+TEST(http_edges_idle_websockets_cannot_starve_health) {
+  http_config cfg = {.max_conns_per_addr = 4, .max_connections = 40, .conn_reserve = 8};
+  http_server *srv = edge_start(&cfg);
+  ASSERT_TRUE(srv != NULL);
+  int fds[4];
+  for (int i = 0; i < 4; i++) {
+    fds[i] = ws_open(srv);
+    EXPECT_TRUE(fds[i] >= 0);
+  }
+  EXPECT_INT_EQ(ws_open(srv), -503); /* a fifth from the same address */
+  resp r;
+  ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 503);
+  EXPECT_STR_CONTAINS(r.body.data, "connections open");
+  resp_free(&r);
+  ASSERT_INT_EQ(do_req(srv, "GET", "/health", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200); /* the reserve */
+  resp_free(&r);
+  for (int i = 0; i < 4; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  usleep(300 * 1000); /* the WebSocket loop notices the closes */
+  ASSERT_INT_EQ(do_req(srv, "GET", "/hello", NULL, NULL, 0, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  resp_free(&r);
+  http_server_free(srv);
+}
+
+TEST(http_edges_websocket_idle_timeout_through_the_server) {
+  http_config cfg = {.ws_idle_timeout_ms = 300, .ws_ping_interval_ms = 5000};
+  http_server *srv = edge_start(&cfg);
+  ASSERT_TRUE(srv != NULL);
+  int fd = ws_open(srv);
+  ASSERT_TRUE(fd >= 0);
+  uint64_t t0 = time_mono_ns();
+  uint8_t tmp[64];
+  ssize_t n = recv(fd, tmp, sizeof tmp, 0); /* the close frame */
+  EXPECT_INT_GE(n, 4);
+  if (n >= 4) {
+    EXPECT_INT_EQ(tmp[0] & 0x0f, 8);
+    EXPECT_INT_EQ((tmp[2] << 8) | tmp[3], 1001);
+  }
+  EXPECT_INT_LT((time_mono_ns() - t0) / 1000000, 2000);
+  close(fd);
+  http_server_free(srv);
+}
+
+/* ---- the budget of buffered bodies ----------------------------------------- */
+
+/* Sends a request head announcing len body bytes and the first `part` of
+ * them, and leaves the socket open. */
+static int slow_upload(http_server *srv, size_t len, size_t part) {
+  int fd = connect_loopback(srv);
+  if (fd < 0) return -1;
+  char head[256];
+  int hn = snprintf(head, sizeof head, "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                                       "Content-Length: %zu\r\n\r\n", len);
+  send(fd, head, (size_t)hn, MSG_NOSIGNAL);
+  char *body = malloc(part);
+  memset(body, ' ', part);
+  if (part) body[0] = '[';
+  send(fd, body, part, MSG_NOSIGNAL);
+  free(body);
+  return fd;
+}
+
+/* A whole JSON body of len bytes: ["xxx...x"]. */
+static void json_body(buf *b, size_t len) {
+  buf_append_str(b, "[\"");
+  for (size_t i = 0; i + 4 < len; i++) buf_append_byte(b, (char)('a' + i % 26));
+  buf_append_str(b, "\"]");
+}
+
+TEST(http_edges_body_budget_refuses_with_503) {
+  http_config cfg = {.body_budget = 8192};
+  http_server *srv = edge_start(&cfg);
+  ASSERT_TRUE(srv != NULL);
+  int a = slow_upload(srv, 3000, 100), b = slow_upload(srv, 3000, 100);
+  ASSERT_TRUE(a >= 0 && b >= 0);
+  usleep(200 * 1000);
+  buf body = BUF_INIT;
+  json_body(&body, 3000);
+  resp r;
+  ASSERT_INT_EQ(do_req(srv, "POST", "/echo", NULL, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 503);
+  EXPECT_STR_CONTAINS(r.body.data, "budget");
+  char v[64];
+  EXPECT_TRUE(resp_header(&r, "retry-after", v, sizeof v) != NULL);
+  resp_free(&r);
+  close(a);
+  close(b);
+  usleep(300 * 1000);
+  ASSERT_INT_EQ(do_req(srv, "POST", "/echo", NULL, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  resp_free(&r);
+  buf_free(&body);
+  http_server_free(srv);
+}
+
+/* Large bodies trickling in are spooled: they hold none of the budget until
+ * complete, and arrive intact. */
+TEST(http_edges_large_slow_bodies_spool_to_disk) {
+  http_config cfg = {.body_budget = (uint64_t)3 << 20, .max_json_body = (size_t)4 << 20};
+  http_server *srv = edge_start(&cfg);
+  ASSERT_TRUE(srv != NULL);
+  size_t big = (size_t)2 << 20;
+  int a = slow_upload(srv, big, (size_t)1500 << 10), b = slow_upload(srv, big, (size_t)1500 << 10);
+  ASSERT_TRUE(a >= 0 && b >= 0);
+  usleep(300 * 1000);
+  buf body = BUF_INIT;
+  json_body(&body, big);
+  resp r;
+  ASSERT_INT_EQ(do_req(srv, "POST", "/echo", NULL, body.data, (long)body.len, &r), 0);
+  EXPECT_INT_EQ(r.status, 200);
+  EXPECT_INT_EQ(r.body.len, body.len);
+  if (r.body.len == body.len) EXPECT_MEM_EQ(r.body.data, body.data, body.len);
+  resp_free(&r);
+  close(a);
+  close(b);
+  buf_free(&body);
+  http_server_free(srv);
+}
