@@ -58,6 +58,11 @@ static const struct opt OPTS[] = {
   {"host-check", "PARLEY_HOST_CHECK", OPT_KIND_BOOL, "true", 0, 0, OFF(host_check),
    "on a loopback listener, refuse (403) requests whose Host header is not local (DNS-rebinding guard); "
    "false behind a proxy that forwards a public Host"},
+  {"allowed-origins", "PARLEY_ALLOWED_ORIGINS", OPT_KIND_STR, "", 0, 0, OFF(allowed_origins),
+   "without an API key, web origins allowed besides local ones (localhost, 127.0.0.1, [::1], app://, file://, "
+   "tauri://, vscode-webview://), comma-separated; a '*' in an entry matches anything, '*' alone allows every origin"},
+  {"admin", "PARLEY_ADMIN", OPT_KIND_BOOL, "false", 0, 0, OFF(admin),
+   "serve the /admin/* diagnostic routes without an API key (with a key they are always served)"},
   {"data-dir", "PARLEY_DATA_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(data_dir),
    "data directory (default $XDG_DATA_HOME/parley or ~/.local/share/parley)"},
   {"models-dir", "PARLEY_MODELS_DIR", OPT_KIND_STR, NULL, 0, 0, OFF(models_dir),

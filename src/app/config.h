@@ -24,6 +24,8 @@ typedef struct config {
   size_t n_api_keys;
   bool no_auth;            /* allow a non-loopback listener without a key */
   bool host_check;         /* loopback listener: 403 for a non-local Host */
+  char *allowed_origins;   /* extra web origins allowed without a key, comma-separated */
+  bool admin;              /* serve the /admin diagnostic routes without a key */
   char *data_dir;          /* database, blobs, spool, downloaded models */
   char *models_dir;        /* GGUF files served; default <data_dir>/models */
   char *log_level;         /* debug|info|warn|error|off */

@@ -223,6 +223,8 @@ static int cmd_serve(int argc, char **argv) {
       .conn_timeout_s = (unsigned)cfg.conn_timeout_s,
       .ws_max_message = (size_t)cfg.ws_max_message,
       .access_log = cfg.access_log,
+      .allowed_origins = cfg.allowed_origins,
+      .admin_routes = cfg.admin,
       .host_check = cfg.host_check && config_host_is_loopback(cfg.host),
       .on_error = api_http_on_error,
       .decorate = api_http_decorate,

@@ -18,6 +18,7 @@
  * does parley, on every route.
  */
 #include <arpa/inet.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,4 +148,62 @@ bool host_header_allowed(const char *host, const char *hostname) {
   if (strcasecmp(name, "localhost") == 0) return true;
   if (hostname && *hostname && strcasecmp(name, hostname) == 0) return true;
   return ends_with_ci(name, n, ".localhost") || ends_with_ci(name, n, ".local") || ends_with_ci(name, n, ".internal");
+}
+
+/* Ollama's default: the browser origins of the same machine and of desktop
+ * app shells. Ours are the same idea, written from its documented list. */
+static const char *const k_local_schemes[] = {"app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"};
+
+static bool origin_is_local(const char *o) {
+  for (size_t i = 0; i < ARRAY_LEN(k_local_schemes); i++)
+    if (strncasecmp(o, k_local_schemes[i], strlen(k_local_schemes[i])) == 0) return true;
+  const char *h;
+  if (strncasecmp(o, "http://", 7) == 0) h = o + 7;
+  else if (strncasecmp(o, "https://", 8) == 0) h = o + 8;
+  else return false;
+  char name[256];
+  size_t n;
+  const char *rest;
+  if (h[0] == '[') {
+    const char *end = strchr(h, ']');
+    if (!end) return false;
+    n = (size_t)(end - h - 1);
+    rest = end + 1;
+    h++;
+  } else {
+    n = strcspn(h, ":/");
+    rest = h + n;
+  }
+  if (n == 0 || n >= sizeof name) return false;
+  if (*rest == ':') {
+    rest++;
+    size_t digits = strspn(rest, "0123456789");
+    if (digits == 0 || digits > 5) return false;
+    rest += digits;
+  }
+  if (*rest) return false; /* an Origin is scheme://host[:port], nothing after */
+  memcpy(name, h, n);
+  name[n] = '\0';
+  if (strcasecmp(name, "localhost") == 0 || ends_with_ci(name, n, ".localhost")) return true;
+  unsigned char a[16];
+  if (inet_pton(AF_INET, name, a) == 1) return a[0] == 127 || (a[0] | a[1] | a[2] | a[3]) == 0;
+  return strcmp(name, "::1") == 0;
+}
+
+bool origin_allowed(const char *origin, const char *extra) {
+  if (!origin || !*origin) return true;
+  if (strpbrk(origin, "\r\n") || strlen(origin) > 1024) return false;
+  if (origin_is_local(origin)) return true;
+  if (!extra || !*extra) return false;
+  char *list = str_dup(extra), *save = NULL;
+  bool ok = false;
+  for (char *e = list ? strtok_r(list, ", ", &save) : NULL; e && !ok; e = strtok_r(NULL, ", ", &save)) {
+    size_t l = strlen(e);
+    while (l > 1 && e[l - 1] == '/') e[--l] = '\0'; /* "https://a.example/" names the same origin */
+    if (strcmp(e, "*") == 0) ok = true;
+    else if (strchr(e, '*')) ok = fnmatch(e, origin, FNM_CASEFOLD) == 0;
+    else ok = strcasecmp(e, origin) == 0;
+  }
+  free(list);
+  return ok;
 }

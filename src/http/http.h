@@ -51,6 +51,11 @@ enum http_route_flags {
                                      matches path and method (the 501 table) */
   HTTP_BODY_IGNORE = 1u << 6,     /* the handler never reads the body: it is drained
                                      and dropped, up to max_upload */
+  HTTP_ROUTE_RESERVED = 1u << 7,  /* answered from the connection reserve (health,
+                                     metrics, admin): still served when the
+                                     connection or per-address caps refuse others */
+  HTTP_ROUTE_ADMIN = 1u << 8,     /* a diagnostic route: served only with
+                                     http_config.admin_routes or an API key */
 };
 
 /* One entry of a declarative route table. pattern is a path such as
@@ -93,6 +98,24 @@ typedef struct http_config {
   size_t ws_max_message;        /* bytes; default 16 MiB; larger -> close 1009 */
   size_t max_form_field;        /* bytes per multipart plain field; default 1 MiB (413 past it) */
   bool access_log;              /* one log line per request */
+  /* Origin policy, used only while no API key is configured (with a key,
+   * every origin is allowed as before: the key is the protection). A
+   * request whose Origin header is not allowed is answered 403, WebSocket
+   * upgrades and preflights included; requests without Origin (SDKs, curl)
+   * are not affected. Allowed by default: local origins (see
+   * origin_allowed in http_int.h); allowed_origins adds comma-separated
+   * origins or patterns (https://STAR.example.com, a star matching any run), "*" allows every one. */
+  const char *allowed_origins;
+  bool admin_routes;            /* serve HTTP_ROUTE_ADMIN routes without a key */
+  unsigned ws_idle_timeout_ms;  /* close 1001 after no message either way; 0 = 300000 */
+  unsigned ws_ping_interval_ms; /* ping a silent peer this often and close it when
+                                   the pong has not come one interval later; 0 = 30000 */
+  unsigned max_connections;     /* open sockets; 0 = 1000 */
+  unsigned max_conns_per_addr;  /* open sockets per client address; 0 = 256 */
+  unsigned conn_reserve;        /* of max_connections, kept for HTTP_ROUTE_RESERVED
+                                   routes; 0 = 32 */
+  uint64_t body_budget;         /* bytes of request bodies held in memory at once by all
+                                   requests; past it 503; 0 = 256 MiB */
   bool host_check;              /* answer 403 to a Host header that does not
                                    name this machine (host_header_allowed):
                                    the DNS-rebinding guard for a loopback

@@ -31,7 +31,7 @@ typedef struct url_query {
   size_t n_kv;
 } url_query;
 
-#define URL_QUERY_MAX_PARAMS 1000
+#define URL_QUERY_MAX_PARAMS 256 /* see QUERY_POOL_BYTES_PER_ARG in server.c */
 
 /* Parses "a=1&b[]=2&b[]=3" (without the '?'). Empty pieces are skipped.
  * ERR_PARSE on a bad escape or NUL, ERR_TOO_LARGE past URL_QUERY_MAX_PARAMS.
@@ -93,6 +93,15 @@ extern const char AUTH_FAILED_MESSAGE[];
  * IPv6 in brackets), localhost, the machine's hostname (may be NULL), or a
  * name under .localhost, .local or .internal. Case-insensitive. */
 bool host_header_allowed(const char *host, const char *hostname);
+/* The origin policy of a server without an API key: true when origin (an
+ * Origin header value) is local — http or https to localhost, a name under
+ * .localhost, 127.0.0.0/8, 0.0.0.0 or [::1], any port; or an app://,
+ * file://, tauri://, vscode-webview:// or vscode-file:// origin — or
+ * matches an entry of extra (comma-separated; "*" matches any origin, an
+ * entry with '*' is a shell-style pattern, others compare exactly,
+ * case-insensitively). "null" is never local (sandboxed frames of any site
+ * send it). */
+bool origin_allowed(const char *origin, const char *extra);
 /* Splits a Sec-WebSocket-Protocol value on commas (trimming blanks) into
  * pointers into scratch (a copy the caller frees). Returns the count. */
 size_t auth_split_protocols(const char *value, char **scratch, const char **out, size_t max);
@@ -107,6 +116,11 @@ void base64_encode(const uint8_t *in, size_t n, char *out);
 int ws_accept_key(const char *key, char out[29]);
 
 /* ---- server.c <-> stream.c -------------------------------------------- */
+
+/* now - since, or 0 when since is later (a timestamp taken on another
+ * thread after now was read): the guard and the keep-alive timer must never
+ * see a wrapped, huge difference. */
+static inline uint64_t http_elapsed_ns(uint64_t now, uint64_t since) { return now > since ? now - since : 0; }
 
 struct MHD_Connection;
 

@@ -60,6 +60,20 @@
 #define DEFAULT_THREADS 4
 #define CONN_MEMORY_LIMIT ((size_t)64 << 10) /* request line + headers must fit */
 #define OVER_LIMIT_DRAIN ((uint64_t)4 << 20) /* body bytes swallowed after a limit, then close */
+#define DEFAULT_MAX_CONNECTIONS 1000u
+#define DEFAULT_MAX_CONNS_PER_ADDR 256u
+#define DEFAULT_CONN_RESERVE 32u
+#define DEFAULT_BODY_BUDGET ((uint64_t)256 << 20)
+#define DEFAULT_WS_IDLE_MS 300000u
+#define DEFAULT_WS_PING_MS 30000u
+/* A JSON body past this many bytes is spooled to disk while it arrives and
+ * read back into memory only once complete, so slow uploads pin no memory. */
+#define BODY_SPOOL_AT ((size_t)1 << 20)
+/* libmicrohttpd stores each query argument in the connection's memory pool
+ * (about 56 bytes each, beside the request head), and a pool that runs out
+ * there leaves the request unanswered. A request line whose arguments would
+ * not fit comfortably is answered 414 before that happens (on_uri). */
+#define QUERY_POOL_BYTES_PER_ARG 64u
 
 static const char k_expose_headers[] =
     "x-request-id, request-id, openai-processing-ms, openai-version, openai-organization, "
@@ -82,6 +96,9 @@ typedef struct conn_ctx {
   int fd;
   uint64_t waiting_since_ns; /* start of the wait for a request head */
   bool busy;                 /* a request is past its head (or upgraded) */
+  struct http_req *req;      /* allocated by on_uri, not yet freed by on_completed:
+                                freed at NOTIFY_CLOSED when MHD never completes it */
+  uint8_t addr[17];          /* client address: family byte + 16 address bytes */
   struct conn_ctx *prev, *next;
 } conn_ctx;
 
@@ -90,6 +107,7 @@ struct http_server {
   char *host;
   char hostname[256];    /* gethostname(), for the Host-header guard */
   char *spool_dir;
+  char *allowed_origins; /* our copy of cfg.allowed_origins, or NULL */
   char **keys;
   router *rt;
   struct MHD_Daemon *d;
@@ -105,6 +123,8 @@ struct http_server {
   bool started;
   pthread_mutex_t guard_mu;
   conn_ctx *conns;
+  unsigned n_conns;      /* sockets in conns, under guard_mu */
+  atomic_uint_least64_t body_mem; /* bytes of request bodies held in memory (body_budget) */
 };
 
 enum req_phase { PH_NEW, PH_BODY, PH_DONE };
@@ -146,6 +166,9 @@ struct http_req {
   char err_msg[512];
   int spool_fd;
   char *spool_path;
+  uint64_t mem_held;  /* bytes of srv->body_mem this request holds */
+  const char *origin; /* the Origin header when the origin policy allowed it */
+  bool origin_refused; /* the origin policy refused it: no CORS headers */
   mp_parser *mp;
   part_int *parts;
   size_t n_parts, cap_parts;
@@ -170,6 +193,8 @@ struct http_req {
   bool upgraded;
   conn_ctx *cc;
 };
+
+static void req_free(http_req *req);
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -357,7 +382,14 @@ int http_req_queue_(http_req *req, int status, struct MHD_Response *resp) {
   req->answered = true;
   req->status = status;
   if (!has_user_header(req, "x-request-id")) MHD_add_response_header(resp, "x-request-id", req->id);
-  MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+  /* An origin the policy checked is echoed (Vary: Origin keeps caches
+   * honest); with a key, or without an Origin header, any origin. */
+  if (req->origin) {
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", req->origin);
+    MHD_add_response_header(resp, "Vary", "Origin");
+  } else if (!req->origin_refused) {
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+  }
   MHD_add_response_header(resp, "Access-Control-Expose-Headers", k_expose_headers);
   for (size_t i = 0; i < req->n_hdrs; i++) MHD_add_response_header(resp, req->hdrs[i].name, req->hdrs[i].value);
   if (req->timing_hdr) {
@@ -455,6 +487,31 @@ static void set_body_error(http_req *req, int status, int code, const char *fmt,
   va_end(ap);
 }
 
+/* Takes n bytes of the server's budget for bodies held in memory; false
+ * (nothing taken) when the budget has no room. */
+static bool body_mem_take(http_req *req, uint64_t n) {
+  http_server *srv = req->srv;
+  uint64_t cur = atomic_load(&srv->body_mem);
+  do {
+    if (cur + n > srv->cfg.body_budget) return false;
+  } while (!atomic_compare_exchange_weak(&srv->body_mem, &cur, cur + n));
+  req->mem_held += n;
+  return true;
+}
+
+static void body_mem_release(http_req *req) {
+  if (req->mem_held) atomic_fetch_sub(&req->srv->body_mem, req->mem_held);
+  req->mem_held = 0;
+}
+
+static void body_over_budget(http_req *req) {
+  http_resp_header(req, "Retry-After", "1");
+  set_body_error(req, 503, ERR_OVERLOADED,
+                 "the server is holding as many request bodies in memory as its budget allows (%llu bytes); "
+                 "retry shortly",
+                 (unsigned long long)req->srv->cfg.body_budget);
+}
+
 static int spool_open(http_req *req, char **path_out, int *fd_out) {
   size_t n = strlen(req->srv->spool_dir) + 32;
   char *p = malloc(n);
@@ -522,6 +579,10 @@ static int mp_on_data(void *ctx, const char *data, size_t len) {
   size_t cap = req->srv->cfg.max_form_field;
   if (p->value.len + len > cap)
     return err_set(ERR_TOO_LARGE, "form field \"%s\" is larger than %zu bytes", p->name, cap);
+  if (!body_mem_take(req, len)) {
+    body_over_budget(req);
+    return 0;
+  }
   return buf_append(&p->value, data, len);
 }
 
@@ -551,6 +612,48 @@ static void parts_publish(http_req *req) {
   }
 }
 
+/* Appends to a JSON body: in memory up to BODY_SPOOL_AT (from the budget),
+ * then to a spool file that body_finish reads back. */
+static int body_json_append(http_req *req, const char *data, size_t len) {
+  if (req->spool_fd >= 0) return write_all(req->spool_fd, data, len);
+  if (req->body.len + len <= BODY_SPOOL_AT) {
+    if (req->body.len + len > req->mem_held && !body_mem_take(req, req->body.len + len - req->mem_held)) {
+      body_over_budget(req);
+      return 0;
+    }
+    return buf_append(&req->body, data, len);
+  }
+  int rc = spool_open(req, &req->spool_path, &req->spool_fd);
+  if (!rc && req->body.len) rc = write_all(req->spool_fd, req->body.data, req->body.len);
+  if (!rc) rc = write_all(req->spool_fd, data, len);
+  buf_free(&req->body);
+  body_mem_release(req);
+  return rc;
+}
+
+/* A spooled JSON body comes back into memory (from the budget) for the
+ * handler. */
+static void body_json_load(http_req *req) {
+  uint64_t n = req->body_bytes;
+  if (!body_mem_take(req, n + 1)) {
+    body_over_budget(req);
+    return;
+  }
+  int rc = buf_reserve(&req->body, (size_t)n + 1);
+  for (uint64_t off = 0; !rc && off < n;) {
+    ssize_t r = pread(req->spool_fd, req->body.data + off, (size_t)(n - off), (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) rc = err_set(ERR_IO, "reading back the spooled request body: %s", r < 0 ? strerror(errno) : "short");
+    else off += (uint64_t)r;
+  }
+  if (rc) {
+    set_body_error(req, 500, rc, "%s", err_detail());
+    return;
+  }
+  req->body.len = (size_t)n;
+  req->body.data[n] = '\0';
+}
+
 static void body_consume(http_req *req, const char *data, size_t len) {
   req->body_bytes += len;
   if (req->err_status) return;
@@ -562,7 +665,7 @@ static void body_consume(http_req *req, const char *data, size_t len) {
   int rc = 0;
   switch (req->sink) {
   case SINK_DISCARD: break;
-  case SINK_MEMORY: rc = buf_append(&req->body, data, len); break;
+  case SINK_MEMORY: rc = body_json_append(req, data, len); break;
   case SINK_FILE: rc = write_all(req->spool_fd, data, len); break;
   case SINK_MULTIPART: rc = mp_parser_feed(req->mp, data, len); break;
   }
@@ -575,6 +678,14 @@ static void body_finish(http_req *req) {
   if (req->sink == SINK_MULTIPART && !req->err_status) {
     int rc = mp_parser_finish(req->mp);
     if (rc) set_body_error(req, 400, rc, "malformed multipart body: %s", err_detail());
+  }
+  if (req->sink == SINK_MEMORY && req->spool_fd >= 0) {
+    if (!req->err_status) body_json_load(req);
+    close(req->spool_fd);
+    req->spool_fd = -1;
+    unlink(req->spool_path);
+    free(req->spool_path);
+    req->spool_path = NULL; /* http_req_body_file is for HTTP_BODY_FILE routes only */
   }
   if (req->sink == SINK_FILE && req->spool_fd >= 0) {
     close(req->spool_fd);
@@ -637,10 +748,72 @@ static bool check_auth(http_req *req) {
   return auth_check((const char *const *)srv->keys, srv->cfg.n_api_keys, &in);
 }
 
+/* Framing the layer refuses before reading a body byte, answered at once on
+ * a connection that is then closed (its body cannot be skipped safely): a
+ * Transfer-Encoding other than chunked (501; read to the end it would wait
+ * for the client to close, and a proxy in front may frame it otherwise),
+ * Transfer-Encoding with Content-Length (400, the smuggling pair), a
+ * Content-Length too large to count (413) or not a number (400). */
+static bool framing_refused(http_req *req) {
+  char msg[256];
+  const char *te = http_req_header(req, "Transfer-Encoding");
+  const char *cl = http_req_header(req, "Content-Length");
+  int status = 0, code = 0;
+  uint64_t clen;
+  if (te && !(has_token_ci(te, "chunked") && strspn(te, " \t") + strlen("chunked") <= strlen(te) &&
+                     strcasecmp(te + strspn(te, " \t"), "chunked") == 0)) {
+    char shown[80];
+    sanitize(te, shown, sizeof shown);
+    status = 501, code = ERR_UNSUPPORTED;
+    snprintf(msg, sizeof msg, "Transfer-Encoding '%s' is not supported: send the body with Content-Length or "
+                              "Transfer-Encoding: chunked", shown);
+  } else if (te && cl) {
+    status = 400, code = ERR_INVALID;
+    snprintf(msg, sizeof msg, "a request may not carry both Transfer-Encoding and Content-Length");
+  } else if (cl) {
+    int rc = parse_u64(cl, &clen);
+    if (rc == ERR_RANGE) {
+      status = 413, code = ERR_TOO_LARGE;
+      snprintf(msg, sizeof msg, "Content-Length %.40s is larger than any body this server accepts", cl);
+    } else if (rc) {
+      status = 400, code = ERR_PARSE;
+      snprintf(msg, sizeof msg, "Content-Length must be a decimal number of bytes");
+    }
+  }
+  if (!status) return false;
+  http_resp_header(req, "Connection", "close");
+  emit_error(req, status, code, msg, NULL);
+  return true;
+}
+
+/* Connection caps: the server's sockets past max_connections - conn_reserve,
+ * or a client address's past max_conns_per_addr, are answered 503 (and
+ * closed) unless the route is HTTP_ROUTE_RESERVED, so health checks and the
+ * admin routes still answer when idle WebSockets or a flood hold the rest. */
+static bool conn_capped(http_req *req, char *msg, size_t cap) {
+  http_server *srv = req->srv;
+  if (!req->cc) return false;
+  unsigned same = 0, total;
+  pthread_mutex_lock(&srv->guard_mu);
+  total = srv->n_conns;
+  for (conn_ctx *c = srv->conns; c; c = c->next) same += memcmp(c->addr, req->cc->addr, sizeof c->addr) == 0;
+  pthread_mutex_unlock(&srv->guard_mu);
+  unsigned open_cap = srv->cfg.max_connections - srv->cfg.conn_reserve;
+  if (total > open_cap)
+    snprintf(msg, cap, "the server has %u connections open, its limit for this route is %u; retry shortly", total,
+             open_cap);
+  else if (same > srv->cfg.max_conns_per_addr)
+    snprintf(msg, cap, "this client address has %u connections open, the limit is %u; close some and retry",
+             same, srv->cfg.max_conns_per_addr);
+  else return false;
+  return true;
+}
+
 static enum MHD_Result begin_request(http_req *req) {
   http_server *srv = req->srv;
   char msg[512], spath[200];
   req->body_limit = 0; /* until the route is known: drain allowance only */
+  if (framing_refused(req)) return MHD_YES;
   /* Query string. */
   const char *q = strchr(req->uri, '?');
   if (q) {
@@ -663,6 +836,23 @@ static enum MHD_Result begin_request(http_req *req) {
       return MHD_YES;
     }
   }
+  /* The origin policy (no key configured): a web page of another site may
+   * neither read answers nor open WebSockets. */
+  const char *origin = http_req_header(req, "Origin");
+  if (origin && srv->cfg.n_api_keys == 0) {
+    if (!origin_allowed(origin, srv->cfg.allowed_origins)) {
+      char shown[120];
+      sanitize(origin, shown, sizeof shown);
+      snprintf(msg, sizeof msg,
+               "Origin '%s' is not allowed: without an API key this server answers web pages only from local "
+               "origins (start parley with --allowed-origins '%s' to allow it, or set an API key)",
+               shown, shown);
+      req->origin_refused = true;
+      early_error(req, 403, ERR_FORBIDDEN, msg, NULL);
+      return MHD_YES;
+    }
+    if (!strpbrk(origin, "\r\n")) req->origin = origin;
+  }
   if (strcmp(req->method, "OPTIONS") == 0) {
     answer_preflight(req);
     return MHD_YES;
@@ -676,6 +866,10 @@ static enum MHD_Result begin_request(http_req *req) {
     early_error(req, 401, ERR_AUTH, AUTH_FAILED_MESSAGE, NULL);
     return MHD_YES;
   }
+  /* Diagnostic routes exist only on servers that ask for them (--admin) or
+   * that need a key anyway. */
+  if (rc == 0 && (req->match.route->flags & HTTP_ROUTE_ADMIN) && !srv->cfg.admin_routes && srv->cfg.n_api_keys == 0)
+    rc = ERR_NOT_FOUND;
   if (rc == ERR_NOT_FOUND) {
     snprintf(msg, sizeof msg, "Invalid URL (%s %s)", req->method, spath);
     early_error(req, 404, ERR_NOT_FOUND, msg, NULL);
@@ -694,6 +888,12 @@ static enum MHD_Result begin_request(http_req *req) {
   }
   req->matched = true;
   unsigned flags = req->match.route->flags;
+  if (!(flags & HTTP_ROUTE_RESERVED) && conn_capped(req, msg, sizeof msg)) {
+    http_resp_header(req, "Connection", "close");
+    http_resp_header(req, "Retry-After", "1");
+    early_error(req, 503, ERR_OVERLOADED, msg, NULL);
+    return MHD_YES;
+  }
   /* Body sink and limit. */
   if (flags & (HTTP_BODY_MULTIPART | HTTP_BODY_FILE | HTTP_BODY_IGNORE)) req->body_limit = srv->cfg.max_upload;
   else req->body_limit = srv->cfg.max_json_body;
@@ -729,9 +929,17 @@ static enum MHD_Result begin_request(http_req *req) {
     req->sink = SINK_FILE;
   } else if (flags & HTTP_BODY_JSON) {
     req->sink = SINK_MEMORY;
-    if (clen && buf_reserve(&req->body, (size_t)clen) != 0) {
-      early_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
-      return MHD_YES;
+    /* Room for a small declared body up front; a large one spools. */
+    if (clen && clen <= BODY_SPOOL_AT) {
+      if (!body_mem_take(req, clen)) { /* answered once the small body is drained */
+        body_over_budget(req);
+        req->sink = SINK_DISCARD;
+        return MHD_YES;
+      }
+      if (buf_reserve(&req->body, (size_t)clen) != 0) {
+        early_error(req, 500, ERR_NOMEM, "out of memory for the request body", NULL);
+        return MHD_YES;
+      }
     }
   }
   return MHD_YES;
@@ -790,8 +998,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     req->conn = conn;
     req->method = strdup(method);
     if (!req->method) return MHD_NO;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    req->cc = ci ? ci->socket_context : NULL;
     if (req->cc) {
       pthread_mutex_lock(&req->srv->guard_mu);
       req->cc->busy = true;
@@ -823,8 +1029,53 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   return req->body_bytes > req->body_limit + OVER_LIMIT_DRAIN ? MHD_NO : MHD_YES;
 }
 
+/* Pieces of the query string that url_query_parse would keep. */
+static size_t query_pieces(const char *uri) {
+  const char *q = strchr(uri, '?');
+  if (!q) return 0;
+  size_t n = 0;
+  for (const char *p = q + 1; *p;) {
+    size_t l = strcspn(p, "&");
+    n += l > 0;
+    p += l;
+    if (*p) p++;
+  }
+  return n;
+}
+
+/* Answers 414 on the raw socket of a request whose query arguments would
+ * exhaust libmicrohttpd's connection pool (which would leave it unanswered)
+ * and shuts the socket down, so MHD drops the connection. A TLS socket is
+ * only shut down: plain bytes there would be garbage. */
+static void refuse_query_flood(struct MHD_Connection *conn, size_t n_args) {
+  const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const union MHD_ConnectionInfo *ti = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  if (!fi) return;
+  if (!ti || !ti->tls_session) {
+    char body[256], head[512];
+    int bn = snprintf(body, sizeof body,
+                      "{\"error\":{\"message\":\"the request has %zu query arguments or too long a query: at most "
+                      "%d arguments fit\",\"type\":\"invalid_request_error\",\"code\":\"%s\",\"param\":null}}",
+                      n_args, URL_QUERY_MAX_PARAMS, err_name(ERR_TOO_LARGE));
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 414 URI Too Long\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                      "Connection: close\r\n\r\n%s",
+                      bn, body);
+    if (hn > 0 && (size_t)hn < sizeof head) {
+      ssize_t w = send(fi->connect_fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+    }
+  }
+  shutdown(fi->connect_fd, SHUT_RDWR);
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
-  (void)conn;
+  http_server *srv = cls;
+  size_t n_args = query_pieces(uri ? uri : "");
+  if (n_args > URL_QUERY_MAX_PARAMS || n_args * QUERY_POOL_BYTES_PER_ARG + strlen(uri) > CONN_MEMORY_LIMIT / 2) {
+    refuse_query_flood(conn, n_args);
+    return NULL; /* on_access sees no request and refuses the connection */
+  }
   http_req *req = calloc(1, sizeof *req);
   if (!req) return NULL;
   req->srv = cls;
@@ -850,6 +1101,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     free(req);
     return NULL;
   }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  req->cc = ci ? ci->socket_context : NULL;
+  if (req->cc) {
+    pthread_mutex_lock(&srv->guard_mu);
+    http_req *stale = req->cc->req; /* a request MHD dropped without completing it */
+    req->cc->req = req;
+    pthread_mutex_unlock(&srv->guard_mu);
+    if (stale) req_free(stale);
+  }
   return req;
 }
 
@@ -862,6 +1122,7 @@ static void req_free(http_req *req) {
     buf_free(&p->value);
   }
   free(req->parts);
+  body_mem_release(req);
   if (req->mp) mp_parser_free(req->mp);
   if (req->spool_fd >= 0) close(req->spool_fd);
   if (req->spool_path) unlink(req->spool_path);
@@ -888,10 +1149,20 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     cc->fd = ci ? ci->connect_fd : -1;
     cc->waiting_since_ns = time_mono_ns();
+    const union MHD_ConnectionInfo *ai = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+      cc->addr[0] = 4;
+      memcpy(cc->addr + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+      cc->addr[0] = 6;
+      memcpy(cc->addr + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    }
     pthread_mutex_lock(&srv->guard_mu);
     cc->next = srv->conns;
     if (srv->conns) srv->conns->prev = cc;
     srv->conns = cc;
+    srv->n_conns++;
     pthread_mutex_unlock(&srv->guard_mu);
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
     conn_ctx *cc = *socket_context;
@@ -901,7 +1172,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (cc->prev) cc->prev->next = cc->next;
     else srv->conns = cc->next;
     if (cc->next) cc->next->prev = cc->prev;
+    srv->n_conns--;
+    http_req *orphan = cc->req; /* MHD never completed it (e.g. its pool ran out) */
     pthread_mutex_unlock(&srv->guard_mu);
+    if (orphan && !orphan->stream) {
+      if (orphan->counted_in_flight) atomic_fetch_sub(&srv->in_flight, 1);
+      orphan->cc = NULL;
+      req_free(orphan);
+    }
     free(cc);
   }
 }
@@ -909,11 +1187,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* Runs on the stream monitor thread about once a second. */
 static void guard_tick(void *arg) {
   http_server *srv = arg;
-  uint64_t now = time_mono_ns();
   uint64_t limit = (uint64_t)srv->cfg.conn_timeout_s * 1000000000ull;
   pthread_mutex_lock(&srv->guard_mu);
+  /* The clock is read under the lock: a request that ended just before
+   * would otherwise have waiting_since_ns after now. */
+  uint64_t now = time_mono_ns();
   for (conn_ctx *cc = srv->conns; cc; cc = cc->next) {
-    if (cc->busy || cc->fd < 0 || now - cc->waiting_since_ns < limit) continue;
+    if (cc->busy || cc->fd < 0 || http_elapsed_ns(now, cc->waiting_since_ns) < limit) continue;
     shutdown(cc->fd, SHUT_RDWR); /* MHD sees the error and closes it */
     cc->fd = -1;
   }
@@ -927,6 +1207,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   http_req *req = *con_cls;
   if (!req) return;
   *con_cls = NULL;
+  if (req->cc) {
+    pthread_mutex_lock(&srv->guard_mu);
+    if (req->cc->req == req) req->cc->req = NULL;
+    pthread_mutex_unlock(&srv->guard_mu);
+  }
   uint64_t bytes = req->resp_bytes;
   if (req->stream) {
     bytes = http_stream_bytes_sent_(req->stream);
@@ -1034,6 +1319,15 @@ int http_server_new(const http_config *cfg, http_server **out) {
   if (!s->cfg.conn_timeout_s) s->cfg.conn_timeout_s = 60;
   if (!s->cfg.ws_max_message) s->cfg.ws_max_message = DEFAULT_WS_MAX_MESSAGE;
   if (!s->cfg.n_threads) s->cfg.n_threads = DEFAULT_THREADS;
+  if (!s->cfg.max_connections) s->cfg.max_connections = DEFAULT_MAX_CONNECTIONS;
+  if (!s->cfg.max_conns_per_addr) s->cfg.max_conns_per_addr = DEFAULT_MAX_CONNS_PER_ADDR;
+  if (!s->cfg.conn_reserve) s->cfg.conn_reserve = DEFAULT_CONN_RESERVE;
+  if (s->cfg.conn_reserve >= s->cfg.max_connections) s->cfg.conn_reserve = s->cfg.max_connections / 2;
+  if (!s->cfg.body_budget) s->cfg.body_budget = DEFAULT_BODY_BUDGET;
+  if (!s->cfg.ws_idle_timeout_ms) s->cfg.ws_idle_timeout_ms = DEFAULT_WS_IDLE_MS;
+  if (!s->cfg.ws_ping_interval_ms) s->cfg.ws_ping_interval_ms = DEFAULT_WS_PING_MS;
+  s->allowed_origins = cfg->allowed_origins ? str_dup(cfg->allowed_origins) : NULL;
+  s->cfg.allowed_origins = s->allowed_origins;
   s->host = str_dup(cfg->host ? cfg->host : "127.0.0.1");
   if (gethostname(s->hostname, sizeof s->hostname - 1) != 0) s->hostname[0] = '\0';
   s->spool_dir = str_dup(cfg->spool_dir ? cfg->spool_dir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp"));
@@ -1078,6 +1372,7 @@ static struct MHD_Daemon *start_daemon(http_server *srv, unsigned flags, struct 
     return MHD_start_daemon(flags | MHD_USE_TLS, port, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_HTTPS_MEM_CERT, srv->cfg.tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY,
                             srv->cfg.tls_key_pem, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)srv->cfg.n_threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)srv->cfg.max_connections,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
@@ -1085,6 +1380,7 @@ static struct MHD_Daemon *start_daemon(http_server *srv, unsigned flags, struct 
                             NULL, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned int)1, MHD_OPTION_END);
   return MHD_start_daemon(flags, port, NULL, NULL, on_access, srv, MHD_OPTION_SOCK_ADDR, sa,
                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)srv->cfg.n_threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)srv->cfg.max_connections,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)srv->cfg.conn_timeout_s,
                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
@@ -1112,7 +1408,9 @@ int http_server_start(http_server *srv) {
     return err_set(ERR_INVALID, "listen address \"%s\" is not an IPv4 or IPv6 address", srv->host);
   }
   if (srv->cfg.port < 0 || srv->cfg.port > 65535) return err_set(ERR_RANGE, "port %d out of range", srv->cfg.port);
-  ws_config wc = {.max_message = srv->cfg.ws_max_message};
+  ws_config wc = {.max_message = srv->cfg.ws_max_message,
+                  .idle_timeout_ms = srv->cfg.ws_idle_timeout_ms,
+                  .ping_interval_ms = srv->cfg.ws_ping_interval_ms};
   int rc = ws_loop_new(&wc, &srv->ws);
   if (rc) {
     LOG_WARN("http", "WebSocket loop unavailable: %s", err_detail());
@@ -1189,6 +1487,7 @@ void http_server_free(http_server *srv) {
   free(srv->keys);
   free(srv->host);
   free(srv->spool_dir);
+  free(srv->allowed_origins);
   pthread_mutex_destroy(&srv->guard_mu);
   pthread_mutex_destroy(&srv->ws_mu);
   free(srv);

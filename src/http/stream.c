@@ -391,7 +391,6 @@ static void *monitor_main(void *arg) {
     }
     size_t n = 1;
     pfd[0] = (struct pollfd){.fd = h->efd, .events = POLLIN};
-    uint64_t now = time_mono_ns();
     uint64_t ka_ns = (uint64_t)h->keepalive_ms * 1000000u;
     int timeout = MONITOR_MAX_WAIT_MS;
     http_stream *fire_list[64];
@@ -399,8 +398,11 @@ static void *monitor_main(void *arg) {
     for (http_stream *s = h->head; s && n < cap; s = s->next) {
       pthread_mutex_lock(&s->mu);
       if (s->suspended && s->fd >= 0 && !s->cancelled) {
-        if (s->kind == HTTP_STREAM_SSE && ka_ns) {
-          uint64_t idle = now - s->last_activity_ns;
+        /* A closed stream gets no comment after its last event; the clock
+         * is read under the stream's lock, after the producer's last write. */
+        if (s->kind == HTTP_STREAM_SSE && ka_ns && !s->closed) {
+          uint64_t now = time_mono_ns();
+          uint64_t idle = http_elapsed_ns(now, s->last_activity_ns);
           if (idle >= ka_ns) {
             buf_append_str(&s->q, ": keep-alive\n\n");
             s->last_activity_ns = now;

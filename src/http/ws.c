@@ -32,7 +32,9 @@
  * ws_close() is graceful: frames queued before it are sent first, then the
  * close frame; the connection waits for the peer's close and is force-closed
  * WS_CLOSE_WAIT_MS after ws_close() if the peer never answers. Idle timeout
- * sends 1001 at once (no data is pending that matters). ws_loop_free() sends
+ * (no data message either way) and ping timeout (a peer silent for a ping
+ * interval is pinged, and one more interval without a byte from it, the
+ * pong, ends it) send 1001 at once (no data is pending that matters). ws_loop_free() sends
  * 1001 to every peer and finishes each connection as soon as its close frame
  * is written (or after WS_CLOSE_WAIT_MS), without waiting for the answers.
  * Once a close has started, no more on_message is delivered.
@@ -124,7 +126,9 @@ struct ws_conn {
   size_t extra_len, extra_off;
   size_t rx_budget;        /* socket bytes this read round may still take */
   uint32_t ep_events;      /* what epoll currently waits for */
-  uint64_t last_rx_ns;     /* last time bytes arrived */
+  uint64_t last_rx_ns;     /* last time bytes arrived (pongs included) */
+  uint64_t last_msg_ns;    /* last data message either way or ping from the peer (idle timeout) */
+  uint64_t ping_sent_ns;   /* our unanswered ping, 0 when none */
   uint64_t close_deadline; /* force-close time once closing, 0 before */
   bool want_close;         /* a graceful close waits for the outbox to drain */
   int want_close_code;
@@ -445,7 +449,10 @@ static void cb_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
       reason_copy(c->peer_reason, (const char *)arg->msg + 2, arg->msg_length - 2);
     return;
   }
+  /* The peer's own pings count as activity, its pongs (answers to ours) do not. */
+  if (arg->opcode == WSLAY_PING) c->last_msg_ns = time_mono_ns();
   if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME) return; /* ping/pong */
+  c->last_msg_ns = time_mono_ns();
   if (conn_closing(c)) return; /* no messages once a close has started */
   pthread_mutex_lock(&c->mu);
   bool close_asked = c->send_closed; /* ws_close or overflow not yet seen by the loop */
@@ -625,7 +632,7 @@ static void loop_register(ws_loop *loop, ws_conn *c, uint64_t now) {
   if (loop->conns) loop->conns->prev = c;
   loop->conns = c;
   c->state = WS_CONN_OPEN;
-  c->last_rx_ns = now;
+  c->last_rx_ns = c->last_msg_ns = now;
   c->ep_events = EPOLLIN;
   struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
   if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, c->fd, &e) < 0) {
@@ -634,6 +641,7 @@ static void loop_register(ws_loop *loop, ws_conn *c, uint64_t now) {
     return;
   }
   if (loop->cfg.idle_timeout_ms) loop_timer_at(loop, now + ms_to_ns(loop->cfg.idle_timeout_ms));
+  if (loop->cfg.ping_interval_ms) loop_timer_at(loop, now + ms_to_ns(loop->cfg.ping_interval_ms));
   if (c->h.on_open) c->h.on_open(c, c->ctx);
   /* Bytes that came with the handshake never wake epoll: read them now. */
   if (c->extra_len > 0) conn_read(loop, c);
@@ -684,6 +692,7 @@ static void loop_take_dirty(ws_loop *loop) {
     c->close_req = false;
     pthread_mutex_unlock(&c->mu);
     if (c->state == WS_CONN_OPEN) {
+      if (msgs) c->last_msg_ns = time_mono_ns();
       for (ws_msg *m = msgs; m; m = m->next) {
         struct wslay_event_msg wm = {.opcode = m->opcode, .msg = m->data, .msg_length = m->len};
         int r = wslay_event_queue_msg(c->wslay, &wm);
@@ -710,10 +719,42 @@ static void loop_take_dirty(ws_loop *loop) {
   }
 }
 
+/* Liveness of one open connection: a peer silent for a ping interval is
+ * pinged, and closed when nothing (the pong) came back one interval later;
+ * a connection without data messages either way for idle_timeout_ms is
+ * closed 1001. Returns the next time c needs looking at. */
+static uint64_t conn_liveness(ws_loop *loop, ws_conn *c, uint64_t now) {
+  uint64_t idle = ms_to_ns(loop->cfg.idle_timeout_ms), ping = ms_to_ns(loop->cfg.ping_interval_ms);
+  uint64_t next = UINT64_MAX;
+  if (idle) {
+    if (now >= c->last_msg_ns + idle) {
+      conn_close_now(loop, c, WS_CLOSE_GOING_AWAY, "idle timeout");
+      return c->close_deadline ? c->close_deadline : UINT64_MAX;
+    }
+    next = c->last_msg_ns + idle;
+  }
+  if (ping) {
+    if (c->ping_sent_ns && c->last_rx_ns > c->ping_sent_ns) c->ping_sent_ns = 0; /* answered */
+    if (c->ping_sent_ns && now >= c->ping_sent_ns + ping) {
+      conn_close_now(loop, c, WS_CLOSE_GOING_AWAY, "ping timeout");
+      return c->close_deadline ? c->close_deadline : UINT64_MAX;
+    }
+    if (!c->ping_sent_ns && now >= c->last_rx_ns + ping) {
+      struct wslay_event_msg pm = {.opcode = WSLAY_PING, .msg = NULL, .msg_length = 0};
+      if (wslay_event_queue_msg(c->wslay, &pm) == 0) {
+        c->ping_sent_ns = now;
+        conn_service(loop, c);
+      }
+    }
+    uint64_t t = c->ping_sent_ns ? c->ping_sent_ns + ping : c->last_rx_ns + ping;
+    if (t < next) next = t;
+  }
+  return next;
+}
+
 static void loop_timers(ws_loop *loop, uint64_t now) {
   if (now < loop->next_timer_ns) return;
   loop->next_timer_ns = UINT64_MAX;
-  uint64_t idle = ms_to_ns(loop->cfg.idle_timeout_ms);
   ws_conn *c = loop->conns;
   while (c) {
     ws_conn *next = c->next; /* c may finish below */
@@ -722,12 +763,9 @@ static void loop_timers(ws_loop *loop, uint64_t now) {
         conn_finish(loop, c);
       else
         loop_timer_at(loop, c->close_deadline);
-    } else if (idle) {
-      if (now >= c->last_rx_ns + idle)
-        conn_close_now(loop, c, WS_CLOSE_GOING_AWAY, "idle timeout");
-      else
-        loop_timer_at(loop, c->last_rx_ns + idle);
-      if (c->state == WS_CONN_OPEN && c->close_deadline) loop_timer_at(loop, c->close_deadline);
+    } else {
+      uint64_t t = conn_liveness(loop, c, now);
+      if (c->state == WS_CONN_OPEN && t != UINT64_MAX) loop_timer_at(loop, t);
     }
     c = next;
   }

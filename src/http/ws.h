@@ -56,7 +56,10 @@ typedef struct ws_handler {
 
 typedef struct ws_config {
   size_t max_message;        /* bytes; default 16 MiB */
-  unsigned idle_timeout_ms;  /* close 1001 after this long without a frame; 0 = never */
+  unsigned idle_timeout_ms;  /* close 1001 after this long without a data message
+                                either way or a ping from the peer; 0 = never */
+  unsigned ping_interval_ms; /* ping a peer silent this long; close 1001 "ping timeout"
+                                when nothing came back one interval later; 0 = never */
   size_t max_send_queue;     /* bytes queued for a slow reader before frames are dropped
                                 and the connection closed with 1008; default 8 MiB */
 } ws_config;

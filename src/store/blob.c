@@ -226,6 +226,9 @@ int store_blob_adopt(store *s, const char *src_path, char *name_out, size_t cap)
   /* The writer of src may not have fsync'ed it; its bytes must be durable
    * before the rename makes them visible under a final name. */
   if (!rc && fsync(fd) != 0) rc = err_set(ERR_IO, "fsync of %s: %s", src_path, strerror(errno));
+  /* Blobs are owner-only like the ones the writer creates, whatever mode
+   * the adopted file had. */
+  if (!rc && fchmod(fd, 0600) != 0) rc = err_set(ERR_IO, "chmod of %s: %s", src_path, strerror(errno));
   char name[STORE_BLOB_NAME_CAP], final_path[4096];
   if (!rc) rc = new_name(name, sizeof name);
   if (!rc) rc = store_blob_path(s, name, final_path, sizeof final_path);

@@ -446,10 +446,30 @@ static int check_header(store *s) {
   return 0;
 }
 
+/* The database holds uploaded files' metadata, stored responses and
+ * conversations: owner-only, whatever the directory's mode or the umask.
+ * SQLite creates files 0644 and gives its -wal and -shm files the mode of
+ * the database, so the database is created (or tightened) 0600 first and
+ * journals left by an older run are tightened too. */
+static void db_files_private(const store *s) {
+  int fd = open(s->db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    if (fchmod(fd, 0600) != 0) LOG_WARN("store", "cannot make %s owner-only: %s", s->db_path, strerror(errno));
+    close(fd);
+  }
+  static const char *const suffixes[] = {"-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < ARRAY_LEN(suffixes); i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s%s", s->db_path, suffixes[i]);
+    if (chmod(p, 0600) != 0 && errno != ENOENT) LOG_WARN("store", "cannot make %s owner-only: %s", p, strerror(errno));
+  }
+}
+
 static int open_db(store *s) {
   if (!sqlite3_threadsafe()) return err_set(ERR_UNSUPPORTED, "libsqlite3 was built without thread safety");
   int rc = check_header(s);
   if (rc) return rc;
+  db_files_private(s);
   rc = sqlite3_open_v2(s->db_path, &s->db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
   if (rc != SQLITE_OK) {

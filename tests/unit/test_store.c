@@ -178,6 +178,48 @@ TEST(store_open_creates_schema_at_latest) {
   sqlite3_close(db);
 }
 
+/* An existing data directory of mode 0755 under umask 022: the database,
+ * its WAL and the blobs are still owner-only. */
+TEST(store_files_are_owner_only_in_an_open_directory) {
+  char dir[700], p[800];
+  snprintf(dir, sizeof dir, "%s/open0755", test_tmpdir());
+  ASSERT_INT_EQ(mkdir(dir, 0755), 0);
+  ASSERT_INT_EQ(chmod(dir, 0755), 0);
+  mode_t old = umask(022);
+  store *s = NULL;
+  ASSERT_INT_EQ(store_open(dir, &s), 0);
+  store_file f = file_row("file-perm", "batch", 1, fake_blob(1));
+  EXPECT_INT_EQ(store_file_insert(s, &f), 0); /* a write, so the WAL exists */
+  store_blob_writer *w = NULL;
+  char name[STORE_BLOB_NAME_CAP];
+  ASSERT_INT_EQ(store_blob_writer_open(s, &w), 0);
+  EXPECT_INT_EQ(store_blob_writer_write(w, "abc", 3), 0);
+  ASSERT_INT_EQ(store_blob_writer_commit(w, name, sizeof name), 0);
+  snprintf(p, sizeof p, "%s/loose.bin", dir); /* a file another writer left 0644 */
+  FILE *lf = fopen(p, "wb");
+  ASSERT_TRUE(lf != NULL);
+  fputs("x", lf);
+  fclose(lf);
+  chmod(p, 0644);
+  char adopted[STORE_BLOB_NAME_CAP];
+  ASSERT_INT_EQ(store_blob_adopt(s, p, adopted, sizeof adopted), 0);
+  struct stat st;
+  static const char *const files[] = {"parley.db", "parley.db-wal"};
+  for (size_t i = 0; i < ARRAY_LEN(files); i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    ASSERT_INT_EQ(stat(p, &st), 0);
+    TEST_CHECK_((st.st_mode & 0777) == 0600, 0, "%s has mode %o", files[i], (unsigned)(st.st_mode & 0777));
+  }
+  const char *blobs[] = {name, adopted};
+  for (size_t i = 0; i < 2; i++) {
+    ASSERT_INT_EQ(store_blob_path(s, blobs[i], p, sizeof p), 0);
+    ASSERT_INT_EQ(stat(p, &st), 0);
+    TEST_CHECK_((st.st_mode & 0777) == 0600, 0, "blob %s has mode %o", blobs[i], (unsigned)(st.st_mode & 0777));
+  }
+  store_close(s);
+  umask(old);
+}
+
 TEST(store_reopen_keeps_data) {
   store *s = NULL;
   ASSERT_INT_EQ(store_open(data_dir(), &s), 0);

@@ -666,6 +666,66 @@ TEST(ws_idle_timeout_closes_1001) {
   ts_free(&ts);
 }
 
+/* A silent peer is pinged; one that answers stays, one that does not is
+ * closed 1001 about one interval after the ping. */
+TEST(ws_ping_timeout_closes_a_dead_peer) {
+  ws_config cfg = {.ping_interval_ms = 200};
+  ws_loop *loop;
+  ASSERT_INT_EQ(ws_loop_new(&cfg, &loop), 0);
+  tstate ts;
+  ts_init(&ts);
+  int fd = open_client(loop, &ts, NULL, 0);
+  ASSERT_TRUE(fd >= 0);
+  for (int i = 0; i < 3; i++) { /* answering keeps it open */
+    frame f;
+    ASSERT_INT_EQ(read_frame(fd, &f, 2000), 1);
+    EXPECT_INT_EQ(f.opcode, OP_PING);
+    ASSERT_TRUE(send_frame(fd, 1, OP_PONG, f.data, f.len));
+    free(f.data);
+  }
+  EXPECT_INT_EQ(ts_get(&ts, &ts.n_close), 0);
+  frame f;
+  ASSERT_INT_EQ(read_frame(fd, &f, 2000), 1); /* the next ping, left unanswered */
+  EXPECT_INT_EQ(f.opcode, OP_PING);
+  free(f.data);
+  double t0 = now_ms();
+  EXPECT_INT_EQ(read_until_close(fd, 3000), 1001);
+  double dt = now_ms() - t0;
+  EXPECT_TRUE(dt >= 100 && dt < 1500);
+  EXPECT_INT_EQ(ts_wait(&ts, &ts.n_close, 1, 4000), 1);
+  close(fd);
+  ws_loop_free(loop);
+  ts_free(&ts);
+}
+
+/* Pongs alone do not count as use: a peer that only answers pings is idle. */
+TEST(ws_idle_timeout_ignores_pongs) {
+  ws_config cfg = {.ping_interval_ms = 100, .idle_timeout_ms = 600};
+  ws_loop *loop;
+  ASSERT_INT_EQ(ws_loop_new(&cfg, &loop), 0);
+  tstate ts;
+  ts_init(&ts);
+  int fd = open_client(loop, &ts, NULL, 0);
+  ASSERT_TRUE(fd >= 0);
+  double t0 = now_ms();
+  int code = -1;
+  for (;;) {
+    frame f;
+    if (read_frame(fd, &f, 3000) != 1) break;
+    int op = f.opcode;
+    if (op == OP_PING) send_frame(fd, 1, OP_PONG, f.data, f.len);
+    if (op == OP_CLOSE) code = close_code_of(&f);
+    free(f.data);
+    if (op == OP_CLOSE) break;
+  }
+  EXPECT_INT_EQ(code, 1001);
+  double dt = now_ms() - t0;
+  EXPECT_TRUE(dt >= 500 && dt < 2500);
+  close(fd);
+  ws_loop_free(loop);
+  ts_free(&ts);
+}
+
 TEST(ws_loop_free_closes_open_connections_1001) {
   ws_loop *loop;
   ASSERT_INT_EQ(ws_loop_new(NULL, &loop), 0);

@@ -202,14 +202,15 @@ static void ws_echo(http_req *req, void *ctx) {
 
 static http_route ROUTES[] = {
     {"GET", "/", root, NULL, HTTP_ROUTE_PUBLIC, "root"},
-    {"GET", "/health", health, NULL, HTTP_ROUTE_PUBLIC, "health"},
-    {"GET", "/metrics", metrics, NULL, 0, "metrics"},
-    {"POST", "/admin/echo", echo, NULL, HTTP_BODY_JSON, "admin_echo"},
-    {"GET", "/admin/sse", diag_sse, NULL, 0, "admin_sse"},
-    {"GET", "/admin/ndjson", diag_ndjson, NULL, 0, "admin_ndjson"},
-    {"POST", "/admin/multipart", diag_multipart, NULL, HTTP_BODY_MULTIPART, "admin_multipart"},
-    {"POST", "/admin/upload", diag_upload, NULL, HTTP_BODY_FILE, "admin_upload"},
-    {"GET", "/admin/ws-echo", ws_echo, NULL, HTTP_ROUTE_WS, "admin_ws_echo"},
+    {"GET", "/health", health, NULL, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_RESERVED, "health"},
+    {"GET", "/metrics", metrics, NULL, HTTP_ROUTE_RESERVED, "metrics"},
+    /* Diagnostics: only with --admin or an API key (HTTP_ROUTE_ADMIN). */
+    {"POST", "/admin/echo", echo, NULL, HTTP_BODY_JSON | HTTP_ROUTE_ADMIN | HTTP_ROUTE_RESERVED, "admin_echo"},
+    {"GET", "/admin/sse", diag_sse, NULL, HTTP_ROUTE_ADMIN | HTTP_ROUTE_RESERVED, "admin_sse"},
+    {"GET", "/admin/ndjson", diag_ndjson, NULL, HTTP_ROUTE_ADMIN | HTTP_ROUTE_RESERVED, "admin_ndjson"},
+    {"POST", "/admin/multipart", diag_multipart, NULL, HTTP_BODY_MULTIPART | HTTP_ROUTE_ADMIN, "admin_multipart"},
+    {"POST", "/admin/upload", diag_upload, NULL, HTTP_BODY_FILE | HTTP_ROUTE_ADMIN, "admin_upload"},
+    {"GET", "/admin/ws-echo", ws_echo, NULL, HTTP_ROUTE_WS | HTTP_ROUTE_ADMIN, "admin_ws_echo"},
 };
 
 size_t admin_routes(admin_ctx *actx, const http_route **out) {

@@ -61,14 +61,16 @@ void dg_warn(json_t *warnings, const char *param, const char *type, const char *
 
 /* ---- outbound requests (fetch.c) ------------------------------------------ */
 
-/* 0 when url is http(s) and its host is in allow (comma-separated, "*" =
- * any); ERR_FORBIDDEN / ERR_INVALID with a detail naming param, the host
- * and the --fetch-hosts option otherwise. */
+/* 0 when url is http(s) and its host is in allow (comma-separated; "*" =
+ * any host whose address is public, private addresses only when named);
+ * ERR_FORBIDDEN / ERR_INVALID with a detail naming param, the host and the
+ * --fetch-hosts option otherwise. */
 int dg_url_check(const char *allow, const char *url, const char *param);
-/* GET url into a malloc'd buffer of at most max bytes (no redirects, 60 s). */
-int dg_fetch(const char *url, uint64_t max, uint8_t **out, size_t *len);
+/* GET url into a malloc'd buffer of at most max bytes (no redirects, 60 s).
+ * allow is checked again on the address connected to (see dg_url_check). */
+int dg_fetch(const char *allow, const char *url, uint64_t max, uint8_t **out, size_t *len);
 /* POST (or PUT) a JSON body to url (30 s); ERR_IO naming the failure. */
-int dg_post_json(const char *url, const char *method, const char *body);
+int dg_post_json(const char *allow, const char *url, const char *method, const char *body);
 
 /* ---- handlers ------------------------------------------------------------- */
 void dg_listen_post(http_req *req, void *ctx);  /* listen.c */

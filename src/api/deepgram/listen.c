@@ -496,7 +496,7 @@ static int listen_url(http_req *req, const api_speech *sp, uint8_t **bytes, size
   } else {
     uint8_t *fetched = NULL;
     size_t n = 0;
-    if ((rc = dg_fetch(url, api_speech_fetch_max(sp), &fetched, &n))) {
+    if ((rc = dg_fetch(api_speech_fetch_hosts(sp), url, api_speech_fetch_max(sp), &fetched, &n))) {
       dg_bad_request(req, "url", "%s", err_detail());
     } else {
       free(*bytes);
@@ -548,7 +548,7 @@ static void *listen_main(void *arg) {
                      j->request_id);
   }
   char *body = resp ? api_speech_json_dumps(resp) : NULL;
-  if (body && dg_post_json(j->o.callback, j->o.callback_method, body))
+  if (body && dg_post_json(api_speech_fetch_hosts(j->sp), j->o.callback, j->o.callback_method, body))
     LOG_WARN("deepgram", "request %s: %s", j->request_id, err_detail());
   free(body);
 done:

@@ -380,7 +380,7 @@ void dg_read_post(http_req *req, void *ctx) {
     text = str_ndup(json_string_value(jt), json_string_length(jt));
   } else if (json_is_string(ju)) {
     int rc = dg_url_check(api_speech_fetch_hosts(sp), json_string_value(ju), "url");
-    if (!rc) rc = dg_fetch(json_string_value(ju), api_speech_fetch_max(sp), &fetched, &fetched_len);
+    if (!rc) rc = dg_fetch(api_speech_fetch_hosts(sp), json_string_value(ju), api_speech_fetch_max(sp), &fetched, &fetched_len);
     if (rc) {
       api_error(req, rc == ERR_IO ? 400 : 0, rc, err_detail(), "url");
       goto done;

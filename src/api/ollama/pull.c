@@ -113,11 +113,14 @@ void ollama_pull(http_req *req, void *ctx) {
   json_t *body = ollama_body(req);
   if (!body) return;
   bool stream = true;
-  const char *name = json_string_value(json_object_get(body, "model"));
-  if (!name || !*name) name = json_string_value(json_object_get(body, "name"));
+  const json_t *jname = json_object_get(body, "model");
+  if (!json_string_value(jname) || !*json_string_value(jname)) jname = json_object_get(body, "name");
+  const char *name = json_string_value(jname);
   char id[PULL_ID_CAP];
   if (!name || !*name) {
     ollama_err(req, 400, ERR_INVALID, "model is required");
+  } else if (strlen(name) != json_string_length(jname)) { /* "a\u0000b" would pull "a" */
+    ollama_err(req, 400, ERR_INVALID, "invalid model name: it contains a NUL character");
   } else if (!ollama_name_valid(name) && strncmp(name, "hf.co/", 6) != 0) {
     ollama_err(req, 400, ERR_INVALID, "invalid model name");
   } else if (!c->puller) {
