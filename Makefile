@@ -46,7 +46,12 @@ LDLIBS_ALL := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lwslay $(FLITE_LIB
 LIB_SRC := $(filter-out src/app/main.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(shell find tests/unit -name '*.c' | sort)
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+# The fuzz harnesses go into the unit binary too, built with FUZZ_REPLAY so
+# fuzz_seeds_replay feeds them their seed folders (tests/fuzz/fuzz.h).
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(FUZZ_OBJ)
+$(FUZZ_OBJ): CFLAGS_ALL += -DFUZZ_REPLAY
 
 .PHONY: all run test test-unit test-unit-san test-api deps fuzz bench clean npm
 
