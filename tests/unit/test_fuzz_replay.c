@@ -6,12 +6,14 @@
  * harness's entry point, exactly as libFuzzer would, so a crash input kept
  * as a seed fails `make test` until its bug is fixed. It also fails when a
  * harness file is not registered or a seed folder has no harness.
+ * FUZZ_REPLAY_TIMES=1 prints the time each input took.
  */
 #include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <time.h>
 
 #include "test.h"
 
@@ -68,7 +70,12 @@ static void replay_file(const char *name, const char *path, const unsigned char 
   uint8_t *copy = malloc(n ? n : 1);
   if (!copy) abort();
   memcpy(copy, data, n);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   r->h->one(copy, n);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (getenv("FUZZ_REPLAY_TIMES"))
+    fprintf(stderr, "%8.3f s  %s\n", (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, g_current);
   free(copy);
   r->n++;
 }
