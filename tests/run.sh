@@ -3,6 +3,8 @@
 # them all; exits non-zero when any suite failed or could not run.
 #   - the C unit tests (build/unit-tests)
 #   - the same C suite under ASan+UBSan when CI=true or SAN_TOO=1
+#   - the same C suite under ThreadSanitizer when TSAN_TOO=1 (a data race
+#     reported in a test fails that test: TSan exits 66 from its process)
 #   - the arm64 build and the kernel tests under qemu when CI=true or ARM_TOO=1
 #   - the API tests (tests/api, Node's test runner with the vendors' SDKs)
 set -u
@@ -49,6 +51,21 @@ if [ "${CI:-}" = "true" ] || [ "${SAN_TOO:-0}" = "1" ]; then
     count_c "$log"
   else
     cat "$log.build"; echo "sanitizer build failed"; bad=1
+  fi
+fi
+
+if [ "${TSAN_TOO:-0}" = "1" ]; then
+  echo "== C unit tests under ThreadSanitizer"
+  if make --no-print-directory TSAN=1 build-tsan/unit-tests build-tsan/parley >"$log.build" 2>&1; then
+    # Each test runs in its own forked process; TSan's exit code 66 on a
+    # race makes that test fail with the report in its output.
+    PARLEY_TEST_TIMEOUT=${PARLEY_TEST_TIMEOUT:-600} \
+    TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4" \
+      ./build-tsan/unit-tests 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || bad=1
+    count_c "$log"
+  else
+    cat "$log.build"; echo "ThreadSanitizer build failed"; bad=1
   fi
 fi
 

@@ -85,4 +85,33 @@ int api_json_bool(const json_t *obj, const char *path, const char *key, bool req
 /* The JSON type name used in messages: "string", "number", "object", ... */
 const char *api_json_type_name(const json_t *v);
 
+/* Field-type tables: one per request shape, one row per field a spec types,
+ * checked in one pass before the handler reads the body, so a wrong type is
+ * a 400 naming its JSON path and never a silently ignored field.
+ *   path: dotted, from the body: "user", "stream_options.include_usage";
+ *         "name[]" walks every element of an array, "name.*" every member of
+ *         an object ("metadata.*", "messages[].tool_calls[].id").
+ *   types: the API_T_* the field may hold; absent is always fine.
+ *   lo, hi: when lo < hi, a number must lie in [lo, hi]. */
+enum {
+  API_T_STRING = 1u << 0,
+  API_T_INT = 1u << 1,    /* an integer (a JSON number without fraction or exponent) */
+  API_T_NUMBER = 1u << 2, /* any number */
+  API_T_BOOL = 1u << 3,
+  API_T_OBJECT = 1u << 4,
+  API_T_ARRAY = 1u << 5,
+  API_T_NULL = 1u << 6,
+};
+typedef struct api_field {
+  const char *path;
+  unsigned types;
+  double lo, hi;
+} api_field;
+/* Checks body against fields. Returns 0, or ERR_TYPE / ERR_RANGE with
+ * err_detail() "metadata.a: expected string, got number" and the concrete
+ * path ("messages[2].name") in param (cap bytes). Pure. */
+int api_json_check_fields(const json_t *body, const api_field *fields, size_t n, char *param, size_t cap);
+/* api_json_check_fields answering a 400 in req's dialect; returns its code. */
+int api_check_fields(http_req *req, const json_t *body, const api_field *fields, size_t n);
+
 #endif

@@ -3,6 +3,7 @@
  * path of whatever is wrong ("messages[2].content: expected string, got
  * number"), so every adapter reports bad input the same way.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -154,4 +155,113 @@ int api_json_bool(const json_t *obj, const char *path, const char *key, bool req
   if (rc) return rc;
   *out = json_is_true(v);
   return 0;
+}
+
+/* ---- field-type tables ----------------------------------------------------- */
+
+static bool type_ok(const json_t *v, unsigned types) {
+  switch (json_typeof(v)) {
+    case JSON_STRING: return types & API_T_STRING;
+    case JSON_INTEGER: return types & (API_T_INT | API_T_NUMBER);
+    case JSON_REAL: return types & API_T_NUMBER;
+    case JSON_TRUE: case JSON_FALSE: return types & API_T_BOOL;
+    case JSON_OBJECT: return types & API_T_OBJECT;
+    case JSON_ARRAY: return types & API_T_ARRAY;
+    case JSON_NULL: return types & API_T_NULL;
+  }
+  return false;
+}
+
+/* "string or null" from a type mask. */
+static void types_words(unsigned types, char *out, size_t cap) {
+  static const struct { unsigned bit; const char *word; } W[] = {
+      {API_T_STRING, "string"}, {API_T_INT, "integer"}, {API_T_NUMBER, "number"}, {API_T_BOOL, "boolean"},
+      {API_T_OBJECT, "object"}, {API_T_ARRAY, "array"},  {API_T_NULL, "null"},
+  };
+  size_t k = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof W / sizeof W[0]; i++) {
+    if (!(types & W[i].bit)) continue;
+    if (W[i].bit == API_T_INT && (types & API_T_NUMBER)) continue;
+    int w = snprintf(out + k, cap - k, "%s%s", k ? " or " : "", W[i].word);
+    if (w < 0 || (size_t)w >= cap - k) break;
+    k += (size_t)w;
+  }
+}
+
+/* Walks the rest of a table path (rest) from v, whose concrete path is at. */
+static int check_walk(const json_t *v, const char *rest, const api_field *f, char *at, size_t cap) {
+  size_t len = strlen(at);
+  if (!*rest) {
+    if (!type_ok(v, f->types)) {
+      char want[96];
+      types_words(f->types, want, sizeof want);
+      return err_set(ERR_TYPE, "%s: expected %s, got %s", at, want, api_json_type_name(v));
+    }
+    if (f->lo < f->hi && json_is_number(v)) {
+      double d = json_number_value(v);
+      if (!(d >= f->lo && d <= f->hi))
+        return err_set(ERR_RANGE, "%s: %g is out of range (expected %g to %g)", at, d, f->lo, f->hi);
+    }
+    return 0;
+  }
+  const char *dot = strchr(rest, '.');
+  size_t seg = dot ? (size_t)(dot - rest) : strlen(rest);
+  const char *next = dot ? dot + 1 : "";
+  bool each = seg >= 2 && rest[seg - 2] == '[' && rest[seg - 1] == ']';
+  size_t name_len = each ? seg - 2 : seg;
+  int rc = 0;
+  if (name_len == 1 && rest[0] == '*') { /* every member of an object */
+    const char *key;
+    json_t *c;
+    if (!json_is_object(v)) return 0;
+    json_object_foreach((json_t *)v, key, c) {
+      snprintf(at + len, cap - len, "%s%.64s", len ? "." : "", key);
+      if ((rc = check_walk(c, next, f, at, cap))) return rc;
+    }
+    at[len] = 0;
+    return 0;
+  }
+  if (!json_is_object(v)) return 0; /* the parent's own row types it */
+  char name[64];
+  if (name_len >= sizeof name) return 0;
+  memcpy(name, rest, name_len);
+  name[name_len] = 0;
+  const json_t *c = json_object_get(v, name);
+  if (!c) return 0;
+  snprintf(at + len, cap - len, "%s%s", len ? "." : "", name);
+  if (each) {
+    if (!json_is_array(c)) { at[len] = 0; return 0; }
+    size_t len2 = strlen(at), i;
+    json_t *e;
+    json_array_foreach(c, i, e) {
+      snprintf(at + len2, cap - len2, "[%zu]", i);
+      if ((rc = check_walk(e, next, f, at, cap))) return rc;
+    }
+  } else if ((rc = check_walk(c, next, f, at, cap))) {
+    return rc;
+  }
+  at[len] = 0;
+  return 0;
+}
+
+int api_json_check_fields(const json_t *body, const api_field *fields, size_t n, char *param, size_t cap) {
+  char at[256];
+  for (size_t i = 0; i < n; i++) {
+    at[0] = 0;
+    int rc = check_walk(body, fields[i].path, &fields[i], at, sizeof at);
+    if (rc) {
+      if (param && cap) snprintf(param, cap, "%s", at);
+      return rc;
+    }
+  }
+  if (param && cap) param[0] = 0;
+  return 0;
+}
+
+int api_check_fields(http_req *req, const json_t *body, const api_field *fields, size_t n) {
+  char param[256];
+  int rc = api_json_check_fields(body, fields, n, param, sizeof param);
+  if (rc) api_error(req, 400, rc, err_detail(), param);
+  return rc;
 }

@@ -177,6 +177,10 @@ static void lx_string(lexer *L) {
   t->n = b.len;
 }
 
+/* A number literal: digits (with '_' separators), an optional fraction and
+ * exponent. Its characters are copied into a fixed buffer for strtod/strtoll;
+ * a literal that does not fit is a compile error rather than a silently
+ * truncated value (no real template writes a 127-digit number). */
 static void lx_number(lexer *L) {
   size_t start = L->pos;
   char tmp[128];
@@ -188,7 +192,7 @@ static void lx_number(lexer *L) {
   }
   if (L->pos + 1 < L->len && L->src[L->pos] == '.' && is_digit(L->src[L->pos + 1])) {
     is_float = true;
-    tmp[n++] = '.';
+    if (n < sizeof tmp - 1) tmp[n++] = '.';
     L->pos++;
     while (L->pos < L->len && (is_digit(L->src[L->pos]) || L->src[L->pos] == '_')) {
       if (L->src[L->pos] != '_' && n < sizeof tmp - 1) tmp[n++] = L->src[L->pos];
@@ -210,6 +214,7 @@ static void lx_number(lexer *L) {
       }
     }
   }
+  if (n >= sizeof tmp - 1) lx_error(L, start, "number literal longer than 126 characters");
   tmp[n] = 0;
   if (is_float) {
     tm_tok *t = lx_push(L, TM_T_FLOAT, start);

@@ -6,6 +6,7 @@
  * crash or a leak; on success the canonical messages must be an array of
  * objects with a string role, and the chat must point at them.
  */
+#include "fuzz.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,9 +16,8 @@
 #include "api/api.h"
 #include "base/err.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(anthropic_request) {
   json_t *v = NULL;
   if (api_json_decode_object((const char *)data, size, &v) != 0) return 0;
   for (int count = 0; count < 2; count++) {

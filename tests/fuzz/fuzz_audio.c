@@ -10,6 +10,7 @@
  * float samples that are finite and within [-1, 1] (audio.h's promise).
  * A limit of 30 s keeps each run short; an error return is never a failure.
  */
+#include "fuzz.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,8 +38,7 @@ static void check(const audio_pcm *p, int rate, int channels, double max_s) {
   }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(audio) {
   audio_pcm p;
   audio_decode_opts o = {.target_rate = 16000, .target_channels = 1, .fmt = AUDIO_SAMPLE_F32, .max_seconds = 30};
   if (audio_decode(data, size, &o, &p) == 0) check(&p, 16000, 1, 30);

@@ -5,6 +5,7 @@
  * pointer the reader hands out that is not inside the input is caught.
  * Seeds: tests/fuzz/seeds/gguf/ (small files made by the project's writer).
  */
+#include "fuzz.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,7 +13,6 @@
 
 #include "gguf/gguf.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile uint64_t sink;
 
@@ -33,7 +33,7 @@ static void touch_value(const gguf_value *v) {
   }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(gguf) {
   /* an exact-size copy, so reading one byte past the end is caught */
   uint8_t *copy = malloc(size ? size : 1);
   if (!copy) return 0;

@@ -10,6 +10,7 @@
  *   - the mask over a small fixed vocabulary equals the per-token answers.
  * Errors from the compilers are fine; crashes, leaks and hangs are not.
  */
+#include "fuzz.h"
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,7 +19,6 @@
 #include "sample/grammar.h"
 #include "sample/json_schema.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const VOCAB[] = {"{", "}", "\"", "a", "ab", "1", " ", ",", ":", "[", "]", "\xc3",
                                     "\xa9", "\xc3\xa9", "true", "null", "\\", "x\xe2\x82", "\xac"};
@@ -60,7 +60,7 @@ static void check(const grammar *g, const uint8_t *out, size_t n) {
   grammar_state_free(bytes);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(grammar) {
   if (size < 1 || size > 4096) return 0;
   uint8_t mode = data[0];
   const uint8_t *text = data + 1;

@@ -4,14 +4,14 @@
  * field readers on whatever object it accepts. Any input must give 0 or a
  * clean error code, never a crash or a leak.
  */
+#include "fuzz.h"
 #include <stddef.h>
 #include <stdint.h>
 
 #include "api/api.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(json_request) {
   json_t *v = NULL;
   if (api_json_decode_object((const char *)data, size, &v) != 0) return 0;
   const char *s;

@@ -15,6 +15,7 @@
  * the result. Callback order (begin, data*, end) and "no empty data" are
  * checked too. Any difference aborts, which libFuzzer reports as a crash.
  */
+#include "fuzz.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,8 +115,7 @@ static void fz_content_type(const uint8_t *data, size_t size) {
   }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(multipart) {
   if (size < 1) return 0;
   uint8_t mode = data[0];
   if (mode & 0x80) {

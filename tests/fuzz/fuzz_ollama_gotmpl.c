@@ -5,6 +5,7 @@
  * fail with ERR_PARSE, and a rendering never holds more text than the
  * template plus the variables it can insert.
  */
+#include "fuzz.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,8 @@
 #include "api/ollama/ollama.h"
 #include "base/buf.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(ollama_gotmpl) {
   char *t = malloc(size + 1);
   if (!t) return 0;
   memcpy(t, data, size);

@@ -5,12 +5,12 @@
  * output must give events or a clean ERR_*, with bounded memory, and every
  * event must be well formed (tool calls carry an id and a name).
  */
+#include "fuzz.h"
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "tmpl/outparse.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_event(void *ctx, const outparse_event *ev) {
   (void)ctx;
@@ -18,7 +18,7 @@ static void check_event(void *ctx, const outparse_event *ev) {
   if ((ev->kind == OUTPARSE_TEXT || ev->kind == OUTPARSE_REASONING) && ev->len && !ev->text) abort();
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(outparse) {
   if (size < 2) return 0;
   outparse_config cfg = {0};
   cfg.format = (enum outparse_format)(data[0] % OUTPARSE_FORMAT_COUNT_);

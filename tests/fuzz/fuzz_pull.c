@@ -10,6 +10,7 @@
  * holds no '/' and does not start with '.'; chosen HF indexes are in range
  * and the model shards come first.
  */
+#include "fuzz.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static void check_hf(const uint8_t *d, size_t n) {
   free(s);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(pull) {
   if (size < 1) return 0;
   switch (data[0] % 3) {
   case 0: check_manifest(data + 1, size - 1); break;

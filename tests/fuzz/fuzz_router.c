@@ -6,13 +6,13 @@
  * fallback tier, /v1-less and /v1/v1 path aliases) is matched against it.
  * Any input must give a match or a clean error.
  */
+#include "fuzz.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "http/http_int.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void nop(http_req *req, void *ctx) { (void)req, (void)ctx; }
 
@@ -30,7 +30,7 @@ static const http_route ROUTES[] = {
     {"GET", "/v1/{a}/{b}/{c}", nop, NULL, HTTP_ROUTE_FALLBACK, NULL},
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(router) {
   static router *r;
   if (!r) {
     if (router_new(&r) || router_add(r, ROUTES, sizeof ROUTES / sizeof ROUTES[0]) ||

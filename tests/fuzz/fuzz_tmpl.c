@@ -5,13 +5,13 @@
  * add_generation_prompt. Any input must compile or fail cleanly, and render
  * or fail cleanly within the interpreter's limits.
  */
+#include "fuzz.h"
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/buf.h"
 #include "tmpl/tmpl.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char REQUEST[] =
     "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
@@ -24,7 +24,7 @@ static const char REQUEST[] =
 
 #include <jansson.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(tmpl) {
   tmpl *t = NULL;
   if (tmpl_compile((const char *)data, size, &t) != 0) return 0;
   json_t *req = json_loads(REQUEST, 0, NULL);

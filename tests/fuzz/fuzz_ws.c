@@ -9,6 +9,7 @@
  * Input layout: byte 0 picks how many of the remaining bytes go into extra
  * (byte0 * n / 255); the rest is written to the socket.
  */
+#include "fuzz.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -113,18 +114,13 @@ static void drain_and_check(int fd) {
   }
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
+FUZZ_INIT(ws) {
   signal(SIGPIPE, SIG_IGN);
   ws_config cfg = {.max_message = 64 * 1024, .max_send_queue = 1 << 20};
   if (ws_loop_new(&cfg, &g_loop) != 0) abort();
-  return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+FUZZ_TARGET(ws) {
   if (ws_utf8_valid(data, size) != (ref_utf8_valid(data, size) != 0)) __builtin_trap();
   if (size < 1 || size > 65536) return 0;
   size_t rest = size - 1;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "api/api.h"
+#include "api/openai/openai.h"
 #include "base/err.h"
 
 TEST(api_json_decode_reports_line_and_column) {
@@ -72,4 +73,74 @@ TEST(api_status_for_codes) {
   EXPECT_INT_EQ(api_status_for(ERR_OVERLOADED), 429);
   EXPECT_INT_EQ(api_status_for(ERR_UNAVAILABLE), 503);
   EXPECT_INT_EQ(api_status_for(ERR_INTERNAL), 500);
+}
+
+/* Checks body (JSON text) against one OpenAI shape's field table: the
+ * return code, and the message and param when it fails. */
+static void expect_fields(enum openai_shape shape, const char *body, int want_rc, const char *want_msg,
+                          const char *want_param) {
+  json_t *v = json_loads(body, 0, NULL);
+  if (!v) { test_fail_at(__FILE__, __LINE__, "bad test JSON: %s", body); return; }
+  size_t n = 0;
+  const api_field *f = openai_shape_fields(shape, &n);
+  char param[256] = "unset";
+  int rc = api_json_check_fields(v, f, n, param, sizeof param);
+  json_decref(v);
+  if (rc != want_rc) test_fail_at(__FILE__, __LINE__, "%s: code %d, want %d (%s)", body, rc, want_rc, err_detail());
+  if (want_rc && strcmp(err_detail(), want_msg) != 0)
+    test_fail_at(__FILE__, __LINE__, "%s: message \"%s\", want \"%s\"", body, err_detail(), want_msg);
+  if (want_rc && strcmp(param, want_param) != 0)
+    test_fail_at(__FILE__, __LINE__, "%s: param \"%s\", want \"%s\"", body, param, want_param);
+}
+
+/* The chat fields the spec types and the handler used to ignore whatever
+ * their type: each wrong one is now an error naming its JSON path. */
+TEST(api_json_field_tables_check_chat_types) {
+  const char *ok = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\",\"name\":\"bob\"}],"
+                   "\"user\":\"u1\",\"metadata\":{\"a\":\"b\"},\"parallel_tool_calls\":false,\"store\":null,"
+                   "\"stop\":[\"x\"],\"logit_bias\":{\"5\":-1.5},\"seed\":7}";
+  expect_fields(OPENAI_SHAPE_CHAT, ok, 0, NULL, NULL);
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"user\":5}", ERR_TYPE, "user: expected string or null, got number", "user");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"metadata\":\"x\"}", ERR_TYPE, "metadata: expected object or null, got string",
+                "metadata");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"metadata\":{\"k\":1}}", ERR_TYPE, "metadata.k: expected string, got number",
+                "metadata.k");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"parallel_tool_calls\":\"yes\"}", ERR_TYPE,
+                "parallel_tool_calls: expected boolean or null, got string", "parallel_tool_calls");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"messages\":[{\"role\":\"user\"},{\"role\":\"user\",\"name\":[]}]}", ERR_TYPE,
+                "messages[1].name: expected string or null, got array", "messages[1].name");
+  expect_fields(OPENAI_SHAPE_CHAT,
+                "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":3}}]}]}",
+                ERR_TYPE, "messages[0].tool_calls[0].function.name: expected string, got number",
+                "messages[0].tool_calls[0].function.name");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"seed\":1.5}", ERR_TYPE, "seed: expected integer or null, got number", "seed");
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"stop\":[\"a\",false]}", ERR_TYPE, "stop[1]: expected string, got boolean",
+                "stop[1]");
+  /* a legacy completion's logprobs is an integer, a chat's a boolean */
+  expect_fields(OPENAI_SHAPE_COMPLETION, "{\"prompt\":\"p\",\"logprobs\":2}", 0, NULL, NULL);
+  expect_fields(OPENAI_SHAPE_CHAT, "{\"logprobs\":2}", ERR_TYPE, "logprobs: expected boolean or null, got number",
+                "logprobs");
+  expect_fields(OPENAI_SHAPE_EMBEDDING, "{\"input\":\"a\",\"dimensions\":\"8\"}", ERR_TYPE,
+                "dimensions: expected integer or null, got string", "dimensions");
+}
+
+/* Ranges in a table row, and a row whose parent has another type (the
+ * parent's own row reports it, the walk does not crash on it). */
+TEST(api_json_field_tables_ranges_and_odd_parents) {
+  static const api_field F[] = {
+      {"options", API_T_OBJECT, 0, 0},
+      {"options.num_ctx", API_T_INT, 1, 1e9},
+      {"list[].x", API_T_STRING, 0, 0},
+  };
+  json_t *v = json_loads("{\"options\":{\"num_ctx\":-1}}", 0, NULL);
+  char param[64];
+  EXPECT_INT_EQ(api_json_check_fields(v, F, 3, param, sizeof param), ERR_RANGE);
+  EXPECT_STR_EQ(err_detail(), "options.num_ctx: -1 is out of range (expected 1 to 1e+09)");
+  EXPECT_STR_EQ(param, "options.num_ctx");
+  json_decref(v);
+  v = json_loads("{\"options\":[1],\"list\":[5,{\"x\":\"s\"},{\"y\":1}]}", 0, NULL);
+  EXPECT_INT_EQ(api_json_check_fields(v, F + 1, 2, param, sizeof param), 0);
+  EXPECT_INT_EQ(api_json_check_fields(v, F, 1, param, sizeof param), ERR_TYPE);
+  EXPECT_STR_EQ(param, "options");
+  json_decref(v);
 }

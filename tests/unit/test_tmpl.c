@@ -174,6 +174,32 @@ TEST(tmpl_limits_stop_hostile_templates) {
   expect_error(deep, ERR_TOO_LARGE, "nested deeper than");
 }
 
+/* A 127-digit literal followed by a fraction wrote one byte past the lexer's
+ * 128-byte number buffer (found by fuzz_tmpl; the seed is
+ * tests/fuzz/seeds/tmpl/long-number-fraction). Over-long literals are now a
+ * compile error; shorter ones still lex to their value. */
+TEST(tmpl_long_number_literal_is_an_error) {
+  char src[400];
+  size_t k = (size_t)snprintf(src, sizeof src, "{{ ");
+  for (int i = 0; i < 127; i++) src[k++] = '7';
+  snprintf(src + k, sizeof src - k, ".5 }}");
+  expect_error(src, ERR_PARSE, "template:1:4: number literal longer than 126 characters");
+  k = (size_t)snprintf(src, sizeof src, "{{ 1");
+  for (int i = 0; i < 200; i++) src[k++] = '0';
+  snprintf(src + k, sizeof src - k, " }}");
+  expect_error(src, ERR_PARSE, "number literal longer than");
+  k = (size_t)snprintf(src, sizeof src, "{{ 1");
+  for (int i = 0; i < 120; i++) src[k++] = '0';
+  snprintf(src + k, sizeof src - k, ".0 > 9e119 and 1e121 > 1");
+  k = strlen(src);
+  for (int i = 0; i < 120; i++) src[k++] = '0';
+  snprintf(src + k, sizeof src - k, ".0 }}");
+  char *got = NULL;
+  ASSERT_INT_EQ(render_json(src, NULL, &got), 0);
+  EXPECT_STR_EQ(got, "True");
+  free(got);
+}
+
 TEST(tmpl_render_does_not_mutate_globals) {
   /* list.append is a jinja2 SecurityError under transformers, but templates
    * in the wild call it; here it must work and leave the caller's list alone */

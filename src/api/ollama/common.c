@@ -115,21 +115,24 @@ void ollama_params_init(gen_params *g) {
 
 enum opt_type { OPT_INT, OPT_FLOAT, OPT_BOOL, OPT_STRING, OPT_ARRAY };
 
+/* Each known option's type and, where a value outside it means nothing
+ * (a context of -1 tokens), its range: lo < hi bounds the number. */
 static const struct {
   const char *key;
   enum opt_type type;
+  double lo, hi;
 } OPTIONS[] = {
-    {"num_ctx", OPT_INT},          {"num_batch", OPT_INT},        {"num_gpu", OPT_INT},
-    {"main_gpu", OPT_INT},         {"use_mmap", OPT_BOOL},        {"num_thread", OPT_INT},
-    {"draft_num_predict", OPT_INT}, {"num_keep", OPT_INT},        {"seed", OPT_INT},
-    {"num_predict", OPT_INT},      {"top_k", OPT_INT},            {"top_p", OPT_FLOAT},
-    {"min_p", OPT_FLOAT},          {"typical_p", OPT_FLOAT},      {"repeat_last_n", OPT_INT},
-    {"temperature", OPT_FLOAT},    {"repeat_penalty", OPT_FLOAT}, {"presence_penalty", OPT_FLOAT},
-    {"frequency_penalty", OPT_FLOAT}, {"stop", OPT_ARRAY},        {"numa", OPT_BOOL},
-    {"low_vram", OPT_BOOL},        {"f16_kv", OPT_BOOL},          {"logits_all", OPT_BOOL},
-    {"vocab_only", OPT_BOOL},      {"use_mlock", OPT_BOOL},       {"embedding_only", OPT_BOOL},
-    {"tfs_z", OPT_FLOAT},          {"mirostat", OPT_INT},         {"mirostat_tau", OPT_FLOAT},
-    {"mirostat_eta", OPT_FLOAT},   {"penalize_newline", OPT_BOOL},
+    {"num_ctx", OPT_INT, 1, 1e9},  {"num_batch", OPT_INT, 1, 1e9}, {"num_gpu", OPT_INT, 0, 0},
+    {"main_gpu", OPT_INT, 0, 0},         {"use_mmap", OPT_BOOL, 0, 0},        {"num_thread", OPT_INT, 0, 1e6},
+    {"draft_num_predict", OPT_INT, 0, 0}, {"num_keep", OPT_INT, 0, 0},        {"seed", OPT_INT, 0, 0},
+    {"num_predict", OPT_INT, -2, 1e12}, {"top_k", OPT_INT, 0, 0},       {"top_p", OPT_FLOAT, 0, 0},
+    {"min_p", OPT_FLOAT, 0, 0},          {"typical_p", OPT_FLOAT, 0, 0},      {"repeat_last_n", OPT_INT, 0, 0},
+    {"temperature", OPT_FLOAT, 0, 0},    {"repeat_penalty", OPT_FLOAT, 0, 0}, {"presence_penalty", OPT_FLOAT, 0, 0},
+    {"frequency_penalty", OPT_FLOAT, 0, 0}, {"stop", OPT_ARRAY, 0, 0},        {"numa", OPT_BOOL, 0, 0},
+    {"low_vram", OPT_BOOL, 0, 0},        {"f16_kv", OPT_BOOL, 0, 0},          {"logits_all", OPT_BOOL, 0, 0},
+    {"vocab_only", OPT_BOOL, 0, 0},      {"use_mlock", OPT_BOOL, 0, 0},       {"embedding_only", OPT_BOOL, 0, 0},
+    {"tfs_z", OPT_FLOAT, 0, 0},          {"mirostat", OPT_INT, 0, 0},         {"mirostat_tau", OPT_FLOAT, 0, 0},
+    {"mirostat_eta", OPT_FLOAT, 0, 0},   {"penalize_newline", OPT_BOOL, 0, 0},
 };
 
 static const char *type_word(enum opt_type t) {
@@ -159,6 +162,12 @@ int ollama_options(http_req *req, const json_t *options, gen_params *g) {
     if (!ok) {
       ollama_err(req, 400, ERR_TYPE, "option \"%s\" must be of type %s", OPTIONS[i].key, type_word(t));
       return ERR_TYPE;
+    }
+    double d = json_number_value(v);
+    if (OPTIONS[i].lo < OPTIONS[i].hi && json_is_number(v) && !(d >= OPTIONS[i].lo && d <= OPTIONS[i].hi)) {
+      ollama_err(req, 400, ERR_RANGE, "option \"%s\": %g is out of range (expected %g to %g)", OPTIONS[i].key, d,
+                 OPTIONS[i].lo, OPTIONS[i].hi);
+      return ERR_RANGE;
     }
   }
   const char *key;

@@ -484,7 +484,8 @@ void ollama_generate(http_req *req, void *ctx) {
     if (!rc && *tmpl_text) rc = gen_tokenize(mm->t, text.data ? text.data : "", text.len, true, &ids);
   } else if (*tmpl_text) {
     if ((rc = ollama_gotmpl_render(tmpl_text, system, prompt, "", &text))) {
-      ollama_err(req, 500, rc, "%s", err_detail());
+      /* the request's (or its created model's) template: a client error */
+      ollama_err(req, rc == ERR_NOMEM ? 500 : 400, rc, "%s", err_detail());
       goto done;
     }
     rc = gen_tokenize(mm->t, text.data ? text.data : "", text.len, true, &ids);

@@ -5,8 +5,8 @@
  * {{ else if .Y }} ... {{ else }} ... {{ end }} (nested), comment actions,
  * and the trim markers "{{- " / " -}}" that eat the whitespace beside them.
  * Anything else (range, template calls, pipelines) is ERR_PARSE naming the
- * action and its byte offset, which the handler answers as Ollama does a
- * template parse error (500).
+ * action and its byte offset, which the handler answers 400 (Ollama answers
+ * its template parse errors 500; the template is the client's input).
  *
  * Rendering is one pass over the text with a small stack of if-states.
  */

@@ -340,6 +340,10 @@ void openai_chat_completions(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
+  if (openai_check_fields(req, body, OPENAI_SHAPE_CHAT)) {
+    json_decref(body);
+    return;
+  }
   openai_gen g;
   memset(&g, 0, sizeof g);
   tok_ids ids = TOK_IDS_INIT;

@@ -141,6 +141,10 @@ void openai_embeddings(http_req *req, void *ctx) {
   openai_ctx *oc = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
+  if (openai_check_fields(req, body, OPENAI_SHAPE_EMBEDDING)) {
+    json_decref(body);
+    return;
+  }
   float *vec = NULL;
   const int32_t **toks = NULL;
   int64_t *lens = NULL;

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/api.h"
 #include "api/gen.h"
 #include "engine/engine.h"
 #include "engine/manager.h"
@@ -39,6 +40,15 @@ typedef struct openai_ctx {
 size_t openai_routes(openai_ctx *octx, const http_route **out);
 /* Responses and Conversations (responses.c). */
 size_t openai_responses_routes(openai_ctx *octx, const http_route **out);
+
+/* ---- request field types (fields.c) ------------------------------------ */
+
+enum openai_shape { OPENAI_SHAPE_CHAT, OPENAI_SHAPE_COMPLETION, OPENAI_SHAPE_EMBEDDING, OPENAI_SHAPE_COUNT };
+/* The field-type table of a request shape (the fuzz harness checks with it). */
+const api_field *openai_shape_fields(enum openai_shape shape, size_t *n);
+/* Checks body's field types for shape; answers 400 naming the path and
+ * returns the code on the first wrong one. */
+int openai_check_fields(http_req *req, const json_t *body, enum openai_shape shape);
 
 /* ---- shared by the handlers (common.c) --------------------------------- */
 

@@ -86,7 +86,7 @@ test('context from a previous answer is accepted and counted in the next prompt'
   assert.equal(bad.status, 400);
 });
 
-test('template override (Go template subset) renders .System and .Prompt; an unsupported action is 500', async (t) => {
+test('template override (Go template subset) renders .System and .Prompt; an unsupported action or a malformed template is 400', async (t) => {
   if (skipped(t)) return;
   const r = await ctx.client.generate({
     model: MODEL, prompt: 'Help me write tests.', system: 'You can perform magic tricks.',
@@ -102,8 +102,11 @@ test('template override (Go template subset) renders .System and .Prompt; an uns
   const rawDbg = (await post(ctx.srv, '/api/generate', { model: MODEL, prompt: 'verbatim text', raw: true, _debug_render_only: true })).json();
   assert.ok(rawDbg._debug_info.rendered_template.endsWith('verbatim text'));
   const bad = await post(ctx.srv, '/api/generate', { model: MODEL, prompt: 'x', template: '{{ range .Messages }}{{ end }}', stream: false });
-  assert.equal(bad.status, 500);
+  assert.equal(bad.status, 400);
   assert.match(bad.json().error, /unsupported action/);
+  const open = await post(ctx.srv, '/api/generate', { model: MODEL, prompt: 'x', template: '{{ if .System }}never closed', stream: false });
+  assert.equal(open.status, 400, open.text);
+  assert.ok(typeof open.json().error === 'string' && open.json().error.length > 0);
 });
 
 test('suffix on a model without insert is 400 naming the full model name', async (t) => {
@@ -179,6 +182,10 @@ test('error paths: empty/unknown/invalid model, empty and bad bodies, top_logpro
     [{ model: 'nope', top_logprobs: 21 }, 400, 'top_logprobs must be between 0 and 20'],
     [{ model: MODEL, top_logprobs: -1 }, 400, 'top_logprobs must be between 0 and 20'],
     [{ model: MODEL, prompt: 'x', options: { temperature: 'hot' } }, 400, 'option "temperature" must be of type float32'],
+    [{ model: MODEL, prompt: 'x', options: { num_ctx: -1 } }, 400, 'option "num_ctx": -1 is out of range (expected 1 to 1e+09)'],
+    [{ model: MODEL, prompt: 'x', options: { num_predict: -3 } }, 400, 'option "num_predict": -3 is out of range'],
+    [{ model: MODEL, prompt: 'x', system: 5 }, 400, null],
+    [{ model: MODEL, prompt: 'x', images: 'abc' }, 400, null],
     [{ model: MODEL, prompt: 'x', keep_alive: true }, 400, null],
     [{ model: MODEL, prompt: 'x', images: ['not base64!'] }, 400, null],
     // refused by the sampler before the stream opens: a status and one JSON object, not NDJSON
