@@ -315,7 +315,7 @@ done:
 /* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3: the small F32 shape of
  * testgen_arch (bert: an embedding model with mean pooling; gemma: sliding
  * window 8), optionally with a real vocabulary. */
-static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed) {
+static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed, int64_t n_ctx) {
   enum model_arch a;
   if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
   else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
@@ -330,6 +330,7 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
   model_testgen_arch g = model_testgen_arch_small(a);
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
+  if (n_ctx) g.n_ctx = n_ctx;
   if (model_testgen_arch_write(&g, out)) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
@@ -371,7 +372,7 @@ int cmd_gen_model(int argc, char **argv) {
             "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3] [--ctx N]\n");
     return 2;
   }
-  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
+  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed, n_ctx);
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
   enum tensor_type t = TENSOR_TYPE_F32;
   if (!k_m && tensor_type_from_name(type, &t)) {
