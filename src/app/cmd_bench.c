@@ -24,7 +24,7 @@
  *   parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
- *                    [--arch qwen2|qwen3|bert]: testgen_arch's small shape instead;
+ *                    [--arch qwen2|qwen3|bert|gemma2|gemma3]: testgen_arch's small shape instead;
  *                    [--ctx N]: the trained context written (llama)
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
@@ -312,21 +312,25 @@ done:
   return status;
 }
 
-/* gen-model --arch qwen2|qwen3|bert: the small F32 shape of testgen_arch
- * (bert: an embedding model with mean pooling), optionally with a real
- * vocabulary. */
-static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed) {
+/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3: the small F32 shape of
+ * testgen_arch (bert: an embedding model with mean pooling; gemma: sliding
+ * window 8), optionally with a real vocabulary. */
+static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed, int64_t n_ctx) {
   enum model_arch a;
   if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
   else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
   else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
+  else if (strcmp(arch, "gemma2") == 0) a = MODEL_ARCH_GEMMA2;
+  else if (strcmp(arch, "gemma3") == 0) a = MODEL_ARCH_GEMMA3;
   else {
-    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert)\n", arch);
+    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3)\n",
+            arch);
     return 2;
   }
   model_testgen_arch g = model_testgen_arch_small(a);
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
+  if (n_ctx) g.n_ctx = n_ctx;
   if (model_testgen_arch_write(&g, out)) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
@@ -365,10 +369,10 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3] [--ctx N]\n");
     return 2;
   }
-  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed);
+  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed, n_ctx);
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
   enum tensor_type t = TENSOR_TYPE_F32;
   if (!k_m && tensor_type_from_name(type, &t)) {

@@ -1,6 +1,6 @@
 /*
  * attn.c - the causal grouped-query attention every decoder (llama, qwen2,
- * qwen3) runs over its KV cache: model_attention() (declared in
+ * qwen3, gemma2, gemma3) runs over its KV cache: model_attention() (declared in
  * model_int.h). Split from model.c so the attention's task layout and
  * scratch sit next to each other.
  *
@@ -14,6 +14,16 @@
  * TinyLlama a tile serves 128 query rows, so the conversion is a small
  * part of the work, and the products run as register-blocked FMA (see
  * kernels/attn.c). Decode (one token) is the same with one block.
+ *
+ * Per-layer variants (model_hparams): on a sliding-window layer token t
+ * sees only positions pos[t] - n_swa + 1 .. pos[t], so a task starts at
+ * the tile holding its first token's window (a decode step reads about
+ * n_swa positions, whatever the context), and the tiles where some token's
+ * window begins inside the tile run tile_masked (a lower bound per
+ * column) instead of the kernel; soft-capped scores (Gemma 2) run
+ * tile_masked on every tile. The cache itself is full-size: every
+ * position stays stored, so the prefix cache and sequence copies need
+ * nothing special, and a window only changes which positions are read.
  */
 #include <math.h>
 #include <stddef.h>
@@ -33,14 +43,14 @@ static size_t q_cols(const model_hparams *hp) {
   return (n_q + C - 1) / C * C;
 }
 
-/* Per thread: qt and ot [q_cols][hd] (blocks of [hd][C]), m, l and lim
- * [q_cols], the f32 key tile [TP][hd], the f32 value tile [hd][TP] (Q8_0:
+/* Per thread: qt and ot [q_cols][hd] (blocks of [hd][C]), m, l, lim and
+ * lo [q_cols], the f32 key tile [TP][hd], the f32 value tile [hd][TP] (Q8_0:
  * rows [TP][hd]) and the block's scores [TP][C]. Every part is a multiple
  * of 16 floats, so each stays 64-byte aligned after the first. */
 size_t model_att_scratch_floats(const model_hparams *hp) {
   size_t qc = q_cols(hp), hd = (size_t)hp->head_dim;
   size_t tile = (size_t)TP * hd;
-  return 2 * qc * hd + 3 * qc + 2 * tile + (size_t)TP * C;
+  return 2 * qc * hd + 4 * qc + 2 * tile + (size_t)TP * C;
 }
 
 struct att_job {
@@ -53,6 +63,63 @@ struct att_job {
   atomic_long next;
 };
 
+/* kern_attn_tile's step (kernels/attn.h: same layouts and running state)
+ * with two additions, in plain C: column i sees the tile positions
+ * lo[i] <= p < lim[i] (a window's lower bound), and when cap > 0 its
+ * scores s become cap * tanh(s / cap) before the softmax. Used only for
+ * the tiles that need either: the first tile of a sliding window, and
+ * every tile of a soft-capped layer. */
+static void tile_masked(const float *qt, const float *k, const float *vt, int64_t ldv, int64_t vps, int64_t np,
+                        int64_t hd, const int32_t *lo, const int32_t *lim, float cap, float *m, float *l, float *ot,
+                        float *st) {
+  int64_t a = np, e = 0; /* the positions some column sees */
+  for (int i = 0; i < C; i++)
+    if (lim[i] > lo[i]) {
+      if (lo[i] < a) a = lo[i];
+      if (lim[i] > e) e = lim[i];
+    }
+  if (a < 0) a = 0;
+  if (e > np) e = np;
+  if (e <= a) return;
+  const int64_t n = e - a;
+  float mx[C], corr[C], sum[C];
+  for (int i = 0; i < C; i++) mx[i] = m[i], sum[i] = 0.0f;
+  for (int64_t p = a; p < e; p++) {
+    float acc[C] = {0};
+    const float *kr = k + p * hd;
+    for (int64_t d = 0; d < hd; d++)
+      for (int i = 0; i < C; i++) acc[i] = fmaf(kr[d], qt[d * C + i], acc[i]);
+    float *sr = st + (p - a) * C;
+    for (int i = 0; i < C; i++) {
+      float s = acc[i];
+      if (cap > 0.0f) s = cap * tanhf(s / cap);
+      if (p < lo[i] || p >= lim[i]) s = -INFINITY;
+      sr[i] = s;
+      if (s > mx[i]) mx[i] = s;
+    }
+  }
+  for (int i = 0; i < C; i++) {
+    corr[i] = m[i] - mx[i];
+    m[i] = mx[i];
+  }
+  kern_exp_f32(corr, corr, C);
+  for (int64_t p = 0; p < n; p++)
+    for (int i = 0; i < C; i++) st[p * C + i] -= mx[i]; /* -inf stays -inf: exp gives 0 */
+  kern_exp_f32(st, st, n * C);
+  for (int64_t p = 0; p < n; p++)
+    for (int i = 0; i < C; i++) sum[i] += st[p * C + i];
+  for (int i = 0; i < C; i++) l[i] = fmaf(l[i], corr[i], sum[i]);
+  for (int64_t d = 0; d < hd; d++) {
+    float o[C];
+    for (int i = 0; i < C; i++) o[i] = ot[d * C + i] * corr[i];
+    for (int64_t p = 0; p < n; p++) {
+      const float v = vt[d * ldv + (a + p) * vps];
+      for (int i = 0; i < C; i++) o[i] = fmaf(v, st[p * C + i], o[i]);
+    }
+    for (int i = 0; i < C; i++) ot[d * C + i] = o[i];
+  }
+}
+
 static void att_task(struct att_job *j, float *scr, int64_t task) {
   model_ctx *c = j->c;
   const model_hparams *hp = &c->m->hp;
@@ -63,9 +130,12 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
   const int64_t t0 = run->t0, nt = run->t1 - run->t0, pos0 = run->pos0;
   const int64_t n_q = nt * n_rep, n_blk = (n_q + C - 1) / C;
 
+  const int64_t W = model_layer_window(hp, j->l); /* 0: the whole context */
+  const float cap = hp->attn_softcap;
+
   float *qt = scr, *ot = qt + qc * hd, *m = ot + qc * hd, *l = m + qc;
-  int32_t *lim = (int32_t *)(l + qc);
-  float *kf = (float *)(lim + qc), *vf = kf + TP * hd, *st = vf + TP * hd;
+  int32_t *lim = (int32_t *)(l + qc), *lo = lim + qc;
+  float *kf = (float *)(lo + qc), *vf = kf + TP * hd, *st = vf + TP * hd;
 
   /* query row qi = (t - t0) * n_rep + r, column qi % C of block qi / C */
   for (int64_t qi = 0; qi < n_blk * C; qi++) {
@@ -86,7 +156,9 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
   const uint8_t *vb = model_kv_block(c, run->seq, j->l, 1);
   vb += c->kv_type == MODEL_KV_Q8_0 ? model_kv_row_off(c, g, 0) : model_kv_v_index(c, g, 0, 0) * c->kv_elem;
   const int64_t p_end = pos0 + nt; /* positions 0..p_end-1 are visible to some token of the task */
-  for (int64_t p0 = 0; p0 < p_end; p0 += TP) {
+  /* a sliding layer's first visible position: the first token's window */
+  const int64_t p_first = W && pos0 - W + 1 > 0 ? pos0 - W + 1 : 0;
+  for (int64_t p0 = p_first / TP * TP; p0 < p_end; p0 += TP) {
     const int64_t np = p0 + TP < p_end ? TP : p_end - p0;
     const float *k, *vt;
     int64_t ldv = TP, vps = 1; /* value (d, p) at vt[d * ldv + p * vps] */
@@ -122,6 +194,21 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
       for (int64_t r = 0; r < n_rep; r++) lim[qi++] = lv;
     }
     for (int64_t qi = n_q; qi < n_blk * C; qi++) lim[qi] = 0;
+    /* token t's window starts at pos0 + t - W + 1: inside this tile for
+     * the last token (the largest) means the kernel's mask is not enough */
+    const bool lower = W && pos0 + nt - W > p0;
+    if (lower || cap > 0.0f) {
+      for (int64_t t = 0, qi = 0; t < nt; t++) {
+        int64_t v = W ? pos0 + t - W + 1 - p0 : 0;
+        int32_t lv = (int32_t)(v < 0 ? 0 : v > np ? np : v);
+        for (int64_t r = 0; r < n_rep; r++) lo[qi++] = lv;
+      }
+      for (int64_t qi = n_q; qi < n_blk * C; qi++) lo[qi] = 0;
+      for (int64_t b = 0; b < n_blk; b++)
+        tile_masked(qt + b * hd * C, k, vt, ldv, vps, np, hd, lo + b * C, lim + b * C, cap, m + b * C, l + b * C,
+                    ot + b * hd * C, st);
+      continue;
+    }
     /* the next tile's keys and values (both contiguous, kv_row bytes per
      * position) come in while this one computes; the first block asks */
     const kern_att_pf next = {kb + (size_t)(p0 + TP) * c->kv_row, vb + (size_t)(p0 + TP) * c->kv_row,
@@ -162,7 +249,8 @@ int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q
     } else {
       c->runs[j.n_runs++] = (model_att_run){.t0 = t, .t1 = t + 1, .seq = s->seq[t], .pos0 = s->pos[t]};
     }
-    work += (double)(s->pos[t] + 1);
+    const int64_t W = model_layer_window(&c->m->hp, l), seen = s->pos[t] + 1;
+    work += (double)(W && W < seen ? W : seen);
   }
   j.n_tasks = j.n_runs * c->m->hp.n_head_kv;
   atomic_init(&j.next, 0);

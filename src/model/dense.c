@@ -1,7 +1,8 @@
 /*
- * dense.c - what the dense decoder architectures (llama, qwen2, qwen3)
- * share: their activation buffers, the embedding and norm steps around a
- * block, and the SwiGLU feed-forward.
+ * dense.c - what the dense decoder architectures (llama, qwen2, qwen3,
+ * gemma2, gemma3) share: their activation buffers, the embedding and norm
+ * steps around a block, the gated feed-forward (SwiGLU, or GeGLU with the
+ * tanh GELU) and the final-logit soft cap.
  *
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS (512) tokens:
  * its two n_ff-wide activations are the largest buffers of a context (at
@@ -17,6 +18,7 @@
  * sub-batch size: every kernel's output for a token does not depend on the
  * other tokens of the batch (tests/unit/test_kernels*.c check it).
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "base/err.h"
@@ -66,14 +68,25 @@ struct swiglu_job {
   float *g;
   const float *u;
   int64_t n;
+  enum model_ffn_act act;
 };
+
+/* g = act(g) * u over n values. */
+static void glu_slice(enum model_ffn_act act, float *g, const float *u, int64_t n) {
+  if (act == MODEL_FFN_SILU) {
+    ops_swiglu(g, u, n);
+    return;
+  }
+  ops_gelu(g, n);
+  for (int64_t i = 0; i < n; i++) g[i] *= u[i];
+}
 
 /* Each task one slice, whole cache lines (16 floats) apart so that two
  * threads never write the same line. */
 static void swiglu_worker(void *ctx, int ith, int nth) {
   struct swiglu_job *j = ctx;
   int64_t per = ((j->n + nth - 1) / nth + 15) & ~(int64_t)15, a = per * ith, e = a + per < j->n ? a + per : j->n;
-  if (a < e) ops_swiglu(j->g + a, j->u + a, e - a);
+  if (a < e) glu_slice(j->act, j->g + a, j->u + a, e - a);
 }
 
 /* One token's n_ff values (5632 for TinyLlama: an expf each, ~35 us on one
@@ -84,8 +97,8 @@ static void swiglu_worker(void *ctx, int ith, int nth) {
  * MODEL_SWIGLU_POOL_ALWAYS values (prompts) the pool always pays. */
 #define MODEL_SWIGLU_POOL_MIN 2048
 #define MODEL_SWIGLU_POOL_ALWAYS 16384
-void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
-  struct swiglu_job sj = {g, u, n};
+void model_glu(model_ctx *c, enum model_ffn_act act, float *g, const float *u, int64_t n) {
+  struct swiglu_job sj = {g, u, n, act};
   if (c->n_threads == 1 || n < MODEL_SWIGLU_POOL_MIN ||
       (n < MODEL_SWIGLU_POOL_ALWAYS && !tpool_workers_awake(c->tp)))
     swiglu_worker(&sj, 0, 1);
@@ -93,8 +106,15 @@ void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) {
     tpool_run(c->tp, swiglu_worker, &sj);
 }
 
+void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n) { model_glu(c, MODEL_FFN_SILU, g, u, n); }
+
 int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *up, const model_tensor *down,
                     model_dense_bufs *b, int64_t n) {
+  return model_dense_ffn_act(c, MODEL_FFN_SILU, gate, up, down, b, n);
+}
+
+int model_dense_ffn_act(model_ctx *c, enum model_ffn_act act, const model_tensor *gate, const model_tensor *up,
+                        const model_tensor *down, model_dense_bufs *b, int64_t n) {
   const int64_t E = c->m->hp.n_embd, F = c->m->hp.n_ff, FR = model_ffn_rows(c);
   for (int64_t t0 = 0; t0 < n; t0 += FR) {
     const int64_t m = n - t0 < FR ? n - t0 : FR;
@@ -104,7 +124,7 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
     float *const gu_y[2] = {b->g, b->u};
     if ((rc = model_matmul_multi(c, 2, gu, gu_y, xn, m))) return rc;
     model_prof_mark(c, MODEL_PROF_GATEUP);
-    model_swiglu(c, b->g, b->u, m * F);
+    model_glu(c, act, b->g, b->u, m * F);
     model_prof_mark(c, MODEL_PROF_SWIGLU);
     if ((rc = model_matmul(c, down, b->g, m, xn))) return rc;
     model_prof_mark(c, MODEL_PROF_DOWN);
@@ -141,6 +161,12 @@ void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const fl
   for (int64_t t = 0; t < n; t++)
     ops_add_rmsnorm(b->x + t * E, b->xn + t * E, b->xn + t * E, norm, E, c->m->hp.norm_eps);
   model_prof_mark(c, MODEL_PROF_NORM);
+}
+
+void model_logit_softcap(float *x, int64_t n, float cap) {
+  if (!(cap > 0.0f)) return;
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * inv);
 }
 
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm) {

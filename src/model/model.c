@@ -47,12 +47,14 @@
 #include "kernels/tensor_type.h"
 
 /* ---- architecture table ---------------------------------------------------
- * qwen2, qwen3 and bert get their rows here when their files exist. */
+ * one row per architecture file (llama.c, qwen.c, bert.c, gemma.c). */
 static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LLAMA] = &model_arch_llama,
     [MODEL_ARCH_QWEN2] = &model_arch_qwen2,
     [MODEL_ARCH_QWEN3] = &model_arch_qwen3,
     [MODEL_ARCH_BERT] = &model_arch_bert,
+    [MODEL_ARCH_GEMMA2] = &model_arch_gemma2,
+    [MODEL_ARCH_GEMMA3] = &model_arch_gemma3,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -231,6 +233,40 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   }
   /* Llama 3.x: per-pair frequency divisors computed by the converter. */
   if ((rc = model_bind_vector(m, &r->freq_factors, n_rot / 2, MODEL_BIND_OPTIONAL, "rope_freqs.weight"))) return rc;
+  return 0;
+}
+
+int model_load_swa_hparams(model *m, int32_t pattern, const int64_t *def_window, float def_base_swa) {
+  model_hparams *hp = &m->hp;
+  int rc;
+  /* a window larger than the trained context would never slide: such a
+   * file is mislabelled, so it is refused rather than run as global */
+  if ((rc = model_key_i64(m, "attention.sliding_window", def_window, 1, hp->n_ctx_train, &hp->n_swa))) return rc;
+  int64_t pat = pattern;
+  if ((rc = model_key_i64(m, "attention.sliding_window_pattern", &pat, 1, 4096, &pat))) return rc;
+  hp->swa_pattern = (int32_t)pat;
+  /* the sliding layers' RoPE: the same rotation with their own base and
+   * no scaling (def_base_swa 0: the global layers' base and scaling) */
+  hp->rope_swa = hp->rope;
+  if (def_base_swa > 0.0f) {
+    hp->rope_swa.freq_base = def_base_swa;
+    hp->rope_swa.freq_scale = 1.0f;
+    hp->rope_swa.freq_factors = NULL;
+  }
+  float base = hp->rope_swa.freq_base;
+  if ((rc = model_key_f32(m, "rope.freq_base_swa", &base, &hp->rope_swa.freq_base))) return rc;
+  if (!(hp->rope_swa.freq_base > 1.0f))
+    return err_set(ERR_RANGE, "key '%s.rope.freq_base_swa' is %g, expected > 1", m->ops->name,
+                   hp->rope_swa.freq_base);
+  return 0;
+}
+
+int model_load_softcap(model *m, const char *suffix, const float *def, bool zero_ok, float *out) {
+  int rc = model_key_f32(m, suffix, def, out);
+  if (rc) return rc;
+  if (*out < 0.0f || (*out == 0.0f && !zero_ok) || *out > 1e6f)
+    return err_set(ERR_RANGE, "key '%s.%s' is %g, expected a soft cap in %s..1e6", m->ops->name, suffix, *out,
+                   zero_ok ? "0 (none)" : "(0");
   return 0;
 }
 

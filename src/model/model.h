@@ -13,7 +13,7 @@
  *               tokens of several sequences (model_decode). A context
  *               belongs to one thread at a time.
  *   arch ops    a table of function pointers per architecture (llama, qwen2,
- *               qwen3, bert) chosen by general.architecture.
+ *               qwen3, bert, gemma2, gemma3) chosen by general.architecture.
  *
  * Errors (negative ERR_* codes, err_detail() names the key or tensor):
  *   ERR_UNSUPPORTED  unknown general.architecture, a tensor type without a
@@ -42,6 +42,8 @@ enum model_arch {
   MODEL_ARCH_QWEN2,  /* qwen.c */
   MODEL_ARCH_QWEN3,  /* qwen.c */
   MODEL_ARCH_BERT,   /* bert.c: encoder only, model_embed() */
+  MODEL_ARCH_GEMMA2, /* gemma.c */
+  MODEL_ARCH_GEMMA3, /* gemma.c */
   MODEL_ARCH_COUNT
 };
 
@@ -64,7 +66,31 @@ typedef struct model_hparams {
                             rope.scaling.type "linear" (or 1 /
                             ARCH.rope.scale_linear); freq_factors =
                             rope_freqs.weight (Llama 3) or NULL */
+  /* Per-layer attention variants (model_load_swa_hparams,
+   * model_load_softcap; all zero for architectures without them). */
+  int64_t n_swa;         /* ARCH.attention.sliding_window: on a sliding
+                            layer the token at position p attends to
+                            positions p - n_swa + 1 .. p only; 0 = every
+                            layer attends to the whole context */
+  int32_t swa_pattern;   /* layer l slides when l % swa_pattern <
+                            swa_pattern - 1 (gemma2: 2, every other layer
+                            from layer 0; gemma3: 6, five sliding then one
+                            global); the architecture's constant, or
+                            ARCH.attention.sliding_window_pattern */
+  ops_rope rope_swa;     /* the sliding layers' RoPE: rope with base
+                            ARCH.rope.freq_base_swa (gemma3: default
+                            10000, no scaling) */
+  float attn_softcap;    /* ARCH.attn_logit_softcapping: attention scores
+                            s become c tanh(s / c) before the softmax; 0 =
+                            none */
+  float final_softcap;   /* ARCH.final_logit_softcapping: the same on the
+                            output logits; 0 = none */
 } model_hparams;
+
+/* The window layer l attends within (hp->n_swa), or 0: the whole context. */
+static inline int64_t model_layer_window(const model_hparams *hp, int64_t l) {
+  return hp->n_swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1 ? hp->n_swa : 0;
+}
 
 typedef struct model model;
 typedef struct model_ctx model_ctx;

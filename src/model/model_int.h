@@ -129,6 +129,15 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out);
 /* Reads the hyper-parameters every decoder architecture names the same
  * way (see model_hparams) and checks them against each other. */
 int model_load_common_hparams(model *m, enum ops_rope_style style);
+/* After those: the sliding-window keys (see model_hparams). The window is
+ * ARCH.attention.sliding_window (def_window when absent; NULL: required),
+ * 1..context_length; the layer pattern ARCH.attention.sliding_window_pattern
+ * or `pattern`; the sliding layers' RoPE base ARCH.rope.freq_base_swa or
+ * def_base_swa (with no scaling; 0: the global layers' RoPE as it is). */
+int model_load_swa_hparams(model *m, int32_t pattern, const int64_t *def_window, float def_base_swa);
+/* A soft-capping key ARCH.suffix (def when absent, NULL: required) into
+ * *out: finite, positive (or 0 = none when zero_ok), at most 1e6. */
+int model_load_softcap(model *m, const char *suffix, const float *def, bool zero_ok, float *out);
 
 /* ---- matrix products (model.c) -------------------------------------------- */
 
@@ -192,7 +201,9 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k
 /* Causal multi-head attention with grouped query heads for the step's
  * tokens, reading layer l's cache (the step's own keys already stored):
  *   out[t][h] = sum_p softmax_p(scale * q[t][h] . K[seq t][g][p]) V[seq t][g][p],
- *   p <= pos[t], g = h / (n_head / n_head_kv).
+ *   p <= pos[t], g = h / (n_head / n_head_kv);
+ * on a sliding layer (model_layer_window(hp, l) = W > 0) also p > pos[t] - W,
+ * and with hp->attn_softcap = c > 0 each score s is c tanh(s / c) first.
  * q and out are [n][n_head*head_dim]. Threads split (kv head, run of up to
  * ATT_TILE_TOK consecutive tokens of one sequence) tasks; each task reads
  * keys and values in tiles of ATT_TILE_POS positions, converted to f32
@@ -208,6 +219,8 @@ extern const model_arch_ops model_arch_llama;
 extern const model_arch_ops model_arch_qwen2; /* qwen.c */
 extern const model_arch_ops model_arch_qwen3; /* qwen.c */
 extern const model_arch_ops model_arch_bert;  /* bert.c */
+extern const model_arch_ops model_arch_gemma2; /* gemma.c */
+extern const model_arch_ops model_arch_gemma3; /* gemma.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -247,6 +260,18 @@ void model_dense_bufs_trim(model_dense_bufs *b);
 /* g[i] = silu(g[i]) * u[i] over n values, split across the context's pool
  * when n is large enough to pay for the wake-up. */
 void model_swiglu(model_ctx *c, float *g, const float *u, int64_t n);
+/* The gate's activation of a gated feed-forward. */
+enum model_ffn_act {
+  MODEL_FFN_SILU = 0, /* SwiGLU: silu(gate) * up (llama, qwen) */
+  MODEL_FFN_GELU      /* GeGLU: gelu_tanh(gate) * up (gemma) */
+};
+/* g[i] = act(g[i]) * u[i]: model_swiglu's split, for either activation. */
+void model_glu(model_ctx *c, enum model_ffn_act act, float *g, const float *u, int64_t n);
+/* model_dense_ffn with the gate's activation act. */
+int model_dense_ffn_act(model_ctx *c, enum model_ffn_act act, const model_tensor *gate, const model_tensor *up,
+                        const model_tensor *down, model_dense_bufs *b, int64_t n);
+/* x[i] = cap * tanh(x[i] / cap) (the final-logit soft cap); cap <= 0: none. */
+void model_logit_softcap(float *x, int64_t n, float cap);
 /* The SwiGLU feed-forward of n tokens: b->xn rows (the normalized input)
  * are replaced by down . (silu(gate . xn) * (up . xn)), in sub-batches of
  * model_ffn_rows tokens through b->g and b->u (gate and up in one fused

@@ -1,6 +1,6 @@
 /*
- * testgen_arch.c - random-weight qwen2 / qwen3 / bert GGUF files (see
- * testgen_arch.h).
+ * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3
+ * GGUF files (see testgen_arch.h).
  *
  * Tensors are generated in f32 from one xorshift64* stream seeded from
  * g->seed, in file order (so a seed names a model), then converted to their
@@ -37,7 +37,18 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.tied = arch == MODEL_ARCH_QWEN3;
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
+  g.sliding_window = -1;
   g.seed = 1;
+  if (arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3) {
+    const bool g3 = arch == MODEL_ARCH_GEMMA3;
+    g.tied = true;
+    g.head_dim = g3 ? 32 : 16;
+    g.n_layer = g3 ? 6 : 2;
+    g.sliding_window = 8;
+    g.attn_softcap = g3 ? 0.0f : 5.0f;
+    g.final_softcap = g3 ? 0.0f : 8.0f;
+    g.rope_freq_base = g3 ? 1000000.0f : 10000.0f;
+  }
   return g;
 }
 
@@ -74,11 +85,16 @@ static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8
 int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   model_testgen_arch g_copy = *g_in; /* n_vocab follows a copied vocabulary */
   const model_testgen_arch *g = &g_copy;
-  const char *an = g->arch == MODEL_ARCH_QWEN2   ? "qwen2"
-                   : g->arch == MODEL_ARCH_QWEN3 ? "qwen3"
-                   : g->arch == MODEL_ARCH_BERT  ? "bert"
-                                                 : NULL;
-  if (!an) return err_set(ERR_UNSUPPORTED, "testgen: architecture %d is not qwen2, qwen3 or bert", (int)g->arch);
+  const char *an = g->arch == MODEL_ARCH_QWEN2    ? "qwen2"
+                   : g->arch == MODEL_ARCH_QWEN3  ? "qwen3"
+                   : g->arch == MODEL_ARCH_BERT   ? "bert"
+                   : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
+                   : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
+                                                  : NULL;
+  if (!an)
+    return err_set(ERR_UNSUPPORTED, "testgen: architecture %d is not qwen2, qwen3, bert, gemma2 or gemma3",
+                   (int)g->arch);
+  const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
@@ -86,6 +102,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   testgen_gen s;
   int rc = testgen_gen_init(&s, g->seed, 0x7654321ull);
   s.bad = g->bad_tensor;
+  s.missing = g->missing_tensor;
   if (rc) return rc;
   const int64_t E = g->n_embd, hd = g->head_dim ? g->head_dim : E / g->n_head, Q = g->n_head * hd,
                 KV = g->n_head_kv * hd, F = g->n_ff;
@@ -117,7 +134,15 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   } else {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_rms_epsilon"), eps));
     if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
+    if (g->rope_scale_linear > 0) {
+      CK(gguf_writer_add_str(s.w, KEY("rope.scaling.type"), "linear"));
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.factor"), g->rope_scale_linear));
+    }
   }
+  if (g->sliding_window >= 0)
+    CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));
+  if (g->attn_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("attn_logit_softcapping"), g->attn_softcap));
+  if (g->final_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("final_logit_softcapping"), g->final_softcap));
   if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
 #undef KEY
 
@@ -165,15 +190,19 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
-      } else {
+      } else if (g->arch != MODEL_ARCH_GEMMA2) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
       }
       T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
+      /* gemma's norms as the converter stores them: the checkpoint's
+       * weight + 1 */
+      if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.ffn_gate.weight", g->type, E, F, 0.0f, a_e);
       T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
       T("blk.%d.ffn_down.weight", g->mixed ? g->type_down[mb] : g->type, F, E, 0.0f, a_f);
+      if (gemma) T("blk.%d.post_ffw_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     }
     T0("output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     if (!g->tied) T0("output.weight", g->type, E, g->n_vocab, 0.0f, 3.0f * a_e);

@@ -1,7 +1,9 @@
 /*
- * testgen_arch.h - random-weight GGUF files of the qwen2, qwen3 and bert
- * architectures, for the tests that compare src/model/qwen.c and bert.c
- * against the numpy references (tools/ref_qwen.py, tools/ref_bert.py).
+ * testgen_arch.h - random-weight GGUF files of the qwen2, qwen3, bert,
+ * gemma2 and gemma3 architectures, for the tests that compare
+ * src/model/qwen.c, bert.c and gemma.c against the numpy references
+ * (tools/ref_qwen.py, tools/ref_bert.py, tools/ref_gemma.py). Tensor names
+ * and keys are the ones llama.cpp's converter writes.
  *
  * Kept apart from testgen.c (the llama generator) so the two evolve
  * independently; the weight scaling follows the same rules (matrices
@@ -17,7 +19,7 @@
 #include "model/model.h"
 
 typedef struct model_testgen_arch {
-  enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3 or BERT */
+  enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2 or GEMMA3 */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */
@@ -31,10 +33,17 @@ typedef struct model_testgen_arch {
                              and every third between), [0] elsewhere */
   uint32_t type_v[2], type_down[2];
   float rope_freq_base;   /* 0 = leave the key out */
+  float rope_scale_linear; /* > 0: rope.scaling.type "linear" with this
+                             rope.scaling.factor; 0 = no scaling keys */
+  int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
+                             leave the key out (0 is written, for tests) */
+  float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
+  float final_softcap;    /* gemma: ARCH.final_logit_softcapping; 0 = absent */
   float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */
   int pooling_type;       /* written as ARCH.pooling_type; -1 = absent */
   const char *bad_tensor; /* tests: this tensor gets one extra row (or
                              element), a wrong shape the loader must name */
+  const char *missing_tensor; /* tests: this tensor is left out */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -43,7 +52,12 @@ typedef struct model_testgen_arch {
 /* Small test shapes: n_embd 64, 2 layers, 4 heads, vocab 300, context 128,
  * all F32. qwen2: 2 KV heads, n_ff 160, untied. qwen3: 2 KV heads,
  * head_dim 32 (n_head*head_dim = 128 != n_embd), n_ff 160, tied. bert: 4 KV
- * heads, n_ff 128, mean pooling. */
+ * heads, n_ff 128, mean pooling. gemma2: 2 KV heads, head_dim 16, n_ff 160,
+ * tied, sliding window 8 (layer 0 slides, layer 1 is global), soft caps 5
+ * (attention) and 8 (logits), small enough to bend the scores. gemma3:
+ * 6 layers (five sliding, one global), 2 KV heads, head_dim 32, n_ff 160,
+ * tied, window 8, rope base 1e6 (the sliding layers' 10000 is the
+ * default). */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -18,6 +18,7 @@ typedef struct testgen_gen {
   void **bufs;        /* tensor data the writer borrows until written */
   size_t n_bufs, cap_bufs;
   const char *bad;    /* a tensor written one row (or column) too large, or NULL */
+  const char *missing; /* a tensor left out of the file, or NULL */
 } testgen_gen;
 
 /* Starts a generator: a writer and an RNG seeded from seed and salt. */

@@ -24,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/testgen.h"
+#include "model/testgen_arch.h"
 #include "test.h"
 
 #define N_VOCAB 300
@@ -95,9 +96,27 @@ static int vocab_build(fx *f) {
   return tok_load(f->vf, &f->t);
 }
 
-static bool fx_open(fx *f) {
+/* A gemma3 file of the same vocabulary size: five sliding layers of
+ * window 8 and a global one (model_testgen_arch_small). */
+static const char *gemma_path(void) {
+  static char path[512];
+  static bool written;
+  if (!written) {
+    snprintf(path, sizeof path, "%s/engine_gemma3.gguf", test_tmpdir());
+    model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_GEMMA3);
+    g.n_ctx = 512;
+    g.seed = 8;
+    if (model_testgen_arch_write(&g, path)) {
+      test_fail_at(__FILE__, __LINE__, "testgen: %s", err_detail());
+      return NULL;
+    }
+    written = true;
+  }
+  return path;
+}
+
+static bool fx_open_path(fx *f, const char *p) {
   memset(f, 0, sizeof(*f));
-  const char *p = model_path();
   if (!p) return false;
   if (model_open(p, &f->m)) {
     test_fail_at(__FILE__, __LINE__, "model_open: %s", err_detail());
@@ -109,6 +128,8 @@ static bool fx_open(fx *f) {
   }
   return true;
 }
+
+static bool fx_open(fx *f) { return fx_open_path(f, model_path()); }
 
 static void fx_close(fx *f) {
   tok_free(f->t);
@@ -500,6 +521,39 @@ TEST(engine_prefix_cache) {
   EXPECT_INT_EQ(st.n_completion_tokens, 30);
   EXPECT_INT_EQ(st.n_steps, 30);
   EXPECT_INT_EQ(st.n_batch_tokens, (57 - 31) + 5 * 5);
+  engine_free(e);
+  fx_close(&f);
+}
+
+/* The prefix cache with sliding-window layers (gemma3, window 8): a
+ * repeated 20-token prompt reuses 19 positions, a prompt extending a
+ * finished one reuses all of it, both more than the window; outputs equal
+ * the direct loop on a fresh context (which test_model_gemma.c holds to
+ * numpy). */
+TEST(engine_prefix_cache_sliding_window) {
+  fx f;
+  if (!fx_open_path(&f, gemma_path())) return;
+  int32_t p[32];
+  make_prompt(p, 20, 310);
+  ref_out rp, rpx;
+  ASSERT_TRUE(ref_greedy(&f, p, 20, 6, &rp));
+  engine *e = fx_engine(&f, 1, 128, 32, 8);
+  ASSERT_TRUE(e != NULL);
+  result r;
+  run_one(e, p, 20, 6, &r);
+  EXPECT_INT_EQ(r.n_cached, 0);
+  EXPECT_TRUE(tokens_equal(&r, &rp, 6));
+  result_free(&r);
+  run_one(e, p, 20, 6, &r);
+  EXPECT_INT_EQ(r.n_cached, 19);
+  EXPECT_TRUE(tokens_equal(&r, &rp, 6));
+  result_free(&r);
+  for (int i = 0; i < 10; i++) p[20 + i] = 3 + (rp.tokens[0] + 7 * i + 1) % (N_VOCAB - 3);
+  ASSERT_TRUE(ref_greedy(&f, p, 30, 6, &rpx));
+  run_one(e, p, 30, 6, &r);
+  EXPECT_INT_GE(r.n_cached, 20);
+  EXPECT_TRUE(tokens_equal(&r, &rpx, 6));
+  result_free(&r);
   engine_free(e);
   fx_close(&f);
 }

@@ -331,14 +331,21 @@ TEST(family_gemma) {
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
   EXPECT_STR_EQ(family_parser_name(fi.parser), "plain");
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_GEMMA);
-  EXPECT_FALSE(fi.executable);
-  EXPECT_STR_CONTAINS(family_missing(&fi), "'gemma2' (Gemma 2)");
+  EXPECT_TRUE(fi.executable); /* src/model/gemma.c */
+  EXPECT_TRUE(family_missing(&fi) == NULL);
   fake_model g3 = {.arch = "gemma3", .name = "Gemma 3 4b It", .tok_model = "llama",
                    .tokens = {"<start_of_turn>", "<start_of_image>"}};
   ASSERT_INT_EQ(detect(&g3, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GEMMA3);
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_VISION);
-  EXPECT_FALSE(fi.executable);
+  /* the text part runs; images still name what they need */
+  EXPECT_TRUE(fi.executable);
+  EXPECT_STR_CONTAINS(family_missing(&fi), "SigLIP vision encoder");
+  fake_model g3n = {.arch = "gemma3n", .name = "Gemma 3n E2B", .tok_model = "llama"};
+  ASSERT_INT_EQ(detect(&g3n, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_GEMMA3);
+  EXPECT_FALSE(fi.executable); /* gemma3n is its own architecture */
+  EXPECT_STR_CONTAINS(family_missing(&fi), "'gemma3n' (Gemma 3) is not implemented yet");
 }
 
 TEST(family_phi) {

@@ -26,7 +26,11 @@ export const CHAT_TEMPLATE =
 // With hermes: also <dir>/org/hermes.gguf carrying the real Qwen2.5 chat
 // template from ../shared/templates (a Hermes-style tool-call family), or
 // hermesSkip saying why not.
-export async function makeModelsDir({ bert = false, hermes = false } = {}) {
+// With gemma: also <dir>/google/gemma3.gguf, a random-weight gemma3 (five
+// sliding layers of window 8, one global) with the llama vocabulary and no
+// chat template of its own, so the Gemma family's default template renders
+// the chat (gemmaSkip says why not).
+export async function makeModelsDir({ bert = false, hermes = false, gemma = false } = {}) {
   if (!existsSync(LLAMA_VOCAB)) return { skip: `shared vocabulary not found at ${LLAMA_VOCAB}` };
   const dir = mkdtempSync(path.join(tmpdir(), 'parley-models-'));
   mkdirSync(path.join(dir, 'org'));
@@ -54,5 +58,12 @@ export async function makeModelsDir({ bert = false, hermes = false } = {}) {
       if (h.code !== 0) hermesSkip = `gen-model (hermes) failed: ${h.stderr.trim()}`;
     }
   }
-  return { dir, bertSkip, hermesSkip, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  let gemmaSkip = null;
+  if (gemma) {
+    mkdirSync(path.join(dir, 'google'));
+    const g = await runCli(['gen-model', path.join(dir, 'google/gemma3.gguf'), '--arch', 'gemma3', '--vocab', LLAMA_VOCAB,
+      '--ctx', '512']);
+    if (g.code !== 0) gemmaSkip = `gen-model --arch gemma3 failed: ${g.stderr.trim()}`;
+  }
+  return { dir, bertSkip, hermesSkip, gemmaSkip, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
