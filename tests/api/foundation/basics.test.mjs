@@ -9,7 +9,7 @@ import { DeepgramClient } from '@deepgram/sdk';
 import { startServer, runCli } from '../lib/server.mjs';
 
 let srv;
-before(async () => { srv = await startServer(); });
+before(async () => { srv = await startServer({ args: ['--admin'] }); });
 after(async () => { await srv.stop(); });
 
 test('GET / and HEAD / answer like Ollama', async () => {

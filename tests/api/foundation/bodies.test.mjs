@@ -6,7 +6,7 @@ import { startServer, rawRequest, parseSSE } from '../lib/server.mjs';
 
 let srv;
 before(async () => {
-  srv = await startServer({ args: ['--max-body', '4K', '--max-upload', '64K', '--sse-keepalive', '1'] });
+  srv = await startServer({ args: ['--admin', '--max-body', '4K', '--max-upload', '64K', '--sse-keepalive', '1'] });
 });
 after(async () => { await srv.stop(); });
 

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { startServer, rawRequest } from '../lib/server.mjs';
 
 let srv;
-before(async () => { srv = await startServer({ args: ['--conn-timeout', '2', '--max-body', '64K'] }); });
+before(async () => { srv = await startServer({ args: ['--admin', '--conn-timeout', '2', '--max-body', '64K'] }); });
 after(async () => { await srv.stop(); });
 
 async function stillHealthy() {

@@ -95,7 +95,7 @@ test('TLS on the main port: HTTPS answers, the openai SDK works, plain HTTP does
 
 test('--tls-port: plain on the main port, TLS on the other; WSS echo and the realtime SDK over wss', async (t) => {
   if (skip) return t.skip(skip);
-  const s = await serve(['--tls-port', '-1']);
+  const s = await serve(['--admin', '--tls-port', '-1']);
   try {
     assert.equal(s.scheme, 'http');
     assert.notEqual(s.tls, s.port);

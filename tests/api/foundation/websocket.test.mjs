@@ -8,7 +8,7 @@ import { startServer } from '../lib/server.mjs';
 
 let srv, url;
 before(async () => {
-  srv = await startServer({ args: ['--ws-max-message', '64K'] });
+  srv = await startServer({ args: ['--admin', '--ws-max-message', '64K'] });
   url = `ws://127.0.0.1:${srv.port}/admin/ws-echo`;
 });
 after(async () => { await srv.stop(); });
@@ -98,7 +98,7 @@ test('the session gauge counts open sockets', async () => {
 });
 
 test('server shutdown closes open sockets with 1001', async () => {
-  const s = await startServer();
+  const s = await startServer({ args: ['--admin'] });
   const ws = await new Promise((resolve, reject) => {
     const w = new WebSocket(`ws://127.0.0.1:${s.port}/admin/ws-echo`);
     w.once('open', () => resolve(w)); w.once('error', reject);
