@@ -147,9 +147,11 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
 #undef KEY
 
   const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);
-#define T(fmt, type, cols, rows, c, a)    \
-  snprintf(name, sizeof name, fmt, i);    \
-  CK(testgen_add_tensor(&s, name, type, cols, rows, c, a))
+#define T(fmt, type, cols, rows, c, a)      \
+  do {                                      \
+    snprintf(name, sizeof name, fmt, i);    \
+    CK(testgen_add_tensor(&s, name, type, cols, rows, c, a)); \
+  } while (0)
 #define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
   if (bert) {
     int i;
