@@ -76,7 +76,7 @@ test('OpenAI SDK: unknown route is a NotFoundError with all four error keys', as
 
 test('Anthropic SDK: unknown route is a NotFoundError of type not_found_error with request-id', async () => {
   const client = new Anthropic({ baseURL: srv.url, apiKey: 'anything', maxRetries: 0 });
-  await assert.rejects(client.messages.batches.list(), (err) => {
+  await assert.rejects(client.get('/v1/no-such-route'), (err) => {
     assert.ok(err instanceof Anthropic.NotFoundError);
     assert.equal(err.status, 404);
     assert.equal(err.error.type, 'error');

@@ -183,7 +183,7 @@ test('error paths: empty/unknown/invalid model, empty and bad bodies, top_logpro
     [{ model: MODEL, top_logprobs: -1 }, 400, 'top_logprobs must be between 0 and 20'],
     [{ model: MODEL, prompt: 'x', options: { temperature: 'hot' } }, 400, 'option "temperature" must be of type float32'],
     [{ model: MODEL, prompt: 'x', options: { num_ctx: -1 } }, 400, 'option "num_ctx": -1 is out of range (expected 1 to 1e+09)'],
-    [{ model: MODEL, prompt: 'x', options: { num_predict: -3 } }, 400, 'option "num_predict": -3 is out of range'],
+    [{ model: MODEL, prompt: 'x', options: { num_predict: -3 } }, 400, 'option "num_predict": -3 is out of range (expected -2 to 1e+12)'],
     [{ model: MODEL, prompt: 'x', system: 5 }, 400, null],
     [{ model: MODEL, prompt: 'x', images: 'abc' }, 400, null],
     [{ model: MODEL, prompt: 'x', keep_alive: true }, 400, null],
