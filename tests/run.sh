@@ -6,7 +6,9 @@
 #   - the same C suite under ThreadSanitizer when TSAN_TOO=1 (a data race
 #     reported in a test fails that test: TSan exits 66 from its process)
 #   - the arm64 build and the kernel tests under qemu when CI=true or ARM_TOO=1
-#   - the API tests (tests/api, Node's test runner with the vendors' SDKs)
+#   - the API tests (tests/api, Node's test runner with the vendors' SDKs),
+#     and under TSAN_TOO=1 once more against build-tsan/parley (a race the
+#     server reports fails the run)
 set -u
 cd "$(dirname "$0")/.."
 total_pass=0 total_fail=0 total_skip=0 bad=0
@@ -69,14 +71,14 @@ if [ "${TSAN_TOO:-0}" = "1" ]; then
   fi
 fi
 
-api_tests=$(cd tests/api && find . -name '*.test.mjs' -not -path './node_modules/*' | sort)
-if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
-  echo "== API tests (Node test runner, official SDKs)"
+# run_api BIN: the API test files against the server binary BIN; adds the
+# runner's counts to the totals.
+run_api() {
   # Files run one at a time where the runner can say so (Node >= 20); each
   # file starts its own server on a free port, so older runners are safe too.
-  conc=""
+  local conc="" rc p f s
   [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] && conc="--test-concurrency=1"
-  (cd tests/api && PARLEY_BIN="$PWD/../../build/parley" node --test $conc \
+  (cd tests/api && PARLEY_BIN="$PWD/../../$1" node --test $conc \
      --test-reporter=tap $api_tests) >"$log" 2>&1
   rc=$?
   grep -E '^# (tests|pass|fail|skipped)|^not ok|^# Subtest' "$log" | grep -vE '^# Subtest' | head -n 200
@@ -87,6 +89,26 @@ if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
   if [ -z "$p" ]; then cat "$log" | tail -n 50; bad=1; fi
   total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-0})); total_skip=$((total_skip + ${s:-0}))
   [ $rc -eq 0 ] || bad=1
+}
+
+api_tests=$(cd tests/api && find . -name '*.test.mjs' -not -path './node_modules/*' | sort)
+if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
+  echo "== API tests (Node test runner, official SDKs)"
+  run_api build/parley
+  if [ "${TSAN_TOO:-0}" = "1" ] && [ -x build-tsan/parley ]; then
+    # The same files against the ThreadSanitizer server: every server
+    # process writes its reports to $tsan_dir/tsan.<pid>; a file that holds
+    # one fails the run (and the server's exit code 66 fails that test's
+    # clean-stop assertion).
+    echo "== API tests against the ThreadSanitizer server (build-tsan/parley)"
+    tsan_dir=$(mktemp -d)
+    TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4 log_path=$tsan_dir/tsan" \
+      run_api build-tsan/parley
+    if ls "$tsan_dir"/tsan.* >/dev/null 2>&1; then
+      echo "ThreadSanitizer reports from the server:"; cat "$tsan_dir"/tsan.* | head -n 400; bad=1
+    fi
+    rm -rf "$tsan_dir"
+  fi
 fi
 rm -f "$log" "$log.build"
 

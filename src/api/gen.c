@@ -56,7 +56,7 @@ int gen_params_add_bias(gen_params *g, size_t cap, int32_t token, float bias) {
 
 void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schema, const char *param) {
   json_decref(g->schema);
-  g->schema = f == GEN_FORMAT_SCHEMA && schema ? json_incref((json_t *)schema) : NULL;
+  g->schema = f == GEN_FORMAT_SCHEMA && schema ? json_deep_copy(schema) : NULL;
   g->format = g->schema || f == GEN_FORMAT_JSON ? f : GEN_FORMAT_TEXT;
   g->format_param = param;
 }

@@ -67,7 +67,7 @@ typedef struct gen_params {
   size_t n_stop;
   sample_bias *bias;      /* [er.sample.n_bias] owned, or NULL */
   enum gen_format format;
-  json_t *schema;         /* GEN_FORMAT_SCHEMA: owned reference */
+  json_t *schema;         /* GEN_FORMAT_SCHEMA: owned private copy */
   const char *format_param; /* JSON path named when the schema cannot be
                                compiled ("response_format", "format", ...) */
   char *gbnf;             /* GEN_FORMAT_GRAMMAR: owned grammar text, start
@@ -89,7 +89,9 @@ int gen_params_add_stop(gen_params *g, const char *s, size_t len);
 /* Adds a logit bias for token (cap entries allocated on first use).
  * ERR_NOMEM, ERR_RANGE when more than cap. */
 int gen_params_add_bias(gen_params *g, size_t cap, int32_t token, float bias);
-/* Sets the output format; schema is borrowed and referenced. */
+/* Sets the output format; schema is borrowed and deep-copied: the params
+ * move to a stream's producer thread, and a jansson value shared by two
+ * threads races on its reference count (json_decref reads it plainly). */
 void gen_params_set_format(gen_params *g, enum gen_format f, const json_t *schema, const char *param);
 void gen_params_free(gen_params *g);
 
