@@ -312,9 +312,10 @@ done:
   return status;
 }
 
-/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3: the small F32 shape of
- * testgen_arch (bert: an embedding model with mean pooling; gemma: sliding
- * window 8), optionally with a real vocabulary. */
+/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3: the
+ * small F32 shape of testgen_arch (bert: an embedding model with mean
+ * pooling; gemma, phi3: sliding window 8), optionally with a real
+ * vocabulary. */
 static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed, int64_t n_ctx) {
   enum model_arch a;
   if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
@@ -322,8 +323,13 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
   else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
   else if (strcmp(arch, "gemma2") == 0) a = MODEL_ARCH_GEMMA2;
   else if (strcmp(arch, "gemma3") == 0) a = MODEL_ARCH_GEMMA3;
+  else if (strcmp(arch, "phi3") == 0) a = MODEL_ARCH_PHI3;
+  else if (strcmp(arch, "granite") == 0) a = MODEL_ARCH_GRANITE;
+  else if (strcmp(arch, "smollm3") == 0) a = MODEL_ARCH_SMOLLM3;
   else {
-    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3)\n",
+    fprintf(stderr,
+            "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, "
+            "smollm3)\n",
             arch);
     return 2;
   }
@@ -369,7 +375,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3] [--ctx N]\n");
     return 2;
   }
   if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed, n_ctx);
