@@ -138,10 +138,11 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   CK(gguf_writer_add_str(s.w, "general.architecture", an));
   CK(gguf_writer_add_str(s.w, "general.name", "parley random model"));
   if (g->vocab_path) {
-    CK(model_testgen_copy_vocab(s.w, g->vocab_path, false, &g_copy.n_vocab));
+    CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
   } else {
     CK(model_testgen_mark_no_vocab(s.w, an, g->n_vocab));
   }
+  if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, KEY("context_length"), (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, KEY("embedding_length"), (uint32_t)E));
   CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));

@@ -65,6 +65,8 @@ typedef struct model_testgen_arch {
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
+  const char *chat_template; /* NULL, or tokenizer.chat_template's text
+                             (replacing the copied vocabulary's) */
 } model_testgen_arch;
 
 /* Small test shapes: n_embd 64, 2 layers, 4 heads, vocab 300, context 128,
