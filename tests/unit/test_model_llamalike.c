@@ -66,16 +66,19 @@ static model_testgen_arch shape_b(enum model_arch arch) {
 }
 
 /* F32 weights: f32 rounding only (NMSE ~1e-12); the issue's bar is 1e-4,
- * held at 1e-8 so that a wrong factor set (short for long: ~1e-2), a
- * missing multiplier, RoPE on a NoPE layer or a window off by one cannot
- * hide. */
+ * held at 1e-8 so that a wrong factor set (short for long: ~1e-1), a
+ * missing multiplier, RoPE on a NoPE layer or a window off by one (all
+ * 1e-3 or more) cannot hide. With the F16 cache numpy rounds the same
+ * keys and values, but a value that f32 rounding puts on the other side
+ * of a half-way point rounds apart: up to 1e-8 measured (smollm3), so
+ * 1e-7 there. */
 static void check_logits(model_testgen_arch g, const char *name, int n_tok) {
   char path[512];
   if (!ref_write_arch(&g, name, path, sizeof path)) return;
   double e = ref_compare(REF, path, PROMPT, n_tok, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = ref_compare(REF, path, PROMPT, n_tok, MODEL_KV_F16, 1);
-  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  EXPECT_TRUE(e >= 0 && e < 1e-7);
 }
 
 static model *open_model(const model_testgen_arch *g, const char *name) {
@@ -201,7 +204,7 @@ TEST(model_phi3_long_prompt_matches_numpy) {
   char path[512];
   if (!ref_write_arch(&g, "phi3_long", path, sizeof path)) return;
   double e = ref_compare(REF, path, toks, N, MODEL_KV_F16, 2);
-  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  EXPECT_TRUE(e >= 0 && e < 1e-7);
 }
 
 /* Greedy 32 tokens after a 12-token prompt, one model_forward per token,
