@@ -47,7 +47,8 @@
 #include "kernels/tensor_type.h"
 
 /* ---- architecture table ---------------------------------------------------
- * one row per architecture file (llama.c, qwen.c, bert.c, gemma.c). */
+ * one row per architecture (files llama.c, qwen.c, bert.c, gemma.c,
+ * llamalike.c). */
 static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LLAMA] = &model_arch_llama,
     [MODEL_ARCH_QWEN2] = &model_arch_qwen2,
