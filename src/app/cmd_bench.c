@@ -312,24 +312,53 @@ done:
   return status;
 }
 
-/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3: the small F32 shape of
- * testgen_arch (bert: an embedding model with mean pooling; gemma: sliding
- * window 8), optionally with a real vocabulary. */
-static int gen_model_arch(const char *out, const char *arch, const char *vocab, int64_t seed, int64_t n_ctx) {
+/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3: the
+ * small F32 shape of testgen_arch (bert: an embedding model with mean
+ * pooling; gemma, phi3: sliding window 8), optionally with a real
+ * vocabulary. */
+/* The text of a --chat-template file (malloc'd), or NULL after printing
+ * why it cannot be read. */
+static char *read_template(const char *path) {
+  FILE *f = fopen(path, "rb");
+  buf b = BUF_INIT;
+  char chunk[4096];
+  size_t n;
+  while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (16u << 20)) buf_append(&b, chunk, n);
+  if (!f || ferror(f) || !b.data) {
+    fprintf(stderr, "parley gen-model: cannot read the chat template '%s'\n", path);
+    if (f) fclose(f);
+    buf_free(&b);
+    return NULL;
+  }
+  fclose(f);
+  return buf_detach(&b, NULL);
+}
+
+static int gen_model_llama(const char *out, const char *shape, const char *type, const char *vocab,
+                           const char *tmpl_text, const char *gname, int64_t seed, int64_t n_ctx);
+
+static int gen_model_arch(const char *out, const char *arch, const char *vocab, const char *tmpl_text, int64_t seed,
+                          int64_t n_ctx) {
   enum model_arch a;
   if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
   else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
   else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
   else if (strcmp(arch, "gemma2") == 0) a = MODEL_ARCH_GEMMA2;
   else if (strcmp(arch, "gemma3") == 0) a = MODEL_ARCH_GEMMA3;
+  else if (strcmp(arch, "phi3") == 0) a = MODEL_ARCH_PHI3;
+  else if (strcmp(arch, "granite") == 0) a = MODEL_ARCH_GRANITE;
+  else if (strcmp(arch, "smollm3") == 0) a = MODEL_ARCH_SMOLLM3;
   else {
-    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3)\n",
+    fprintf(stderr,
+            "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, "
+            "smollm3)\n",
             arch);
     return 2;
   }
   model_testgen_arch g = model_testgen_arch_small(a);
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
+  g.chat_template = tmpl_text;
   if (n_ctx) g.n_ctx = n_ctx;
   if (model_testgen_arch_write(&g, out)) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
@@ -369,10 +398,20 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3] [--ctx N]\n");
     return 2;
   }
-  if (strcmp(arch, "llama") != 0) return gen_model_arch(out, arch, vocab, seed, n_ctx);
+  char *tmpl_text = NULL;
+  if (tmpl_file && !(tmpl_text = read_template(tmpl_file))) return 1;
+  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, vocab, tmpl_text, seed, n_ctx)
+                                      : gen_model_llama(out, shape, type, vocab, tmpl_text, gname, seed, n_ctx);
+  free(tmpl_text);
+  return rc;
+}
+
+/* gen-model for the llama writer (testgen.h) and qwen2.5-0.5b's shape. */
+static int gen_model_llama(const char *out, const char *shape, const char *type, const char *vocab,
+                           const char *tmpl_text, const char *gname, int64_t seed, int64_t n_ctx) {
   bool k_m = strcasecmp(type, "Q4_K_M") == 0;
   enum tensor_type t = TENSOR_TYPE_F32;
   if (!k_m && tensor_type_from_name(type, &t)) {
@@ -381,7 +420,7 @@ int cmd_gen_model(int argc, char **argv) {
   }
   if (k_m) t = TENSOR_TYPE_Q4_K;
   if (strcmp(shape, "qwen2.5-0.5b") == 0) {
-    if (vocab || tmpl_file || n_ctx) {
+    if (vocab || tmpl_text || n_ctx) {
       fprintf(stderr, "parley gen-model: --shape qwen2.5-0.5b takes only --type and --seed\n");
       return 2;
     }
@@ -408,25 +447,8 @@ int cmd_gen_model(int argc, char **argv) {
   g.vocab_path = vocab;
   g.name = gname;
   if (n_ctx) g.n_ctx = n_ctx;
-  char *tmpl_text = NULL;
-  if (tmpl_file) {
-    FILE *f = fopen(tmpl_file, "rb");
-    buf b = BUF_INIT;
-    char chunk[4096];
-    size_t n;
-    while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (16u << 20)) buf_append(&b, chunk, n);
-    if (!f || ferror(f) || !b.data) {
-      fprintf(stderr, "parley gen-model: cannot read the chat template '%s'\n", tmpl_file);
-      if (f) fclose(f);
-      buf_free(&b);
-      return 1;
-    }
-    fclose(f);
-    g.chat_template = tmpl_text = buf_detach(&b, NULL);
-  }
-  int rc = model_testgen_write(&g, out);
-  free(tmpl_text);
-  if (rc) {
+  g.chat_template = tmpl_text;
+  if (model_testgen_write(&g, out)) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
   }

@@ -47,7 +47,8 @@
 #include "kernels/tensor_type.h"
 
 /* ---- architecture table ---------------------------------------------------
- * one row per architecture file (llama.c, qwen.c, bert.c, gemma.c). */
+ * one row per architecture (files llama.c, qwen.c, bert.c, gemma.c,
+ * llamalike.c). */
 static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LLAMA] = &model_arch_llama,
     [MODEL_ARCH_QWEN2] = &model_arch_qwen2,
@@ -55,6 +56,9 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_BERT] = &model_arch_bert,
     [MODEL_ARCH_GEMMA2] = &model_arch_gemma2,
     [MODEL_ARCH_GEMMA3] = &model_arch_gemma3,
+    [MODEL_ARCH_PHI3] = &model_arch_phi3,
+    [MODEL_ARCH_GRANITE] = &model_arch_granite,
+    [MODEL_ARCH_SMOLLM3] = &model_arch_smollm3,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -436,6 +440,30 @@ int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows,
   int rc = bind_v(m, t, n_cols, n_rows, flags, fmt, ap);
   va_end(ap);
   return rc;
+}
+
+int model_bind_matrix_parts(model *m, model_tensor *parts, int n_parts, const int64_t *part_rows, int64_t n_cols,
+                            int flags, const char *fmt, ...) {
+  int64_t total = 0;
+  for (int i = 0; i < n_parts; i++) total += part_rows[i];
+  model_tensor whole;
+  va_list ap;
+  va_start(ap, fmt);
+  /* checked and counted as one tensor, never packed whole */
+  int rc = bind_v(m, &whole, n_cols, total, (flags & MODEL_BIND_OPTIONAL) | MODEL_BIND_ROWS, fmt, ap);
+  va_end(ap);
+  for (int i = 0; i < n_parts; i++) memset(&parts[i], 0, sizeof parts[i]);
+  if (rc || !whole.data) return rc;
+  int64_t row0 = 0;
+  for (int i = 0; i < n_parts; i++) {
+    model_tensor *t = &parts[i];
+    *t = whole;
+    t->n_rows = part_rows[i];
+    t->data = (const uint8_t *)whole.data + (size_t)row0 * whole.row_bytes;
+    row0 += part_rows[i];
+    if ((rc = bind_pack(m, t, (uint64_t)t->n_rows * whole.row_bytes))) return rc;
+  }
+  return 0;
 }
 
 int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...) {

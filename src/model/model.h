@@ -13,7 +13,8 @@
  *               tokens of several sequences (model_decode). A context
  *               belongs to one thread at a time.
  *   arch ops    a table of function pointers per architecture (llama, qwen2,
- *               qwen3, bert, gemma2, gemma3) chosen by general.architecture.
+ *               qwen3, bert, gemma2, gemma3, phi3, granite, smollm3) chosen
+ *               by general.architecture.
  *
  * Errors (negative ERR_* codes, err_detail() names the key or tensor):
  *   ERR_UNSUPPORTED  unknown general.architecture, a tensor type without a
@@ -44,6 +45,9 @@ enum model_arch {
   MODEL_ARCH_BERT,   /* bert.c: encoder only, model_embed() */
   MODEL_ARCH_GEMMA2, /* gemma.c */
   MODEL_ARCH_GEMMA3, /* gemma.c */
+  MODEL_ARCH_PHI3,    /* llamalike.c */
+  MODEL_ARCH_GRANITE, /* llamalike.c */
+  MODEL_ARCH_SMOLLM3, /* llamalike.c */
   MODEL_ARCH_COUNT
 };
 
@@ -76,7 +80,8 @@ typedef struct model_hparams {
                             swa_pattern - 1 (gemma2: 2, every other layer
                             from layer 0; gemma3: 6, five sliding then one
                             global); the architecture's constant, or
-                            ARCH.attention.sliding_window_pattern */
+                            ARCH.attention.sliding_window_pattern; 0 =
+                            every layer slides (phi3), as in llama.cpp */
   ops_rope rope_swa;     /* the sliding layers' RoPE: rope with base
                             ARCH.rope.freq_base_swa (gemma3: default
                             10000, no scaling) */
@@ -85,11 +90,20 @@ typedef struct model_hparams {
                             none */
   float final_softcap;   /* ARCH.final_logit_softcapping: the same on the
                             output logits; 0 = none */
+  int32_t nope_step;     /* NoPE layers: layer l applies no RoPE when
+                            (l + 1) % nope_step == 0 (smollm3: 4, every
+                            fourth layer); 0 = every layer rotates */
 } model_hparams;
 
 /* The window layer l attends within (hp->n_swa), or 0: the whole context. */
 static inline int64_t model_layer_window(const model_hparams *hp, int64_t l) {
-  return hp->n_swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1 ? hp->n_swa : 0;
+  if (hp->n_swa <= 0) return 0;
+  return hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1 ? hp->n_swa : 0;
+}
+
+/* Whether layer l rotates q and k (false on the NoPE layers, hp->nope_step). */
+static inline bool model_layer_rope(const model_hparams *hp, int64_t l) {
+  return hp->nope_step <= 0 || (l + 1) % hp->nope_step != 0;
 }
 
 typedef struct model model;

@@ -112,6 +112,15 @@ enum model_bind_flags {
  * resident memory holds one copy; t->data stays valid, re-read on use). */
 int model_bind_matrix(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags,
                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* A fused matrix (phi3's attn_qkv [q | k | v rows], ffn_up [gate | up
+ * rows]) bound as n_parts consecutive row ranges of part_rows[i] rows
+ * each, every part its own matrix (repacked or copied as
+ * model_bind_matrix does), so products read them like separate tensors.
+ * The shape check and its error are the whole tensor's ([n_cols, sum of
+ * part_rows]). Only MODEL_BIND_OPTIONAL is honoured in flags: absent, every
+ * part's data is NULL. */
+int model_bind_matrix_parts(model *m, model_tensor *parts, int n_parts, const int64_t *part_rows, int64_t n_cols,
+                            int flags, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* madvise(DONTNEED) on the whole pages inside p..p + bytes (a read-only
  * mapping's pages are re-read from the file on use, anonymous memory's
  * come back zeroed). Advisory: errors ignored. */
@@ -221,6 +230,9 @@ extern const model_arch_ops model_arch_qwen3; /* qwen.c */
 extern const model_arch_ops model_arch_bert;  /* bert.c */
 extern const model_arch_ops model_arch_gemma2; /* gemma.c */
 extern const model_arch_ops model_arch_gemma3; /* gemma.c */
+extern const model_arch_ops model_arch_phi3;    /* llamalike.c */
+extern const model_arch_ops model_arch_granite; /* llamalike.c */
+extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -1,6 +1,6 @@
 /*
- * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3
- * GGUF files (see testgen_arch.h).
+ * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3 /
+ * phi3 / granite / smollm3 GGUF files (see testgen_arch.h).
  *
  * Tensors are generated in f32 from one xorshift64* stream seeded from
  * g->seed, in file order (so a seed names a model), then converted to their
@@ -38,6 +38,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
   g.sliding_window = -1;
+  g.rope_finetuned = -1;
   g.seed = 1;
   if (arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3) {
     const bool g3 = arch == MODEL_ARCH_GEMMA3;
@@ -48,6 +49,25 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.attn_softcap = g3 ? 0.0f : 5.0f;
     g.final_softcap = g3 ? 0.0f : 8.0f;
     g.rope_freq_base = g3 ? 1000000.0f : 10000.0f;
+  }
+  if (arch == MODEL_ARCH_PHI3) {
+    g.head_dim = 16;
+    g.n_rot = 12;
+    g.sliding_window = 8;
+    g.rope_factors = 1;
+    g.n_ctx_orig = 32;
+    g.rope_attn_factor = 1.2f;
+  }
+  if (arch == MODEL_ARCH_GRANITE) {
+    g.tied = true;
+    g.embd_scale = 12.0f;
+    g.resid_scale = 0.22f;
+    g.attn_scale = 0.15f;
+    g.logit_scale = 8.0f;
+  }
+  if (arch == MODEL_ARCH_SMOLLM3) {
+    g.tied = true;
+    g.n_layer = 4;
   }
   return g;
 }
@@ -90,10 +110,14 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_BERT   ? "bert"
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
-                                                  : NULL;
+                   : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3
+                       ? model_arch_name(g->arch)
+                       : NULL;
   if (!an)
-    return err_set(ERR_UNSUPPORTED, "testgen: architecture %d is not qwen2, qwen3, bert, gemma2 or gemma3",
+    return err_set(ERR_UNSUPPORTED,
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite or smollm3",
                    (int)g->arch);
+  const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
@@ -114,10 +138,11 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   CK(gguf_writer_add_str(s.w, "general.architecture", an));
   CK(gguf_writer_add_str(s.w, "general.name", "parley random model"));
   if (g->vocab_path) {
-    CK(model_testgen_copy_vocab(s.w, g->vocab_path, false, &g_copy.n_vocab));
+    CK(model_testgen_copy_vocab(s.w, g->vocab_path, g->chat_template != NULL, &g_copy.n_vocab));
   } else {
     CK(model_testgen_mark_no_vocab(s.w, an, g->n_vocab));
   }
+  if (g->chat_template) CK(gguf_writer_add_str(s.w, "tokenizer.chat_template", g->chat_template));
   CK(gguf_writer_add_u32(s.w, KEY("context_length"), (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, KEY("embedding_length"), (uint32_t)E));
   CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));
@@ -144,12 +169,21 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (g->attn_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("attn_logit_softcapping"), g->attn_softcap));
   if (g->final_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("final_logit_softcapping"), g->final_softcap));
   if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
+  if (g->n_rot > 0) CK(gguf_writer_add_u32(s.w, KEY("rope.dimension_count"), (uint32_t)g->n_rot));
+  if (g->n_ctx_orig > 0)
+    CK(gguf_writer_add_u32(s.w, KEY("rope.scaling.original_context_length"), (uint32_t)g->n_ctx_orig));
+  if (g->rope_attn_factor != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.attn_factor"), g->rope_attn_factor));
+  if (g->embd_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("embedding_scale"), g->embd_scale));
+  if (g->resid_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("residual_scale"), g->resid_scale));
+  if (g->attn_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("attention.scale"), g->attn_scale));
+  if (g->logit_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("logit_scale"), g->logit_scale));
+  if (g->rope_finetuned >= 0) CK(gguf_writer_add_bool(s.w, KEY("rope.scaling.finetuned"), g->rope_finetuned != 0));
 #undef KEY
 
   const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);
-#define T(fmt, type, cols, rows, c, a)      \
-  do {                                      \
-    snprintf(name, sizeof name, fmt, i);    \
+#define T(fmt, type, cols, rows, c, a)             \
+  do {                                             \
+    snprintf(name, sizeof name, fmt, i);           \
     CK(testgen_add_tensor(&s, name, type, cols, rows, c, a)); \
   } while (0)
 #define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
@@ -182,17 +216,28 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     int i;
     const float a_embd = g->tied ? 3.0f * a_e : sqrtf(3.0f);
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, a_embd);
+    if (g->rope_factors) { /* pairs of the rotated dims: short near 1, long 2..6 */
+      const int64_t nr = (g->n_rot > 0 ? g->n_rot : hd) / 2;
+      T0("rope_factors_short.weight", TENSOR_TYPE_F32, nr, 0, 1.0f, 0.2f);
+      /* 2: all negative, for the loader's check */
+      T0("rope_factors_long.weight", TENSOR_TYPE_F32, nr, 0, g->rope_factors == 2 ? -1.0f : 4.0f,
+         g->rope_factors == 2 ? 0.5f : 2.0f);
+    }
     for (i = 0; i < (int)g->n_layer; i++) {
       T("blk.%d.attn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
-      T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
-      T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
       const int mb = more_bits(i, g->n_layer);
-      T("blk.%d.attn_v.weight", g->mixed ? g->type_v[mb] : g->type, E, KV, 0.0f, a_e);
+      if (phi3 && !g->separate_qkv) { /* [q | k | v] rows */
+        T("blk.%d.attn_qkv.weight", g->type, E, Q + 2 * KV, 0.0f, a_e);
+      } else {
+        T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
+        T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
+        T("blk.%d.attn_v.weight", g->mixed ? g->type_v[mb] : g->type, E, KV, 0.0f, a_e);
+      }
       if (g->arch == MODEL_ARCH_QWEN2) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
-      } else if (g->arch != MODEL_ARCH_GEMMA2) {
+      } else if (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
       }
@@ -201,8 +246,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
        * weight + 1 */
       if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
-      T("blk.%d.ffn_gate.weight", g->type, E, F, 0.0f, a_e);
-      T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
+      if (phi3) { /* [gate | up] rows */
+        T("blk.%d.ffn_up.weight", g->type, E, 2 * F, 0.0f, a_e);
+      } else {
+        T("blk.%d.ffn_gate.weight", g->type, E, F, 0.0f, a_e);
+        T("blk.%d.ffn_up.weight", g->type, E, F, 0.0f, a_e);
+      }
       T("blk.%d.ffn_down.weight", g->mixed ? g->type_down[mb] : g->type, F, E, 0.0f, a_f);
       if (gemma) T("blk.%d.post_ffw_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     }

@@ -1,8 +1,9 @@
 /*
  * testgen_arch.h - random-weight GGUF files of the qwen2, qwen3, bert,
- * gemma2 and gemma3 architectures, for the tests that compare
- * src/model/qwen.c, bert.c and gemma.c against the numpy references
- * (tools/ref_qwen.py, tools/ref_bert.py, tools/ref_gemma.py). Tensor names
+ * gemma2, gemma3, phi3, granite and smollm3 architectures, for the tests
+ * that compare src/model/qwen.c, bert.c, gemma.c and llamalike.c against
+ * the numpy references (tools/ref_qwen.py, ref_bert.py, ref_gemma.py,
+ * ref_llamalike.py). Tensor names
  * and keys are the ones llama.cpp's converter writes.
  *
  * Kept apart from testgen.c (the llama generator) so the two evolve
@@ -19,7 +20,8 @@
 #include "model/model.h"
 
 typedef struct model_testgen_arch {
-  enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2 or GEMMA3 */
+  enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
+                             PHI3, GRANITE or SMOLLM3 */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */
@@ -41,12 +43,30 @@ typedef struct model_testgen_arch {
   float final_softcap;    /* gemma: ARCH.final_logit_softcapping; 0 = absent */
   float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */
   int pooling_type;       /* written as ARCH.pooling_type; -1 = absent */
+  int64_t n_rot;          /* > 0: ARCH.rope.dimension_count (partial
+                             rotary); 0 = absent (head_dim) */
+  bool separate_qkv;      /* phi3: attn_q/k/v instead of the fused attn_qkv
+                             (ffn_up [gate | up] is always fused) */
+  int rope_factors;       /* phi3 LongRoPE: 1 = rope_factors_short.weight
+                             (1 +- 0.2) and rope_factors_long.weight (2..6);
+                             2 = the long ones all negative, for tests;
+                             0 = neither */
+  int64_t n_ctx_orig;     /* phi3: ARCH.rope.scaling.original_context_length;
+                             0 = absent */
+  float rope_attn_factor; /* phi3: ARCH.rope.scaling.attn_factor; 0 = absent */
+  float embd_scale, resid_scale, attn_scale, logit_scale; /* granite:
+                             ARCH.embedding_scale, residual_scale,
+                             attention.scale, logit_scale; 0 = absent */
+  int rope_finetuned;     /* granite: ARCH.rope.scaling.finetuned (0 or 1);
+                             -1 = absent */
   const char *bad_tensor; /* tests: this tensor gets one extra row (or
                              element), a wrong shape the loader must name */
   const char *missing_tensor; /* tests: this tensor is left out */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
+  const char *chat_template; /* NULL, or tokenizer.chat_template's text
+                             (replacing the copied vocabulary's) */
 } model_testgen_arch;
 
 /* Small test shapes: n_embd 64, 2 layers, 4 heads, vocab 300, context 128,
@@ -57,7 +77,11 @@ typedef struct model_testgen_arch {
  * (attention) and 8 (logits), small enough to bend the scores. gemma3:
  * 6 layers (five sliding, one global), 2 KV heads, head_dim 32, n_ff 160,
  * tied, window 8, rope base 1e6 (the sliding layers' 10000 is the
- * default). */
+ * default). phi3: 2 KV heads, head_dim 16 with 12 rotated (partial, like
+ * Phi-4-mini), fused attn_qkv and ffn_up, window 8, LongRoPE factors with
+ * original context 32 and attn_factor 1.2. granite: 2 KV heads, tied,
+ * multipliers embedding 12, residual 0.22, attention 0.15, logits / 8.
+ * smollm3: 4 layers (layer 3 without RoPE), 2 KV heads, tied. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -355,14 +355,20 @@ TEST(family_phi) {
   ASSERT_INT_EQ(detect(&p3, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_PHI3);
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_PHI3);
-  EXPECT_FALSE(fi.executable);
+  EXPECT_TRUE(fi.executable); /* src/model/llamalike.c */
+  EXPECT_TRUE(family_missing(&fi) == NULL);
   fake_model p4 = {.arch = "phi3", .name = "Phi 4 Mini Instruct", .tok_model = "gpt2", .tok_pre = "gpt-4o",
                    .tokens = {"<|assistant|>", "<|end|>", "<|tool_call|>"}};
   ASSERT_INT_EQ(detect(&p4, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_PHI4);
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS);
+  EXPECT_TRUE(fi.executable);
+  /* Phi-3.5-MoE shares the family, not the runtime */
+  fake_model moe = {.arch = "phimoe", .name = "Phi 3.5 MoE Instruct", .tok_model = "llama"};
+  ASSERT_INT_EQ(detect(&moe, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_PHI3);
   EXPECT_FALSE(fi.executable);
-  EXPECT_STR_CONTAINS(family_missing(&fi), "'phi3'");
+  EXPECT_STR_CONTAINS(family_missing(&fi), "'phimoe' (Phi-3) is not implemented yet");
 }
 
 TEST(family_smollm) {
@@ -377,7 +383,7 @@ TEST(family_smollm) {
   ASSERT_INT_EQ(detect(&m3, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_SMOLLM3);
   EXPECT_TRUE(CAPS(fi) & FAMILY_CAP_REASONING);
-  EXPECT_FALSE(fi.executable);
+  EXPECT_TRUE(fi.executable);
 }
 
 TEST(family_deepseek_r1_distill) {
@@ -424,10 +430,11 @@ TEST(family_granite) {
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS);
   EXPECT_STR_EQ(family_parser_name(fi.parser), "granite");
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_GRANITE);
-  EXPECT_FALSE(fi.executable);
+  EXPECT_TRUE(fi.executable);
   fake_model h = {.arch = "granitehybrid", .name = "Granite 4.0 H Tiny"};
   ASSERT_INT_EQ(detect(&h, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GRANITE);
+  EXPECT_FALSE(fi.executable); /* the hybrid (Mamba) architecture is its own */
 }
 
 TEST(family_hermes_functionary) {

@@ -30,7 +30,13 @@ export const CHAT_TEMPLATE =
 // sliding layers of window 8, one global) with the llama vocabulary and no
 // chat template of its own, so the Gemma family's default template renders
 // the chat (gemmaSkip says why not).
-export async function makeModelsDir({ bert = false, hermes = false, gemma = false } = {}) {
+// With llamalike: also <dir>/microsoft/phi3.gguf, <dir>/ibm/granite.gguf and
+// <dir>/hf/smollm3.gguf (src/model/llamalike.c: phi3 with its sliding window
+// and LongRoPE factors, granite's multipliers, smollm3's NoPE layers) with
+// the llama vocabulary; phi3 and granite carry their families' real chat
+// templates from ../shared/templates, smollm3 renders its family's default
+// (llamalikeSkip says why not).
+export async function makeModelsDir({ bert = false, hermes = false, gemma = false, llamalike = false } = {}) {
   if (!existsSync(LLAMA_VOCAB)) return { skip: `shared vocabulary not found at ${LLAMA_VOCAB}` };
   const dir = mkdtempSync(path.join(tmpdir(), 'parley-models-'));
   mkdirSync(path.join(dir, 'org'));
@@ -65,5 +71,25 @@ export async function makeModelsDir({ bert = false, hermes = false, gemma = fals
       '--ctx', '512']);
     if (g.code !== 0) gemmaSkip = `gen-model --arch gemma3 failed: ${g.stderr.trim()}`;
   }
-  return { dir, bertSkip, hermesSkip, gemmaSkip, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  let llamalikeSkip = null;
+  if (llamalike) {
+    const rows = [
+      ['microsoft/phi3.gguf', 'phi3', 'microsoft-Phi-3.5-mini-instruct.jinja'],
+      ['ibm/granite.gguf', 'granite', 'ibm-granite-granite-3.3-2B-Instruct.jinja'],
+      ['hf/smollm3.gguf', 'smollm3', null],
+    ];
+    for (const [file, arch, tmplName] of rows) {
+      mkdirSync(path.join(dir, path.dirname(file)), { recursive: true });
+      const args = ['gen-model', path.join(dir, file), '--arch', arch, '--vocab', LLAMA_VOCAB, '--ctx', '512'];
+      if (tmplName) {
+        const t = path.join(SHARED, 'templates', tmplName);
+        if (!existsSync(t)) { llamalikeSkip = `shared template not found at ${t}`; break; }
+        args.push('--chat-template', t);
+      }
+      const g = await runCli(args);
+      if (g.code !== 0) { llamalikeSkip = `gen-model --arch ${arch} failed: ${g.stderr.trim()}`; break; }
+    }
+  }
+  return { dir, bertSkip, hermesSkip, gemmaSkip, llamalikeSkip,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
