@@ -218,10 +218,216 @@ def deq_q8_K(data):
     return (b["d"].astype(F32)[:, None] * b["qs"].astype(F32)).reshape(-1)
 
 
+# ---- i-quants, ternary and microscaling types -------------------------------
+# The codebooks are format data; they are read from the C data file so both
+# sides index the same grids (their transcription is checked separately by the
+# C test against entries copied from the format). Everything else here (the
+# sign tables, level tables, bit layouts) is written out independently.
+
+KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=F32)
+# doubled E2M1 values: sign bit 3, magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (x2)
+E2M1_X2 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=F32)
+_GRIDS = {}
+
+
+def grid(name):
+    """Grid `name` as an (entries, bytes-per-entry) uint8 array."""
+    if not _GRIDS:
+        import os
+        import re
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "kernels", "iq_grids.c")
+        text = open(path).read()
+        for m in re.finditer(r"const uint(64|32)_t (\w+)\[(\d+)\] = \{(.*?)\};", text, re.S):
+            vals = [int(v, 16) for v in re.findall(r"0x([0-9a-f]+)", m.group(4))]
+            assert len(vals) == int(m.group(3)), m.group(2)
+            dt = "<u8" if m.group(1) == "64" else "<u4"
+            _GRIDS[m.group(2)] = np.array(vals, dtype=dt).view(np.uint8).reshape(len(vals), -1)
+    return _GRIDS[name]
+
+
+def ksigns():
+    """The 8 signs (+1/-1 floats) of each 7-bit sign field: bit 7 is set when
+    an odd number of the 7 bits is (an even count of negatives overall)."""
+    s7 = np.arange(128, dtype=np.uint8)
+    bits = np.unpackbits(s7[:, None], axis=1, bitorder="little")  # (128, 8), bit 7 = 0
+    bits[:, 7] = bits[:, :7].sum(axis=1) % 2
+    return np.where(bits == 1, F32(-1), F32(1))
+
+
+def sign_bits8(byte):
+    """+1/-1 floats of the 8 bits of each byte (bit j set: negative)."""
+    bits = np.unpackbits(np.asarray(byte, dtype=np.uint8)[..., None], axis=-1, bitorder="little")
+    return np.where(bits == 1, F32(-1), F32(1))
+
+
+def deq_iq4_nl(data):
+    b = blocks(data, [("d", "<f2"), ("qs", "u1", 16)])
+    return (f16(b["d"])[:, None] * KVALUES_IQ4NL[nibbles(b["qs"])]).reshape(-1)
+
+
+def deq_iq4_xs(data):
+    b = blocks(data, [("d", "<f2"), ("scales_h", "<u2"), ("scales_l", "u1", 4), ("qs", "u1", 128)])
+    d = f16(b["d"])
+    sh = b["scales_h"].astype(np.int32)
+    y = np.zeros((len(b), QK_K), dtype=F32)
+    for ib in range(8):
+        ls = ((b["scales_l"][:, ib // 2].astype(np.int32) >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4)
+        dl = d * (ls - 32).astype(F32)
+        y[:, 32 * ib: 32 * ib + 32] = dl[:, None] * KVALUES_IQ4NL[nibbles(b["qs"][:, 16 * ib: 16 * ib + 16])]
+    return y.reshape(-1)
+
+
+def deq_mxfp4(data):
+    b = blocks(data, [("e", "u1"), ("qs", "u1", 16)])
+    d = np.ldexp(F32(1), b["e"].astype(np.int32) - 128).astype(F32)
+    return (E2M1_X2[nibbles(b["qs"])] * d[:, None]).reshape(-1)
+
+
+def deq_tq1_0(data):
+    b = blocks(data, [("qs", "u1", 48), ("qh", "u1", 4), ("d", "<f2")])
+    d = f16(b["d"])[:, None]
+    pow3 = [1, 3, 9, 27, 81, 243]
+
+    def trits(byte, n):
+        q = (byte.astype(np.uint32) * pow3[n]) & 255
+        return ((q * 3) >> 8).astype(np.int32) - 1
+
+    out = []
+    for n in range(5):
+        out.append(trits(b["qs"][:, :32], n))
+    for n in range(5):
+        out.append(trits(b["qs"][:, 32:48], n))
+    for n in range(4):
+        out.append(trits(b["qh"], n))
+    return (np.concatenate(out, axis=1).astype(F32) * d).reshape(-1)
+
+
+def deq_tq2_0(data):
+    b = blocks(data, [("qs", "u1", 64), ("d", "<f2")])
+    d = f16(b["d"])[:, None]
+    out = []
+    for j in (0, 32):
+        for s in range(4):
+            out.append(((b["qs"][:, j: j + 32].astype(np.int32) >> (2 * s)) & 3) - 1)
+    return (np.concatenate(out, axis=1).astype(F32) * d).reshape(-1)
+
+
+def scale_q(d, s, add, mul):
+    """ggml's (d * (add + s)) * mul in float32, one rounding per operation."""
+    return (d * (F32(add) + s.astype(F32))) * F32(mul)
+
+
+def deq_iq2_xxs(data):
+    b = blocks(data, [("d", "<f2"), ("q", "<u4", 16)])
+    d, q = f16(b["d"]), b["q"].astype(np.int64)
+    g, ks = grid("iq2xxs_grid").astype(F32), ksigns()
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for ib in range(8):
+        a0, a1 = q[:, 2 * ib], q[:, 2 * ib + 1]
+        db = scale_q(d, a1 >> 28, 0.5, 0.25)
+        for l in range(4):
+            y[:, 4 * ib + l] = (db[:, None] * g[(a0 >> (8 * l)) & 255]) * ks[(a1 >> (7 * l)) & 127]
+    return y.reshape(-1)
+
+
+def deq_iq2_xs(data):
+    b = blocks(data, [("d", "<f2"), ("q", "<u2", 32), ("scales", "u1", 8)])
+    d, q = f16(b["d"]), b["q"].astype(np.int64)
+    g, ks = grid("iq2xs_grid").astype(F32), ksigns()
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for k in range(32):
+        sc = (b["scales"][:, k // 4].astype(np.int64) >> (4 * ((k % 4) // 2))) & 15
+        db = scale_q(d, sc, 0.5, 0.25)
+        y[:, k] = (db[:, None] * g[q[:, k] & 511]) * ks[q[:, k] >> 9]
+    return y.reshape(-1)
+
+
+def deq_iq2_s(data):
+    b = blocks(data, [("d", "<f2"), ("qs", "u1", 32), ("signs", "u1", 32), ("qh", "u1", 8), ("scales", "u1", 8)])
+    d = f16(b["d"])
+    g = grid("iq2s_grid").astype(F32)
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for k in range(32):
+        ib, l = k // 4, k % 4
+        sc = (b["scales"][:, ib].astype(np.int64) >> (4 * (l // 2))) & 15
+        db = scale_q(d, sc, 0.5, 0.25)
+        idx = b["qs"][:, k].astype(np.int64) | (((b["qh"][:, ib].astype(np.int64) >> (2 * l)) & 3) << 8)
+        y[:, k] = (db[:, None] * g[idx]) * sign_bits8(b["signs"][:, k])
+    return y.reshape(-1)
+
+
+def deq_iq3_xxs(data):
+    b = blocks(data, [("d", "<f2"), ("qs", "u1", 64), ("ss", "<u4", 8)])
+    d = f16(b["d"])
+    g, ks = grid("iq3xxs_grid").astype(F32), ksigns()
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for ib in range(8):
+        a = b["ss"][:, ib].astype(np.int64)
+        db = scale_q(d, a >> 28, 0.5, 0.5)
+        for l in range(4):
+            vals = np.concatenate([g[b["qs"][:, 8 * ib + 2 * l]], g[b["qs"][:, 8 * ib + 2 * l + 1]]], axis=1)
+            y[:, 4 * ib + l] = (db[:, None] * vals) * ks[(a >> (7 * l)) & 127]
+    return y.reshape(-1)
+
+
+def deq_iq3_s(data):
+    b = blocks(data, [("d", "<f2"), ("qs", "u1", 64), ("qh", "u1", 8), ("signs", "u1", 32), ("scales", "u1", 4)])
+    d = f16(b["d"])
+    g = grid("iq3s_grid").astype(F32)
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for ib in range(8):
+        sc = (b["scales"][:, ib // 2].astype(np.int64) >> (4 * (ib % 2))) & 15
+        db = d * (1 + 2 * sc).astype(F32)
+        qh = b["qh"][:, ib].astype(np.int64)
+        for l in range(4):
+            i1 = b["qs"][:, 8 * ib + 2 * l].astype(np.int64) | (((qh >> (2 * l)) & 1) << 8)
+            i2 = b["qs"][:, 8 * ib + 2 * l + 1].astype(np.int64) | (((qh >> (2 * l + 1)) & 1) << 8)
+            vals = np.concatenate([g[i1], g[i2]], axis=1)
+            y[:, 4 * ib + l] = (db[:, None] * vals) * sign_bits8(b["signs"][:, 4 * ib + l])
+    return y.reshape(-1)
+
+
+def deq_iq1_s(data):
+    b = blocks(data, [("d", "<f2"), ("qs", "u1", 32), ("qh", "<u2", 8)])
+    d = f16(b["d"])
+    g = grid("iq1s_grid").view(np.int8).astype(F32)
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for ib in range(8):
+        h = b["qh"][:, ib].astype(np.int64)
+        dl = d * (2 * ((h >> 12) & 7) + 1).astype(F32)
+        delta = np.where(h & 0x8000, F32(-0.125), F32(0.125)).astype(F32)
+        for l in range(4):
+            idx = b["qs"][:, 4 * ib + l].astype(np.int64) | (((h >> (3 * l)) & 7) << 8)
+            y[:, 4 * ib + l] = dl[:, None] * (g[idx] + delta[:, None])
+    return y.reshape(-1)
+
+
+def deq_iq1_m(data):
+    b = blocks(data, [("qs", "u1", 32), ("qh", "u1", 16), ("sc", "<u2", 4)])
+    sc = b["sc"].astype(np.int64)
+    dbits = (sc[:, 0] >> 12) | ((sc[:, 1] >> 8) & 0xF0) | ((sc[:, 2] >> 4) & 0xF00) | (sc[:, 3] & 0xF000)
+    d = dbits.astype("<u2").view("<f2").astype(F32)
+    g = grid("iq1s_grid").view(np.int8).astype(F32)
+    y = np.zeros((len(b), 32, 8), dtype=F32)
+    for ib in range(8):
+        w = sc[:, ib // 2]
+        for l in range(4):
+            s3 = (w >> (6 * (ib % 2) + 3 * (l // 2))) & 7
+            dl = d * (2 * s3 + 1).astype(F32)
+            nib = (b["qh"][:, 2 * ib + l // 2].astype(np.int64) >> (4 * (l % 2))) & 15
+            idx = b["qs"][:, 4 * ib + l].astype(np.int64) | ((nib & 7) << 8)
+            delta = np.where(nib & 8, F32(-0.125), F32(0.125)).astype(F32)
+            y[:, 4 * ib + l] = dl[:, None] * (g[idx] + delta[:, None])
+    return y.reshape(-1)
+
+
 DEQUANT = {
     "F32": deq_f32, "F16": deq_f16, "BF16": deq_bf16, "Q4_0": deq_q4_0, "Q4_1": deq_q4_1,
     "Q5_0": deq_q5_0, "Q5_1": deq_q5_1, "Q8_0": deq_q8_0, "Q2_K": deq_q2_K, "Q3_K": deq_q3_K,
     "Q4_K": deq_q4_K, "Q5_K": deq_q5_K, "Q6_K": deq_q6_K, "Q8_K": deq_q8_K,
+    "IQ4_NL": deq_iq4_nl, "IQ4_XS": deq_iq4_xs, "MXFP4": deq_mxfp4, "TQ1_0": deq_tq1_0, "TQ2_0": deq_tq2_0,
+    "IQ2_XXS": deq_iq2_xxs, "IQ2_XS": deq_iq2_xs, "IQ2_S": deq_iq2_s, "IQ3_XXS": deq_iq3_xxs,
+    "IQ3_S": deq_iq3_s, "IQ1_S": deq_iq1_s, "IQ1_M": deq_iq1_m,
 }
 
 

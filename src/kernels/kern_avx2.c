@@ -22,6 +22,7 @@
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
 #include "kernels/kern_x86_xf.h"
+#include "kernels/kern_x86_iq.h"
 
 int kern_ops_avx2(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -30,6 +31,7 @@ int kern_ops_avx2(struct kern_ops *ops) {
     return 0;
   ops->isa = "avx2";
   x86_fill_ops(ops);
+  x86_fill_iq_ops(ops); /* IQ4_XS, IQ3_*, IQ2_* */
   x86_fill_ops_rect(ops);
   x86_fill_ops_gemv(ops); /* one-token F32/F16/BF16 (decode) */
   x86_fill_packed_ops(ops);

@@ -37,6 +37,7 @@
 #include "kernels/kern_x512_qk.h"
 #include "kernels/kern_x512_f16.h"
 #include "kernels/kern_x512_xf.h"
+#include "kernels/kern_x86_iq.h"
 
 int kern_ops_avx512(struct kern_ops *ops) {
   __builtin_cpu_init();
@@ -47,6 +48,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
     return 0;
   ops->isa = "avx512-vnni";
   x86_fill_ops(ops);
+  x86_fill_iq_ops(ops); /* IQ4_XS, IQ3_*, IQ2_* */
   x86_fill_ops_rect(ops);
   x512_fill_f16_ops(ops); /* 512-bit F32/F16/BF16 tile and rect */
   x86_fill_packed_ops(ops);

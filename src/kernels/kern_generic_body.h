@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/iq_grids.h"
 #include "kernels/kernels_impl.h"
 
 #define GL 8 /* lanes */
@@ -91,7 +92,7 @@ GEN_FN static void gen_tile_bf16(const void *w, int64_t n, const void *x, size_t
 
 /* Block ib unpacked to q[32] (signed for kind 0..2, else unsigned with the
  * offset m); kinds as in kern_x86_body.h: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 Q4_1,
- * 4 Q5_1. Element j: nibbles low for j < 16, high for j >= 16. */
+ * 4 Q5_1, 5 IQ4_NL (signed levels). Element j: nibbles low for j < 16, high for j >= 16. */
 static inline void gen_unpack32(const uint8_t *w, int64_t ib, int kind, int *q, float *d,
                                 float *m) {
   const uint8_t *qs = NULL, *qhp = NULL;
@@ -101,6 +102,15 @@ static inline void gen_unpack32(const uint8_t *w, int64_t ib, int kind, int *q, 
     const block_q8_0 *b = (const block_q8_0 *)w + ib;
     *d = gen_f16(&b->d);
     for (int j = 0; j < 32; j++) q[j] = b->qs[j];
+    return;
+  }
+  case 5: {
+    const block_iq4_nl *b = (const block_iq4_nl *)w + ib;
+    *d = gen_f16(&b->d);
+    for (int j = 0; j < 16; j++) {
+      q[j] = kvalues_iq4nl[b->qs[j] & 15];
+      q[j + 16] = kvalues_iq4nl[b->qs[j] >> 4];
+    }
     return;
   }
   case 1: {
@@ -160,7 +170,7 @@ static void gen_tile_q32(const void *w, int64_t n, const void *x, size_t xs, int
         for (int k = 0; k < 4; k++) s += q[4 * l + k] * xb[ib].qs[4 * l + k];
         a[l] = fmaf(dd, (float)s, a[l]);
       }
-      if (kind >= 3) macc = fmaf(m, xb[ib].s, macc);
+      if (kind == 3 || kind == 4) macc = fmaf(m, xb[ib].s, macc);
     }
     for (int l = 0; l < GL; l++) acc[0][l] += acc[1][l];
     y[t * ys] = gen_hsum(acc[0]) + macc;
@@ -176,6 +186,7 @@ GEN_Q32(q8_0, 0)
 GEN_Q32(q5_0, 2)
 GEN_Q32(q4_1, 3)
 GEN_Q32(q5_1, 4)
+GEN_Q32(iq4_nl, 5)
 
 /* Q4_0 x kern_pair_q8 (kern_x86_body.h body_q4_0p): per pair of blocks,
  * lane l belongs to block 2p + l / 4 and sums (q - 8) x over elements
@@ -436,6 +447,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q5_0] = gen_tile_q5_0;
   ops->tile[TENSOR_TYPE_Q4_1] = gen_tile_q4_1;
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;
+  ops->tile[TENSOR_TYPE_IQ4_NL] = gen_tile_iq4_nl;
+  ops->act[TENSOR_TYPE_IQ4_NL] = KERN_ACT_Q8;
   ops->tile[TENSOR_TYPE_Q4_K] = gen_tile_q4_K;
   ops->tile[TENSOR_TYPE_Q5_K] = gen_tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = gen_tile_q6_K;

@@ -11,10 +11,12 @@
 
 #define GEN_FN
 #include "kernels/kern_generic_body.h"
+#include "kernels/kern_generic_iq.h"
 
 int kern_ops_neon(struct kern_ops *ops) {
   ops->isa = "neon";
   gen_fill_ops(ops);
+  gen_fill_iq_ops(ops);
   return 1;
 }
 

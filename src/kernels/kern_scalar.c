@@ -8,9 +8,11 @@
 
 #define GEN_FN
 #include "kernels/kern_generic_body.h"
+#include "kernels/kern_generic_iq.h"
 
 int kern_ops_scalar(struct kern_ops *ops) {
   ops->isa = "scalar";
   gen_fill_ops(ops);
+  gen_fill_iq_ops(ops);
   return 1;
 }

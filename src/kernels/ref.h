@@ -39,6 +39,18 @@ void ref_dequant_q4_K(const void *src, float *dst, int64_t n);
 void ref_dequant_q5_K(const void *src, float *dst, int64_t n);
 void ref_dequant_q6_K(const void *src, float *dst, int64_t n);
 void ref_dequant_q8_K(const void *src, float *dst, int64_t n);
+void ref_dequant_iq4_nl(const void *src, float *dst, int64_t n);
+void ref_dequant_iq4_xs(const void *src, float *dst, int64_t n);
+void ref_dequant_mxfp4(const void *src, float *dst, int64_t n);
+void ref_dequant_tq1_0(const void *src, float *dst, int64_t n);
+void ref_dequant_tq2_0(const void *src, float *dst, int64_t n);
+void ref_dequant_iq2_xxs(const void *src, float *dst, int64_t n);
+void ref_dequant_iq2_xs(const void *src, float *dst, int64_t n);
+void ref_dequant_iq2_s(const void *src, float *dst, int64_t n);
+void ref_dequant_iq3_xxs(const void *src, float *dst, int64_t n);
+void ref_dequant_iq3_s(const void *src, float *dst, int64_t n);
+void ref_dequant_iq1_s(const void *src, float *dst, int64_t n);
+void ref_dequant_iq1_m(const void *src, float *dst, int64_t n);
 
 void ref_quant_f32(const float *src, void *dst, int64_t n);
 void ref_quant_f16(const float *src, void *dst, int64_t n);
@@ -54,5 +66,17 @@ void ref_quant_q4_K(const float *src, void *dst, int64_t n);
 void ref_quant_q5_K(const float *src, void *dst, int64_t n);
 void ref_quant_q6_K(const float *src, void *dst, int64_t n);
 void ref_quant_q8_K(const float *src, void *dst, int64_t n);
+void ref_quant_iq4_nl(const float *src, void *dst, int64_t n);
+void ref_quant_iq4_xs(const float *src, void *dst, int64_t n);
+void ref_quant_mxfp4(const float *src, void *dst, int64_t n);
+void ref_quant_tq1_0(const float *src, void *dst, int64_t n);
+void ref_quant_tq2_0(const float *src, void *dst, int64_t n);
+void ref_quant_iq2_xxs(const float *src, void *dst, int64_t n);
+void ref_quant_iq2_xs(const float *src, void *dst, int64_t n);
+void ref_quant_iq2_s(const float *src, void *dst, int64_t n);
+void ref_quant_iq3_xxs(const float *src, void *dst, int64_t n);
+void ref_quant_iq3_s(const float *src, void *dst, int64_t n);
+void ref_quant_iq1_s(const float *src, void *dst, int64_t n);
+void ref_quant_iq1_m(const float *src, void *dst, int64_t n);
 
 #endif

@@ -217,6 +217,139 @@ _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K");
 
+/* ---- i-quants, ternary and microscaling types ---------------------------
+ * Grid types decode groups of 8 (or 4) elements from one codebook entry
+ * (kernels/iq_grids.h); "sign bits" give the element's sign (bit j set:
+ * element j negative). A 7-bit sign field s expands to 8 bits as s with bit 7
+ * = parity of s (an even count of negatives), ggml's ksigns_iq2xs table.
+ * Element j of a 256-block is in sub-block ib = j / 32, group l = (j % 32) / 8. */
+#define QK4_NL 32
+#define QK_MXFP4 32
+
+/* IQ4_NL, 18 bytes: x[j] = d * kvalues_iq4nl[q[j]], nibbles as in Q4_0. */
+typedef struct {
+  uint16_t d;              /* f16 scale */
+  uint8_t qs[QK4_NL / 2];  /* 16 bytes: 32 x 4-bit table index */
+} block_iq4_nl;
+
+/* IQ4_XS, 136 bytes, 8 sub-blocks of 32: sub-block ib has a 6-bit scale
+ * ls = (scales_l[ib/2] >> 4*(ib%2)) & 15 | ((scales_h >> 2*ib) & 3) << 4,
+ * x = (d * (ls - 32)) * kvalues_iq4nl[q]; sub-block ib's 32 nibbles are in
+ * qs[16*ib .. 16*ib+15] laid out as Q4_0's. */
+typedef struct {
+  uint16_t d;              /* f16 super-block scale */
+  uint16_t scales_h;       /* high 2 bits of the 8 scales */
+  uint8_t scales_l[QK_K / 64]; /* 4 bytes: low 4 bits of the 8 scales */
+  uint8_t qs[QK_K / 2];    /* 128 bytes: 4-bit table indices */
+} block_iq4_xs;
+
+/* IQ2_XXS, 66 bytes. Sub-block ib: two little-endian u32 at qs[4*ib]: a0 holds
+ * the 4 groups' grid indices (byte l), a1 holds 4 x 7 sign bits (bits 7l..7l+6)
+ * and the scale s = a1 >> 28; x = ((d * (0.5 + s)) * 0.25) * iq2xxs_grid[...]. */
+typedef struct {
+  uint16_t d;
+  uint16_t qs[QK_K / 8];   /* 64 bytes */
+} block_iq2_xxs;
+
+/* IQ2_XS, 74 bytes. Group l of sub-block ib: u16 v = qs[4*ib + l], grid index
+ * v & 511 (iq2xs_grid), 7 sign bits v >> 9; scale of groups 0-1 is
+ * scales[ib] & 15, of groups 2-3 scales[ib] >> 4; x = ((d * (0.5 + s)) * 0.25) * g. */
+typedef struct {
+  uint16_t d;
+  uint16_t qs[QK_K / 8];   /* 64 bytes */
+  uint8_t scales[QK_K / 32];
+} block_iq2_xs;
+
+/* IQ2_S, 82 bytes. Group l of sub-block ib: grid index (iq2s_grid, 10 bits)
+ * qs[4*ib + l] | ((qh[ib] >> 2*l) & 3) << 8, 8 sign bits qs[32 + 4*ib + l];
+ * scales as IQ2_XS. */
+typedef struct {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];    /* 32 bytes of grid indices, then 32 bytes of signs */
+  uint8_t qh[QK_K / 32];
+  uint8_t scales[QK_K / 32];
+} block_iq2_s;
+
+/* IQ3_XXS, 98 bytes. Sub-block ib: grid indices (iq3xxs_grid, 4 elements each)
+ * qs[8*ib + 2*l] (elements 0-3 of group l) and qs[8*ib + 2*l + 1] (4-7); a
+ * little-endian u32 a at qs[64 + 4*ib] holds 4 x 7 sign bits and s = a >> 28;
+ * x = ((d * (0.5 + s)) * 0.5) * g. */
+typedef struct {
+  uint16_t d;
+  uint8_t qs[3 * QK_K / 8]; /* 64 bytes of indices, 32 of signs and scales */
+} block_iq3_xxs;
+
+/* IQ3_S, 110 bytes. Half-group h (0..7) of sub-block ib: grid index (iq3s_grid,
+ * 9 bits) qs[8*ib + h] | ((qh[ib] >> h) & 1) << 8; 8 sign bits signs[4*ib + l];
+ * scale s = scales[ib/2] >> 4*(ib%2) & 15, x = (d * (1 + 2*s)) * g. */
+typedef struct {
+  uint16_t d;
+  uint8_t qs[QK_K / 4];
+  uint8_t qh[QK_K / 32];
+  uint8_t signs[QK_K / 8];
+  uint8_t scales[QK_K / 64];
+} block_iq3_s;
+
+/* IQ1_S, 50 bytes. Sub-block ib: u16 h = qh[ib]; group l's grid index
+ * (iq1s_grid, int8 entries -1/0/1) qs[4*ib + l] | ((h >> 3*l) & 7) << 8;
+ * scale s = (h >> 12) & 7, delta = h & 0x8000 ? -1/8 : 1/8;
+ * x = (d * (2*s + 1)) * (g + delta). */
+typedef struct {
+  uint16_t d;
+  uint8_t qs[QK_K / 8];
+  uint16_t qh[QK_K / 32];
+} block_iq1_s;
+
+/* IQ1_M, 56 bytes. The f16 d is spread over the top nibbles of the 4 u16
+ * scale words w[k] (bits 0-3 from w[0], 4-7 from w[1], ...). Sub-block ib:
+ * groups 0-1 have 3-bit scale (w[ib/2] >> 6*(ib%2)) & 7, groups 2-3 the 3 bits
+ * above; group l's grid index qs[4*ib + l] | ((qh[2*ib + l/2] >> 4*(l%2)) & 7) << 8,
+ * its delta sign bit 3 of that nibble; x = (d * (2*s + 1)) * (g + delta). */
+typedef struct {
+  uint8_t qs[QK_K / 8];
+  uint8_t qh[QK_K / 16];
+  uint8_t scales[QK_K / 32]; /* 4 little-endian u16 w[k] */
+} block_iq1_m;
+
+/* TQ1_0, 54 bytes, ternary: x = (t - 1) * d, t in 0..2. A byte b holds 5 (qs)
+ * or 4 (qh) trits as b = ceil(v * 256 / 243), v = sum t_n 3^(4-n) (qh pads a
+ * fifth zero trit); trit n is ((b * 3^n mod 256) * 3) >> 8. Elements: qs[m]
+ * (m < 32) trit n is 32n + m; qs[32 + m] (m < 16) trit n is 160 + 16n + m;
+ * qh[m] trit n is 240 + 4n + m. */
+typedef struct {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;
+} block_tq1_0;
+
+/* TQ2_0, 66 bytes: x = (q - 1) * d, q 2-bit; element 128h + 32s + m is
+ * (qs[32h + m] >> 2s) & 3. */
+typedef struct {
+  uint8_t qs[QK_K / 4];
+  uint16_t d;
+} block_tq2_0;
+
+/* MXFP4, 17 bytes: e is an E8M0 exponent, d = 2^(e - 128) (half the scale, as
+ * the table holds doubled E2M1 values); x = kvalues_mxfp4[q] * d, nibbles as
+ * in Q4_0. */
+typedef struct {
+  uint8_t e;
+  uint8_t qs[QK_MXFP4 / 2];
+} block_mxfp4;
+
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs");
+_Static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs");
+_Static_assert(sizeof(block_iq2_s) == 82, "block_iq2_s");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs");
+_Static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s");
+_Static_assert(sizeof(block_iq1_s) == 50, "block_iq1_s");
+_Static_assert(sizeof(block_iq1_m) == 56, "block_iq1_m");
+_Static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0");
+_Static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4");
+
 /* ---- half precision ----------------------------------------------------
  * IEEE binary16 and bfloat16, both rounding to nearest, ties to even.
  * Subnormals are kept (not flushed), infinities stay infinities, NaN stays

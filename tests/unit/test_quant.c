@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "kernels/iq_grids.h"
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 
@@ -64,7 +65,10 @@ static float rng_gauss(void) {
 static const uint32_t ref_types[] = {
     TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1,
     TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
-    TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_Q8_K};
+    TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_Q8_K, TENSOR_TYPE_IQ4_NL,
+    TENSOR_TYPE_IQ4_XS, TENSOR_TYPE_MXFP4, TENSOR_TYPE_TQ1_0, TENSOR_TYPE_TQ2_0, TENSOR_TYPE_IQ2_XXS,
+    TENSOR_TYPE_IQ2_XS, TENSOR_TYPE_IQ2_S, TENSOR_TYPE_IQ3_XXS, TENSOR_TYPE_IQ3_S, TENSOR_TYPE_IQ1_S,
+    TENSOR_TYPE_IQ1_M};
 #define N_REF (sizeof ref_types / sizeof ref_types[0])
 
 /* ---- the table ------------------------------------------------------------ */
@@ -89,7 +93,7 @@ TEST(quant_type_table) {
   EXPECT_TRUE(tensor_type_get(1000) == NULL);
   EXPECT_STR_EQ(tensor_type_name(5), "unknown");
   for (size_t i = 0; i < N_REF; i++) EXPECT_TRUE(tensor_type_get(ref_types[i])->supported);
-  EXPECT_FALSE(tensor_type_get(TENSOR_TYPE_IQ2_XXS)->supported);
+  EXPECT_FALSE(tensor_type_get(TENSOR_TYPE_Q8_1)->supported);
   enum tensor_type t;
   EXPECT_INT_EQ(tensor_type_from_name("q6_k", &t), 0);
   EXPECT_INT_EQ(t, TENSOR_TYPE_Q6_K);
@@ -98,7 +102,7 @@ TEST(quant_type_table) {
   EXPECT_INT_EQ(tensor_type_row_bytes(TENSOR_TYPE_Q4_K, 512, &n), 0);
   EXPECT_INT_EQ(n, 288);
   EXPECT_INT_EQ(tensor_type_row_bytes(TENSOR_TYPE_Q4_K, 100, &n), ERR_RANGE);
-  EXPECT_INT_EQ(ref_dequantize_row(TENSOR_TYPE_IQ2_XXS, NULL, NULL, 256), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(ref_dequantize_row(TENSOR_TYPE_Q8_1, NULL, NULL, 256), ERR_UNSUPPORTED);
   EXPECT_INT_EQ(ref_quantize_row(TENSOR_TYPE_Q8_0, NULL, NULL, 33), ERR_RANGE);
 }
 
@@ -218,7 +222,18 @@ static void make_data(float *x, int n) {
 static void sane_scales(uint32_t t, uint8_t *blk) {
   int offs[2] = {-1, -1};
   switch (t) {
-    case TENSOR_TYPE_Q4_0: case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: offs[0] = 0; break;
+    case TENSOR_TYPE_Q4_0: case TENSOR_TYPE_Q5_0: case TENSOR_TYPE_Q8_0: case TENSOR_TYPE_IQ4_NL:
+    case TENSOR_TYPE_IQ4_XS: case TENSOR_TYPE_IQ2_XXS: case TENSOR_TYPE_IQ2_XS: case TENSOR_TYPE_IQ2_S:
+    case TENSOR_TYPE_IQ3_XXS: case TENSOR_TYPE_IQ3_S: case TENSOR_TYPE_IQ1_S:
+      offs[0] = 0;
+      break;
+    case TENSOR_TYPE_TQ1_0: offs[0] = 52; break;
+    case TENSOR_TYPE_TQ2_0: offs[0] = 64; break;
+    case TENSOR_TYPE_IQ1_M: { /* the f16 d is the top nibbles of the 4 scale words at 48..55 */
+      uint16_t h = f32_to_fp16(rng_gauss() * 0.05f);
+      for (int k = 0; k < 4; k++) blk[48 + 2 * k + 1] = (uint8_t)((blk[48 + 2 * k + 1] & 0x0f) | ((h >> 4 * k) & 15) << 4);
+      return;
+    }
     case TENSOR_TYPE_Q4_1: case TENSOR_TYPE_Q5_1: case TENSOR_TYPE_Q4_K: case TENSOR_TYPE_Q5_K:
       offs[0] = 0, offs[1] = 2;
       break;
@@ -320,7 +335,20 @@ TEST(quant_dequant_bit_identical_to_numpy) {
  *   Q2_K  D = 3.6/3    -> 1.2e-1 (the scan lowers it)  bound 2e-1
  *   F16   relative 2^-11 -> ~1e-7      bound 1e-6;  BF16 2^-8 -> ~5e-6  bound 3e-5
  * Bounds are about 2-3x the estimate: loose enough for the data's
- * variation, tight enough to catch a wrong scale or a swapped nibble. */
+ * variation, tight enough to catch a wrong scale or a swapped nibble.
+ * Table and grid types, no simple step: the estimate is what a good
+ * quantizer of a gaussian reaches at that rate (measured here: 5.4e-3
+ * IQ4_NL, 5.5e-3 IQ4_XS, 1.3e-2 MXFP4, 0.20 TQ1_0, 0.14 TQ2_0, 0.11 IQ2_XXS,
+ * 0.080 IQ2_XS, 0.057 IQ2_S, 0.032 IQ3_XXS, 0.017 IQ3_S, 0.20 IQ1_S, 0.17
+ * IQ1_M; the Shannon limit at R bits per weight is 2^-2R, e.g. 0.0625 at 2):
+ *   IQ4_NL, IQ4_XS  16 levels fitted to a gaussian, as Q4_0 -> bound 1.5e-2
+ *   MXFP4  8 magnitudes 0..6 spaced ever wider, power-of-2 scale -> 3e-2
+ *   TQ1_0  3 levels: the best 3-level quantizer of a gaussian has 0.19 -> 0.25
+ *   TQ2_0  levels -1, 0, 1, 2 (the best symmetric 4-level has 0.12) -> 0.2
+ *   IQ2_XXS 2.06 bpw -> 0.2, IQ2_XS 2.31 -> 0.15, IQ2_S 2.56 -> 0.12,
+ *   IQ3_XXS 3.06 -> 0.07, IQ3_S 3.44 -> 0.04, IQ1_S 1.56 -> 0.3, IQ1_M 1.75 -> 0.26
+ * A grid index off by one entry, a wrong sign field or a scale level off by
+ * one doubles these errors at least. */
 TEST(quant_error_bounds) {
   static float x[NQ], y[NQ];
   static uint8_t q[NQ * 4];
@@ -330,7 +358,11 @@ TEST(quant_error_bounds) {
       {TENSOR_TYPE_Q8_0, 1e-4},   {TENSOR_TYPE_Q8_K, 1e-4},   {TENSOR_TYPE_Q6_K, 1e-3},
       {TENSOR_TYPE_Q5_0, 4e-3},   {TENSOR_TYPE_Q5_1, 4e-3},   {TENSOR_TYPE_Q5_K, 4e-3},
       {TENSOR_TYPE_Q4_0, 1.5e-2}, {TENSOR_TYPE_Q4_1, 1.5e-2}, {TENSOR_TYPE_Q4_K, 1.5e-2},
-      {TENSOR_TYPE_Q3_K, 4e-2},   {TENSOR_TYPE_Q2_K, 2e-1}};
+      {TENSOR_TYPE_Q3_K, 4e-2},   {TENSOR_TYPE_Q2_K, 2e-1},   {TENSOR_TYPE_IQ4_NL, 1.5e-2},
+      {TENSOR_TYPE_IQ4_XS, 1.5e-2}, {TENSOR_TYPE_MXFP4, 3e-2},  {TENSOR_TYPE_TQ1_0, 0.25},
+      {TENSOR_TYPE_TQ2_0, 0.2},   {TENSOR_TYPE_IQ2_XXS, 0.2}, {TENSOR_TYPE_IQ2_XS, 0.15},
+      {TENSOR_TYPE_IQ2_S, 0.12},  {TENSOR_TYPE_IQ3_XXS, 0.07}, {TENSOR_TYPE_IQ3_S, 0.04},
+      {TENSOR_TYPE_IQ1_S, 0.3},   {TENSOR_TYPE_IQ1_M, 0.26}};
   for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
     ASSERT_INT_EQ(ref_quantize_row(b[i].t, x, q, NQ), 0);
     ASSERT_INT_EQ(ref_dequantize_row(b[i].t, q, y, NQ), 0);
@@ -388,4 +420,137 @@ TEST(quant_hand_blocks) {
   EXPECT_TRUE(y[255] == -1.0f); /* element 255: h 1, s 3, l 31 -> sub-block 15 */
   EXPECT_TRUE(y[240] == -1.0f);
   EXPECT_TRUE(y[239] == 2.0f);
+}
+
+/* The grids' transcription: sizes, value sets, distinct entries, and
+ * entries copied by hand from the format's tables (ggml-common.h). */
+TEST(quant_iq_grids_transcribed) {
+  struct { const uint64_t *g64; const uint32_t *g32; int n, w; uint8_t vals[8]; int nvals; } gs[] = {
+      {iq2xxs_grid, NULL, 256, 8, {8, 25, 43}, 3},  {iq2xs_grid, NULL, 512, 8, {8, 25, 43}, 3},
+      {iq2s_grid, NULL, 1024, 8, {8, 25, 43}, 3},   {NULL, iq3xxs_grid, 256, 4, {4, 12, 20, 28, 36, 44, 52, 62}, 8},
+      {NULL, iq3s_grid, 512, 4, {1, 3, 5, 7, 9, 11, 13, 15}, 8}, {iq1s_grid, NULL, 2048, 8, {0xff, 0, 1}, 3}};
+  for (size_t k = 0; k < sizeof gs / sizeof gs[0]; k++) {
+    int bad = 0;
+    for (int e = 0; e < gs[k].n; e++) {
+      uint64_t v = gs[k].g64 ? gs[k].g64[e] : gs[k].g32[e];
+      for (int j = 0; j < gs[k].w; j++) {
+        bool found = false;
+        for (int m = 0; m < gs[k].nvals; m++) found |= iq_grid_byte(v, j) == gs[k].vals[m];
+        bad += !found;
+      }
+      for (int f = 0; f < e; f++) bad += (gs[k].g64 ? gs[k].g64[f] : gs[k].g32[f]) == v;
+    }
+    EXPECT_INT_EQ(bad, 0);
+  }
+  EXPECT_TRUE(iq2xxs_grid[0] == 0x0808080808080808ull);
+  EXPECT_TRUE(iq2xxs_grid[255] == 0x2b2b2b1908081908ull);
+  EXPECT_TRUE(iq2xs_grid[511] == 0x2b2b2b2b2b2b2b2bull);
+  EXPECT_TRUE(iq2s_grid[1023] == 0x2b2b2b2b2b2b2b2bull);
+  EXPECT_TRUE(iq3xxs_grid[0] == 0x04040404u);
+  EXPECT_TRUE(iq3xxs_grid[255] == 0x3e341c04u);
+  EXPECT_TRUE(iq3s_grid[0] == 0x01010101u);
+  EXPECT_TRUE(iq3s_grid[511] == 0x0f0f0101u);
+  EXPECT_TRUE(iq1s_grid[0] == 0xffffffffffffffffull);
+  EXPECT_TRUE(iq1s_grid[2047] == 0x0101010101010101ull);
+  /* the parity sign expansion reproduces ggml's ksigns_iq2xs entries */
+  EXPECT_INT_EQ(iq_signs7(0), 0);
+  EXPECT_INT_EQ(iq_signs7(1), 129);
+  EXPECT_INT_EQ(iq_signs7(3), 3);
+  EXPECT_INT_EQ(iq_signs7(127), 255);
+  EXPECT_INT_EQ(iq_signs7(80), 80);
+  EXPECT_INT_EQ(iq_signs7(81), 209);
+}
+
+/* Hand-made blocks of the table and grid types, values worked out by hand. */
+TEST(quant_hand_blocks_iq) {
+  float y[256];
+  /* IQ4_NL: d = 0.5, low nibbles j, high nibbles 15 - j */
+  block_iq4_nl b4;
+  b4.d = f32_to_fp16(0.5f);
+  for (int j = 0; j < 16; j++) b4.qs[j] = (uint8_t)(j | (15 - j) << 4);
+  ref_dequant_iq4_nl(&b4, y, 32);
+  EXPECT_TRUE(y[0] == -63.5f && y[15] == 56.5f && y[16] == 56.5f && y[24] == -5.0f);
+  /* IQ4_XS: d = 1, sub-block 3 scale 33 (-> 1): scales_l[1] high nibble 1, scales_h bits 6-7 = 2 */
+  block_iq4_xs bx;
+  memset(&bx, 0, sizeof bx);
+  bx.d = f32_to_fp16(1.0f);
+  bx.scales_l[1] = 0x10;
+  bx.scales_h = 2 << 6;
+  bx.qs[16 * 3] = 0xf8; /* element 96: level 8 (1), element 112: level 15 (113) */
+  ref_dequant_iq4_xs(&bx, y, 256);
+  EXPECT_TRUE(y[96] == 1.0f && y[112] == 113.0f);
+  EXPECT_TRUE(y[0] == 32.0f * 127.0f); /* sub-block 0: ls 0 -> -32, level 0 -127 */
+  /* MXFP4: e = 127 -> d = 0.5; nibble 7 -> 12 * 0.5 = 6, nibble 15 -> -6, nibble 9 -> -0.5 */
+  block_mxfp4 bm;
+  bm.e = 127;
+  memset(bm.qs, 0, sizeof bm.qs);
+  bm.qs[0] = 0xf7;
+  bm.qs[1] = 0x09;
+  ref_dequant_mxfp4(&bm, y, 32);
+  EXPECT_TRUE(y[0] == 6.0f && y[16] == -6.0f && y[1] == -0.5f && y[17] == 0.0f);
+  /* TQ2_0: d = 2, qs[0] = 0b11100100: elements 0, 32, 64, 96 are q 0..3 -> -2, 0, 2, 4 */
+  block_tq2_0 bt;
+  memset(&bt, 0, sizeof bt);
+  bt.d = f32_to_fp16(2.0f);
+  bt.qs[0] = 0xe4;
+  ref_dequant_tq2_0(&bt, y, 256);
+  EXPECT_TRUE(y[0] == -2.0f && y[32] == 0.0f && y[64] == 2.0f && y[96] == 4.0f && y[1] == -2.0f);
+  /* TQ1_0: trits (2, 0, 1, 2, 1) -> v = 2*81 + 0 + 9 + 6 + 1 = 178, byte ceil(178 * 256 / 243) = 188 */
+  block_tq1_0 b1;
+  memset(&b1, 0, sizeof b1);
+  b1.d = f32_to_fp16(1.0f);
+  b1.qs[5] = 188;
+  ref_dequant_tq1_0(&b1, y, 256);
+  EXPECT_TRUE(y[5] == 1.0f && y[37] == -1.0f && y[69] == 0.0f && y[101] == 1.0f && y[133] == 0.0f);
+  /* IQ2_XXS: d = 1, sub-block 0 scale 3 -> db = 3.5 * 0.25 = 0.875; group 0 entry 0 (all 8),
+   * sign field 1 -> elements 0 and 7 negative */
+  block_iq2_xxs bq;
+  memset(&bq, 0, sizeof bq);
+  bq.d = f32_to_fp16(1.0f);
+  bq.qs[2] = 1; /* a1 low bits: sign field 1 */
+  bq.qs[3] = 3 << 12; /* a1 >> 28 = 3 */
+  ref_dequant_iq2_xxs(&bq, y, 256);
+  EXPECT_TRUE(y[0] == -7.0f && y[1] == 7.0f && y[7] == -7.0f);
+  /* IQ3_S: d = 1, sub-block 0 scale 1 -> 3; half-group 0 index 256 (qh bit 0) ->
+   * iq3s_grid[256]; signs[0] bit 0 */
+  block_iq3_s b3;
+  memset(&b3, 0, sizeof b3);
+  b3.d = f32_to_fp16(1.0f);
+  b3.scales[0] = 1;
+  b3.qh[0] = 1;
+  b3.signs[0] = 1;
+  ref_dequant_iq3_s(&b3, y, 256);
+  EXPECT_TRUE(y[0] == -3.0f * (float)iq_grid_byte(iq3s_grid[256], 0));
+  EXPECT_TRUE(y[1] == 3.0f * (float)iq_grid_byte(iq3s_grid[256], 1));
+  EXPECT_TRUE(y[4] == 3.0f); /* half-group 1: entry 0, all ones */
+  /* IQ1_S: d = 1, sub-block 0 qh = scale 2 (-> 5), delta -1/8, group 0 entry 2047 (all +1) */
+  block_iq1_s bs;
+  memset(&bs, 0, sizeof bs);
+  bs.d = f32_to_fp16(1.0f);
+  bs.qs[0] = 255;
+  uint16_t h = (uint16_t)(0x8000 | 2 << 12 | 7);
+  memcpy(&bs.qh[0], &h, 2);
+  ref_dequant_iq1_s(&bs, y, 256);
+  EXPECT_TRUE(y[0] == 5.0f * 0.875f && y[8] == 5.0f * -1.125f); /* group 1: entry 0, all -1 */
+  /* IQ1_M: d = 2 (f16 0x4000: nibble 3 = 4 -> w[3] top nibble 4), sub-block 0 scales 1 and 0 */
+  block_iq1_m bn;
+  memset(&bn, 0, sizeof bn);
+  bn.scales[0] = 1; /* w[0] = 1: groups 0-1 scale 1 (-> 3), groups 2-3 scale 0 (-> 1) */
+  bn.scales[7] = 0x40;
+  bn.qh[0] = 0x08; /* group 0: delta negative */
+  ref_dequant_iq1_m(&bn, y, 256);
+  EXPECT_TRUE(y[0] == 6.0f * -1.125f && y[8] == 6.0f * -0.875f && y[16] == 2.0f * -0.875f);
+}
+
+/* TQ1_0's base-3 bytes: every 5-trit value survives pack -> unpack, through
+ * the quantizer (ternary data quantizes exactly). */
+TEST(quant_tq1_roundtrip) {
+  static float x[256 * 4], y[256 * 4];
+  static uint8_t q[54 * 4];
+  for (int i = 0; i < 256 * 4; i++) x[i] = (float)((int)(rng_u32() % 3) - 1) * 0.5f;
+  ASSERT_INT_EQ(ref_quantize_row(TENSOR_TYPE_TQ1_0, x, q, 256 * 4), 0);
+  ASSERT_INT_EQ(ref_dequantize_row(TENSOR_TYPE_TQ1_0, q, y, 256 * 4), 0);
+  int bad = 0;
+  for (int i = 0; i < 256 * 4; i++) bad += x[i] != y[i];
+  EXPECT_INT_EQ(bad, 0);
 }
