@@ -398,7 +398,7 @@ static void feed_container(live *L, bool final) {
   L->container_tried = L->pending.len;
   audio_decode_opts o = {.target_rate = RATE, .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
   audio_pcm pcm = {0};
-  int rc = audio_decode(L->pending.data, L->pending.len, &o, &pcm);
+  int rc = api_speech_decode(L->sp, L->pending.data, L->pending.len, &o, &pcm);
   if (rc) {
     if (final || L->pending.len >= 32768) {
       char reason[128];

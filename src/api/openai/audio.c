@@ -171,7 +171,7 @@ static int tr_parse(http_req *req, bool translation, tr_opts *o) {
 
 /* Reads and decodes the uploaded file for the recognizer; answers the error
  * itself (400 naming the problem for bad audio). */
-static int tr_decode(http_req *req, stt *s, audio_pcm *pcm) {
+static int tr_decode(http_req *req, api_speech *sp, stt *s, audio_pcm *pcm) {
   const http_part *file = http_req_part_named(req, "file");
   uint8_t *bytes = NULL;
   size_t len = 0;
@@ -196,7 +196,7 @@ static int tr_decode(http_req *req, stt *s, audio_pcm *pcm) {
   }
   audio_decode_opts o = {.hint = file->filename ? file->filename : file->content_type, .target_rate = stt_sample_rate(s),
                          .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
-  rc = audio_decode(bytes, len, &o, pcm);
+  rc = api_speech_decode(sp, bytes, len, &o, pcm);
   free(bytes);
   if (rc) {
     char msg[512];
@@ -443,7 +443,7 @@ static void audio_transcriptions(http_req *req, void *ctx) {
   }
   j->sp = sp;
   j->o = o;
-  if (tr_decode(req, s, &j->pcm)) goto fail;
+  if (tr_decode(req, sp, s, &j->pcm)) goto fail;
   if ((rc = stt_stream_begin(s, &j->st))) { /* all decoders busy past the wait: 429 */
     api_error_last(req, rc, NULL);
     goto fail;
