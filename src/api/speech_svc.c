@@ -53,7 +53,7 @@ int api_speech_new(api_speech **out, const api_speech_config *cfg) {
   api_speech_config c = cfg ? *cfg : (api_speech_config){0};
   sp->lim = (speech_limits){.call_ms = c.call_ms};
   static const char *const args[] = {SPEECH_WORKER_ARG0, SPEECH_WORKER_ARG1, NULL};
-  wpool_config tc = {.name = "text-to-speech", .exe = c.worker_exe, .args = args, .n_max = c.n_workers};
+  wpool_config tc = {.name = "text-to-speech", .exe = c.worker_exe, .args = args, .n_max = c.n_workers > 0 ? c.n_workers : 4};
   wpool_config sc = tc, dc = tc;
   sc.name = "speech-to-text";
   dc.name = "audio decoding";
@@ -98,6 +98,49 @@ int api_speech_open_stt(api_speech *sp, const stt_config *cfg, stt **out) {
 
 int api_speech_decode(api_speech *sp, const void *bytes, size_t len, const audio_decode_opts *opts, audio_pcm *out) {
   return speech_decode_remote(sp->dec_pool, &sp->lim, bytes, len, opts, out);
+}
+
+/* The head's samples: one rate (a voice has one), bounded like a whole
+ * synthesis (an hour at 48 kHz). */
+static int head_collect(void *user, const int16_t *pcm, size_t n, int rate) {
+  api_speech_head *h = user;
+  (void)rate;
+  if (h->pcm.len / 2 + n > (size_t)3600 * 48000) return 1;
+  return buf_append(&h->pcm, pcm, n * sizeof *pcm) ? 1 : 0;
+}
+
+int api_speech_head_synth(tts *t, const tts_choice *c, const char *text, double speed, api_speech_head *h) {
+  *h = (api_speech_head){.pcm = BUF_INIT};
+  size_t n = tts_first_sentence(text);
+  char *first = malloc(n + 1);
+  if (!first) return err_set(ERR_NOMEM, "tts: %zu bytes", n);
+  memcpy(first, text, n);
+  first[n] = '\0';
+  int rc = tts_synthesize(t, c, first, speed, head_collect, h);
+  free(first);
+  if (rc == ERR_CANCELLED) rc = err_set(ERR_TOO_LARGE, "tts: the first sentence's audio is longer than an hour");
+  if (rc) {
+    api_speech_head_free(h);
+    return rc;
+  }
+  h->rest = n;
+  return 0;
+}
+
+int api_speech_head_play(api_speech_head *h, tts *t, const tts_choice *c, const char *text, double speed,
+                         tts_pcm_fn fn, void *user) {
+  int rc = 0;
+  if (h->pcm.len && fn(user, (const int16_t *)(const void *)h->pcm.data, h->pcm.len / 2, c->voice->sample_rate))
+    rc = err_set(ERR_CANCELLED, "tts: stopped");
+  size_t rest = h->rest;
+  api_speech_head_free(h);
+  if (!rc && text[rest]) rc = tts_synthesize(t, c, text + rest, speed, fn, user);
+  return rc;
+}
+
+void api_speech_head_free(api_speech_head *h) {
+  buf_free(&h->pcm);
+  h->rest = 0;
 }
 
 int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes) {

@@ -66,7 +66,7 @@ static const struct opt OPTS[] = {
   {"access-log", "PARLEY_ACCESS_LOG", OPT_KIND_BOOL, "true", 0, 0, OFF(access_log), "log one line per request"},
   {"http-threads", "PARLEY_HTTP_THREADS", OPT_KIND_INT, "0", 0, 256, OFF(http_threads),
    "HTTP connection threads (0 = automatic)"},
-  {"speech-workers", "PARLEY_SPEECH_WORKERS", OPT_KIND_INT, "2", 1, 64, OFF(speech_workers),
+  {"speech-workers", "PARLEY_SPEECH_WORKERS", OPT_KIND_INT, "4", 1, 64, OFF(speech_workers),
    "worker processes per speech pool (synthesis, recognition, decoding of client audio)"},
   {"speech-timeout", "PARLEY_SPEECH_TIMEOUT", OPT_KIND_INT, "60", 1, 86400, OFF(speech_timeout_s),
    "seconds one speech worker call may take (plus 2 s per second of audio) before the worker is killed"},

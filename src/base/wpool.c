@@ -136,7 +136,7 @@ static int recv_frame(int fd, uint64_t deadline, uint32_t *kind, buf *b) {
 
 static void describe_status(int status, char *out, size_t cap) {
   if (WIFSIGNALED(status))
-    snprintf(out, cap, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    snprintf(out, cap, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   else if (WIFEXITED(status))
     snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
   else
@@ -173,6 +173,12 @@ static int spawn_worker(wpool *p, wpool_worker *w) {
    * /dev/null; stdout and stderr are shared with the server (logs). */
   posix_spawn_file_actions_adddup2(&fa, sv[1], WPOOL_FD);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  /* Nothing else crosses the exec: no listening socket, no client
+   * connection, no database file (wpool_worker_setup closes them again
+   * where this is not available). */
+  posix_spawn_file_actions_addclosefrom_np(&fa, WPOOL_FD + 1);
+#endif
   /* The server blocks its shutdown signals in every thread; the worker
    * starts with none blocked and default handlers, in its own process
    * group so a terminal's ^C reaches only the server, which then closes

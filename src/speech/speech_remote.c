@@ -180,9 +180,11 @@ int stt_remote_context(void **ctx, const stt_config *cfg, wpool *pool, const spe
   r->wait_ms = c.wait_ms > 0 ? c.wait_ms : 30000;
   uint32_t n_opt = 0;
   while (c.options && c.options[n_opt]) n_opt++;
+  /* n_preload and n_max are not sent: a worker holds one stream at a time
+   * (the pool bounds how many run), so front ends that differ only there
+   * share workers without reloading the model. */
   int rc = wmsg_str(&r->blob, c.model_dir) || wmsg_str(&r->blob, c.lm) || wmsg_str(&r->blob, c.dict) ||
-           wmsg_i32(&r->blob, c.n_preload) || wmsg_i32(&r->blob, c.n_max) || wmsg_f64(&r->blob, c.split_min_s) ||
-           wmsg_u32(&r->blob, n_opt);
+           wmsg_f64(&r->blob, c.split_min_s) || wmsg_u32(&r->blob, n_opt);
   for (uint32_t i = 0; !rc && i < n_opt; i++) rc = wmsg_str(&r->blob, c.options[i]);
   /* Padded to 4 bytes so the samples after it in a request stay aligned. */
   while (!rc && r->blob.len % 4) rc = buf_append_byte(&r->blob, 0);

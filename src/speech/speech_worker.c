@@ -122,9 +122,9 @@ static int need_stt(spw_state *S, wmsg_rd *rd, const int16_t **pcm, size_t *n_pc
   if (S->st) return err_set(ERR_INVALID, "worker: a stream is open; the config cannot change");
   wmsg_rd c = wmsg_reader(blob, bl);
   char *model_dir = wmsg_get_str(&c), *lm = wmsg_get_str(&c), *dict = wmsg_get_str(&c);
-  stt_config cfg = {0};
-  cfg.n_preload = wmsg_get_i32(&c);
-  cfg.n_max = wmsg_get_i32(&c);
+  /* One stream at a time, and a second decoder for the far half of a long
+   * recording (stt_transcribe splits past split_min_s). */
+  stt_config cfg = {.n_preload = 1, .n_max = 2};
   cfg.split_min_s = wmsg_get_f64(&c);
   uint32_t n_opt = wmsg_get_u32(&c);
   char **opts = c.ok && n_opt < 1000 ? calloc(n_opt + 1, sizeof *opts) : NULL;
@@ -136,8 +136,7 @@ static int need_stt(spw_state *S, wmsg_rd *rd, const int16_t **pcm, size_t *n_pc
     cfg.lm = *lm ? lm : NULL;
     cfg.dict = *dict ? dict : NULL;
     cfg.options = n_opt ? (const char *const *)opts : NULL;
-    /* One stream at a time here; the pool bounds the concurrency. */
-    cfg.wait_ms = 1;
+    cfg.wait_ms = 1; /* nothing else here waits for a decoder */
     stt_close(S->stt);
     S->stt = NULL;
     buf_reset(&S->stt_blob);

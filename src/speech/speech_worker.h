@@ -30,7 +30,13 @@ enum spw_kind {
   SPW_TTS_SYNTH,
   /* chunk: i32 rate, bytes int16 samples */
   SPW_PCM,
-  /* The STT requests all begin with the config blob (stt_remote_config). */
+  /* The STT requests all begin with the config blob as one byte run: str
+   * model_dir, str lm, str dict, f64 split_min_s, u32 n, n x str option,
+   * zero-padded to 4 bytes (stt_remote_context builds it). A worker whose
+   * open front end has another blob reopens it (between streams only).
+   * A result is: str text, f64 confidence, f64 audio_seconds, f64
+   * decode_seconds, i32 parts, u32 n, n x {str word, f64 start, f64 end,
+   * f64 confidence}. */
   /* blob, bytes pcm -> result */
   SPW_STT_TRANSCRIBE,
   /* blob -> nothing; the worker holds one stream until SPW_STT_FREE */
@@ -46,7 +52,8 @@ enum spw_kind {
   /* blob -> nothing */
   SPW_STT_FREE,
   /* i32 raw, i32 raw_rate, i32 raw_channels, i32 target_rate, i32 target_channels, i32 split,
-   * i32 fmt, f64 max_seconds, str hint, bytes input -> an audio_pcm (see speech_worker.c) */
+   * i32 fmt, f64 max_seconds, str hint, bytes input -> i32 rate, i32 channels, i32 fmt, i32 planar,
+   * i32 src_rate, i32 src_channels, str container, str codec, bytes samples */
   SPW_DECODE,
 };
 

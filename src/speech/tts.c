@@ -194,10 +194,21 @@ static size_t sentence_len(const char *s) {
   return i;
 }
 
-static bool has_word(const char *s) {
-  for (; *s; s++)
-    if (!isspace((unsigned char)*s) && !ispunct((unsigned char)*s)) return true;
+static bool has_word(const char *s, size_t n) {
+  for (size_t i = 0; i < n && s[i]; i++)
+    if (!isspace((unsigned char)s[i]) && !ispunct((unsigned char)s[i])) return true;
   return false;
+}
+
+size_t tts_first_sentence(const char *text) {
+  size_t pos = 0;
+  while (text[pos]) {
+    size_t n = sentence_len(text + pos);
+    bool word = has_word(text + pos, n);
+    pos += n;
+    if (word) break;
+  }
+  return pos;
 }
 
 int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user) {
@@ -224,7 +235,7 @@ int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, 
     memcpy(piece, text + pos, n);
     piece[n] = '\0';
     pos += n;
-    if (n == 0 || !has_word(piece)) continue;
+    if (n == 0 || !has_word(piece, n)) continue;
     rc = slot->ops->synth(slot->ctx, c, piece, speed, fn, user);
   } while (rc == 0 && text[pos]);
   free(piece);

@@ -5,18 +5,22 @@
  * its deadline, one that exits, one killed while idle, the pool limit and
  * waiting for a free worker, and the payload reader on short input.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/err.h"
 #include "base/wpool.h"
 #include "test.h"
 
-enum { K_ECHO = WPOOL_KIND_USER, K_PID, K_CHUNKS, K_CRASH, K_HANG, K_EXIT, K_FAIL, K_CHUNK };
+enum { K_ECHO = WPOOL_KIND_USER, K_PID, K_CHUNKS, K_CRASH, K_HANG, K_EXIT, K_FAIL, K_CHUNK, K_FDS };
 
 static int w_echo(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
   (void)ctx, (void)c;
@@ -61,9 +65,21 @@ static int w_fail(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *o
   return err_set(ERR_NOT_FOUND, "no such thing as '%.*s'", (int)n, (const char *)req);
 }
 
+/* The worker's open descriptors, as u32 each, from /proc/self/fd. */
+static int w_fds(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
+  (void)ctx, (void)c, (void)req, (void)n;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return err_set(ERR_IO, "/proc/self/fd: %s", strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d)) wmsg_u32(out, (uint32_t)atoi(e->d_name));
+  closedir(d);
+  return 0;
+}
+
 int test_worker_main(void) {
-  static const wpool_route routes[] = {{K_ECHO, w_echo},   {K_PID, w_pid},   {K_CHUNKS, w_chunks}, {K_CRASH, w_crash},
-                                       {K_HANG, w_hang},   {K_EXIT, w_exit}, {K_FAIL, w_fail}};
+  static const wpool_route routes[] = {{K_ECHO, w_echo}, {K_PID, w_pid},   {K_CHUNKS, w_chunks}, {K_CRASH, w_crash},
+                                       {K_HANG, w_hang}, {K_EXIT, w_exit}, {K_FAIL, w_fail},     {K_FDS, w_fds}};
   int rc = wpool_worker_setup(WPOOL_FD);
   return rc ? rc : wpool_serve(WPOOL_FD, routes, sizeof routes / sizeof routes[0], NULL);
 }
@@ -86,6 +102,28 @@ static int worker_pid(wpool_worker *w) {
 }
 
 static bool process_gone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+/* State Z in /proc/PID/stat (dead, not yet reaped) and no thread left in
+ * /proc/PID/task but the main one: the main thread turns zombie while
+ * others (the worker's watchdog) still exit, holding the descriptors. */
+static bool process_is_zombie(pid_t pid) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  int n_threads = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n_threads += e->d_name[0] != '.';
+  if (d) closedir(d);
+  if (n_threads != 1) return false;
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[n] = '\0';
+  const char *close_paren = strrchr(line, ')');
+  return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+}
 
 TEST(wpool_call_echo_and_reuse) {
   wpool *p = new_pool(2, 0);
@@ -175,7 +213,7 @@ TEST(wpool_crashing_worker_is_restarted) {
   int pid = worker_pid(w);
   ASSERT_INT_GT(pid, 0);
   EXPECT_INT_EQ(wpool_call(w, K_CRASH, NULL, 0, 10000, NULL, NULL, NULL), ERR_WORKER);
-  EXPECT_STR_CONTAINS(err_detail(), "the test worker process killed by signal 11");
+  EXPECT_STR_CONTAINS(err_detail(), "the test worker process was killed by signal 11");
   EXPECT_FALSE(wpool_worker_alive(w));
   /* Every later call on it fails at once; release reaps it. */
   EXPECT_INT_EQ(wpool_call(w, K_ECHO, "x", 1, 10000, NULL, NULL, NULL), ERR_WORKER);
@@ -228,7 +266,10 @@ TEST(wpool_idle_worker_killed_from_outside) {
   int pid = worker_pid(w);
   wpool_release(w);
   kill(pid, SIGKILL);
-  usleep(50000);
+  /* Until it is a zombie (the pool, its parent, has not reaped it yet) with
+   * its descriptors closed: its socket has hung up by then. */
+  for (int i = 0; i < 500 && !process_is_zombie(pid); i++) usleep(10000);
+  EXPECT_TRUE(process_is_zombie(pid));
   /* acquire notices the dead idle worker and starts another instead. */
   ASSERT_INT_EQ(wpool_acquire(p, -1, &w), 0);
   int pid2 = worker_pid(w);
@@ -309,4 +350,35 @@ TEST(wpool_payload_reader) {
     free(x);
   }
   buf_free(&b);
+}
+
+/* A listening socket the server left inheritable (no close-on-exec) does
+ * not reach the worker: it sees stdin, stdout, stderr and its own socket. */
+TEST(wpool_worker_inherits_no_descriptors) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0); /* deliberately without SOCK_CLOEXEC */
+  ASSERT_TRUE(ls >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ASSERT_INT_EQ(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+  ASSERT_INT_EQ(listen(ls, 4), 0);
+  wpool *p = new_pool(1, 0);
+  ASSERT_TRUE(p != NULL);
+  wpool_worker *w;
+  ASSERT_INT_EQ(wpool_acquire(p, -1, &w), 0);
+  buf out = BUF_INIT;
+  ASSERT_INT_EQ(wpool_call(w, K_FDS, NULL, 0, 10000, NULL, NULL, &out), 0);
+  wmsg_rd r = wmsg_reader(out.data, out.len);
+  bool seen[4] = {false};
+  size_t n = 0;
+  while (r.ok && r.n) {
+    uint32_t fd = wmsg_get_u32(&r);
+    n++;
+    EXPECT_INT_LE(fd, WPOOL_FD);
+    if (fd <= WPOOL_FD) seen[fd] = true;
+  }
+  EXPECT_INT_EQ(n, 4);
+  for (int i = 0; i <= WPOOL_FD; i++) EXPECT_TRUE(seen[i]);
+  wpool_release(w);
+  buf_free(&out);
+  wpool_free(p);
+  close(ls);
 }

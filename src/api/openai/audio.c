@@ -482,6 +482,7 @@ typedef struct sp_job {
   tts *tts;
   http_stream *s;
   tts_choice choice;
+  api_speech_head head; /* the first sentence, spoken before the 200 */
   char *text;
   double speed;
   enum audio_format format;
@@ -521,7 +522,7 @@ static int sp_on_pcm(void *user, const int16_t *pcm, size_t n, int rate) {
 
 static void *sp_stream_main(void *arg) {
   sp_job *j = arg;
-  int rc = tts_synthesize(j->tts, &j->choice, j->text, j->speed, sp_on_pcm, j);
+  int rc = api_speech_head_play(&j->head, j->tts, &j->choice, j->text, j->speed, sp_on_pcm, j);
   if (!rc) rc = audio_encoder_finish(j->enc, &j->out);
   if (!rc) rc = sp_flush(j);
   if (j->sse) {
@@ -638,10 +639,20 @@ static void audio_speech(http_req *req, void *ctx) {
     free(j);
     goto out;
   }
+  /* A speech worker that crashes or hangs on the first sentence gets a 500
+   * or 504 here, before any 200 (docs/speech.md, worker isolation). */
+  if ((rc = api_speech_head_synth(t, &choice, input, speed, &j->head))) {
+    api_error_last(req, rc, NULL);
+    audio_encoder_free(j->enc);
+    free(j->text);
+    free(j);
+    goto out;
+  }
   j->s = http_stream_open(req, 200, sse ? NULL : audio_format_mime(af), sse ? HTTP_STREAM_SSE : HTTP_STREAM_RAW);
   if (!j->s || api_speech_spawn(sp, sp_stream_main, j)) {
     if (j->s) http_stream_close(j->s);
     else api_error(req, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+    api_speech_head_free(&j->head);
     audio_encoder_free(j->enc);
     free(j->text);
     free(j);
