@@ -169,18 +169,24 @@ static int put_result(buf *out, const stt_result *r) {
 
 static int need_stream(spw_state *S) { return S->st ? 0 : err_set(ERR_INVALID, "worker: no stream is open"); }
 
-static int h_stt_transcribe(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
-  spw_state *S = ctx;
-  (void)c;
+/* Whole-buffer recognition, on the front end (which may split long audio)
+ * or on the open stream's decoder. */
+static int transcribe(spw_state *S, const uint8_t *req, size_t n, buf *out, bool on_stream) {
   wmsg_rd rd = wmsg_reader(req, n);
   const int16_t *pcm;
   size_t np;
   int rc = need_stt(S, &rd, &pcm, &np);
+  if (!rc && on_stream) rc = need_stream(S);
   stt_result r = {0};
-  if (!rc) rc = stt_transcribe(S->stt, pcm, np, &r);
+  if (!rc) rc = on_stream ? stt_stream_transcribe(S->st, pcm, np, &r) : stt_transcribe(S->stt, pcm, np, &r);
   if (!rc) rc = put_result(out, &r);
   stt_result_free(&r);
   return rc;
+}
+
+static int h_stt_transcribe(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
+  (void)c;
+  return transcribe(ctx, req, n, out, false);
 }
 
 static int h_stt_begin(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
@@ -232,18 +238,8 @@ static int h_stt_end(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf
 }
 
 static int h_stt_stream_transcribe(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
-  spw_state *S = ctx;
   (void)c;
-  wmsg_rd rd = wmsg_reader(req, n);
-  const int16_t *pcm;
-  size_t np;
-  int rc = need_stt(S, &rd, &pcm, &np);
-  if (!rc) rc = need_stream(S);
-  stt_result r = {0};
-  if (!rc) rc = stt_stream_transcribe(S->st, pcm, np, &r);
-  if (!rc) rc = put_result(out, &r);
-  stt_result_free(&r);
-  return rc;
+  return transcribe(ctx, req, n, out, true);
 }
 
 static int h_stt_free(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *out) {
