@@ -24,9 +24,15 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "speech/speech_worker.h"
 
 struct api_speech {
   pthread_mutex_t mu;
+  /* The engines run in worker processes (speech/speech_worker.h): one pool
+   * each for synthesis, recognition and decoding of client audio, so a
+   * live session holding a recognizer never blocks a synthesis. */
+  wpool *tts_pool, *stt_pool, *dec_pool;
+  speech_limits lim;
   tts *tts;
   stt *stt;
   int tts_rc, stt_rc;       /* remembered failure (0 = not tried or fine) */
@@ -37,15 +43,27 @@ struct api_speech {
   struct manager *mgr;      /* language models, for Deepgram /read; borrowed */
 };
 
-int api_speech_new(api_speech **out) {
+int api_speech_new(api_speech **out, const api_speech_config *cfg) {
+  *out = NULL;
   api_speech *sp = calloc(1, sizeof *sp);
   if (!sp) return err_set(ERR_NOMEM, "speech service");
   pthread_mutex_init(&sp->mu, NULL);
   sp->fetch_hosts = str_dup("");
   sp->fetch_max = 512u << 20;
-  if (!sp->fetch_hosts) {
-    free(sp);
-    return err_set(ERR_NOMEM, "speech service");
+  api_speech_config c = cfg ? *cfg : (api_speech_config){0};
+  sp->lim = (speech_limits){.call_ms = c.call_ms};
+  static const char *const args[] = {SPEECH_WORKER_ARG0, SPEECH_WORKER_ARG1, NULL};
+  wpool_config tc = {.name = "text-to-speech", .exe = c.worker_exe, .args = args, .n_max = c.n_workers > 0 ? c.n_workers : 4};
+  wpool_config sc = tc, dc = tc;
+  sc.name = "speech-to-text";
+  dc.name = "audio decoding";
+  int rc = sp->fetch_hosts ? 0 : err_set(ERR_NOMEM, "speech service");
+  if (!rc) rc = wpool_new(&sp->tts_pool, &tc);
+  if (!rc) rc = wpool_new(&sp->stt_pool, &sc);
+  if (!rc) rc = wpool_new(&sp->dec_pool, &dc);
+  if (rc) {
+    api_speech_free(sp);
+    return rc;
   }
   *out = sp;
   return 0;
@@ -61,9 +79,68 @@ void api_speech_free(api_speech *sp) {
   }
   if (sp->tts) tts_close(sp->tts);
   if (sp->stt) stt_close(sp->stt);
+  wpool_free(sp->tts_pool);
+  wpool_free(sp->stt_pool);
+  wpool_free(sp->dec_pool);
   pthread_mutex_destroy(&sp->mu);
   free(sp->fetch_hosts);
   free(sp);
+}
+
+/* A worker that died or timed out while opening says nothing about the
+ * engines: such a failure is not remembered, the next request tries again. */
+static bool transient(int rc) { return rc == ERR_WORKER || rc == ERR_TIMEOUT || rc == ERR_OVERLOADED; }
+
+int api_speech_open_tts(api_speech *sp, tts **out) { return tts_open_remote(out, sp->tts_pool, &sp->lim); }
+int api_speech_open_stt(api_speech *sp, const stt_config *cfg, stt **out) {
+  return stt_open_remote(out, cfg, sp->stt_pool, &sp->lim);
+}
+
+int api_speech_decode(api_speech *sp, const void *bytes, size_t len, const audio_decode_opts *opts, audio_pcm *out) {
+  return speech_decode_remote(sp->dec_pool, &sp->lim, bytes, len, opts, out);
+}
+
+/* The head's samples: one rate (a voice has one), bounded like a whole
+ * synthesis (an hour at 48 kHz). */
+static int head_collect(void *user, const int16_t *pcm, size_t n, int rate) {
+  api_speech_head *h = user;
+  (void)rate;
+  if (h->pcm.len / 2 + n > (size_t)3600 * 48000) return 1;
+  return buf_append(&h->pcm, pcm, n * sizeof *pcm) ? 1 : 0;
+}
+
+int api_speech_head_synth(tts *t, const tts_choice *c, const char *text, double speed, api_speech_head *h) {
+  *h = (api_speech_head){.pcm = BUF_INIT};
+  size_t n = tts_first_sentence(text);
+  char *first = malloc(n + 1);
+  if (!first) return err_set(ERR_NOMEM, "tts: %zu bytes", n);
+  memcpy(first, text, n);
+  first[n] = '\0';
+  int rc = tts_synthesize(t, c, first, speed, head_collect, h);
+  free(first);
+  if (rc == ERR_CANCELLED) rc = err_set(ERR_TOO_LARGE, "tts: the first sentence's audio is longer than an hour");
+  if (rc) {
+    api_speech_head_free(h);
+    return rc;
+  }
+  h->rest = n;
+  return 0;
+}
+
+int api_speech_head_play(api_speech_head *h, tts *t, const tts_choice *c, const char *text, double speed,
+                         tts_pcm_fn fn, void *user) {
+  int rc = 0;
+  if (h->pcm.len && fn(user, (const int16_t *)(const void *)h->pcm.data, h->pcm.len / 2, c->voice->sample_rate))
+    rc = err_set(ERR_CANCELLED, "tts: stopped");
+  size_t rest = h->rest;
+  api_speech_head_free(h);
+  if (!rc && text[rest]) rc = tts_synthesize(t, c, text + rest, speed, fn, user);
+  return rc;
+}
+
+void api_speech_head_free(api_speech_head *h) {
+  buf_free(&h->pcm);
+  h->rest = 0;
 }
 
 int api_speech_set_fetch(api_speech *sp, const char *hosts, uint64_t max_bytes) {
@@ -84,7 +161,12 @@ int api_speech_tts(api_speech *sp, tts **out) {
   pthread_mutex_lock(&sp->mu);
   int rc = 0;
   if (!sp->tts && !sp->tts_rc) {
-    rc = tts_open(&sp->tts);
+    rc = tts_open_remote(&sp->tts, sp->tts_pool, &sp->lim);
+    if (rc && transient(rc)) {
+      pthread_mutex_unlock(&sp->mu);
+      *out = NULL;
+      return rc;
+    }
     if (rc) {
       sp->tts_rc = rc;
       snprintf(sp->tts_err, sizeof sp->tts_err, "text to speech is unavailable: %s", err_detail());
@@ -101,7 +183,7 @@ int api_speech_stt(api_speech *sp, stt **out) {
   pthread_mutex_lock(&sp->mu);
   int rc = 0;
   if (!sp->stt && !sp->stt_rc) {
-    rc = stt_open(&sp->stt, NULL);
+    rc = stt_open_remote(&sp->stt, NULL, sp->stt_pool, &sp->lim);
     if (rc) {
       sp->stt_rc = rc;
       snprintf(sp->stt_err, sizeof sp->stt_err,
@@ -137,7 +219,9 @@ int api_speech_decode_status(int rc) {
     case ERR_PARSE: case ERR_UNSUPPORTED: case ERR_INVALID: case ERR_CORRUPT: case ERR_RANGE: case ERR_TYPE:
       return 400;
     case ERR_TOO_LARGE: return 413;
-    case ERR_NOMEM: case ERR_IO: default: return 500;
+    case ERR_TIMEOUT: return 504;       /* the decoding worker passed its time limit */
+    case ERR_OVERLOADED: return 429;    /* every decoding worker is busy */
+    case ERR_NOMEM: case ERR_IO: case ERR_WORKER: default: return 500;
   }
 }
 

@@ -32,7 +32,15 @@
 
 typedef struct api_speech api_speech;
 
-int api_speech_new(api_speech **out);
+/* How the speech engines' worker processes run. */
+typedef struct api_speech_config {
+  const char *worker_exe; /* program started as a worker; NULL = this program */
+  int n_workers;          /* per pool (synthesis, recognition, decoding); 0 = 4 */
+  int call_ms;            /* time limit of one worker call before the audio share; 0 = 60000 */
+} api_speech_config;
+
+/* cfg NULL = defaults. Starts no worker: the first speech request does. */
+int api_speech_new(api_speech **out, const api_speech_config *cfg);
 /* Waits up to 5 s for producer threads, then closes the engines. */
 void api_speech_free(api_speech *sp);
 
@@ -40,6 +48,12 @@ void api_speech_free(api_speech *sp);
  * what is missing) when the engine cannot start. */
 int api_speech_tts(api_speech *sp, tts **out);
 int api_speech_stt(api_speech *sp, stt **out);
+
+/* A TTS / STT front end of the caller's own over the same workers (the
+ * realtime sessions keep their own, with their own decoder limits); close
+ * it with tts_close / stt_close before api_speech_free. */
+int api_speech_open_tts(api_speech *sp, tts **out);
+int api_speech_open_stt(api_speech *sp, const stt_config *cfg, stt **out);
 
 /* Hosts outbound requests may reach (Deepgram {"url"} bodies and
  * callbacks): comma-separated names or addresses, "*" for any, "" for none;
@@ -57,6 +71,27 @@ uint64_t api_speech_fetch_max(const api_speech *sp);
 int api_speech_spawn(api_speech *sp, void *(*fn)(void *), void *arg);
 /* A producer thread calls this as its very last action. */
 void api_speech_job_done(api_speech *sp);
+
+/* audio_decode of client bytes, run in a decoding worker: FFmpeg's
+ * demuxers and decoders see hostile input, and their crash is answered as
+ * ERR_WORKER instead of ending the server. */
+int api_speech_decode(api_speech *sp, const void *bytes, size_t len, const audio_decode_opts *opts, audio_pcm *out);
+
+/* The first sentence of a synthesis, spoken on the handler's thread before
+ * the response opens: a worker that dies or passes its time limit on it is
+ * answered with a 5xx in the dialect's shape (api_error_last) instead of a
+ * 200 with no audio. The producer pushes pcm first, then speaks text + rest
+ * (api_speech_head_play does both). */
+typedef struct api_speech_head {
+  buf pcm;     /* mono int16 samples at the voice's rate */
+  size_t rest; /* bytes of the text already spoken */
+} api_speech_head;
+int api_speech_head_synth(tts *t, const tts_choice *c, const char *text, double speed, api_speech_head *h);
+/* Hands the head's samples to fn, then synthesizes the rest of text to fn;
+ * frees the head. */
+int api_speech_head_play(api_speech_head *h, tts *t, const tts_choice *c, const char *text, double speed,
+                         tts_pcm_fn fn, void *user);
+void api_speech_head_free(api_speech_head *h);
 
 /* HTTP status for an audio/ decoding error: bad, truncated or unsupported
  * input is the client's problem (400), too long is 413, anything else 500. */

@@ -31,6 +31,8 @@ typedef struct config {
   char *log_level;         /* debug|info|warn|error|off */
   bool access_log;         /* one line per request */
   int64_t http_threads;    /* connection pool size; 0 = automatic */
+  int64_t speech_workers;  /* worker processes per speech pool */
+  int64_t speech_timeout_s; /* base time limit of one speech worker call */
   int64_t max_body;        /* bytes, JSON request bodies */
   int64_t max_upload;      /* bytes, multipart and binary uploads */
   int64_t sse_keepalive_s; /* idle seconds between SSE keep-alive comments */

@@ -30,6 +30,7 @@
 #include "api/openai/openai.h"
 #include "api/ollama/ollama.h"
 #include "api/openai/realtime.h"
+#include "speech/speech_worker.h"
 #include "api/openai/unimplemented.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -266,8 +267,11 @@ static int cmd_serve(int argc, char **argv) {
     n_routes = openai_responses_routes(&octx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
   }
+  api_speech *speech = NULL; /* speech engines start in worker processes on first use */
+  api_speech_config spc = {.n_workers = (int)cfg.speech_workers, .call_ms = (int)(cfg.speech_timeout_s * 1000)};
+  if (!rc) rc = api_speech_new(&speech, &spc);
   openai_realtime_ctx rctx = {.reg = reg, .mgr = mgr, .st = st, .api_keys = (const char *const *)cfg.api_keys,
-                              .n_api_keys = cfg.n_api_keys};
+                              .n_api_keys = cfg.n_api_keys, .speech = speech};
   if (!rc) {
     n_routes = openai_realtime_routes(&rctx, &routes);
     rc = http_server_add_routes(srv, routes, n_routes);
@@ -290,8 +294,6 @@ static int cmd_serve(int argc, char **argv) {
   /* Last, though order does not matter: the OpenAI 501 fallbacks (real
    * routes always win) and the /v1-less and /v1/v1 path aliases. */
   if (!rc) rc = openai_surface_install(srv);
-  api_speech *speech = NULL; /* speech engines open on first use */
-  if (!rc) rc = api_speech_new(&speech);
   if (!rc) rc = api_speech_set_fetch(speech, cfg.fetch_hosts, (uint64_t)cfg.max_upload);
   if (!rc) api_speech_set_manager(speech, mgr);
   if (!rc) {
@@ -374,6 +376,10 @@ int main(int argc, char **argv) {
     printf("parley %s\n", PARLEY_VERSION);
     return 0;
   }
+  /* The hidden mode the server starts its speech engines in (never typed
+   * by a user: it serves the socket the server hands it as fd 3). */
+  if (strcmp(argv[1], SPEECH_WORKER_ARG0) == 0 && argc >= 3 && strcmp(argv[2], SPEECH_WORKER_ARG1) == 0)
+    return speech_worker_main(argc - 3, argv + 3);
   for (size_t i = 0; i < ARRAY_LEN(COMMANDS); i++)
     if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].fn(argc - 2, argv + 2);
   fprintf(stderr, "parley: unknown command '%s' (see parley help)\n", argv[1]);

@@ -37,13 +37,14 @@
   X(ERR_RANGE, -18, "value out of range")                                    \
   X(ERR_TYPE, -19, "wrong type")                                             \
   X(ERR_CONTEXT, -20, "context length exceeded")                             \
-  X(ERR_UNAVAILABLE, -21, "temporarily unavailable")
+  X(ERR_UNAVAILABLE, -21, "temporarily unavailable")                        \
+  X(ERR_WORKER, -22, "a worker process died")
 
 enum err_code {
 #define ERR_ENUM(name, value, msg) name = value,
   ERR_TABLE(ERR_ENUM)
 #undef ERR_ENUM
-  ERR_MIN_ = -22
+  ERR_MIN_ = -23
 };
 
 /* Name of a code ("ERR_PARSE"); "ERR_UNKNOWN" for a value not in the table. */

@@ -88,6 +88,10 @@ const char *tts_default_voice(const tts *t);
 int tts_voice_resolve(const tts *t, const char *name, tts_choice *out);
 /* Streams the speech of text (UTF-8) to fn. */
 int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user);
+/* Bytes of text up to and including the first sentence that has a word in
+ * it (tts_synthesize speaks one such sentence per backend call); strlen
+ * when there is one sentence or none. */
+size_t tts_first_sentence(const char *text);
 /* Whole synthesis into one buffer: out gets mono int16 at the voice's rate. */
 int tts_synthesize_pcm(tts *t, const char *voice, const char *text, double speed, audio_pcm *out);
 

@@ -22,6 +22,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "speech/speech.h"
+#include "speech/speech_worker.h"
 
 struct stt {
   const stt_backend_ops *ops;
@@ -39,20 +40,34 @@ struct stt_stream {
  * with the utterance): 4 hours. */
 #define STT_MAX_SAMPLES ((size_t)4 * 3600 * 16000)
 
-int stt_open(stt **out, const stt_config *cfg) {
-  *out = NULL;
+/* The handle around an opened backend context. */
+static int stt_wrap(stt **out, const stt_backend_ops *ops, void *ctx, const stt_config *cfg) {
   stt *s = calloc(1, sizeof *s);
-  if (!s) return err_set(ERR_NOMEM, "stt: handle");
-  s->ops = &stt_backend_pocketsphinx;
-  double split_s = cfg && cfg->split_min_s != 0 ? cfg->split_min_s : 30.0;
-  s->split_min = split_s > 0 && s->ops->stream_try_begin ? (size_t)(split_s * s->ops->sample_rate) : 0;
-  int rc = s->ops->open(&s->ctx, cfg);
-  if (rc) {
-    free(s);
-    return rc;
+  if (!s) {
+    ops->close(ctx);
+    return err_set(ERR_NOMEM, "stt: handle");
   }
+  s->ops = ops;
+  s->ctx = ctx;
+  double split_s = cfg && cfg->split_min_s != 0 ? cfg->split_min_s : 30.0;
+  s->split_min = split_s > 0 && ops->stream_try_begin ? (size_t)(split_s * ops->sample_rate) : 0;
   *out = s;
   return 0;
+}
+
+int stt_open(stt **out, const stt_config *cfg) {
+  *out = NULL;
+  void *ctx;
+  int rc = stt_backend_pocketsphinx.open(&ctx, cfg);
+  return rc ? rc : stt_wrap(out, &stt_backend_pocketsphinx, ctx, cfg);
+}
+
+/* The decoders live in pool's workers; splitting long audio happens there. */
+int stt_open_remote(stt **out, const stt_config *cfg, wpool *pool, const speech_limits *lim) {
+  *out = NULL;
+  void *ctx;
+  int rc = stt_remote_context(&ctx, cfg, pool, lim);
+  return rc ? rc : stt_wrap(out, &stt_backend_remote, ctx, cfg);
 }
 
 void stt_close(stt *s) {
@@ -78,7 +93,7 @@ int stt_transcribe(stt *s, const int16_t *pcm, size_t n, stt_result *out) {
   if (n > STT_MAX_SAMPLES) return err_set(ERR_TOO_LARGE, "stt: %zu samples is more than 4 hours", n);
   if (s->ops->transcribe && !(s->split_min && n >= s->split_min)) {
     int rc = s->ops->transcribe(s->ctx, pcm, n, out);
-    if (!rc) out->parts = 1;
+    if (!rc && !out->parts) out->parts = 1;
     return rc;
   }
   stt_stream *st;
@@ -243,7 +258,7 @@ int stt_stream_transcribe(stt_stream *st, const int16_t *pcm, size_t n, stt_resu
     rc = st->s->ops->stream_feed(st->st, pcm, n);
     if (!rc) rc = st->s->ops->stream_end(st->st, out);
   }
-  if (!rc) out->parts = 1;
+  if (!rc && !out->parts) out->parts = 1;
   return rc;
 }
 

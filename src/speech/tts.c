@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "speech/speech.h"
+#include "speech/speech_worker.h"
 
 typedef struct tts_slot {
   const tts_backend_ops *ops;
@@ -41,25 +42,14 @@ struct tts {
 
 static const tts_backend_ops *const BACKENDS[] = {&tts_backend_flite, &tts_backend_espeak};
 
-int tts_open(tts **out) {
-  *out = NULL;
-  tts *t = calloc(1, sizeof *t);
-  if (!t) return err_set(ERR_NOMEM, "tts: handle");
-  size_t total = 0;
-  for (size_t i = 0; i < ARRAY_LEN(BACKENDS); i++) {
-    void *ctx = NULL;
-    int rc = BACKENDS[i]->open(&ctx);
-    if (rc) {
-      LOG_WARN("tts", "backend %s unavailable: %s", BACKENDS[i]->name, err_detail());
-      continue;
-    }
-    t->slots[t->n_slots++] = (tts_slot){BACKENDS[i], ctx};
-    total += BACKENDS[i]->n_voices(ctx);
-  }
+/* Builds the merged voice list once the slots are filled. */
+static int tts_finish(tts *t, tts **out) {
   if (t->n_slots == 0) {
     free(t);
     return err_set(ERR_UNAVAILABLE, "tts: no text-to-speech backend could start");
   }
+  size_t total = 0;
+  for (size_t s = 0; s < t->n_slots; s++) total += t->slots[s].ops->n_voices(t->slots[s].ctx);
   t->voices = calloc(total ? total : 1, sizeof *t->voices);
   if (!t->voices) {
     tts_close(t);
@@ -71,6 +61,49 @@ int tts_open(tts **out) {
   }
   *out = t;
   return 0;
+}
+
+int tts_open(tts **out) {
+  *out = NULL;
+  tts *t = calloc(1, sizeof *t);
+  if (!t) return err_set(ERR_NOMEM, "tts: handle");
+  for (size_t i = 0; i < ARRAY_LEN(BACKENDS); i++) {
+    void *ctx = NULL;
+    int rc = BACKENDS[i]->open(&ctx);
+    if (rc) {
+      LOG_WARN("tts", "backend %s unavailable: %s", BACKENDS[i]->name, err_detail());
+      continue;
+    }
+    t->slots[t->n_slots++] = (tts_slot){BACKENDS[i], ctx};
+  }
+  return tts_finish(t, out);
+}
+
+/* The same backends, each behind a proxy that runs it in pool's workers. */
+int tts_open_remote(tts **out, wpool *pool, const speech_limits *lim) {
+  *out = NULL;
+  tts *t = calloc(1, sizeof *t);
+  if (!t) return err_set(ERR_NOMEM, "tts: handle");
+  for (size_t i = 0; i < ARRAY_LEN(BACKENDS); i++) {
+    const tts_backend_ops *ops;
+    void *ctx;
+    int rc = tts_remote_backend(pool, lim, BACKENDS[i]->name, &ops, &ctx);
+    if (rc) {
+      LOG_WARN("tts", "backend %s unavailable in the speech worker: %s", BACKENDS[i]->name, err_detail());
+      if (rc == ERR_WORKER || rc == ERR_TIMEOUT || rc == ERR_OVERLOADED) {
+        /* The worker itself failed, not the backend: do not remember a
+         * server without voices. */
+        int keep = rc;
+        char why[512];
+        snprintf(why, sizeof why, "%s", err_detail());
+        tts_close(t);
+        return err_set(keep, "%s", why);
+      }
+      continue;
+    }
+    t->slots[t->n_slots++] = (tts_slot){ops, ctx};
+  }
+  return tts_finish(t, out);
 }
 
 void tts_close(tts *t) {
@@ -161,10 +194,21 @@ static size_t sentence_len(const char *s) {
   return i;
 }
 
-static bool has_word(const char *s) {
-  for (; *s; s++)
-    if (!isspace((unsigned char)*s) && !ispunct((unsigned char)*s)) return true;
+static bool has_word(const char *s, size_t n) {
+  for (size_t i = 0; i < n && s[i]; i++)
+    if (!isspace((unsigned char)s[i]) && !ispunct((unsigned char)s[i])) return true;
   return false;
+}
+
+size_t tts_first_sentence(const char *text) {
+  size_t pos = 0;
+  while (text[pos]) {
+    size_t n = sentence_len(text + pos);
+    bool word = has_word(text + pos, n);
+    pos += n;
+    if (word) break;
+  }
+  return pos;
 }
 
 int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, tts_pcm_fn fn, void *user) {
@@ -191,7 +235,7 @@ int tts_synthesize(tts *t, const tts_choice *c, const char *text, double speed, 
     memcpy(piece, text + pos, n);
     piece[n] = '\0';
     pos += n;
-    if (n == 0 || !has_word(piece)) continue;
+    if (n == 0 || !has_word(piece, n)) continue;
     rc = slot->ops->synth(slot->ctx, c, piece, speed, fn, user);
   } while (rc == 0 && text[pos]);
   free(piece);

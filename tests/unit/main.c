@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "speech/speech_worker.h"
 #include "test.h"
 
 #define MAX_TESTS 4096
@@ -180,6 +181,13 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
+  /* Worker processes the tests start run this same binary (wpool execs
+   * /proc/self/exe): `__worker speech` is the real speech worker,
+   * `__worker test` the scripted one of test_wpool.c. */
+  if (argc >= 3 && strcmp(argv[1], SPEECH_WORKER_ARG0) == 0) {
+    if (strcmp(argv[2], SPEECH_WORKER_ARG1) == 0) return speech_worker_main(argc - 3, argv + 3);
+    if (strcmp(argv[2], "test") == 0) return test_worker_main();
+  }
   qsort(g_tests, (size_t)g_n_tests, sizeof g_tests[0], cmp_tests);
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--list") == 0) {

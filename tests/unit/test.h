@@ -46,6 +46,8 @@ int test_capture(int (*fn)(int, char **), int argc, const char **argv, char **ou
 typedef void (*test_file_fn)(const char *name, const char *path, const unsigned char *data, size_t n, void *ud);
 int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud);
 extern int test_failed_flag;
+/* The scripted worker process of test_wpool.c (`unit-tests __worker test`). */
+int test_worker_main(void);
 
 #define TEST(name)                                                              \
   static void test_##name(void);                                                \
@@ -97,6 +99,7 @@ extern int test_failed_flag;
 #define EXPECT_INT_LE(a, b) TEST_INT_CMP_(a, <=, b, 0)
 #define EXPECT_INT_GT(a, b) TEST_INT_CMP_(a, >, b, 0)
 #define EXPECT_INT_GE(a, b) TEST_INT_CMP_(a, >=, b, 0)
+#define ASSERT_INT_GT(a, b) TEST_INT_CMP_(a, >, b, 1)
 #define EXPECT_STR_EQ(a, b) TEST_STR_EQ_(a, b, 0)
 #define ASSERT_STR_EQ(a, b) TEST_STR_EQ_(a, b, 1)
 #define EXPECT_NEAR(a, b, tol) TEST_NEAR_(a, b, tol, 0)

@@ -592,7 +592,7 @@ void dg_listen_post(http_req *req, void *ctx) {
                          .target_channels = o.multichannel ? 0 : 1, .split_channels = o.multichannel,
                          .fmt = AUDIO_SAMPLE_S16};
   audio_pcm pcm = {0};
-  rc = audio_decode(bytes, len, &d, &pcm);
+  rc = api_speech_decode(sp, bytes, len, &d, &pcm);
   if (rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "failed to process audio: %s", err_detail());

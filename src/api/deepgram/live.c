@@ -398,8 +398,14 @@ static void feed_container(live *L, bool final) {
   L->container_tried = L->pending.len;
   audio_decode_opts o = {.target_rate = RATE, .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
   audio_pcm pcm = {0};
-  int rc = audio_decode(L->pending.data, L->pending.len, &o, &pcm);
-  if (rc) {
+  int rc = api_speech_decode(L->sp, L->pending.data, L->pending.len, &o, &pcm);
+  if (rc == ERR_WORKER || rc == ERR_TIMEOUT || rc == ERR_OVERLOADED) {
+    /* The decoding worker died, hung or was not free: the server's fault,
+     * not the audio's (1011, as for a missing decoder). */
+    char reason[128];
+    snprintf(reason, sizeof reason, "NET-0000: %.100s", err_detail());
+    close_with(L, WS_CLOSE_INTERNAL, reason);
+  } else if (rc) {
     if (final || L->pending.len >= 32768) {
       char reason[128];
       snprintf(reason, sizeof reason, "DATA-0000: the audio could not be decoded: %.70s", err_detail());

@@ -196,6 +196,7 @@ typedef struct speak_job {
   tts *tts;
   http_stream *s;
   tts_choice choice;
+  api_speech_head head; /* the first sentence, spoken before the 200 */
   char *text;
   dg_speak_format f;
   audio_encoder *enc;
@@ -220,7 +221,8 @@ static void *speak_main(void *arg) {
     dg_g711_wav_header(&j->f, h);
     rc = http_stream_write(j->s, h, sizeof h);
   }
-  if (!rc) rc = tts_synthesize(j->tts, &j->choice, j->text, j->f.speed, speak_on_pcm, j);
+  if (!rc) rc = api_speech_head_play(&j->head, j->tts, &j->choice, j->text, j->f.speed, speak_on_pcm, j);
+  api_speech_head_free(&j->head); /* when the header write failed */
   if (!rc) rc = audio_encoder_finish(j->enc, &j->out);
   if (!rc && j->out.len) rc = http_stream_write(j->s, j->out.data, j->out.len);
   if (rc && rc != ERR_CANCELLED) LOG_WARN("deepgram", "speak stream ended early: %s", err_detail());
@@ -302,6 +304,15 @@ void dg_speak_post(http_req *req, void *ctx) {
     free(j);
     return;
   }
+  /* A speech worker that crashes or hangs on the first sentence gets a 500
+   * or 504 in Deepgram's shape here, before any 200 (docs/speech.md). */
+  if ((rc = api_speech_head_synth(t, &c, j->text, f.speed, &j->head))) {
+    api_error_last(req, rc, NULL);
+    audio_encoder_free(j->enc);
+    free(j->text);
+    free(j);
+    return;
+  }
   char uuid[37], count[32];
   dg_model_uuid(model, uuid);
   snprintf(count, sizeof count, "%zu", n_chars);
@@ -317,6 +328,7 @@ void dg_speak_post(http_req *req, void *ctx) {
   if (!j->s || api_speech_spawn(sp, speak_main, j)) {
     if (j->s) http_stream_close(j->s);
     else api_error(req, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+    api_speech_head_free(&j->head);
     audio_encoder_free(j->enc);
     free(j->text);
     free(j);

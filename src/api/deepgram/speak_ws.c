@@ -123,6 +123,16 @@ static int synth_buffer(speak_ws *S, unsigned gen) {
   return rc;
 }
 
+/* A synthesis that failed for another reason than a Clear (its speech
+ * worker crashed or passed its time limit): a Warning that says why, then
+ * close 1011, the WebSocket's 500; the server and other sessions go on. */
+static void synth_failed(speak_ws *S) {
+  char why[400];
+  snprintf(why, sizeof why, "synthesis failed: %s", err_detail());
+  warn(S, "SYNTHESIS_FAILED", why);
+  ws_close(S->c, WS_CLOSE_INTERNAL, "SYNTHESIS_FAILED: the speech engine failed; see the Warning");
+}
+
 static size_t utf8_chars(const char *s) {
   size_t n = 0;
   for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
@@ -165,19 +175,28 @@ static void *sws_main(void *arg) {
         break;
       case CMD_FLUSH:
         if (stale) break;
-        if (synth_buffer(S, c->gen) == 0 && c->gen == atomic_load(&S->gen))
-          send_json(S, json_pack("{s:s, s:i}", "type", "Flushed", "sequence_id", S->flush_seq++));
+        {
+          int rc = synth_buffer(S, c->gen);
+          if (rc == 0 && c->gen == atomic_load(&S->gen))
+            send_json(S, json_pack("{s:s, s:i}", "type", "Flushed", "sequence_id", S->flush_seq++));
+          if (rc && rc != ERR_CANCELLED) {
+            synth_failed(S);
+            done = true;
+          }
+        }
         break;
       case CMD_CLEAR:
         buf_reset(&S->text);
         S->n_chars = 0;
         send_json(S, json_pack("{s:s, s:i}", "type", "Cleared", "sequence_id", S->clear_seq++));
         break;
-      case CMD_CLOSE:
-        if (!stale) synth_buffer(S, c->gen);
-        ws_close(S->c, WS_CLOSE_NORMAL, "");
+      case CMD_CLOSE: {
+        int rc = stale ? 0 : synth_buffer(S, c->gen);
+        if (rc && rc != ERR_CANCELLED) synth_failed(S);
+        else ws_close(S->c, WS_CLOSE_NORMAL, "");
         done = true;
         break;
+      }
     }
     free(c);
   }

@@ -173,7 +173,7 @@ static int tr_parse(http_req *req, tr_opts *o) {
 
 /* Reads and decodes the uploaded file for the recognizer; answers the error
  * itself (400 naming the problem for bad audio). */
-static int tr_decode(http_req *req, stt *s, audio_pcm *pcm) {
+static int tr_decode(http_req *req, api_speech *sp, stt *s, audio_pcm *pcm) {
   const http_part *file = http_req_part_named(req, "file");
   uint8_t *bytes = NULL;
   size_t len = 0;
@@ -198,7 +198,7 @@ static int tr_decode(http_req *req, stt *s, audio_pcm *pcm) {
   }
   audio_decode_opts o = {.hint = file->filename ? file->filename : file->content_type, .target_rate = stt_sample_rate(s),
                          .target_channels = 1, .fmt = AUDIO_SAMPLE_S16};
-  rc = audio_decode(bytes, len, &o, pcm);
+  rc = api_speech_decode(sp, bytes, len, &o, pcm);
   free(bytes);
   if (rc) {
     char msg[512];
@@ -447,7 +447,7 @@ static void audio_transcriptions(http_req *req, void *ctx) {
   }
   j->sp = sp;
   j->o = o;
-  if (tr_decode(req, s, &j->pcm)) goto fail;
+  if (tr_decode(req, sp, s, &j->pcm)) goto fail;
   if ((rc = stt_stream_begin(s, &j->st))) { /* all decoders busy past the wait: 429 */
     api_error_last(req, rc, NULL);
     goto fail;
@@ -476,6 +476,7 @@ typedef struct sp_job {
   tts *tts;
   http_stream *s;
   tts_choice choice;
+  api_speech_head head; /* the first sentence, spoken before the 200 */
   char *text;
   double speed;
   enum audio_format format;
@@ -515,7 +516,7 @@ static int sp_on_pcm(void *user, const int16_t *pcm, size_t n, int rate) {
 
 static void *sp_stream_main(void *arg) {
   sp_job *j = arg;
-  int rc = tts_synthesize(j->tts, &j->choice, j->text, j->speed, sp_on_pcm, j);
+  int rc = api_speech_head_play(&j->head, j->tts, &j->choice, j->text, j->speed, sp_on_pcm, j);
   if (!rc) rc = audio_encoder_finish(j->enc, &j->out);
   if (!rc) rc = sp_flush(j);
   if (j->sse) {
@@ -632,10 +633,20 @@ static void audio_speech(http_req *req, void *ctx) {
     free(j);
     goto out;
   }
+  /* A speech worker that crashes or hangs on the first sentence gets a 500
+   * or 504 here, before any 200 (docs/speech.md, worker isolation). */
+  if ((rc = api_speech_head_synth(t, &choice, input, speed, &j->head))) {
+    api_error_last(req, rc, NULL);
+    audio_encoder_free(j->enc);
+    free(j->text);
+    free(j);
+    goto out;
+  }
   j->s = http_stream_open(req, 200, sse ? NULL : audio_format_mime(af), sse ? HTTP_STREAM_SSE : HTTP_STREAM_RAW);
   if (!j->s || api_speech_spawn(sp, sp_stream_main, j)) {
     if (j->s) http_stream_close(j->s);
     else api_error(req, 500, ERR_INTERNAL, "cannot open the response stream", NULL);
+    api_speech_head_free(&j->head);
     audio_encoder_free(j->enc);
     free(j->text);
     free(j);

@@ -23,6 +23,7 @@
 
 #include "api/api.h"
 #include "api/openai/rt_int.h"
+#include "api/speech_svc.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -35,7 +36,7 @@ tts *rt_tts(openai_realtime_ctx *rc) {
   pthread_mutex_lock(&st->emu);
   if (!st->tts_tried) {
     st->tts_tried = true;
-    if (tts_open(&st->tts)) {
+    if (api_speech_open_tts(rc->speech, &st->tts)) {
       LOG_WARN("realtime", "text to speech is unavailable: %s", err_detail());
       st->tts = NULL;
     }
@@ -51,7 +52,7 @@ stt *rt_stt(openai_realtime_ctx *rc) {
   if (!st->stt_tried) {
     st->stt_tried = true;
     stt_config cfg = {.n_preload = 1, .n_max = 4, .wait_ms = 3000};
-    if (stt_open(&st->stt, &cfg)) {
+    if (api_speech_open_stt(rc->speech, &cfg, &st->stt)) {
       LOG_WARN("realtime", "speech to text is unavailable: %s", err_detail());
       st->stt = NULL;
     }

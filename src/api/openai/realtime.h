@@ -28,6 +28,7 @@ typedef struct openai_realtime_ctx {
   registry *reg;                /* borrowed */
   manager *mgr;                 /* borrowed */
   struct store *st;             /* ephemeral keys; borrowed */
+  struct api_speech *speech;    /* the speech workers the sessions' engines run in; borrowed */
   const char *const *api_keys;  /* the server's keys (the WebSocket route checks
                                    them itself, beside ephemeral keys) */
   size_t n_api_keys;

@@ -436,6 +436,11 @@ int rt_speak(rt_session *s, struct rt_resp *r, const char *text, const char *ite
   if (k.bytes.len && !atomic_load(&r->cancel)) send_audio(&k, k.bytes.len);
   buf_free(&k.bytes);
   r->audio_ms += k.ms;
-  if (rc && rc != ERR_CANCELLED) LOG_WARN("realtime", "speech synthesis failed: %s", err_detail());
+  if (rc && rc != ERR_CANCELLED) {
+    /* The speech worker crashed or passed its time limit: the client hears
+     * why in an error event; the session and the server go on. */
+    LOG_WARN("realtime", "speech synthesis failed: %s", err_detail());
+    rt_error(s, "server_error", rc == ERR_TIMEOUT ? "speech_timeout" : "speech_failed", err_detail(), NULL, NULL);
+  }
   return atomic_load(&r->cancel) ? 1 : 0;
 }
