@@ -119,13 +119,13 @@ static void arguments_as_objects(json_t *messages) {
 /* continue_final: templates close every message, so the text is cut right
  * after the last occurrence of the final message's content (as Hugging
  * Face's continue_final_message does) and the model goes on writing it. */
-static void cut_after_final(const json_t *messages, buf *text) {
+static void cut_after_final(const json_t *messages, buf *text, size_t from) {
   const json_t *last = json_array_get(messages, json_array_size(messages) - 1);
   const json_t *content = json_object_get(last, "content");
   size_t n = json_string_length(content);
-  if (!json_is_string(content) || !n || !text->data || n > text->len) return;
+  if (!json_is_string(content) || !n || !text->data || n > text->len - from) return;
   const char *s = json_string_value(content);
-  for (size_t at = text->len - n + 1; at-- > 0;)
+  for (size_t at = text->len - n + 1; at-- > from;)
     if (memcmp(text->data + at, s, n) == 0) {
       text->len = at + n;
       text->data[text->len] = '\0';
@@ -133,54 +133,230 @@ static void cut_after_final(const json_t *messages, buf *text) {
     }
 }
 
+static bool chat_has_tools(const gen_chat *c) { return json_is_array(c->tools) && json_array_size(c->tools) > 0; }
+
+/* The call syntax of a request with tools on a model of family fam: the
+ * family's own when its template shows the tools (the model was taught that
+ * syntax), the generic Hermes one when the template does not (the generic
+ * prompt teaches it) or the family has no call syntax. */
+static family_parser chat_tool_syntax(const family_info *fam) {
+  bool own = (fam->caps & FAMILY_CAP_TOOLS) && fam->parser != FAMILY_PARSER_PLAIN;
+  return own ? fam->parser : FAMILY_PARSER_HERMES;
+}
+
 /* The output parser's configuration for a chat request on mm. */
 static void chat_parser_config(const manager_model *mm, const gen_chat *c, outparse_config *pc) {
   const json_t *kwt = c->template_kwargs ? json_object_get(c->template_kwargs, "enable_thinking") : NULL;
   bool thinking = c->thinking >= 0 ? c->thinking != 0 : !json_is_false(kwt);
   memset(pc, 0, sizeof *pc);
-  pc->format = parser_format(mm->fam.parser);
+  pc->tools_enabled = chat_has_tools(c) && c->tool_choice != GEN_TOOL_NONE;
+  pc->format = parser_format(pc->tools_enabled ? chat_tool_syntax(&mm->fam) : mm->fam.parser);
   pc->think_open = mm->fam.think_open;
   pc->think_close = mm->fam.think_close;
-  pc->starts_in_reasoning = mm->fam.template_opens_think && thinking && !c->continue_final;
-  pc->tools_enabled = json_is_array(c->tools) && json_array_size(c->tools) > 0 && c->tool_choice != GEN_TOOL_NONE;
+  pc->starts_in_reasoning =
+      mm->fam.template_opens_think && thinking && !c->continue_final && !c->no_generation_prompt;
   if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+}
+
+void gen_chat_template_of(const manager_model *mm, gen_chat_template *ct) {
+  *ct = (gen_chat_template){.chat = mm->chat,
+                            .chat_tools = mm->chat_tools,
+                            .bos = mm->bos,
+                            .eos = mm->eos,
+                            .renders_tools = (mm->fam.caps & FAMILY_CAP_TOOLS) != 0,
+                            .renders_system = mm->fam.template_renders_system};
+}
+
+void gen_chat_template_measure(gen_chat_template *ct) {
+  const tmpl *t = ct->chat_tools ? ct->chat_tools : ct->chat;
+  ct->renders_tools = tmpl_renders_tools(t);
+  ct->renders_system = tmpl_renders_system(t);
+}
+
+/* ---- the generic tool prompt ---- */
+
+static tmpl *g_generic;     /* tmpl_generic_tools_source(), compiled once */
+static int g_generic_rc;
+static pthread_once_t g_generic_once = PTHREAD_ONCE_INIT;
+
+static void generic_compile(void) {
+  const char *src = tmpl_generic_tools_source();
+  g_generic_rc = tmpl_compile(src, strlen(src), &g_generic);
+}
+
+/* Renders the generic template with one global (key: "tools" or "calls")
+ * and appends the text to out. */
+static int generic_render(const char *key, const json_t *v, buf *out) {
+  pthread_once(&g_generic_once, generic_compile);
+  if (g_generic_rc) return err_set(ERR_INTERNAL, "the generic tool prompt does not compile");
+  tmpl_heap *h = tmpl_heap_new();
+  tmpl_value g, x;
+  int rc = h ? tmpl_dict_new(h, &g) : ERR_NOMEM;
+  if (!rc) rc = tmpl_from_json(h, v, &x);
+  if (!rc) rc = tmpl_dict_set_str(h, g, key, x);
+  if (!rc) rc = tmpl_render(g_generic, g, out);
+  tmpl_heap_free(h);
+  return rc == ERR_NOMEM ? err_set(ERR_NOMEM, "out of memory") : rc;
+}
+
+/* A copy of m (its members shared) whose content is `text`. */
+static json_t *with_content(const json_t *m, const char *text, size_t len) {
+  json_t *c = json_copy((json_t *)m);
+  if (c && json_object_set_new(c, "content", json_stringn(text, len))) {
+    json_decref(c);
+    c = NULL;
+  }
+  return c;
+}
+
+/* Appends a string content to b, after sep when b is not empty (nothing
+ * for an empty or non-string content). */
+static void append_content(buf *b, const json_t *content, const char *sep) {
+  if (!json_is_string(content) || !json_string_length(content)) return;
+  if (b->len) buf_append_str(b, sep);
+  buf_append(b, json_string_value(content), json_string_length(content));
+}
+
+static bool is_role(const json_t *m, const char *role) {
+  const char *r = json_string_value(json_object_get(m, "role"));
+  return r && strcmp(r, role) == 0;
+}
+
+/* Puts the generic tool prompt into msgs: after the text of a leading
+ * system message (a new one first when there is none), or, for a template
+ * that renders no system message, before the text of the first user
+ * message (a new one first when there is none). */
+static int place_prompt(json_t *msgs, bool renders_system, const buf *prompt) {
+  const char *role = renders_system ? "system" : "user";
+  size_t at = 0;
+  if (!renders_system)
+    while (at < json_array_size(msgs) && !is_role(json_array_get(msgs, at), "user")) at++;
+  json_t *m = json_array_get(msgs, at);
+  if (!m || !is_role(m, role)) {
+    json_t *p = json_pack("{s:s, s:s%}", "role", role, "content", prompt->data ? prompt->data : "", prompt->len);
+    return p && !json_array_insert_new(msgs, 0, p) ? 0 : err_set(ERR_NOMEM, "out of memory");
+  }
+  buf b = BUF_INIT;
+  if (renders_system) {
+    append_content(&b, json_object_get(m, "content"), "");
+    if (b.len) buf_append_str(&b, "\n\n");
+    buf_append(&b, prompt->data ? prompt->data : "", prompt->len);
+  } else {
+    buf_append(&b, prompt->data ? prompt->data : "", prompt->len);
+    append_content(&b, json_object_get(m, "content"), "\n\n");
+  }
+  json_t *c = b.data ? with_content(m, b.data, b.len) : NULL;
+  buf_free(&b);
+  return c && !json_array_set_new(msgs, at, c) ? 0 : err_set(ERR_NOMEM, "out of memory");
+}
+
+/* The conversation for a template that does not render tools, as a new
+ * array (c->messages is not changed): assistant calls become <tool_call>
+ * text after the turn's content, tool results <tool_response> text in a
+ * user turn (consecutive results, and a user message right after them,
+ * share one turn, so turns still alternate), and the generic tool prompt
+ * goes in (place_prompt). */
+static int generic_messages(const gen_chat *c, bool renders_system, json_t **out) {
+  json_t *msgs = json_array();
+  buf b = BUF_INIT;
+  int rc = msgs ? 0 : err_set(ERR_NOMEM, "out of memory");
+  bool results = false; /* the last message of msgs is a tool-result turn of our own */
+  size_t i;
+  const json_t *m;
+  json_array_foreach(c->messages, i, m) {
+    if (rc) break;
+    const json_t *content = json_object_get(m, "content");
+    const json_t *calls = json_object_get(m, "tool_calls");
+    buf_reset(&b);
+    json_t *add = NULL;
+    bool tool = is_role(m, "tool");
+    if (tool || (results && is_role(m, "user"))) {
+      if (tool) buf_append_str(&b, "<tool_response>\n");
+      append_content(&b, content, "");
+      if (tool) buf_append_str(&b, "\n</tool_response>");
+      json_t *prev = results ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
+      if (prev) { /* joins the results turn */
+        buf joined = BUF_INIT;
+        append_content(&joined, json_object_get(prev, "content"), "");
+        if (joined.len && b.len) buf_append_byte(&joined, '\n');
+        buf_append(&joined, b.data ? b.data : "", b.len);
+        if (json_object_set_new(prev, "content", json_stringn(joined.data ? joined.data : "", joined.len)))
+          rc = err_set(ERR_NOMEM, "out of memory");
+        buf_free(&joined);
+        continue;
+      }
+      add = json_pack("{s:s, s:s%}", "role", "user", "content", b.data ? b.data : "", b.len);
+      results = true;
+    } else if (is_role(m, "assistant") && json_array_size(calls)) {
+      append_content(&b, content, "");
+      if (b.len) buf_append_byte(&b, '\n');
+      if ((rc = generic_render("calls", calls, &b))) break;
+      if ((add = with_content(m, b.data ? b.data : "", b.len))) json_object_del(add, "tool_calls");
+      results = false;
+    } else {
+      add = json_incref((json_t *)m);
+      results = false;
+    }
+    if (!add || json_array_append_new(msgs, add)) rc = err_set(ERR_NOMEM, "out of memory");
+  }
+  buf_reset(&b);
+  if (!rc) rc = generic_render("tools", c->tools, &b);
+  if (!rc) rc = place_prompt(msgs, renders_system, &b);
+  buf_free(&b);
+  if (rc) {
+    json_decref(msgs);
+    return rc;
+  }
+  *out = msgs;
+  return 0;
+}
+
+int gen_chat_render(const gen_chat_template *ct, gen_chat *c, buf *out) {
+  if (!ct->chat) return err_set(ERR_UNSUPPORTED, "no chat template");
+  if (!json_is_array(c->messages)) return err_set(ERR_TYPE, "messages: expected array");
+  arguments_as_objects(c->messages);
+  bool has_tools = chat_has_tools(c);
+  bool generic = has_tools && !ct->renders_tools;
+  json_t *msgs = NULL;
+  int rc = generic ? generic_messages(c, ct->renders_system, &msgs) : 0;
+  if (rc) return rc;
+  if (!msgs) msgs = json_incref(c->messages);
+  bool agp = !c->continue_final && !c->no_generation_prompt;
+  json_t *req = json_pack("{s:O, s:b}", "messages", msgs, "add_generation_prompt", agp);
+  json_t *kw = c->template_kwargs ? json_deep_copy(c->template_kwargs) : json_object();
+  if (!req || !kw) rc = err_set(ERR_NOMEM, "out of memory");
+  if (!rc && has_tools && !generic) json_object_set(req, "tools", (json_t *)c->tools);
+  if (!rc && c->thinking >= 0) json_object_set_new(kw, "enable_thinking", json_boolean(c->thinking));
+  if (!rc) json_object_set(req, "chat_template_kwargs", kw);
+  json_decref(kw);
+
+  size_t before = out->len;
+  tmpl_heap *h = rc ? NULL : tmpl_heap_new();
+  tmpl_value globals;
+  if (!rc) rc = h ? tmpl_globals_from_request(h, req, ct->bos, ct->eos, &globals) : err_set(ERR_NOMEM, "out of memory");
+  if (!rc) {
+    const tmpl *t = has_tools && ct->chat_tools ? ct->chat_tools : ct->chat;
+    if ((rc = tmpl_render(t, globals, out))) rc = ERR_INVALID; /* detail: line and column */
+  }
+  tmpl_heap_free(h);
+  json_decref(req);
+  if (!rc && c->continue_final) cut_after_final(msgs, out, before);
+  json_decref(msgs);
+  return rc;
 }
 
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc) {
   if (!mm->chat)
     return err_set(ERR_UNSUPPORTED, "model '%s' has no chat template (send a raw prompt instead)", mm->name);
-  if (!json_is_array(c->messages)) return err_set(ERR_TYPE, "messages: expected array");
-  arguments_as_objects(c->messages);
-  bool has_tools = json_is_array(c->tools) && json_array_size(c->tools) > 0;
-
-  json_t *req = json_pack("{s:O, s:b}", "messages", c->messages, "add_generation_prompt", !c->continue_final);
-  json_t *kw = c->template_kwargs ? json_deep_copy(c->template_kwargs) : json_object();
-  if (!req || !kw) {
-    json_decref(req);
-    json_decref(kw);
-    return err_set(ERR_NOMEM, "out of memory");
-  }
-  if (has_tools) json_object_set(req, "tools", (json_t *)c->tools);
-  if (c->thinking >= 0) json_object_set_new(kw, "enable_thinking", json_boolean(c->thinking));
-  json_object_set_new(req, "chat_template_kwargs", kw);
-
+  gen_chat_template ct;
+  gen_chat_template_of(mm, &ct);
   buf local = BUF_INIT;
   buf *text = prompt ? prompt : &local;
-  tmpl_heap *h = tmpl_heap_new();
-  tmpl_value globals;
-  int rc = h ? tmpl_globals_from_request(h, req, mm->bos, mm->eos, &globals) : err_set(ERR_NOMEM, "out of memory");
-  if (!rc) {
-    const tmpl *t = has_tools && mm->chat_tools ? mm->chat_tools : mm->chat;
-    if ((rc = tmpl_render(t, globals, text))) rc = ERR_INVALID; /* detail: line and column */
-  }
-  if (h) tmpl_heap_free(h);
-  json_decref(req);
-  if (!rc && c->continue_final) cut_after_final(c->messages, text);
+  int rc = gen_chat_render(&ct, c, text);
   if (!rc) rc = gen_tokenize(mm->t, text->data ? text->data : "", text->len, true, ids);
   if (!rc && !ids->n) rc = err_set(ERR_INVALID, "the rendered prompt is empty");
   buf_free(&local);
   if (rc) return rc;
-
   chat_parser_config(mm, c, pc);
   return 0;
 }
@@ -287,11 +463,9 @@ int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char 
   if ((c->tool_choice != GEN_TOOL_REQUIRED && c->tool_choice != GEN_TOOL_FUNCTION) || g->format != GEN_FORMAT_TEXT)
     return 0;
   if (!json_is_array(c->tools) || !json_array_size(c->tools)) return 0;
-  const struct force_fmt *ff = force_fmt_of(mm->fam.parser);
-  if (!ff) {
-    LOG_INFO("gen", "model '%s': tool_choice cannot be enforced for its tool-call syntax; it is advisory", mm->name);
-    return 0;
-  }
+  const struct force_fmt *ff = force_fmt_of(chat_tool_syntax(&mm->fam));
+  if (!ff) /* every syntax chat_tool_syntax gives has a row */
+    return err_set(ERR_INTERNAL, "model '%s': no way to force a call in its tool-call syntax", mm->name);
   json_t *alts = json_array(), *names = json_array();
   size_t i;
   json_t *tool;

@@ -48,6 +48,7 @@
 #include "engine/manager.h"
 #include "http/http.h"
 #include "tmpl/outparse.h"
+#include "tmpl/tmpl.h"
 #include "tok/tok.h"
 
 /* ---- parameters ------------------------------------------------------------ */
@@ -120,15 +121,55 @@ typedef struct gen_chat {
   bool continue_final;           /* no generation prompt: the model goes on
                                     writing the last (assistant) message
                                     (the text is cut after its content) */
+  bool no_generation_prompt;     /* rendered without the generation prompt
+                                    (OpenAI chat's add_generation_prompt
+                                    false, a vLLM extension) */
 } gen_chat;
 
-/* Renders c through mm's chat template (the tool_use variant when tools are
- * given and the model has one), tokenizes the text with special tokens
- * parsed (and a BOS the vocabulary wants), and fills the output parser's
- * configuration for the model's family. prompt may be NULL (the text is
- * then not kept). Errors: ERR_UNSUPPORTED the model has no chat template;
- * ERR_INVALID a template error (the detail names line and column) or an
- * empty prompt; ERR_TYPE a malformed message; ERR_NOMEM. */
+/* What rendering a chat needs: a model's templates, its special tokens and
+ * what its templates do with tools and system messages. From a loaded model
+ * (gen_chat_template_of: the facts family detection measured), or from a
+ * template alone (parley chat-template: gen_chat_template_measure probes
+ * it with the same tmpl_renders_* functions). Borrowed pointers. */
+typedef struct gen_chat_template {
+  const tmpl *chat;       /* the chat template */
+  const tmpl *chat_tools; /* the tool_use variant (rendered when tools are
+                             given), or NULL */
+  const char *bos, *eos;  /* bos_token / eos_token; NULL: undefined */
+  bool renders_tools;     /* the template a request with tools gets shows
+                             them to the model (else the generic tool
+                             prompt is added, see gen_chat_render) */
+  bool renders_system;    /* ... renders a system message's text */
+} gen_chat_template;
+
+void gen_chat_template_of(const manager_model *mm, gen_chat_template *ct);
+/* Sets renders_tools and renders_system by rendering the probe
+ * conversation of tmpl_renders_tools / tmpl_renders_system. */
+void gen_chat_template_measure(gen_chat_template *ct);
+
+/* Renders c through ct and appends the text to out: the one conversion of
+ * canonical messages into what a template sees, shared by the server and
+ * `parley chat-template`. Tool-call arguments given as JSON text are parsed
+ * into objects in c->messages. A template that renders tools gets them as
+ * `tools`. One that does not gets the generic tool-calling prompt instead
+ * (Hermes format: tmpl_generic_tools_source), in the system message (or,
+ * when the template renders no system message, in front of the first user
+ * message), with the conversation's calls written as <tool_call> text in
+ * the assistant turns and tool results as <tool_response> text in user
+ * turns, so the model is never left without the tools it was given; the
+ * output is then parsed in that format (gen_chat_prompt). ERR_TYPE a
+ * malformed message list; ERR_INVALID a template error (line and column);
+ * ERR_NOMEM. */
+int gen_chat_render(const gen_chat_template *ct, gen_chat *c, buf *out);
+
+/* Renders c through mm's chat template (gen_chat_render), tokenizes the
+ * text with special tokens parsed (and a BOS the vocabulary wants), and
+ * fills the output parser's configuration: the family's format, or the
+ * generic (Hermes) one when tools are given and the template does not show
+ * them or the family has no call syntax of its own. prompt may be NULL (the
+ * text is then not kept). Errors: ERR_UNSUPPORTED the model has no chat
+ * template; ERR_INVALID a template error (the detail names line and column)
+ * or an empty prompt; ERR_TYPE a malformed message; ERR_NOMEM. */
 int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *ids, outparse_config *pc);
 
 /* Forces a tool call when c->tool_choice is REQUIRED (any of the tools)
@@ -150,10 +191,12 @@ int gen_chat_prompt(const manager_model *mm, gen_chat *c, buf *prompt, tok_ids *
  * it) joins the prefill, so only the arguments are generated. A template
  * that opens the think block gets its closing marker first in the prefill.
  * The arguments follow the tool's parameters schema (any object when the
- * grammar cannot express it). Nothing changes when the choice is
- * auto/none, there are no tools, g already has a format, or the family has
- * no known call syntax (then the choice is advisory, logged).
- * ERR_NOT_FOUND when name is no tool's name; ERR_NOMEM. */
+ * grammar cannot express it). The syntax is the one gen_chat_prompt parses:
+ * the family's, or the generic Hermes one for a template that does not show
+ * tools or a family without a call syntax, so every forced choice yields a
+ * call. Nothing changes when the choice is auto/none, there are no tools or
+ * g already has a format. ERR_NOT_FOUND when name is no tool's name;
+ * ERR_NOMEM. */
 int gen_chat_force_tools(const manager_model *mm, const gen_chat *c, const char *name, gen_params *g);
 
 /* Encodes text with special-token parsing (or not) and a leading BOS when

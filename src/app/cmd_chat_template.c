@@ -6,11 +6,13 @@
  *                        --request FILE.json [--chat-template FILE.jinja]
  *                        [--bos TOKEN] [--eos TOKEN] [-v]
  *
- * For users debugging a template and for tests. The request's messages,
- * tools, add_generation_prompt and chat_template_kwargs (whose keys become
- * template globals: enable_thinking, bos_token, ...) are passed to the
- * template as transformers' apply_chat_template passes them
- * (tmpl_globals_from_request).
+ * For users debugging a template and for tests. The request is read as
+ * POST /v1/chat/completions reads it (openai_chat_request: roles checked,
+ * text parts joined, developer as system, tool_choice, reasoning_effort,
+ * chat_template_kwargs, add_generation_prompt, continue_final_message) and
+ * rendered by the server's own conversion (gen_chat_render: tool-call
+ * arguments parsed to objects, the generic tool prompt for a template that
+ * shows no tools), so the text is exactly the prompt the server renders.
  *
  * With --model the template comes from the GGUF file: the
  * tokenizer.chat_template.tool_use variant when the request has tools and the
@@ -21,7 +23,8 @@
  * With --template there is no vocabulary: bos/eos are undefined unless given.
  *
  * Output: the rendered text on stdout, nothing else (no trailing newline is
- * added). -v reports the family and the template's origin on stderr.
+ * added). -v reports the family, the template's origin and how tools are
+ * shown on stderr.
  * Exit status: 0, 1 for an error (message on stderr naming the file and the
  * problem: missing file, JSON line/column, template line:column), 2 for usage.
  */
@@ -31,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/gen.h"
+#include "api/openai/openai.h"
 #include "app/commands.h"
 #include "base/buf.h"
 #include "base/err.h"
@@ -94,13 +99,8 @@ static int ct_vocab_token(const gguf_file *f, const char *key, char **out) {
   return 0;
 }
 
-static bool ct_request_has_tools(const json_t *req) {
-  const json_t *t = json_object_get(req, "tools");
-  return json_is_array(t) && json_array_size(t) > 0;
-}
-
 int cmd_chat_template(int argc, char **argv) {
-  const char *model = NULL, *tmpl_path = NULL, *request = NULL, *override = NULL, *bos_arg = NULL, *eos_arg = NULL;
+  const char *model_path = NULL, *tmpl_path = NULL, *request = NULL, *override = NULL, *bos_arg = NULL, *eos_arg = NULL;
   bool verbose = false;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
@@ -111,7 +111,7 @@ int cmd_chat_template(int argc, char **argv) {
     } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
       verbose = true;
       continue;
-    } else if (!strcmp(a, "--model")) slot = &model;
+    } else if (!strcmp(a, "--model")) slot = &model_path;
     else if (!strcmp(a, "--template")) slot = &tmpl_path;
     else if (!strcmp(a, "--request")) slot = &request;
     else if (!strcmp(a, "--chat-template")) slot = &override;
@@ -128,7 +128,7 @@ int cmd_chat_template(int argc, char **argv) {
     }
     *slot = argv[++i];
   }
-  if ((!model) == (!tmpl_path) || !request) {
+  if ((!model_path) == (!tmpl_path) || !request) {
     fprintf(stderr, "parley chat-template: give exactly one of --model and --template, and --request\n");
     ct_usage(stderr);
     return 2;
@@ -145,7 +145,7 @@ int cmd_chat_template(int argc, char **argv) {
   json_t *req = NULL;
   gguf_file *gf = NULL;
   tmpl *t = NULL;
-  tmpl_heap *h = NULL;
+  gen_chat_template ct = {0};
   buf out = BUF_INIT;
 
   /* the request */
@@ -161,13 +161,23 @@ int cmd_chat_template(int argc, char **argv) {
     rc = err_set(ERR_INVALID, "request file '%s' must hold a JSON object (a chat request body)", request);
     goto fail;
   }
+  gen_chat chat;
+  char param[OPENAI_PARAM_MAX];
+  if ((rc = openai_chat_request(req, &chat, param))) {
+    char d[512];
+    snprintf(d, sizeof d, "%s", err_detail());
+    rc = err_set(rc, "request file '%s': %s", request, d);
+    goto fail;
+  }
+  bool has_tools = json_array_size(chat.tools) > 0;
+  bool measured = true; /* the template's facts: measured here, or family detection's */
 
   /* the template */
-  if (model) {
-    if ((rc = gguf_open(model, &gf))) {
+  if (model_path) {
+    if ((rc = gguf_open(model_path, &gf))) {
       char d[512];
       snprintf(d, sizeof d, "%s", err_detail());
-      rc = err_set(rc, "cannot open model '%s': %s", model, d);
+      rc = err_set(rc, "cannot open model '%s': %s", model_path, d);
       goto fail;
     }
     family_info fam;
@@ -176,13 +186,16 @@ int cmd_chat_template(int argc, char **argv) {
       if ((rc = ct_read_file(override, "chat template", &src_owned, &src_len))) goto fail;
       src = src_owned;
       origin = override;
-    } else if ((rc = family_chat_template(gf, &fam, ct_request_has_tools(req), &src, &origin))) {
+    } else if ((rc = family_chat_template(gf, &fam, has_tools, &src, &origin))) {
       goto fail;
     } else {
       src_len = strlen(src);
+      measured = false;
     }
     if (!bos_arg && (rc = ct_vocab_token(gf, "tokenizer.ggml.bos_token_id", &bos))) goto fail;
     if (!eos_arg && (rc = ct_vocab_token(gf, "tokenizer.ggml.eos_token_id", &eos))) goto fail;
+    ct.renders_tools = (fam.caps & FAMILY_CAP_TOOLS) != 0;
+    ct.renders_system = fam.template_renders_system;
     if (verbose) {
       char caps[256];
       family_caps_str(fam.caps, caps, sizeof caps);
@@ -207,19 +220,14 @@ int cmd_chat_template(int argc, char **argv) {
     rc = err_set(rc, "chat template %s: %s", origin, d);
     goto fail;
   }
-  h = tmpl_heap_new();
-  if (!h) {
-    rc = err_set(ERR_NOMEM, "out of memory");
-    goto fail;
-  }
-  tmpl_value g;
-  if ((rc = tmpl_globals_from_request(h, req, bos, eos, &g))) {
-    char d[512];
-    snprintf(d, sizeof d, "%s", err_detail());
-    rc = err_set(rc, "request file '%s': %s", request, d);
-    goto fail;
-  }
-  if ((rc = tmpl_render(t, g, &out))) {
+  ct.chat = t;
+  ct.bos = bos;
+  ct.eos = eos;
+  if (measured) gen_chat_template_measure(&ct);
+  if (verbose && has_tools)
+    fprintf(stderr, "tools: %s\n", ct.renders_tools ? "shown by the template"
+                                                    : "the generic tool prompt (the template shows none)");
+  if ((rc = gen_chat_render(&ct, &chat, &out))) {
     char d[512];
     snprintf(d, sizeof d, "%s", err_detail());
     rc = err_set(rc, "rendering chat template %s: %s", origin, d);
@@ -234,7 +242,6 @@ int cmd_chat_template(int argc, char **argv) {
 fail:
   if (rc) fprintf(stderr, "parley chat-template: %s\n", err_detail());
   buf_free(&out);
-  tmpl_heap_free(h);
   tmpl_free(t);
   gguf_close(gf);
   json_decref(req);

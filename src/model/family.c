@@ -393,43 +393,12 @@ static int score_row(const family_row *r, const evidence *ev) {
   return s;
 }
 
-/* Renders the template for one user message with the generation prompt and
- * enable_thinking, and reports whether the text ends inside an opened think
- * block. -1 when the template does not render. */
-static int probe_opens_think(const char *src, const char *open) {
+/* Compiles src, NULL when it does not compile (the probes then say no). */
+static tmpl *compile_quiet(const char *src) {
   tmpl *t = NULL;
-  if (tmpl_compile(src, strlen(src), &t) != 0) return -1;
-  tmpl_heap *h = tmpl_heap_new();
-  int rc = h ? 0 : ERR_NOMEM;
-  tmpl_value g, msgs, msg, v;
-  buf out = BUF_INIT;
-  if (!rc) rc = tmpl_dict_new(h, &g);
-  if (!rc) rc = tmpl_list_new(h, &msgs);
-  if (!rc) rc = tmpl_dict_new(h, &msg);
-  if (!rc) rc = tmpl_string(h, "user", 4, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, msg, "role", v);
-  if (!rc) rc = tmpl_string(h, "Hi", 2, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, msg, "content", v);
-  if (!rc) rc = tmpl_list_push(h, msgs, msg);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "messages", msgs);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "tools", tmpl_none());
-  if (!rc) rc = tmpl_dict_set_str(h, g, "add_generation_prompt", tmpl_bool(true));
-  if (!rc) rc = tmpl_dict_set_str(h, g, "enable_thinking", tmpl_bool(true));
-  if (!rc) rc = tmpl_string(h, "", 0, &v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "bos_token", v);
-  if (!rc) rc = tmpl_dict_set_str(h, g, "eos_token", v);
-  if (!rc) rc = tmpl_render(t, g, &out);
-  int opens = -1;
-  if (!rc) {
-    size_t n = out.len, k = strlen(open);
-    while (n > 0 && isspace((unsigned char)out.data[n - 1])) n--;
-    opens = n >= k && memcmp(out.data + n - k, open, k) == 0;
-  }
-  buf_free(&out);
-  tmpl_heap_free(h);
-  tmpl_free(t);
+  if (src && tmpl_compile(src, strlen(src), &t) != 0) t = NULL;
   err_clear();
-  return opens;
+  return t;
 }
 
 static void append_missing(family_info *info, const char *text) {
@@ -467,10 +436,19 @@ int family_detect(const gguf_file *f, family_info *out) {
   out->has_template = ev->tmpl != NULL;
   out->has_tool_template = ev->tmpl_tools != NULL;
 
-  /* refine the capabilities from the file */
-  if ((out->caps & FAMILY_CAP_CHAT) && (ev->tmpl || ev->tmpl_tools)) {
-    if (ev->tmpl_tools || tmpl_has(ev, "tools")) out->caps |= FAMILY_CAP_TOOLS;
+  /* refine the capabilities from the file: tools when the template that a
+   * request with tools gets (the tool_use variant, the file's, or the
+   * family default) shows them to the model, measured by rendering it */
+  if (out->caps & FAMILY_CAP_CHAT) {
+    const char *src = NULL;
+    tmpl *t = family_chat_template(f, out, true, &src, NULL) == 0 ? compile_quiet(src) : NULL;
+    err_clear();
+    if (t && tmpl_renders_tools(t)) out->caps |= FAMILY_CAP_TOOLS;
     else out->caps &= ~(uint32_t)FAMILY_CAP_TOOLS;
+    out->template_renders_system = t && tmpl_renders_system(t);
+    tmpl_free(t);
+  }
+  if ((out->caps & FAMILY_CAP_CHAT) && (ev->tmpl || ev->tmpl_tools)) {
     const char *close = out->think_close ? out->think_close : "</think>";
     if (tmpl_has(ev, close) && tmpl_has(ev, out->think_open ? out->think_open : "<think>")) {
       out->caps |= FAMILY_CAP_REASONING;
@@ -484,7 +462,9 @@ int family_detect(const gguf_file *f, family_info *out) {
     out->think_open = out->think_close = NULL;
     out->template_opens_think = false;
   } else if (ev->tmpl && out->think_open) {
-    int o = probe_opens_think(ev->tmpl, out->think_open);
+    tmpl *t = compile_quiet(ev->tmpl);
+    int o = tmpl_probe_opens_think(t, out->think_open);
+    tmpl_free(t);
     if (o >= 0) out->template_opens_think = o;
   }
   for (size_t i = 0; i < sizeof FIM_TOKENS / sizeof *FIM_TOKENS; i++)

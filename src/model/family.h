@@ -16,7 +16,9 @@
  * as absent); it returns an error only for NULL arguments.
  *
  * Capabilities start from the row and are refined by the file: tools when the
- * template mentions them, reasoning when it closes a think block, insert
+ * template a request with tools gets (the tool_use variant, the file's
+ * template or the family default) shows a tool to the model, measured by
+ * rendering it (tmpl_renders_tools), reasoning when it closes a think block, insert
  * (fill-in-the-middle) when the vocabulary has FIM tokens. Whether the
  * template opens the think block itself is measured by rendering it once for
  * a one-message conversation with add_generation_prompt and enable_thinking.
@@ -98,6 +100,10 @@ typedef struct family_info {
   bool template_opens_think; /* the generation prompt already opens the block */
   bool has_template;       /* tokenizer.chat_template is present */
   bool has_tool_template;  /* tokenizer.chat_template.tool_use is present */
+  bool template_renders_system; /* the template a request with tools gets
+                              renders a system message's text (measured:
+                              tmpl_renders_system); FAMILY_CAP_TOOLS says
+                              whether it renders the tools */
   tmpl_default_id default_template; /* when the file has none */
   bool executable;         /* the runtime implements this architecture */
   char missing[320];       /* what is missing to run it fully; "" when nothing */

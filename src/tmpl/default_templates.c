@@ -46,6 +46,24 @@
 /* {"name": NAME, "arguments": ARGS} for tool call `tc` */
 #define J_CALL_JSON "'{\"name\": ' + tc.function.name | tojson + ', \"arguments\": ' + args(tc.function.arguments) + '}'"
 
+/* The Hermes tool prompt (Qwen2.5's wording): the tools as JSON lines in
+ * <tools></tools>, and how to write a call. */
+#define J_HERMES_TOOLS                                                                             \
+  "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"          \
+  "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' -}}"       \
+  "{%- for t in tools -%}{{- '\\n' + t | tojson -}}{%- endfor -%}"                                   \
+  "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments " \
+  "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"                                        \
+  "{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call>' -}}"
+
+/* The calls of `calls` (a message's tool_calls), each in <tool_call> tags,
+ * one per line */
+#define J_HERMES_CALLS                                                                             \
+  "{%- for tc in calls -%}"                                                                        \
+  "{%- if not loop.first -%}{{- '\\n' -}}{%- endif -%}"                                             \
+  "{{- '<tool_call>\\n' + " J_CALL_JSON " + '\\n</tool_call>' -}}"                                  \
+  "{%- endfor -%}"
+
 static const char CHATML[] =
     J_MACROS
     "{%- if messages and messages[0].role == 'system' -%}"
@@ -53,12 +71,8 @@ static const char CHATML[] =
     "{%- else -%}{%- set sys = none -%}{%- set msgs = messages -%}{%- endif -%}"
     "{%- if tools -%}"
     "{{- '<|im_start|>system\\n' -}}{%- if sys -%}{{- sys + '\\n\\n' -}}{%- endif -%}"
-    "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' -}}"
-    "{%- for t in tools -%}{{- '\\n' + t | tojson -}}{%- endfor -%}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
-    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
-    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n' -}}"
+    J_HERMES_TOOLS
+    "{{- '<|im_end|>\\n' -}}"
     "{%- elif sys is not none -%}{{- '<|im_start|>system\\n' + sys + '<|im_end|>\\n' -}}{%- endif -%}"
     "{%- for m in msgs -%}"
     "{%- if m.role == 'assistant' -%}"
@@ -290,6 +304,15 @@ static const char DEEPSEEK[] =
     "{{- '<｜Assistant｜><think>\\n' -}}"
     "{%- if enable_thinking is defined and not enable_thinking -%}{{- '\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}";
+
+/* The generic tool-calling prompt for templates that do not render tools
+ * (api/gen.c): with `tools` the text for the system prompt, with `calls`
+ * the text of an assistant turn's calls, both in the Hermes format. */
+static const char GENERIC_TOOLS[] =
+    J_MACROS
+    "{%- if calls is defined -%}" J_HERMES_CALLS "{%- else -%}" J_HERMES_TOOLS "{%- endif -%}";
+
+const char *tmpl_generic_tools_source(void) { return GENERIC_TOOLS; }
 
 typedef struct default_row {
   const char *name;

@@ -39,4 +39,13 @@ const char *tmpl_default_name(tmpl_default_id id);
 /* The id for a name above; ERR_NOT_FOUND (naming it) when there is none. */
 int tmpl_default_by_name(const char *name, tmpl_default_id *out);
 
+/* Jinja source of the generic tool-calling prompt (Hermes format) that
+ * api/gen.c adds for a template that does not render tools: rendered with
+ * the global `tools` it gives the tools block of the system prompt (the
+ * tools as JSON lines in <tools></tools> and how to write a call); with
+ * `calls` (a message's tool_calls, arguments an object or JSON text) it
+ * gives those calls, each as <tool_call>\n{"name": .., "arguments": ..}\n
+ * </tool_call>, one per line. Static. */
+const char *tmpl_generic_tools_source(void);
+
 #endif

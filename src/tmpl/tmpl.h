@@ -118,6 +118,19 @@ int tmpl_render(const tmpl *t, tmpl_value globals, buf *out);
  * ['a', 1], {'k': 'v'}). Appends to out. */
 int tmpl_value_to_str(tmpl_value v, buf *out);
 
+/* Probes (tmpl_probe.c): what a compiled template does with a request,
+ * measured by rendering one fixed conversation (a user "Hi", add_generation_
+ * prompt and enable_thinking true). A template that cannot render the probe
+ * answers false (-1 for the think probe). No error is left behind. */
+/* A tool given in `tools` reaches the prompt (its name is in the text). */
+bool tmpl_renders_tools(const tmpl *t);
+/* A system message's text reaches the prompt. */
+bool tmpl_renders_system(const tmpl *t);
+/* 1 when the generation prompt ends inside an opened think block (the text
+ * ends with `open`, trailing whitespace aside), 0 when not, -1 when the
+ * template does not render. */
+int tmpl_probe_opens_think(const tmpl *t, const char *open);
+
 /* The jansson bridge lives in tmpl_json.c: declared here with an opaque
  * pointer so that this header stays free of JSON. `json` is a json_t *. */
 int tmpl_from_json(tmpl_heap *h, const void *json, tmpl_value *out);

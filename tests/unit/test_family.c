@@ -112,11 +112,11 @@ static const char MISTRAL_V1_TMPL[] =
     "{%- else %}{{ m.content }}{{ eos_token }}{%- endif %}{%- endfor %}";
 static const char GRANITE_TMPL[] =
     "{%- for m in messages %}<|start_of_role|>{{ m.role }}<|end_of_role|>{{ m.content }}<|end_of_text|>\n"
-    "{%- endfor %}{%- if tools %}<|start_of_role|>available_tools<|end_of_role|>{%- endif %}"
+    "{%- endfor %}{%- if tools %}<|start_of_role|>available_tools<|end_of_role|>{{ tools | tojson }}{%- endif %}"
     "{%- if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{%- endif %}";
 static const char HARMONY_TMPL[] =
     "{%- for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endfor %}"
-    "{%- if tools %}<|start|>developer<|message|>tools{%- endif %}"
+    "{%- if tools %}<|start|>developer<|message|># Tools {{ tools | tojson }}<|end|>{%- endif %}"
     "{%- if add_generation_prompt %}<|start|>assistant{%- endif %}";
 
 #define CAPS(fi) ((fi).caps)
@@ -328,7 +328,8 @@ TEST(family_gemma) {
                    .tokens = {"<start_of_turn>", "<end_of_turn>"}};
   ASSERT_INT_EQ(detect(&g2, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GEMMA2);
-  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
+  /* no template in the file: the family default, which shows tools */
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS);
   EXPECT_STR_EQ(family_parser_name(fi.parser), "plain");
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_GEMMA);
   EXPECT_TRUE(fi.executable); /* src/model/gemma.c */
@@ -337,7 +338,7 @@ TEST(family_gemma) {
                    .tokens = {"<start_of_turn>", "<start_of_image>"}};
   ASSERT_INT_EQ(detect(&g3, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GEMMA3);
-  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_VISION);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS | FAMILY_CAP_VISION);
   /* the text part runs; images still name what they need */
   EXPECT_TRUE(fi.executable);
   EXPECT_STR_CONTAINS(family_missing(&fi), "SigLIP vision encoder");

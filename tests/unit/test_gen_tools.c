@@ -67,6 +67,7 @@ static void check(family_parser p, bool opens_think, enum gen_tool_choice choice
   memset(&mm, 0, sizeof mm);
   mm.name = "test";
   mm.fam.parser = p;
+  mm.fam.caps = FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS; /* the template shows the tools */
   if (opens_think) {
     mm.fam.think_open = "<think>";
     mm.fam.think_close = "</think>";
@@ -201,6 +202,7 @@ TEST(gen_force_odd_names_and_schemas) {
   memset(&mm, 0, sizeof mm);
   mm.name = "test";
   mm.fam.parser = FAMILY_PARSER_FUNCTIONARY;
+  mm.fam.caps = FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS;
   json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"a\\\"b\\\\c\",\"parameters\":"
                              "{\"type\":\"object\",\"not\":{}}}},{\"type\":\"function\",\"function\":{\"name\":\"x\"}}]",
                              0, NULL);
@@ -225,12 +227,45 @@ TEST(gen_force_odd_names_and_schemas) {
   EXPECT_INT_EQ(gen_chat_force_tools(&mm, &c, "nope", &g), ERR_NOT_FOUND);
   EXPECT_TRUE(g.gbnf == NULL && g.prefill == NULL);
   gen_params_free(&g);
-  /* a family without a call syntax: advisory, nothing set */
-  mm.fam.parser = FAMILY_PARSER_PLAIN;
-  gen_params_init(&g);
-  c.tool_choice = GEN_TOOL_REQUIRED;
-  EXPECT_INT_EQ(gen_chat_force_tools(&mm, &c, NULL, &g), 0);
-  EXPECT_INT_EQ(g.format, GEN_FORMAT_TEXT);
-  gen_params_free(&g);
+  json_decref(tools);
+}
+
+/* Where the model was not taught a call syntax of its own - a family with
+ * none, or a template that does not show the tools (the generic prompt then
+ * teaches Hermes) - a forced choice is forced in the Hermes syntax, which
+ * the parser of such a request reads (gen_chat_prompt). */
+TEST(gen_force_generic_syntax) {
+  struct {
+    family_parser parser;
+    uint32_t caps;
+  } cases[] = {{FAMILY_PARSER_PLAIN, FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS},
+               {FAMILY_PARSER_PLAIN, FAMILY_CAP_CHAT},
+               {FAMILY_PARSER_DEEPSEEK, FAMILY_CAP_CHAT},
+               {FAMILY_PARSER_LLAMA3, FAMILY_CAP_CHAT}};
+  json_t *tools = json_loads(TOOLS, 0, NULL);
+  ASSERT_TRUE(tools != NULL);
+  const char *good = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    manager_model mm;
+    memset(&mm, 0, sizeof mm);
+    mm.name = "test";
+    mm.fam.parser = cases[i].parser;
+    mm.fam.caps = cases[i].caps;
+    gen_chat c = {.tools = tools, .tool_choice = GEN_TOOL_REQUIRED, .thinking = -1};
+    gen_params g;
+    gen_params_init(&g);
+    EXPECT_INT_EQ(gen_chat_force_tools(&mm, &c, NULL, &g), 0);
+    EXPECT_INT_EQ(g.format, GEN_FORMAT_GRAMMAR);
+    EXPECT_TRUE(g.prefill == NULL);
+    grammar *gr = NULL;
+    ASSERT_INT_EQ(grammar_parse(g.gbnf, strlen(g.gbnf), "root", &gr), 0);
+    grammar_state *st = NULL;
+    ASSERT_INT_EQ(grammar_state_new(gr, &st), 0);
+    EXPECT_INT_EQ(grammar_accept_bytes(st, good, strlen(good)), 0);
+    EXPECT_TRUE(grammar_can_end(st));
+    grammar_state_free(st);
+    grammar_free(gr);
+    gen_params_free(&g);
+  }
   json_decref(tools);
 }

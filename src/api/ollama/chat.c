@@ -220,12 +220,6 @@ void ollama_chat(http_req *req, void *ctx) {
     ollama_err(req, 400, ERR_UNSUPPORTED, "\"%s\" does not support thinking", mname);
     goto done;
   }
-  if (json_array_size(tools) && !(mm->fam.caps & FAMILY_CAP_TOOLS)) {
-    char full[1100];
-    ollama_full_name(mname, full, sizeof full);
-    ollama_err(req, 400, ERR_UNSUPPORTED, "%s does not support tools", full);
-    goto done;
-  }
   if (has_images) {
     ollama_err(req, 400, ERR_UNSUPPORTED, "\"%s\" does not support images: %s", mname,
                mm->fam.caps & FAMILY_CAP_VISION ? "parley's runtime has no image input yet"

@@ -301,7 +301,10 @@ json_t *ollama_capabilities(uint32_t caps, bool executable) {
   json_t *a = json_array();
   if (!a) return NULL;
   if ((caps & FAMILY_CAP_CHAT) && executable) json_array_append_new(a, json_string("completion"));
-  if (caps & FAMILY_CAP_TOOLS) json_array_append_new(a, json_string("tools"));
+  /* every chat model takes tools: a template that does not show them gets
+   * the generic tool prompt (api/gen.c), so none answers "does not support
+   * tools" */
+  if (caps & (FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS)) json_array_append_new(a, json_string("tools"));
   if (caps & FAMILY_CAP_INSERT) json_array_append_new(a, json_string("insert"));
   if (caps & FAMILY_CAP_VISION) json_array_append_new(a, json_string("vision"));
   if (caps & FAMILY_CAP_EMBED) json_array_append_new(a, json_string("embedding"));

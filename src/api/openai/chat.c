@@ -214,47 +214,49 @@ void openai_generate(http_req *req, manager_model *mm, const char *model_label, 
 
 /* ---- the chat request ---------------------------------------------------- */
 
-static int bad(http_req *req, int code, const char *param, const char *fmt, const char *a) {
+/* Records the error (the message from fmt and a) and the JSON path of the
+ * field it names. The path is copied: callers build it on their stack. */
+static int bad(char *param_out, int code, const char *param, const char *fmt, const char *a) {
   char msg[512];
   snprintf(msg, sizeof msg, fmt, a);
-  api_error(req, 400, code, msg, param);
-  return code;
+  snprintf(param_out, OPENAI_PARAM_MAX, "%s", param);
+  return err_set(code, "%s", msg);
 }
 
 /* Checks messages and rewrites them in place (body is the handler's copy). */
-static int normalise_messages(http_req *req, json_t *body) {
+static int normalise_messages(char *param, json_t *body) {
   json_t *msgs = json_object_get(body, "messages");
-  if (!msgs) return bad(req, ERR_INVALID, "messages", "messages: required field is missing%s", "");
+  if (!msgs) return bad(param, ERR_INVALID, "messages", "messages: required field is missing%s", "");
   if (!json_is_array(msgs))
-    return bad(req, ERR_TYPE, "messages", "messages: expected array, got %s", api_json_type_name(msgs));
+    return bad(param, ERR_TYPE, "messages", "messages: expected array, got %s", api_json_type_name(msgs));
   if (json_array_size(msgs) == 0)
-    return bad(req, ERR_INVALID, "messages", "messages: must hold at least one message%s", "");
+    return bad(param, ERR_INVALID, "messages", "messages: must hold at least one message%s", "");
   static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
   size_t i;
   json_t *m;
   json_array_foreach(msgs, i, m) {
     char path[64];
     snprintf(path, sizeof path, "messages[%zu]", i);
-    if (!json_is_object(m)) return bad(req, ERR_TYPE, path, "%s: expected object", path);
+    if (!json_is_object(m)) return bad(param, ERR_TYPE, path, "%s: expected object", path);
     char rpath[80];
     snprintf(rpath, sizeof rpath, "%s.role", path);
     const char *role = json_string_value(json_object_get(m, "role"));
     bool ok = false;
     for (size_t r = 0; role && r < ARRAY_LEN(roles); r++) ok |= strcmp(role, roles[r]) == 0;
     if (!ok)
-      return bad(req, ERR_INVALID, rpath, "%s: expected one of system, developer, user, assistant, tool", rpath);
+      return bad(param, ERR_INVALID, rpath, "%s: expected one of system, developer, user, assistant, tool", rpath);
     if (strcmp(role, "developer") == 0) json_object_set_new(m, "role", json_string("system"));
     char cpath[80];
     snprintf(cpath, sizeof cpath, "%s.content", path);
     json_t *content = json_object_get(m, "content");
     if (!content || json_is_null(content)) {
       if (strcmp(role, "assistant") != 0)
-        return bad(req, ERR_INVALID, cpath, "%s: required for this role", cpath);
+        return bad(param, ERR_INVALID, cpath, "%s: required for this role", cpath);
       continue;
     }
     if (json_is_string(content)) continue;
     if (!json_is_array(content))
-      return bad(req, ERR_TYPE, cpath, "%s: expected string or array of content parts", cpath);
+      return bad(param, ERR_TYPE, cpath, "%s: expected string or array of content parts", cpath);
     buf text = BUF_INIT;
     size_t k;
     json_t *part;
@@ -268,9 +270,9 @@ static int normalise_messages(http_req *req, json_t *body) {
         if (type && strcmp(type, "text") != 0) {
           char tpath[128];
           snprintf(tpath, sizeof tpath, "%s.type", ppath);
-          return bad(req, ERR_UNSUPPORTED, tpath, "content part type '%s' is not supported by this model", type);
+          return bad(param, ERR_UNSUPPORTED, tpath, "content part type '%s' is not supported by this model", type);
         }
-        return bad(req, ERR_INVALID, ppath, "%s: expected {\"type\":\"text\",\"text\":string}", ppath);
+        return bad(param, ERR_INVALID, ppath, "%s: expected {\"type\":\"text\",\"text\":string}", ppath);
       }
       if (k) buf_append_byte(&text, '\n');
       buf_append(&text, json_string_value(t), json_string_length(t));
@@ -280,21 +282,21 @@ static int normalise_messages(http_req *req, json_t *body) {
   }
   const json_t *tools = json_object_get(body, "tools");
   if (tools && !json_is_null(tools) && !json_is_array(tools))
-    return bad(req, ERR_TYPE, "tools", "tools: expected array, got %s", api_json_type_name(tools));
+    return bad(param, ERR_TYPE, "tools", "tools: expected array, got %s", api_json_type_name(tools));
   json_t *tool;
   json_array_foreach(tools, i, tool) {
     char path[64];
     snprintf(path, sizeof path, "tools[%zu].function.name", i);
     const json_t *fn = json_object_get(tool, "function");
     if (!json_is_string(json_object_get(fn, "name")))
-      return bad(req, ERR_INVALID, path, "%s: required string is missing", path);
+      return bad(param, ERR_INVALID, path, "%s: required string is missing", path);
   }
   return 0;
 }
 
 /* tool_choice: "none" | "auto" | "required" | {"type":"function",
  * "function":{"name"}}. */
-static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
+static int parse_tool_choice(char *param, const json_t *body, gen_chat *c) {
   const json_t *tc = json_object_get(body, "tool_choice");
   c->tool_choice = GEN_TOOL_AUTO;
   if (!tc || json_is_null(tc)) return 0;
@@ -305,7 +307,7 @@ static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
   else if (json_is_object(tc) && json_is_string(json_object_get(json_object_get(tc, "function"), "name")))
     c->tool_choice = GEN_TOOL_FUNCTION;
   else
-    return bad(req, ERR_INVALID, "tool_choice",
+    return bad(param, ERR_INVALID, "tool_choice",
                "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":...}}%s",
                "");
   return 0;
@@ -313,7 +315,7 @@ static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
 
 /* reasoning_effort: "none"/"minimal" turn the family's thinking off, the
  * others leave it on; chat_template_kwargs.enable_thinking wins. */
-static int parse_thinking(http_req *req, const json_t *body, gen_chat *c) {
+static int parse_thinking(char *param, const json_t *body, gen_chat *c) {
   c->thinking = -1;
   const json_t *re = json_object_get(body, "reasoning_effort");
   if (re && !json_is_null(re)) {
@@ -322,18 +324,59 @@ static int parse_thinking(http_req *req, const json_t *body, gen_chat *c) {
     bool known = false;
     for (size_t i = 0; s && i < ARRAY_LEN(ok); i++) known |= strcmp(s, ok[i]) == 0;
     if (!known)
-      return bad(req, ERR_INVALID, "reasoning_effort",
+      return bad(param, ERR_INVALID, "reasoning_effort",
                  "reasoning_effort: expected one of none, minimal, low, medium, high, xhigh%s", "");
     c->thinking = strcmp(s, "none") == 0 || strcmp(s, "minimal") == 0 ? 0 : 1;
   }
   const json_t *kw = json_object_get(body, "chat_template_kwargs");
   if (kw && !json_is_null(kw) && !json_is_object(kw))
-    return bad(req, ERR_TYPE, "chat_template_kwargs", "chat_template_kwargs: expected object, got %s",
+    return bad(param, ERR_TYPE, "chat_template_kwargs", "chat_template_kwargs: expected object, got %s",
                api_json_type_name(kw));
   const json_t *et = json_object_get(kw, "enable_thinking");
   if (json_is_boolean(et)) c->thinking = json_is_true(et);
   c->template_kwargs = json_is_object(kw) ? kw : NULL;
   return 0;
+}
+
+/* add_generation_prompt (default true) and continue_final_message (default
+ * false), vLLM's extensions: the prompt ends without the assistant header,
+ * or inside the final (assistant) message, which the model continues. */
+static int parse_generation_prompt(char *param, const json_t *body, gen_chat *c) {
+  static const char *const keys[] = {"add_generation_prompt", "continue_final_message"};
+  bool v[2] = {true, false};
+  for (size_t i = 0; i < 2; i++) {
+    const json_t *x = json_object_get(body, keys[i]);
+    if (!x || json_is_null(x)) continue;
+    if (!json_is_boolean(x)) return bad(param, ERR_TYPE, keys[i], "%s: expected boolean", keys[i]);
+    v[i] = json_is_true(x);
+  }
+  if (v[0] && v[1])
+    return bad(param, ERR_INVALID, "continue_final_message",
+               "continue_final_message: cannot be true together with add_generation_prompt (set it false)%s", "");
+  const json_t *msgs = json_object_get(body, "messages");
+  const json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+  const char *role = json_string_value(json_object_get(last, "role"));
+  if (v[1] && (!role || strcmp(role, "assistant") != 0))
+    return bad(param, ERR_INVALID, "continue_final_message",
+               "continue_final_message: the last message must be an assistant message%s", "");
+  c->no_generation_prompt = !v[0];
+  c->continue_final = v[1];
+  return 0;
+}
+
+int openai_chat_request(json_t *body, gen_chat *c, char param[OPENAI_PARAM_MAX]) {
+  memset(c, 0, sizeof *c);
+  param[0] = '\0';
+  int rc = normalise_messages(param, body);
+  if (!rc) {
+    c->messages = json_object_get(body, "messages");
+    const json_t *tools = json_object_get(body, "tools");
+    c->tools = json_is_array(tools) ? tools : NULL;
+    rc = parse_tool_choice(param, body, c);
+  }
+  if (!rc) rc = parse_thinking(param, body, c);
+  if (!rc) rc = parse_generation_prompt(param, body, c);
+  return rc;
 }
 
 void openai_chat_completions(http_req *req, void *ctx) {
@@ -354,9 +397,12 @@ void openai_chat_completions(http_req *req, void *ctx) {
     api_error_last(req, rc, "model");
     goto done;
   }
-  if (normalise_messages(req, body)) goto done;
-  gen_chat chat = {.messages = json_object_get(body, "messages"), .tools = json_object_get(body, "tools")};
-  if (parse_tool_choice(req, body, &chat) || parse_thinking(req, body, &chat)) goto done;
+  gen_chat chat;
+  char param[OPENAI_PARAM_MAX];
+  if ((rc = openai_chat_request(body, &chat, param))) {
+    api_error(req, 400, rc, err_detail(), param);
+    goto done;
+  }
   if ((rc = manager_get(oc->mgr, model_name, &mm))) {
     openai_error_manager(req, rc);
     goto done;

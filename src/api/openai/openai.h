@@ -98,6 +98,15 @@ void openai_models_list(http_req *req, void *ctx);
 void openai_models_get(http_req *req, void *ctx);
 void openai_models_delete(http_req *req, void *ctx);
 void openai_chat_completions(http_req *req, void *ctx);
+/* The canonical chat of a /v1/chat/completions body, checked and normalised
+ * in place (roles, text parts joined, developer -> system): messages and
+ * tools borrowed from body, tool_choice, thinking (reasoning_effort,
+ * chat_template_kwargs), the generation prompt (add_generation_prompt,
+ * continue_final_message). The server and `parley chat-template` both
+ * read a request through it. 0, or an error (err_detail names it) and
+ * param the JSON path of the field at fault. */
+#define OPENAI_PARAM_MAX 128
+int openai_chat_request(json_t *body, gen_chat *c, char param[OPENAI_PARAM_MAX]);
 void openai_completions(http_req *req, void *ctx);
 void openai_embeddings(http_req *req, void *ctx);
 

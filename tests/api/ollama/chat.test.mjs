@@ -8,7 +8,7 @@ import { setup, teardown, post, ndjson, checkDone, MODEL } from './setup.mjs';
 
 let ctx;
 const skipped = (t) => { if (ctx.skip) { t.skip(ctx.skip); return true; } return false; };
-// A second llama whose template knows no tools (no `tools` capability).
+// A second llama whose template shows no tools (it gets the generic tool prompt).
 async function addPlainModel(dir) {
   const { writeFileSync, rmSync } = await import('node:fs');
   const path = (await import('node:path')).default;
@@ -216,15 +216,20 @@ test('a prompt over the context: 400 with Ollama\'s own words, streaming or not'
   }
 });
 
-test('tools on a model without the tools capability: 400 naming the full model name', async (t) => {
+test('tools on a model whose template shows none: the generic tool prompt, never dropped, never refused', async (t) => {
   if (skipped(t)) return;
   const caps = (await ctx.client.show({ model: 'plain' })).capabilities;
-  assert.ok(caps.includes('completion') && !caps.includes('tools'), caps.join());
-  await assert.rejects(ctx.client.chat({ model: 'plain', messages: msgs, tools }), (e) => {
-    assert.equal(e.status_code, 400);
-    assert.equal(e.error, 'registry.ollama.ai/library/plain:latest does not support tools');
-    return true;
-  });
-  const ok = await ctx.client.chat({ model: 'plain', messages: msgs, stream: false, options: { num_predict: 1 } });
-  assert.equal(ok.done, true);
+  assert.ok(caps.includes('completion') && caps.includes('tools'), caps.join());
+  const opts = { num_predict: 1 };
+  const bare = await ctx.client.chat({ model: 'plain', messages: msgs, stream: false, options: opts });
+  const withTools = await ctx.client.chat({ model: 'plain', messages: msgs, tools, stream: false, options: opts });
+  assert.equal(withTools.done, true);
+  // the tools reach the prompt: Hermes-style instructions plus the tool's JSON
+  assert.ok(withTools.prompt_eval_count > bare.prompt_eval_count + 100,
+    `${withTools.prompt_eval_count} prompt tokens with tools, ${bare.prompt_eval_count} without`);
+  // a tool round trip renders too (the call and its result as text turns)
+  const round = await ctx.client.chat({ model: 'plain', stream: false, options: opts, tools, messages: [...msgs,
+    { role: 'assistant', content: '', tool_calls: [{ function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    { role: 'tool', content: '18 C' }] });
+  assert.ok(round.prompt_eval_count > withTools.prompt_eval_count, 'the call and the result are part of the prompt');
 });
