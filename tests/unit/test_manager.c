@@ -89,11 +89,11 @@ TEST(manager_unknown_model_is_not_found_naming_it) {
 
 TEST(manager_non_executable_architecture_is_unsupported) {
   char path[512];
-  snprintf(path, sizeof path, "%s/mgr-phi3.gguf", test_tmpdir());
+  snprintf(path, sizeof path, "%s/mgr-phimoe.gguf", test_tmpdir());
   gguf_writer *w = NULL;
   ASSERT_INT_EQ(gguf_writer_new(&w), 0);
-  gguf_writer_add_str(w, "general.architecture", "phi3");
-  gguf_writer_add_str(w, "general.name", "Phi 3 test");
+  gguf_writer_add_str(w, "general.architecture", "phimoe");
+  gguf_writer_add_str(w, "general.name", "Phi 3.5 MoE test");
   ASSERT_INT_EQ(gguf_writer_write_file(w, path), 0);
   gguf_writer_free(w);
   registry *r = NULL;
@@ -106,7 +106,7 @@ TEST(manager_non_executable_architecture_is_unsupported) {
   ASSERT_INT_EQ(manager_new(r, NULL, &mg), 0);
   manager_model *mm = NULL;
   EXPECT_INT_EQ(manager_get(mg, "gem", &mm), ERR_UNSUPPORTED);
-  EXPECT_STR_CONTAINS(err_detail(), "phi3");
+  EXPECT_STR_CONTAINS(err_detail(), "phimoe");
   EXPECT_INT_EQ(manager_n_loaded(mg), 0);
   manager_free(mg);
   registry_free(r);
