@@ -111,7 +111,7 @@ function speakWs() {
     ws.on('message', (d, bin) => {
       if (bin) {
         bytes += d.length;
-        if (drop) { ws.terminate(); counts.ws_dropped++; finish(); }
+        if (drop && !done) { ws.terminate(); counts.ws_dropped++; finish(); }
         return;
       }
       const m = JSON.parse(d.toString());
