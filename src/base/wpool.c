@@ -70,44 +70,58 @@ static uint32_t get_u32le(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Writes all of p; MSG_NOSIGNAL so a dead peer is EPIPE, not SIGPIPE. */
-static int write_all(int fd, const void *p, size_t n) {
+static uint64_t now_ms(void) { return time_mono_ns() / 1000000u; }
+
+/* Waits until fd is ready for events or the deadline (absolute ms; 0 =
+ * none) passes: 0, ERR_TIMEOUT or ERR_IO. */
+static int wait_fd(int fd, short events, uint64_t deadline) {
+  while (deadline) {
+    uint64_t t = now_ms();
+    if (t >= deadline) return ERR_TIMEOUT;
+    struct pollfd pfd = {.fd = fd, .events = events};
+    uint64_t left = deadline - t;
+    int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+    if (pr < 0 && errno != EINTR) return ERR_IO;
+    if (pr > 0) return 0;
+  }
+  return 0;
+}
+
+/* Writes all of p before deadline (a worker that stopped reading must not
+ * hold the caller forever); MSG_NOSIGNAL so a dead peer is EPIPE, not
+ * SIGPIPE. */
+static int write_all(int fd, const void *p, size_t n, uint64_t deadline) {
   const uint8_t *b = p;
   while (n) {
-    ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
+    int rc = wait_fd(fd, POLLOUT, deadline);
+    if (rc) return rc;
+    ssize_t w = send(fd, b, n, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+    if (w < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (w <= 0) return ERR_IO;
     b += w, n -= (size_t)w;
   }
   return 0;
 }
 
-static int send_frame(int fd, uint32_t kind, const void *a, size_t na, const void *b, size_t nb) {
+/* ERR_TOO_LARGE (nothing sent), ERR_IO or ERR_TIMEOUT. */
+static int send_frame(int fd, uint64_t deadline, uint32_t kind, const void *a, size_t na, const void *b, size_t nb) {
   if (na + nb > WPOOL_FRAME_MAX) return err_set(ERR_TOO_LARGE, "worker frame of %zu bytes", na + nb);
   uint8_t h[8];
   put_u32le(h, (uint32_t)(na + nb));
   put_u32le(h + 4, kind);
-  if (write_all(fd, h, sizeof h) || (na && write_all(fd, a, na)) || (nb && write_all(fd, b, nb))) return ERR_IO;
-  return 0;
+  int rc = write_all(fd, h, sizeof h, deadline);
+  if (!rc && na) rc = write_all(fd, a, na, deadline);
+  if (!rc && nb) rc = write_all(fd, b, nb, deadline);
+  return rc;
 }
-
-static uint64_t now_ms(void) { return time_mono_ns() / 1000000u; }
 
 /* Reads exactly n bytes before deadline (absolute ms; 0 = none). Returns 0,
  * ERR_IO at EOF or error, ERR_TIMEOUT past the deadline. */
 static int read_full(int fd, void *p, size_t n, uint64_t deadline) {
   uint8_t *b = p;
   while (n) {
-    if (deadline) {
-      uint64_t t = now_ms();
-      if (t >= deadline) return ERR_TIMEOUT;
-      struct pollfd pfd = {.fd = fd, .events = POLLIN};
-      uint64_t left = deadline - t;
-      int pr = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr < 0) return ERR_IO;
-      if (pr == 0) continue;
-    }
+    int rc = wait_fd(fd, POLLIN, deadline);
+    if (rc) return rc;
     ssize_t r = read(fd, b, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return ERR_IO;
@@ -390,9 +404,9 @@ int wpool_call(wpool_worker *w, uint32_t kind, const void *req, size_t n, int de
                void *user, buf *out) {
   if (w->broken) return err_set(ERR_WORKER, "the %s worker died earlier in this session", w->pool->name);
   uint64_t deadline = now_ms() + (uint64_t)(deadline_ms > 0 ? deadline_ms : 1);
-  int rc = send_frame(w->fd, kind, req, n, NULL, 0);
+  int rc = send_frame(w->fd, deadline, kind, req, n, NULL, 0);
   if (rc == ERR_TOO_LARGE) return rc; /* nothing was sent: still in step */
-  if (rc) return worker_failed(w, ERR_IO, deadline_ms);
+  if (rc) return worker_failed(w, rc, deadline_ms);
   buf frame = BUF_INIT;
   bool cancelled = false;
   for (;;) {
@@ -405,9 +419,9 @@ int wpool_call(wpool_worker *w, uint32_t kind, const void *req, size_t n, int de
     if (k == WPOOL_KIND_DONE) break;
     if (fn && !cancelled && fn(user, k, (const uint8_t *)frame.data, frame.len)) {
       cancelled = true;
-      if (send_frame(w->fd, WPOOL_KIND_CANCEL, NULL, 0, NULL, 0)) {
+      if ((rc = send_frame(w->fd, deadline, WPOOL_KIND_CANCEL, NULL, 0, NULL, 0))) {
         buf_free(&frame);
-        return worker_failed(w, ERR_IO, deadline_ms);
+        return worker_failed(w, rc, deadline_ms);
       }
     }
   }
@@ -436,7 +450,7 @@ struct wpool_conn {
 
 int wpool_conn_send(wpool_conn *c, uint32_t kind, const void *data, size_t n) {
   if (c->broken) return ERR_IO;
-  if (send_frame(c->fd, kind, data, n, NULL, 0)) {
+  if (send_frame(c->fd, 0, kind, data, n, NULL, 0)) {
     c->broken = true;
     return ERR_IO;
   }
@@ -515,7 +529,7 @@ int wpool_serve(int fd, const wpool_route *routes, size_t n_routes, void *ctx) {
     }
     buf_reset(&done);
     if (wmsg_i32(&done, rc) || wmsg_str(&done, rc ? err_detail() : "") ||
-        send_frame(fd, WPOOL_KIND_DONE, done.data, done.len, rc ? NULL : out.data, rc ? 0 : out.len)) {
+        send_frame(fd, 0, WPOOL_KIND_DONE, done.data, done.len, rc ? NULL : out.data, rc ? 0 : out.len)) {
       status = 1;
       break;
     }

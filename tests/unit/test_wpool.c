@@ -255,6 +255,16 @@ TEST(wpool_hanging_worker_is_killed_at_its_deadline) {
   EXPECT_INT_EQ(wpool_call(w, K_ECHO, "ok", 2, 10000, NULL, NULL, &out), 0);
   EXPECT_INT_EQ(out.len, 2);
   EXPECT_INT_NE(wpool_worker_pid(w), pid);
+  /* A worker that stops reading (stopped here) while a large request is
+   * sent: the send itself is bounded by the deadline. */
+  int pid2 = wpool_worker_pid(w);
+  kill(pid2, SIGSTOP);
+  size_t big = (size_t)16 << 20;
+  char *junk = calloc(1, big);
+  ASSERT_TRUE(junk != NULL);
+  EXPECT_INT_EQ(wpool_call(w, K_ECHO, junk, big, 300, NULL, NULL, NULL), ERR_TIMEOUT);
+  EXPECT_TRUE(process_gone(pid2));
+  free(junk);
   wpool_release(w);
   buf_free(&out);
   wpool_free(p);
