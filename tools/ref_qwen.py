@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""ref_qwen.py - an independent numpy implementation of the qwen2 and qwen3
-forward passes.
+"""ref_qwen.py - an independent numpy implementation of the qwen2, qwen3 and
+qwen3moe forward passes.
 
 It reads the GGUF file itself (ref_llama.Gguf: gguf_ref's byte reader and
 quant_ref's decoders, independent of the C code) and computes logits in
@@ -28,6 +28,7 @@ The definition (ggml/llama.cpp conventions for GGUF qwen2/qwen3 files):
              qwen3: every head of q and k: rms(head) * attn_{q,k}_norm
              h = x + Wo attn(rope(q), rope(k), v)
              x = h + Wdown (silu(Wgate n2(h)) * Wup n2(h))
+             qwen3moe: qwen3's attention, x = h + ref_moe.ffn(n2(h))
   logits = output n(x), output = token_embd when the file has no output.weight
   n(v) = v / sqrt(mean(v^2) + eps) * weight
   rope "neox": in each head, dims i and i + n_rot/2 form the complex number
@@ -41,13 +42,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ref_llama import Gguf  # noqa: E402
+import ref_moe  # noqa: E402
 
 
 class Qwen:
     def __init__(self, path, kv_f16=False):
         g = Gguf(path)
         arch = g.kv["general.architecture"]
-        assert arch in ("qwen2", "qwen3"), arch
+        assert arch in ("qwen2", "qwen3", "qwen3moe"), arch
         self.arch = arch
 
         def key(k, default=None):
@@ -74,12 +76,17 @@ class Qwen:
         self.out = g.tensor("output.weight") if g.has("output.weight") else self.embd
         self.out_norm = g.tensor("output_norm.weight")
         names = ["attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-                 "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"]
+                 "ffn_norm.weight"]
+        if arch != "qwen3moe":
+            names += ["ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"]
         if arch == "qwen2":
             names += ["attn_q.bias", "attn_k.bias", "attn_v.bias"]
         else:
             names += ["attn_q_norm.weight", "attn_k_norm.weight"]
         self.layers = [{k: g.tensor("blk.%d.%s" % (i, k)) for k in names} for i in range(self.n_layer)]
+        if arch == "qwen3moe":
+            for i, L in enumerate(self.layers):
+                L["moe"] = ref_moe.load(g, arch, i)
 
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -119,7 +126,7 @@ class Qwen:
             q = q.reshape(n, H, d)
             k = k.reshape(n, Hkv, d)
             v = v.reshape(n, Hkv, d)
-            if self.arch == "qwen3":
+            if self.arch != "qwen2":
                 q = self.norm(q, L["attn_q_norm.weight"])
                 k = self.norm(k, L["attn_k_norm.weight"])
             q = self.rope(q, H)
@@ -136,6 +143,9 @@ class Qwen:
             a = (s @ v).transpose(1, 0, 2).reshape(n, H * d)
             x = x + a @ L["attn_output.weight"].T
             h = self.norm(x, L["ffn_norm.weight"])
+            if "moe" in L:
+                x = x + ref_moe.ffn(h, L["moe"])
+                continue
             gt = h @ L["ffn_gate.weight"].T
             x = x + ((gt / (1.0 + np.exp(-gt))) * (h @ L["ffn_up.weight"].T)) @ L["ffn_down.weight"].T
         return self.norm(x, self.out_norm)

@@ -1,8 +1,10 @@
 /*
- * dense.c - what the dense decoder architectures (llama, qwen2, qwen3,
- * gemma2, gemma3) share: their activation buffers, the embedding and norm
+ * dense.c - what the decoder architectures (llama, qwen2, qwen3, gemma2,
+ * gemma3, and the mixture-of-experts ones in moe_dec.c) share: their activation buffers, the embedding and norm
  * steps around a block, the gated feed-forward (SwiGLU, or GeGLU with the
- * tanh GELU) and the final-logit soft cap.
+ * tanh GELU) the final-logit soft cap, and for the newer files the attention
+ * sub-layer and the model's ends (model_attn_*, model_io_*: what qwen.c
+ * does inline).
  *
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS (512) tokens:
  * its two n_ff-wide activations are the largest buffers of a context (at
@@ -20,6 +22,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "kernels/ops.h"
@@ -173,4 +176,97 @@ void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *
   const int64_t E = c->m->hp.n_embd;
   for (int64_t i = 0; i < st->n_out; i++)
     ops_rmsnorm(b->xn + i * E, b->x + st->out[i] * E, norm, E, c->m->hp.norm_eps);
+}
+
+/* ---- attention sub-layer and the ends (model_int.h) ---------------------- */
+
+int model_attn_bind(model *m, model_attn_layer *L, int i, int flags) {
+  const model_hparams *hp = &m->hp;
+  const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
+  int rc;
+  memset(L, 0, sizeof *L);
+  if ((rc = model_bind_vector(m, &L->attn_norm, E, 0, "blk.%d.attn_norm.weight", i)) ||
+      (rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
+      (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
+      (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
+      (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
+      (rc = model_bind_vector(m, &L->ffn_norm, E, 0, "blk.%d.ffn_norm.weight", i)))
+    return rc;
+  if ((flags & MODEL_ATTN_QK_NORM) &&
+      ((rc = model_bind_vector(m, &L->q_norm, hd, 0, "blk.%d.attn_q_norm.weight", i)) ||
+       (rc = model_bind_vector(m, &L->k_norm, hd, 0, "blk.%d.attn_k_norm.weight", i))))
+    return rc;
+  if ((flags & MODEL_ATTN_BIAS) && ((rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
+                                    (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
+                                    (rc = model_bind_vector(m, &L->bv, KV, 0, "blk.%d.attn_v.bias", i))))
+    return rc;
+  return 0;
+}
+
+/* y[t] += bias for each of n rows of width w. */
+static void add_rows(float *y, const float *bias, int64_t n, int64_t w) {
+  for (int64_t t = 0; t < n; t++) ops_add(y + t * w, bias, w);
+}
+
+int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const model_attn_layer *L,
+                       model_dense_bufs *b) {
+  const model_hparams *hp = &c->m->hp;
+  const int64_t n = st->n, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
+  const int32_t n_rot = hp->rope.n_rot;
+  const float eps = hp->norm_eps;
+  const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
+  float *const qkv_y[3] = {b->q, b->k, b->v};
+  int rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n);
+  if (rc) return rc;
+  model_prof_mark(c, MODEL_PROF_QKV);
+  if (L->bq) {
+    add_rows(b->q, L->bq, n, Q);
+    add_rows(b->k, L->bk, n, KV);
+    add_rows(b->v, L->bv, n, KV);
+  }
+  if (L->q_norm) {
+    for (int64_t r = 0; r < n * hp->n_head; r++) ops_rmsnorm(b->q + r * hd, b->q + r * hd, L->q_norm, hd, eps);
+    for (int64_t r = 0; r < n * hp->n_head_kv; r++) ops_rmsnorm(b->k + r * hd, b->k + r * hd, L->k_norm, hd, eps);
+  }
+  for (int64_t t = 0; t < n; t++) {
+    ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
+    ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
+  }
+  model_kv_store(c, l, st, b->k, b->v);
+  model_prof_mark(c, MODEL_PROF_ROPE_KV);
+  if ((rc = model_attention(c, l, st, b->q, b->att, 1.0f / sqrtf((float)hd)))) return rc;
+  model_prof_mark(c, MODEL_PROF_ATTN);
+  rc = model_matmul(c, &L->wo, b->att, n, b->xn);
+  model_prof_mark(c, MODEL_PROF_WO);
+  return rc;
+}
+
+int model_io_bind(model *m, model_io *io) {
+  memset(io, 0, sizeof *io);
+  const int64_t E = m->hp.n_embd;
+  const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
+  if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
+  if (te->n_dims != 2 || te->dims[1] > (uint64_t)INT32_MAX)
+    return err_set(ERR_RANGE, "tensor 'token_embd.weight' has %u dims and %llu rows, expected 2 dims and < 2^31 rows",
+                   te->n_dims, (unsigned long long)te->dims[1]);
+  m->hp.n_vocab = (int64_t)te->dims[1];
+  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
+  int rc;
+  if ((rc = model_bind_matrix(m, &io->tok_embd, E, m->hp.n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")) ||
+      (rc = model_bind_vector(m, &io->output_norm, E, 0, "output_norm.weight")) ||
+      (rc = model_bind_matrix(m, &io->output, E, m->hp.n_vocab, MODEL_BIND_OPTIONAL, "output.weight")))
+    return rc;
+  if (!io->output.data) {
+    io->output = io->tok_embd;
+    io->tied = true;
+  }
+  return 0;
+}
+
+int model_io_logits(model_ctx *c, const model_step *st, const model_io *io, model_dense_bufs *b, float *logits) {
+  if (st->n_out == 0) return 0;
+  model_dense_out_norm(c, st, b, io->output_norm);
+  int rc = model_matmul(c, &io->output, b->xn, st->n_out, logits);
+  model_prof_mark(c, MODEL_PROF_LOGITS);
+  return rc;
 }

@@ -59,6 +59,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_PHI3] = &model_arch_phi3,
     [MODEL_ARCH_GRANITE] = &model_arch_granite,
     [MODEL_ARCH_SMOLLM3] = &model_arch_smollm3,
+    [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -191,9 +192,10 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   if (vlen != hp->head_dim)
     return err_set(ERR_UNSUPPORTED, "%s.attention.value_length %lld differs from key_length %lld",
                    m->ops->name, (long long)vlen, (long long)hp->head_dim);
-  /* MoE files use the same architecture name with expert tensors. */
+  /* Some MoE files use a dense architecture's name with expert tensors;
+   * the MoE rows read the key themselves (moe.c). */
   int64_t n_expert = 0, zero = 0;
-  if ((rc = model_key_i64(m, "expert_count", &zero, 0, 1 << 20, &n_expert))) return rc;
+  if (!m->ops->moe && (rc = model_key_i64(m, "expert_count", &zero, 0, 1 << 20, &n_expert))) return rc;
   if (n_expert > 0)
     return err_set(ERR_UNSUPPORTED, "%s.expert_count is %lld: mixture-of-experts models are not supported yet",
                    m->ops->name, (long long)n_expert);

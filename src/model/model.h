@@ -18,8 +18,8 @@
  *
  * Errors (negative ERR_* codes, err_detail() names the key or tensor):
  *   ERR_UNSUPPORTED  unknown general.architecture, a tensor type without a
- *                    kernel, a feature the architecture code lacks (MoE,
- *                    YaRN); ERR_NOT_FOUND a required key or tensor is
+ *                    kernel, a feature the architecture code lacks (YaRN,
+ *                    experts in an architecture without them); ERR_NOT_FOUND a required key or tensor is
  *                    missing; ERR_TYPE a key of the wrong type; ERR_RANGE a
  *                    hyper-parameter out of range, a tensor shape that does
  *                    not match ("tensor 'blk.0.attn_k.weight' has shape
@@ -48,6 +48,7 @@ enum model_arch {
   MODEL_ARCH_PHI3,    /* llamalike.c */
   MODEL_ARCH_GRANITE, /* llamalike.c */
   MODEL_ARCH_SMOLLM3, /* llamalike.c */
+  MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
   MODEL_ARCH_COUNT
 };
 
@@ -356,6 +357,9 @@ typedef struct model_arch_ops {
    * system (model_decode calls it after a step of more than
    * MODEL_TRIM_TOKENS tokens; the next step faults back what it touches). */
   void (*trim)(model_ctx *c);
+  /* true: the architecture reads ARCH.expert_count and expert tensors
+   * (moe.c); files of other rows declaring experts are refused. */
+  bool moe;
 } model_arch_ops;
 
 #endif

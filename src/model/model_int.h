@@ -233,6 +233,7 @@ extern const model_arch_ops model_arch_gemma3; /* gemma.c */
 extern const model_arch_ops model_arch_phi3;    /* llamalike.c */
 extern const model_arch_ops model_arch_granite; /* llamalike.c */
 extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
+extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -304,5 +305,45 @@ void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const fl
 /* b->xn row i = rms(b->x row st->out[i]) with the output norm, for the
  * st->n_out tokens whose logits (or embeddings) are wanted. */
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm);
+
+
+/* ---- the attention sub-layer and the model's ends, for the decoders built
+ * on these buffers after qwen.c and llama.c (dense.c) -------------------- */
+
+/* One block's attention tensors (qwen3-style q/k norms and qwen2-style
+ * biases optional). */
+typedef struct model_attn_layer {
+  const float *attn_norm;      /* [n_embd] */
+  model_tensor wq;             /* [n_head*head_dim][n_embd] */
+  model_tensor wk, wv;         /* [n_head_kv*head_dim][n_embd] */
+  model_tensor wo;             /* [n_embd][n_head*head_dim] */
+  const float *bq, *bk, *bv;   /* [n_head*head_dim], [kv], [kv] or NULL */
+  const float *q_norm, *k_norm; /* [head_dim] or NULL */
+  const float *ffn_norm;       /* [n_embd] */
+} model_attn_layer;
+
+enum model_attn_flags {
+  MODEL_ATTN_QK_NORM = 1, /* blk.N.attn_{q,k}_norm.weight required */
+  MODEL_ATTN_BIAS = 2     /* blk.N.attn_{q,k,v}.bias required */
+};
+/* Binds layer i's attention tensors and its two norms. */
+int model_attn_bind(model *m, model_attn_layer *L, int i, int flags);
+/* b->xn rows (the normalized input of n tokens) become Wo attention(...)
+ * of layer l: q, k, v products in one job, biases, q/k norms, RoPE, the
+ * cache store and model_attention, as qwen.c does. */
+int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const model_attn_layer *L, model_dense_bufs *b);
+
+/* The decoder's ends: token_embd (its row count sets hp->n_vocab),
+ * output_norm and output, token_embd when output.weight is absent (then
+ * bound for products: see qwen.c). */
+typedef struct model_io {
+  model_tensor tok_embd;    /* [n_vocab][n_embd] */
+  const float *output_norm; /* [n_embd] */
+  model_tensor output;      /* [n_vocab][n_embd]; tok_embd when tied */
+  bool tied;
+} model_io;
+int model_io_bind(model *m, model_io *io);
+/* Logits of the step's wanted tokens from the residual stream b->x. */
+int model_io_logits(model_ctx *c, const model_step *st, const model_io *io, model_dense_bufs *b, float *logits);
 
 #endif

@@ -87,12 +87,18 @@ static int keep(testgen_gen *s, void *p) {
 
 int testgen_add_tensor(testgen_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
                        float amp) {
+  return testgen_add_tensor3(s, name, type, n_cols, n_rows, 0, center, amp);
+}
+
+int testgen_add_tensor3(testgen_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows,
+                        int64_t n_mat, float center, float amp) {
   if (s->missing && strcmp(s->missing, name) == 0) return 0; /* for load-error tests */
   if (s->bad && strcmp(s->bad, name) == 0) { /* a deliberately wrong shape, for load-error tests */
-    if (n_rows) n_rows++;
+    if (n_mat) n_mat++;
+    else if (n_rows) n_rows++;
     else n_cols++;
   }
-  int64_t rows = n_rows ? n_rows : 1;
+  int64_t rows = (n_rows ? n_rows : 1) * (n_mat ? n_mat : 1);
   size_t n = 0, row_bytes = 0, bytes = 0;
   if (!size_mul((size_t)n_cols, (size_t)rows, &n)) return err_set(ERR_TOO_LARGE, "testgen: '%s' too large", name);
   int rc = tensor_type_row_bytes(type, n_cols, &row_bytes);
@@ -119,8 +125,8 @@ int testgen_add_tensor(testgen_gen *s, const char *name, uint32_t type, int64_t 
     free(q);
     return err_set(ERR_NOMEM, "testgen: out of memory");
   }
-  uint64_t dims[2] = {(uint64_t)n_cols, (uint64_t)rows};
-  return gguf_writer_add_tensor(s->w, name, type, n_rows ? 2 : 1, dims, q, bytes);
+  uint64_t dims[3] = {(uint64_t)n_cols, (uint64_t)(n_rows ? n_rows : 1), (uint64_t)n_mat};
+  return gguf_writer_add_tensor(s->w, name, type, n_mat ? 3 : n_rows ? 2 : 1, dims, q, bytes);
 }
 
 /* Appends v's on-disk encoding (the bytes after its type tag) to b. */

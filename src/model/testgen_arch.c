@@ -33,8 +33,14 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.n_ff = arch == MODEL_ARCH_BERT ? 128 : 160;
   g.n_vocab = 300;
   g.n_ctx = 128;
-  g.head_dim = arch == MODEL_ARCH_QWEN3 ? 32 : 0;
+  g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE ? 32 : 0;
   g.tied = arch == MODEL_ARCH_QWEN3;
+  g.norm_w = -1;
+  if (arch == MODEL_ARCH_QWEN3MOE) {
+    g.n_expert = 4;
+    g.n_expert_used = 2;
+    g.n_ff_exp = 32;
+  }
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
   g.sliding_window = -1;
@@ -102,6 +108,43 @@ void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
 /* llama.cpp's use_more_bits: the layers a K_M mix gives more bits. */
 static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
+/* Layer i's mixture-of-experts tensors, in the converter's order. The
+ * router's rows are three times the usual scale so that logits spread over
+ * several units: the top-k choice is clear-cut, not a near tie that
+ * rounding could flip. Experts' down matrices are scaled up by sqrt(k) so
+ * the weighted sum keeps the residual of order one. */
+static int add_experts(testgen_gen *s, const model_testgen_arch *g, int i, int mb) {
+  const int64_t E = g->n_embd, F = g->n_ff_exp, X = g->n_expert, S = g->n_ff_shexp;
+  const float a_e = sqrtf(3.0f / (float)E), a_f = sqrtf(3.0f / (float)F);
+  const uint32_t td = g->mixed ? g->type_down[mb] : g->type;
+  char name[96];
+  int rc;
+#define N(fmt) (snprintf(name, sizeof name, fmt, i), name)
+  if ((rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_inp.weight"), TENSOR_TYPE_F32, E, X, 0.0f, 3.0f * a_e)))
+    return rc;
+  if (g->sel_bias && (rc = testgen_add_tensor(s, N("blk.%d.exp_probs_b.bias"), TENSOR_TYPE_F32, X, 0, 0.0f, 0.3f)))
+    return rc;
+  if (g->fused_gate_up) {
+    if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_up_exps.weight"), g->type, E, 2 * F, X, 0.0f, a_e)))
+      return rc;
+  } else if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_exps.weight"), g->type, E, F, X, 0.0f, a_e)) ||
+             (rc = testgen_add_tensor3(s, N("blk.%d.ffn_up_exps.weight"), g->type, E, F, X, 0.0f, a_e))) {
+    return rc;
+  }
+  if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_down_exps.weight"), td, F, E, X, 0.0f,
+                                a_f * sqrtf((float)g->n_expert_used))))
+    return rc;
+  if (S > 0 && ((rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_inp_shexp.weight"), TENSOR_TYPE_F32, E, 0, 0.0f,
+                                         a_e)) ||
+                (rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_shexp.weight"), g->type, E, S, 0.0f, a_e)) ||
+                (rc = testgen_add_tensor(s, N("blk.%d.ffn_up_shexp.weight"), g->type, E, S, 0.0f, a_e)) ||
+                (rc = testgen_add_tensor(s, N("blk.%d.ffn_down_shexp.weight"), td, S, E, 0.0f,
+                                         sqrtf(3.0f / (float)S)))))
+    return rc;
+#undef N
+  return 0;
+}
+
 int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   model_testgen_arch g_copy = *g_in; /* n_vocab follows a copied vocabulary */
   const model_testgen_arch *g = &g_copy;
@@ -112,13 +155,17 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3
                        ? model_arch_name(g->arch)
+                   : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
-                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite or smollm3",
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3 or qwen3moe",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
+  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE;
+  if (moe && (g->n_expert <= 0 || g->n_expert_used <= 0 || g->n_ff_exp <= 0))
+    return err_set(ERR_RANGE, "testgen: a mixture of experts needs n_expert, n_expert_used and n_ff_exp");
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
@@ -178,6 +225,17 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (g->attn_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("attention.scale"), g->attn_scale));
   if (g->logit_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("logit_scale"), g->logit_scale));
   if (g->rope_finetuned >= 0) CK(gguf_writer_add_bool(s.w, KEY("rope.scaling.finetuned"), g->rope_finetuned != 0));
+  if (moe) {
+    CK(gguf_writer_add_u32(s.w, KEY("expert_count"),
+                           (uint32_t)(g->expert_count_key > 0 ? g->expert_count_key : g->n_expert)));
+    CK(gguf_writer_add_u32(s.w, KEY("expert_used_count"), (uint32_t)g->n_expert_used));
+    CK(gguf_writer_add_u32(s.w, KEY("expert_feed_forward_length"), (uint32_t)g->n_ff_exp));
+    if (g->n_ff_shexp > 0)
+      CK(gguf_writer_add_u32(s.w, KEY("expert_shared_feed_forward_length"), (uint32_t)g->n_ff_shexp));
+    if (g->gating) CK(gguf_writer_add_u32(s.w, KEY("expert_gating_func"), (uint32_t)g->gating));
+    if (g->norm_w >= 0) CK(gguf_writer_add_bool(s.w, KEY("expert_weights_norm"), g->norm_w != 0));
+    if (g->w_scale != 0) CK(gguf_writer_add_f32(s.w, KEY("expert_weights_scale"), g->w_scale));
+  }
 #undef KEY
 
   const float a_e = sqrtf(3.0f / (float)E), a_q = sqrtf(3.0f / (float)Q), a_f = sqrtf(3.0f / (float)F);
@@ -237,7 +295,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
-      } else if (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3) {
+      } else if (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3 || g->arch == MODEL_ARCH_QWEN3MOE) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
       }
@@ -246,6 +304,10 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
        * weight + 1 */
       if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      if (moe) {
+        CK(add_experts(&s, g, i, mb));
+        continue;
+      }
       if (phi3) { /* [gate | up] rows */
         T("blk.%d.ffn_up.weight", g->type, E, 2 * F, 0.0f, a_e);
       } else {

@@ -21,7 +21,8 @@
 
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
-                             PHI3, GRANITE or SMOLLM3 */
+                             PHI3, GRANITE, SMOLLM3
+                             or QWEN3MOE */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */
@@ -60,8 +61,22 @@ typedef struct model_testgen_arch {
   int rope_finetuned;     /* granite: ARCH.rope.scaling.finetuned (0 or 1);
                              -1 = absent */
   const char *bad_tensor; /* tests: this tensor gets one extra row (or
-                             element), a wrong shape the loader must name */
+                             element, or expert), a wrong shape the loader must name */
   const char *missing_tensor; /* tests: this tensor is left out */
+  /* mixture of experts (qwen3moe): the FFN of every block is n_expert
+   * SwiGLU experts of width n_ff_exp stored as 3-D tensors, a router
+   * ffn_gate_inp, optionally a shared expert; n_ff is still written as
+   * feed_forward_length, as the converter does */
+  int64_t n_expert, n_expert_used, n_ff_exp;
+  int64_t n_ff_shexp;      /* > 0: ffn_{gate,up,down}_shexp and the
+                              sigmoid gate ffn_gate_inp_shexp */
+  bool fused_gate_up;      /* ffn_gate_up_exps instead of gate and up */
+  bool sel_bias;           /* exp_probs_b.bias (selection bias) */
+  int gating;              /* ARCH.expert_gating_func; 0 = key absent */
+  int norm_w;              /* ARCH.expert_weights_norm 0/1; -1 = absent */
+  float w_scale;           /* ARCH.expert_weights_scale; 0 = absent */
+  int64_t expert_count_key; /* tests: > 0 is written as expert_count
+                              instead of n_expert */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */

@@ -30,4 +30,10 @@ int testgen_gen_finish(testgen_gen *s, const char *path);
 int testgen_add_tensor(testgen_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows, float center,
                        float amp);
 
+/* A 3-D tensor of n_mat matrices of n_rows x n_cols (GGUF dims [n_cols,
+ * n_rows, n_mat], the layout of expert tensors); n_mat 0 is
+ * testgen_add_tensor. A `bad` name gets one matrix too many. */
+int testgen_add_tensor3(testgen_gen *s, const char *name, uint32_t type, int64_t n_cols, int64_t n_rows,
+                        int64_t n_mat, float center, float amp);
+
 #endif

@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""ref_moe.py - the mixture-of-experts feed-forward for the numpy references
+(ref_qwen.py for qwen3moe, ref_llama.py for llama files with experts),
+written from the model definitions, independent of src/model/moe.c.
+
+It is deliberately the dense formulation: every expert runs on every token
+and a [n_tokens][n_expert] mask of routing weights (zero for the experts a
+token did not choose) combines them. The C runtime computes only the chosen
+experts, grouped by expert; the two share only the definition:
+
+  logits = h @ Wr.T                                    [n][n_expert]
+  gating 1 (softmax): p = softmax(logits), chosen = top-k of p (+ bias)
+  gating 2 (sigmoid): p = sigmoid(logits), chosen = top-k of p (+ bias)
+  gating 3 (softmax of the chosen): chosen = top-k of logits,
+                                    weights = softmax over the chosen logits
+  weights = p[chosen]; norm_w: weights /= sum(weights); * w_scale
+  out = sum_e mask[:, e] * down_e(silu(gate_e h) * up_e h)
+        + sigmoid(h . g_shexp) * down_s(silu(gate_s h) * up_s h)   (shared expert)
+Ties in the top-k go to the lower expert number (a stable sort).
+"""
+import numpy as np
+
+
+def load(g, arch, i):
+    """Layer i's MoE tensors and the file's routing keys, as a dict."""
+    def key(k, default=None):
+        v = g.kv.get(arch + "." + k, default)
+        assert v is not None, "missing %s.%s" % (arch, k)
+        return v
+    d = {
+        "n_used": key("expert_used_count"),
+        "gating": key("expert_gating_func", 1) or 1,
+        "norm_w": bool(key("expert_weights_norm", True if arch in ("qwen3moe", "llama") else False)),
+        "w_scale": key("expert_weights_scale", 0.0) or 1.0,
+        "router": g.tensor("blk.%d.ffn_gate_inp.weight" % i),  # [n_expert][n_embd]
+        "down": g.tensor("blk.%d.ffn_down_exps.weight" % i),   # [n_expert][n_embd][n_ff]
+    }
+    p = "blk.%d." % i
+    if g.has(p + "ffn_gate_up_exps.weight"):
+        gu = g.tensor(p + "ffn_gate_up_exps.weight")       # [n_expert][2 n_ff][n_embd]
+        f = gu.shape[1] // 2
+        d["gate"], d["up"] = gu[:, :f, :], gu[:, f:, :]
+    else:
+        d["gate"] = g.tensor(p + "ffn_gate_exps.weight")   # [n_expert][n_ff][n_embd]
+        d["up"] = g.tensor(p + "ffn_up_exps.weight")
+    d["bias"] = g.tensor(p + "exp_probs_b.bias") if g.has(p + "exp_probs_b.bias") else None
+    if g.has(p + "ffn_gate_shexp.weight"):
+        d["sh"] = [g.tensor(p + "ffn_gate_shexp.weight"), g.tensor(p + "ffn_up_shexp.weight"),
+                   g.tensor(p + "ffn_down_shexp.weight")]
+        d["sh_gate"] = g.tensor(p + "ffn_gate_inp_shexp.weight") if g.has(p + "ffn_gate_inp_shexp.weight") else None
+    return d
+
+
+def silu(v):
+    return v / (1.0 + np.exp(-v))
+
+
+def softmax(v):
+    e = np.exp(v - v.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ffn(h, d):
+    """h [n][n_embd] -> [n][n_embd]."""
+    n = h.shape[0]
+    logits = h @ d["router"].T
+    k = d["n_used"]
+    if d["gating"] == 1:
+        p = softmax(logits)
+    elif d["gating"] == 2:
+        p = 1.0 / (1.0 + np.exp(-logits))
+    else:
+        p = logits
+    score = p + d["bias"] if d["bias"] is not None else p
+    chosen = np.argsort(-score, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(p, chosen, axis=-1)
+    if d["gating"] == 3:
+        w = softmax(w)
+    if d["norm_w"]:
+        w = w / w.sum(axis=-1, keepdims=True)
+    w = w * d["w_scale"]
+    mask = np.zeros((n, logits.shape[1]))
+    np.put_along_axis(mask, chosen, w, axis=-1)
+    out = np.zeros_like(h)
+    for e in range(logits.shape[1]):
+        y = (silu(h @ d["gate"][e].T) * (h @ d["up"][e].T)) @ d["down"][e].T
+        out += mask[:, e:e + 1] * y
+    if "sh" in d:
+        gs, us, ds = d["sh"]
+        y = (silu(h @ gs.T) * (h @ us.T)) @ ds.T
+        if d["sh_gate"] is not None:
+            y = y / (1.0 + np.exp(-(h @ d["sh_gate"])))[:, None]
+        out += y
+    return out
