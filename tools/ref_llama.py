@@ -22,6 +22,7 @@ The definition implemented (ggml/llama.cpp conventions for GGUF llama files):
   x = token_embd[tokens]
   per block: h = x + Wo attn(rope(Wq n1(x)), rope(Wk n1(x)), Wv n1(x))
              x = h + Wdown (silu(Wgate n2(h)) * Wup n2(h))
+             with llama.expert_count > 0 (Mixtral): x = h + ref_moe.ffn(n2(h))
   logits = output n(x), output = token_embd when the file has no output.weight
   n(v) = v / sqrt(mean(v^2) + eps) * weight
   rope "normal": pair (2i, 2i+1) of each head's first n_rot dims is turned by
@@ -37,6 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_ref import Reader  # noqa: E402
 from quant_ref import DEQUANT  # noqa: E402
+import ref_moe  # noqa: E402
 
 # GGUF tensor type number -> (name, block elements, block bytes)
 TENSOR_TYPES = {
@@ -136,9 +138,12 @@ class Llama:
         self.layers = []
         for i in range(self.n_layer):
             p = "blk.%d." % i
+            moe = key("expert_count", 0) > 0  # Mixtral layout: the FFN is ref_moe's
             self.layers.append({k: g.tensor(p + k + ".weight") for k in (
-                "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
-                "ffn_down")})
+                "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm") + (
+                () if moe else ("ffn_gate", "ffn_up", "ffn_down"))})
+            if moe:
+                self.layers[-1]["moe"] = ref_moe.load(g, "llama", i)
 
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
@@ -183,6 +188,9 @@ class Llama:
             a = (s @ v).transpose(1, 0, 2).reshape(n, self.n_head * self.head_dim)
             x = x + a @ L["attn_output"].T
             h = self.norm(x, L["ffn_norm"])
+            if "moe" in L:
+                x = x + ref_moe.ffn(h, L["moe"])
+                continue
             gt = h @ L["ffn_gate"].T
             x = x + ((gt / (1.0 + np.exp(-gt))) * (h @ L["ffn_up"].T)) @ L["ffn_down"].T
         return self.norm(x, self.out_norm) @ self.out.T

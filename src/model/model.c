@@ -60,6 +60,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_GRANITE] = &model_arch_granite,
     [MODEL_ARCH_SMOLLM3] = &model_arch_smollm3,
     [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
+    [MODEL_ARCH_LLAMA_MOE] = &model_arch_llama_moe,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -93,9 +94,17 @@ int model_load(gguf_file *f, model **out) {
     model_free(m);
     return rc;
   }
+  /* the row of that name; of two (dense and MoE), the one matching
+   * whether ARCH.expert_count > 0 */
+  char key[160];
+  snprintf(key, sizeof key, "%s.expert_count", arch);
+  int64_t n_expert = 0;
+  const bool experts = gguf_get_i64(f, key, &n_expert) == 0 && n_expert > 0;
   m->arch = MODEL_ARCH_COUNT;
   for (int a = 0; a < MODEL_ARCH_COUNT; a++)
-    if (strcmp(arch_table[a]->name, arch) == 0) m->arch = (enum model_arch)a;
+    if (strcmp(arch_table[a]->name, arch) == 0 &&
+        (m->arch == MODEL_ARCH_COUNT || arch_table[a]->moe == experts))
+      m->arch = (enum model_arch)a;
   if (m->arch == MODEL_ARCH_COUNT) {
     rc = err_set(ERR_UNSUPPORTED, "architecture '%s' (general.architecture) is not supported", arch);
     model_free(m);

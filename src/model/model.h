@@ -49,6 +49,7 @@ enum model_arch {
   MODEL_ARCH_GRANITE, /* llamalike.c */
   MODEL_ARCH_SMOLLM3, /* llamalike.c */
   MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
+  MODEL_ARCH_LLAMA_MOE, /* llama_moe.c: "llama" files with experts (Mixtral) */
   MODEL_ARCH_COUNT
 };
 
@@ -358,8 +359,12 @@ typedef struct model_arch_ops {
    * MODEL_TRIM_TOKENS tokens; the next step faults back what it touches). */
   void (*trim)(model_ctx *c);
   /* true: the architecture reads ARCH.expert_count and expert tensors
-   * (moe.c); files of other rows declaring experts are refused. */
+   * (moe.c). A file whose general.architecture names both a dense and an
+   * MoE row ("llama") goes to the MoE one when ARCH.expert_count > 0; files
+   * of other dense rows declaring experts are refused. */
   bool moe;
+  const void *spec; /* the row's parameters for code several rows share
+                       (moe_dec.c: a model_moe_dec_spec), or NULL */
 } model_arch_ops;
 
 #endif

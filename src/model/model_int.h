@@ -234,6 +234,7 @@ extern const model_arch_ops model_arch_phi3;    /* llamalike.c */
 extern const model_arch_ops model_arch_granite; /* llamalike.c */
 extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
+extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

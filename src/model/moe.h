@@ -1,8 +1,8 @@
 /*
  * moe.h - the mixture-of-experts feed-forward every MoE architecture
  * (qwen3moe.c, llama_moe.c) shares: its hyper-parameters, the expert
- * tensors (3-D: one matrix per expert), routing, and the grouped expert
- * products. See moe.c for the design and docs/runtime.md ("Mixture of
+ * tensors (3-D: one matrix per expert), routing, the grouped expert
+ * products, and the decoder built on them (moe_dec.c). See moe.c for the design and docs/runtime.md ("Mixture of
  * experts") for a token traced through it. Not for use outside src/model/.
  */
 #ifndef PARLEY_MODEL_MOE_H
@@ -125,5 +125,22 @@ void model_moe_bufs_trim(model_moe_bufs *b);
  * expert), in sub-batches of model_ffn_rows tokens. */
 int model_moe_ffn(model_ctx *c, const model_moe_hparams *p, const model_moe_layer *L, model_moe_bufs *b, float *xn,
                   int64_t n);
+
+/* ---- the shared MoE decoder (moe_dec.c) ------------------------------------ */
+
+/* What an architecture file on moe_dec.c sets (model_arch_ops.spec). */
+typedef struct model_moe_dec_spec {
+  enum ops_rope_style rope_style;
+  int attn_flags;            /* enum model_attn_flags */
+  model_moe_defaults moe;
+} model_moe_dec_spec;
+
+/* The model_arch_ops functions of such a row. */
+int model_moe_dec_load(model *m);
+void model_moe_dec_unload(model *m);
+int model_moe_dec_ctx_init(model_ctx *c);
+void model_moe_dec_ctx_free(model_ctx *c);
+void model_moe_dec_trim(model_ctx *c);
+int model_moe_dec_forward(model_ctx *c, const model_step *st, float *logits);
 
 #endif

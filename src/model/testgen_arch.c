@@ -36,7 +36,8 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE ? 32 : 0;
   g.tied = arch == MODEL_ARCH_QWEN3;
   g.norm_w = -1;
-  if (arch == MODEL_ARCH_QWEN3MOE) {
+  if (arch == MODEL_ARCH_LLAMA_MOE) g.head_dim = 0;
+  if (arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_LLAMA_MOE) {
     g.n_expert = 4;
     g.n_expert_used = 2;
     g.n_ff_exp = 32;
@@ -156,14 +157,16 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
+                   : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
-                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3 or qwen3moe",
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe "
+                   "or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
-  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE;
+  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE || g->arch == MODEL_ARCH_LLAMA_MOE;
   if (moe && (g->n_expert <= 0 || g->n_expert_used <= 0 || g->n_ff_exp <= 0))
     return err_set(ERR_RANGE, "testgen: a mixture of experts needs n_expert, n_expert_used and n_ff_exp");
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||

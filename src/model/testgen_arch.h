@@ -21,8 +21,9 @@
 
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
-                             PHI3, GRANITE, SMOLLM3
-                             or QWEN3MOE */
+                             PHI3, GRANITE, SMOLLM3,
+                             QWEN3MOE or LLAMA_MOE (a "llama" file with
+                             experts, Mixtral's layout) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */

@@ -327,6 +327,37 @@ TEST(model_moe_batch_equals_token_by_token) {
   check_batch(g, "q3m_batch_all_experts");
 }
 
+/* Mixtral's layout: a "llama" file with llama.expert_count goes to
+ * llama_moe.c (normal RoPE, no q/k norms), against tools/ref_llama.py;
+ * the same file without the key would be a dense llama. */
+TEST(model_llama_moe_matches_numpy) {
+  NEED_REF_PY("tools/ref_llama.py");
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_LLAMA_MOE);
+  ASSERT_TRUE(ref_write_arch(&g, "mixtral_a", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_arch_of(m), MODEL_ARCH_LLAMA_MOE);
+  EXPECT_STR_EQ(model_arch_name(model_arch_of(m)), "llama");
+  EXPECT_INT_EQ(model_get_hparams(m)->rope.style, OPS_ROPE_NORMAL);
+  model_free(m);
+  double e = ref_compare("tools/ref_llama.py", path, PROMPT, N_PROMPT, MODEL_KV_F32, 2);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  g = shape_b();
+  g.arch = MODEL_ARCH_LLAMA_MOE;
+  g.head_dim = 0;
+  g.type = g.type_embd = TENSOR_TYPE_F16;
+  ASSERT_TRUE(ref_write_arch(&g, "mixtral_b_f16", path, sizeof path));
+  e = ref_compare("tools/ref_llama.py", path, PROMPT, N_PROMPT, MODEL_KV_F16, 1);
+  EXPECT_TRUE(e >= 0 && e < 1e-8);
+  /* the older layout, one 2-D tensor per expert, is refused by name */
+  g = model_testgen_arch_small(MODEL_ARCH_LLAMA_MOE);
+  g.missing_tensor = "blk.0.ffn_gate_exps.weight";
+  ASSERT_TRUE(ref_write_arch(&g, "mixtral_no_gate", path, sizeof path));
+  EXPECT_INT_EQ(model_open(path, &m), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.ffn_gate_exps.weight' is missing");
+}
+
 /* ---- malformed files ---------------------------------------------------- */
 
 static int open_gen(model_testgen_arch *g, const char *name) {

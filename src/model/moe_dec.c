@@ -1,0 +1,100 @@
+/*
+ * moe_dec.c - the decoder every llama-shaped mixture-of-experts
+ * architecture shares (qwen3moe.c, llama_moe.c): RMS-normed blocks of
+ * grouped-query attention (dense.c's model_attn_*, with the row's RoPE
+ * style and optional per-head q/k norms) and a MoE feed-forward (moe.c)
+ * in every block. An architecture file is a model_moe_dec_spec and its
+ * model_arch_ops row pointing at the functions below.
+ *   h   = x + Wo attention(rope(Wq rms(x)), rope(Wk rms(x)), Wv rms(x))
+ *   out = h + moe(rms(h))
+ * Logits = output rms(out) (token_embd when output.weight is absent).
+ * Start reading at model_moe_dec_forward().
+ */
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "model/moe.h"
+
+typedef struct dec_layer {
+  model_attn_layer a;
+  model_moe_layer moe;
+} dec_layer;
+
+typedef struct dec_weights {
+  model_io io;
+  model_moe_hparams moe;
+  dec_layer *layers; /* [n_layer] */
+} dec_weights;
+
+typedef struct dec_bufs {
+  model_dense_bufs d;
+  model_moe_bufs moe;
+} dec_bufs;
+
+int model_moe_dec_load(model *m) {
+  const model_moe_dec_spec *sp = m->ops->spec;
+  int rc = model_load_common_hparams(m, sp->rope_style);
+  if (rc) return rc;
+  dec_weights *w = calloc(1, sizeof *w);
+  if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
+  m->arch_data = w;
+  if ((rc = model_moe_load_hparams(m, &sp->moe, &w->moe))) return rc;
+  w->layers = calloc((size_t)m->hp.n_layer, sizeof *w->layers);
+  if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
+  if ((rc = model_io_bind(m, &w->io))) return rc;
+  for (int i = 0; i < (int)m->hp.n_layer; i++)
+    if ((rc = model_attn_bind(m, &w->layers[i].a, i, sp->attn_flags)) ||
+        (rc = model_moe_bind_layer(m, &w->moe, &w->layers[i].moe, i)))
+      return rc;
+  return 0;
+}
+
+void model_moe_dec_unload(model *m) {
+  dec_weights *w = m->arch_data;
+  if (!w) return;
+  free(w->layers);
+  free(w);
+  m->arch_data = NULL;
+}
+
+int model_moe_dec_ctx_init(model_ctx *c) {
+  dec_bufs *b = calloc(1, sizeof *b);
+  if (!b) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
+  c->arch_data = b;
+  const dec_weights *w = c->m->arch_data;
+  int rc = model_dense_bufs_init(c, &b->d);
+  if (!rc) rc = model_moe_bufs_init(c, &w->moe, &b->moe);
+  return rc;
+}
+
+void model_moe_dec_ctx_free(model_ctx *c) {
+  dec_bufs *b = c->arch_data;
+  model_dense_bufs_free(&b->d);
+  model_moe_bufs_free(&b->moe);
+  free(b);
+  c->arch_data = NULL;
+}
+
+void model_moe_dec_trim(model_ctx *c) {
+  dec_bufs *b = c->arch_data;
+  model_dense_bufs_trim(&b->d);
+  model_moe_bufs_trim(&b->moe);
+}
+
+int model_moe_dec_forward(model_ctx *c, const model_step *st, float *logits) {
+  const dec_weights *w = c->m->arch_data;
+  dec_bufs *db = c->arch_data;
+  model_dense_bufs *b = &db->d;
+  const int64_t n = st->n, n_layer = c->m->hp.n_layer;
+  int rc;
+  if ((rc = model_dense_embed(c, st, &w->io.tok_embd, b))) return rc;
+  for (int64_t l = 0; l < n_layer; l++) {
+    const dec_layer *L = &w->layers[l];
+    if (l == 0) model_dense_norm(c, b, n, L->a.attn_norm);
+    if ((rc = model_attn_forward(c, st, l, &L->a, b))) return rc;
+    model_dense_add_norm(c, b, n, L->a.ffn_norm); /* x += attention, xn = rms(x) */
+    if ((rc = model_moe_ffn(c, &w->moe, &L->moe, &db->moe, b->xn, n))) return rc;
+    model_dense_add_norm(c, b, n, l + 1 < n_layer ? w->layers[l + 1].a.attn_norm : NULL);
+  }
+  return model_io_logits(c, st, &w->io, b, logits);
+}
