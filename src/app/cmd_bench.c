@@ -440,6 +440,10 @@ static int gen_model_llama(const char *out, const char *shape, const char *type,
   } else if (strcmp(shape, "small") == 0) {
     g = model_testgen_small();
     g.type = g.type_embd = g.type_output = g.type_ffn_down = t;
+    if (tensor_type_get(t)->block_size > (uint32_t)g.n_embd) { /* 256-blocks: rows of 64 do not fit */
+      g.n_embd = 256;
+      g.n_ff = 512;
+    }
   } else {
     fprintf(stderr, "parley gen-model: unknown shape '%s' (small, tinyllama, qwen2.5-0.5b)\n", shape);
     return 2;

@@ -175,12 +175,21 @@ void ref_dequant_iq1_m(const void *src, float *dst, int64_t n) {
 struct cbook {
   int n, w;
   float *v;    /* n * w */
+  float *vt;   /* w * n: the same values by element, for the dot products */
   float *norm; /* n */
+  int *order;  /* n: the entries by ascending norm */
+  float vmax;  /* the largest |value| */
 };
 
 enum { CB_IQ2XXS, CB_IQ2XS, CB_IQ2S, CB_IQ3XXS, CB_IQ3S, CB_IQ1P, CB_IQ1M, CB_COUNT };
 static struct cbook g_cb[CB_COUNT];
 static pthread_once_t g_cb_once = PTHREAD_ONCE_INIT;
+
+static const float *g_sort_norm; /* by_norm's keys (cb_init runs once, under pthread_once) */
+static int by_norm(const void *a, const void *b) {
+  float x = g_sort_norm[*(const int *)a], y = g_sort_norm[*(const int *)b];
+  return x < y ? -1 : x > y ? 1 : *(const int *)a - *(const int *)b;
+}
 
 /* Entry e of a grid as floats: g64 (8 bytes; int8 values when is_signed) or
  * g32 (4 bytes), plus shift (IQ1's delta). */
@@ -188,19 +197,27 @@ static void cb_make(struct cbook *cb, int n, int w, const uint64_t *g64, const u
                     float shift) {
   cb->n = n;
   cb->w = w;
-  cb->v = malloc(sizeof(float) * (size_t)(n * w + n));
-  if (!cb->v) abort(); /* a few hundred KiB once per process */
+  cb->v = malloc(sizeof(float) * (size_t)(2 * n * w + n));
+  cb->order = malloc(sizeof(int) * (size_t)n);
+  if (!cb->v || !cb->order) abort(); /* a few hundred KiB once per process */
   cb->norm = cb->v + n * w;
+  cb->vt = cb->norm + n;
   for (int e = 0; e < n; e++) {
     float s2 = 0.0f;
     for (int j = 0; j < w; j++) {
       uint8_t byte = iq_grid_byte(g64 ? g64[e] : g32[e], j);
       float v = (is_signed ? (float)(int8_t)byte : (float)byte) + shift;
       cb->v[e * w + j] = v;
+      cb->vt[j * n + e] = v;
       s2 += v * v;
     }
     cb->norm[e] = s2;
   }
+  cb->vmax = 0.0f;
+  for (int j = 0; j < n * w; j++) cb->vmax = fmaxf(cb->vmax, fabsf(cb->v[j]));
+  g_sort_norm = cb->norm;
+  for (int e = 0; e < n; e++) cb->order[e] = e;
+  qsort(cb->order, (size_t)n, sizeof(int), by_norm);
 }
 
 static void cb_init(void) {
@@ -230,7 +247,35 @@ struct sub_search {
   int ncb, ng;
   const float *t; /* ng * w targets */
   float *dots;    /* [g][c][e], MAX_ENTRIES apart */
+  int *hull;      /* [g][c][k]: the entries that can win at some scale > 0 */
+  int nh[MAX_GROUPS][MAX_CB];
 };
+
+/* The entries e that minimize s^2 |g_e|^2 - 2 s (t . g_e) for some s > 0:
+ * the upper convex hull of the points (norm[e], dot[e]) from the least norm
+ * to the largest dot (any other entry loses at every scale), so each scale
+ * tried costs the hull's few points instead of the whole grid. */
+static int make_hull(const struct cbook *cb, const float *dot, int *h) {
+  int m = 0;
+  for (int i = 0; i < cb->n; i++) {
+    int e = cb->order[i];
+    double x = cb->norm[e], y = dot[e];
+    if (m && cb->norm[h[m - 1]] == x) {
+      if (y <= dot[h[m - 1]]) continue;
+      m--;
+    }
+    while (m >= 2) {
+      double ox = cb->norm[h[m - 2]], oy = dot[h[m - 2]], ax = cb->norm[h[m - 1]], ay = dot[h[m - 1]];
+      if ((ax - ox) * (y - oy) - (ay - oy) * (x - ox) < 0.0) break; /* a clockwise turn: a stays */
+      m--;
+    }
+    h[m++] = e;
+  }
+  int top = 0; /* past the largest dot the hull only loses */
+  for (int k = 1; k < m; k++)
+    if (dot[h[k]] > dot[h[top]]) top = k;
+  return top + 1;
+}
 
 static void fill_dots(struct sub_search *ss) {
   for (int g = 0; g < ss->ng; g++) {
@@ -238,11 +283,17 @@ static void fill_dots(struct sub_search *ss) {
       const struct cbook *cb = ss->cb[c];
       const float *t = ss->t + g * cb->w;
       float *dot = ss->dots + (size_t)(g * ss->ncb + c) * MAX_ENTRIES;
-      for (int e = 0; e < cb->n; e++) {
-        float acc = 0.0f;
-        for (int j = 0; j < cb->w; j++) acc += t[j] * cb->v[e * cb->w + j];
-        dot[e] = acc;
+      /* element-major, so consecutive entries' sums are independent (no
+       * add-latency chain); each entry still adds its elements in order */
+      for (int e0 = 0; e0 < cb->n; e0 += 8) { /* grids have a multiple of 8 entries */
+        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int j = 0; j < cb->w; j++) {
+          const float *vj = cb->vt + (size_t)j * cb->n + e0;
+          for (int k = 0; k < 8; k++) a[k] += t[j] * vj[k];
+        }
+        memcpy(dot + e0, a, sizeof a);
       }
+      ss->nh[g][c] = make_hull(cb, dot, ss->hull + (size_t)(g * ss->ncb + c) * MAX_ENTRIES);
     }
   }
 }
@@ -255,7 +306,9 @@ static int group_best(const struct sub_search *ss, int g, float s, float *err) {
   for (int c = 0; c < ss->ncb; c++) {
     const struct cbook *cb = ss->cb[c];
     const float *dot = ss->dots + (size_t)(g * ss->ncb + c) * MAX_ENTRIES;
-    for (int e = 0; e < cb->n; e++) {
+    const int *h = ss->hull + (size_t)(g * ss->ncb + c) * MAX_ENTRIES;
+    for (int k = 0; k < ss->nh[g][c]; k++) {
+      int e = h[k];
       float v = s * s * cb->norm[e] - 2.0f * s * dot[e];
       if (v < be) {
         be = v;
@@ -289,7 +342,7 @@ static float sub_scale(const struct sub_search *ss, float *err_out) {
   *err_out = 0.0f;
   if (amax == 0.0f) return 0.0f;
   for (int c = 0; c < ss->ncb; c++)
-    for (int e = 0; e < ss->cb[c]->n * w; e++) vmax = fmaxf(vmax, fabsf(ss->cb[c]->v[e]));
+    vmax = fmaxf(vmax, ss->cb[c]->vmax);
   float best_s = amax / vmax, best_e = INFINITY;
   int idx[MAX_GROUPS];
   for (int c = 0; c < 12; c++) {
@@ -360,7 +413,8 @@ struct grid_block {
   unsigned signs[32];/* 8 sign bits per 8 elements */
 };
 
-static void quant_grid_block(const float *x, const struct grid_spec *gs, float *dots, struct grid_block *out) {
+static void quant_grid_block(const float *x, const struct grid_spec *gs, float *dots, int *hull,
+                             struct grid_block *out) {
   float t[QK_K];
   for (int k = 0; k < 32; k++) {
     if (gs->has_signs) out->signs[k] = signed_targets(x + 8 * k, gs->parity, t + 8 * k);
@@ -380,6 +434,7 @@ static void quant_grid_block(const float *x, const struct grid_spec *gs, float *
       q->ng = gps;
       q->t = t + k * gs->sub;
       q->dots = dots + (size_t)(k * nopt + o) * gps * q->ncb * MAX_ENTRIES;
+      q->hull = hull + (size_t)(k * nopt + o) * gps * q->ncb * MAX_ENTRIES;
       fill_dots(q);
       float e, sk = sub_scale(q, &e);
       if (e < best) {
@@ -402,14 +457,16 @@ static void quant_grid_block(const float *x, const struct grid_spec *gs, float *
 static void quant_grid_row(const float *src, void *dst, int64_t n, size_t bytes, const struct grid_spec *gs,
                            void (*put)(const struct grid_block *gb, uint8_t *out)) {
   float *dots = malloc(sizeof(float) * DOTS_FLOATS);
-  if (!dots) abort();
+  int *hull = malloc(sizeof(int) * DOTS_FLOATS);
+  if (!dots || !hull) abort();
   for (int64_t i = 0; i < n / QK_K; i++) {
     struct grid_block gb;
     memset(&gb, 0, sizeof gb);
-    quant_grid_block(src + i * QK_K, gs, dots, &gb);
+    quant_grid_block(src + i * QK_K, gs, dots, hull, &gb);
     put(&gb, (uint8_t *)dst + (size_t)i * bytes);
   }
   free(dots);
+  free(hull);
 }
 
 /* ---- quantizers -------------------------------------------------------- */
