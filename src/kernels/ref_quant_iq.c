@@ -373,8 +373,12 @@ struct scale_map {
   int levels;
 };
 
-static const struct scale_map SM_IQ2 = {0.125f, 0.25f, 16}, SM_IQ3XXS = {0.25f, 0.5f, 16},
-                              SM_IQ3S = {1.0f, 2.0f, 16}, SM_IQ1 = {1.0f, 2.0f, 8};
+/* Macros, not const objects: they initialise static structs below, and a
+ * const object is not a constant expression in C17 (clang refuses it). */
+#define SM_IQ2 {0.125f, 0.25f, 16}
+#define SM_IQ3XXS {0.25f, 0.5f, 16}
+#define SM_IQ3S {1.0f, 2.0f, 16}
+#define SM_IQ1 {1.0f, 2.0f, 8}
 
 /* Targets of one group of 8 with a sign field: |x|, except that with
  * `parity` and an odd count of negatives the least |x| keeps the wrong sign
