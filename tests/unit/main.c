@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "speech/speech_worker.h"
 #include "test.h"
 
 #define MAX_TESTS 4096
@@ -37,6 +36,22 @@ static struct test_entry g_tests[MAX_TESTS];
 static int g_n_tests;
 int test_failed_flag;
 static char g_tmpdir[512];
+
+#define MAX_WORKERS 8
+static struct {
+  const char *name;
+  test_worker_fn fn;
+} g_workers[MAX_WORKERS];
+static int g_n_workers;
+
+void test_register_worker(const char *name, test_worker_fn fn) {
+  if (g_n_workers >= MAX_WORKERS) {
+    fprintf(stderr, "too many test workers\n");
+    exit(2);
+  }
+  g_workers[g_n_workers].name = name;
+  g_workers[g_n_workers++].fn = fn;
+}
 
 void test_register(const char *name, const char *file, test_fn fn) {
   if (g_n_tests >= MAX_TESTS) {
@@ -182,11 +197,12 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
   /* Worker processes the tests start run this same binary (wpool execs
-   * /proc/self/exe): `__worker speech` is the real speech worker,
-   * `__worker test` the scripted one of test_wpool.c. */
-  if (argc >= 3 && strcmp(argv[1], SPEECH_WORKER_ARG0) == 0) {
-    if (strcmp(argv[2], SPEECH_WORKER_ARG1) == 0) return speech_worker_main(argc - 3, argv + 3);
-    if (strcmp(argv[2], "test") == 0) return test_worker_main();
+   * /proc/self/exe) as `__worker NAME ...`, NAME registered by TEST_WORKER. */
+  if (argc >= 3 && strcmp(argv[1], "__worker") == 0) {
+    for (int i = 0; i < g_n_workers; i++)
+      if (strcmp(argv[2], g_workers[i].name) == 0) return g_workers[i].fn(argc - 3, argv + 3);
+    fprintf(stderr, "unknown test worker '%s'\n", argv[2]);
+    return 2;
   }
   qsort(g_tests, (size_t)g_n_tests, sizeof g_tests[0], cmp_tests);
   for (int i = 1; i < argc; i++) {

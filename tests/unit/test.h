@@ -46,8 +46,16 @@ int test_capture(int (*fn)(int, char **), int argc, const char **argv, char **ou
 typedef void (*test_file_fn)(const char *name, const char *path, const unsigned char *data, size_t n, void *ud);
 int test_each_file(const char *dir, size_t max, test_file_fn fn, void *ud);
 extern int test_failed_flag;
-/* The scripted worker process of test_wpool.c (`unit-tests __worker test`). */
-int test_worker_main(void);
+/* Worker processes the tests start run this same binary as
+ * `unit-tests __worker NAME ARGS...`; a test file registers the entry point
+ * of NAME with TEST_WORKER, so the runner links with any subset of the test
+ * files (the arm64 kernel-test build has no speech or pool tests). */
+typedef int (*test_worker_fn)(int argc, char **argv);
+void test_register_worker(const char *name, test_worker_fn fn);
+#define TEST_WORKER(name, fn)                                                   \
+  __attribute__((constructor)) static void test_worker_reg_##fn(void) {         \
+    test_register_worker(name, fn);                                             \
+  }
 
 #define TEST(name)                                                              \
   static void test_##name(void);                                                \

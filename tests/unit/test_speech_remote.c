@@ -23,6 +23,10 @@
 
 #define PS_DATA "/usr/share/pocketsphinx/test/data"
 
+/* The real speech worker, for this file's pools and for every test whose
+ * server runs speech in worker processes (`unit-tests __worker speech`). */
+TEST_WORKER(SPEECH_WORKER_ARG1, speech_worker_main)
+
 static wpool *speech_pool(int n_max) {
   static const char *const args[] = {SPEECH_WORKER_ARG0, SPEECH_WORKER_ARG1, NULL};
   wpool_config cfg = {.name = "speech", .args = args, .n_max = n_max};

@@ -79,12 +79,17 @@ static int w_fds(void *ctx, wpool_conn *c, const uint8_t *req, size_t n, buf *ou
   return 0;
 }
 
-int test_worker_main(void) {
+/* The scripted worker process (`unit-tests __worker test`). */
+static int test_worker_main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
   static const wpool_route routes[] = {{K_ECHO, w_echo}, {K_PID, w_pid},   {K_CHUNKS, w_chunks}, {K_CRASH, w_crash},
                                        {K_HANG, w_hang}, {K_EXIT, w_exit}, {K_FAIL, w_fail},     {K_FDS, w_fds}};
   int rc = wpool_worker_setup(WPOOL_FD);
   return rc ? rc : wpool_serve(WPOOL_FD, routes, sizeof routes / sizeof routes[0], NULL);
 }
+
+TEST_WORKER("test", test_worker_main)
 
 static wpool *new_pool(int n_max, int wait_ms) {
   static const char *const args[] = {"__worker", "test", NULL};
