@@ -36,13 +36,23 @@ void fuzz_replay_register_init(const char *name, void (*init)(void));
   }                                                                                  \
   static void fuzz_init_##name(void)
 #else
+#include <stdlib.h>
+#include <string.h>
+
+#include "speech/speech_worker.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 #define FUZZ_TARGET(name) int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* A harness that starts a server starts speech worker processes of its own
+ * binary (`fuzz_x __worker speech`); libFuzzer calls LLVMFuzzerInitialize
+ * before it reads its flags, so the worker runs from there and exits. */
 #define FUZZ_INIT(name)                                                              \
   static void fuzz_init_##name(void);                                                \
   int LLVMFuzzerInitialize(int *argc, char ***argv) {                                \
-    (void)argc, (void)argv;                                                          \
+    if (*argc >= 3 && strcmp((*argv)[1], SPEECH_WORKER_ARG0) == 0 &&                 \
+        strcmp((*argv)[2], SPEECH_WORKER_ARG1) == 0)                                 \
+      exit(speech_worker_main(*argc - 3, *argv + 3));                                \
     fuzz_init_##name();                                                              \
     return 0;                                                                        \
   }                                                                                  \

@@ -136,7 +136,7 @@ static int fuzz_server_start(const char *api_key) {
   if (ollama_init(&g_fs.olc, g_fs.reg, g_fs.mgr, g_fs.dir) != 0) abort();
   n = ollama_routes(&g_fs.olc, &r);
   fuzz_server_routes(r, n);
-  if (api_speech_new(&g_fs.speech, NULL) != 0) abort(); /* workers: this binary (the unit runner handles __worker) */
+  if (api_speech_new(&g_fs.speech, NULL) != 0) abort(); /* workers: this binary (the unit runner and FUZZ_INIT handle __worker) */
   api_speech_set_manager(g_fs.speech, g_fs.mgr);
   n = deepgram_routes(g_fs.speech, &r);
   fuzz_server_routes(r, n);
