@@ -47,6 +47,9 @@
 #include "kernels/tensor_type.h"
 
 static int own(model *m, void *p);
+static int bind_v(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags, const char *fmt,
+                  va_list ap);
+static void copied(model *m, const void *p, size_t n);
 
 /* ---- architecture table ---------------------------------------------------
  * one row per architecture (files llama.c, qwen.c, bert.c, gemma.c,
@@ -63,6 +66,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_SMOLLM3] = &model_arch_smollm3,
     [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
     [MODEL_ARCH_LLAMA_MOE] = &model_arch_llama_moe,
+    [MODEL_ARCH_LFM2] = &model_arch_lfm2,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -201,6 +205,65 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out) {
   return 0;
 }
 
+/* ARCH.attention.head_count_kv: one number, or (hybrid files, LFM2) one
+ * per layer, where 0 marks a recurrent layer (model_layer_kv_heads) and
+ * the attention layers must agree. */
+static int load_head_count_kv(model *m) {
+  model_hparams *hp = &m->hp;
+  char key[160];
+  arch_key(m, "attention.head_count_kv", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  if (!v || v->type != GGUF_TYPE_ARRAY)
+    return model_key_i64(m, "attention.head_count_kv", &hp->n_head, 1, hp->n_head, &hp->n_head_kv);
+  if (v->v.arr.n != (uint64_t)hp->n_layer || v->v.arr.elem_type == GGUF_TYPE_STRING ||
+      v->v.arr.elem_type == GGUF_TYPE_ARRAY)
+    return err_set(ERR_RANGE, "key '%s' is an array of %llu, expected %lld integers (one per layer)", key,
+                   (unsigned long long)v->v.arr.n, (long long)hp->n_layer);
+  hp->n_head_kv = 0;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    int64_t h = gguf_arr_i64(v, (uint64_t)l);
+    if (h < 0 || h > hp->n_head)
+      return err_set(ERR_RANGE, "key '%s': layer %lld has %lld kv heads, expected 0..%lld", key, (long long)l,
+                     (long long)h, (long long)hp->n_head);
+    if (h == 0 && !m->ops->hybrid)
+      return err_set(ERR_UNSUPPORTED, "key '%s': layer %lld has no attention, which architecture '%s' cannot run",
+                     key, (long long)l, m->ops->name);
+    if (h && hp->n_head_kv && h != hp->n_head_kv)
+      return err_set(ERR_UNSUPPORTED, "key '%s': layers with %lld and %lld kv heads (one count is supported)", key,
+                     (long long)hp->n_head_kv, (long long)h);
+    if (h) hp->n_head_kv = h;
+  }
+  if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head; /* no attention layer: only sizes the (empty) cache */
+  return 0;
+}
+
+int64_t model_layer_kv_heads(model *m, int64_t l) {
+  char key[160];
+  arch_key(m, "attention.head_count_kv", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  return v && v->type == GGUF_TYPE_ARRAY ? gguf_arr_i64(v, (uint64_t)l) : m->hp.n_head_kv;
+}
+
+int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, const char *fmt, ...) {
+  *out = NULL;
+  model_tensor t;
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_v(m, &t, n_cols, n_rows, MODEL_BIND_ROWS, fmt, ap);
+  va_end(ap);
+  if (rc) return rc;
+  float *v = malloc((size_t)(n_cols * n_rows) * sizeof *v);
+  if (!v || own(m, v)) {
+    free(v);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory", t.name);
+  }
+  for (int64_t r = 0; r < n_rows; r++)
+    if ((rc = model_tensor_row_f32(&t, r, v + r * n_cols))) return rc;
+  copied(m, t.data, (size_t)n_rows * t.row_bytes);
+  *out = v;
+  return 0;
+}
+
 int model_load_common_hparams(model *m, enum ops_rope_style style) {
   model_hparams *hp = &m->hp;
   const int64_t big = (int64_t)1 << 24; /* no real dimension comes near */
@@ -210,7 +273,7 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   if ((rc = model_key_i64(m, "block_count", NULL, 1, 4096, &hp->n_layer))) return rc;
   if ((rc = model_key_i64(m, "feed_forward_length", NULL, 1, big, &hp->n_ff))) return rc;
   if ((rc = model_key_i64(m, "attention.head_count", NULL, 1, 4096, &hp->n_head))) return rc;
-  if ((rc = model_key_i64(m, "attention.head_count_kv", &hp->n_head, 1, hp->n_head, &hp->n_head_kv))) return rc;
+  if ((rc = load_head_count_kv(m))) return rc;
   if (hp->n_head % hp->n_head_kv)
     return err_set(ERR_RANGE, "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
                    m->ops->name, (long long)hp->n_head, (long long)hp->n_head_kv);

@@ -50,6 +50,7 @@ enum model_arch {
   MODEL_ARCH_SMOLLM3, /* llamalike.c */
   MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
   MODEL_ARCH_LLAMA_MOE, /* llama_moe.c: "llama" files with experts (Mixtral) */
+  MODEL_ARCH_LFM2,    /* lfm2.c: short convolutions and attention (hybrid) */
   MODEL_ARCH_COUNT
 };
 
@@ -389,6 +390,9 @@ typedef struct model_arch_ops {
    * MoE row ("llama") goes to the MoE one when ARCH.expert_count > 0; files
    * of other dense rows declaring experts are refused. */
   bool moe;
+  /* true: ARCH.attention.head_count_kv may be a per-layer array whose 0
+   * entries are recurrent layers (model_set_recurrent) */
+  bool hybrid;
   const void *spec; /* the row's parameters for code several rows share
                        (moe_dec.c: a model_moe_dec_spec), or NULL */
 } model_arch_ops;

@@ -210,6 +210,13 @@ static inline float *model_rs_state(model_ctx *c, int32_t seq, int64_t l) {
  * load after model_load_common_hparams): sets hp.n_layer_kv, n_layer_rs,
  * rs_floats and the layer maps. */
 int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats);
+/* Layer l's kv head count: ARCH.attention.head_count_kv's entry l when the
+ * key is a per-layer array (0: a recurrent layer), else hp.n_head_kv. */
+int64_t model_layer_kv_heads(model *m, int64_t l);
+/* A small tensor of n_rows x n_cols (n_rows >= 1) of any type as f32 in a
+ * buffer the model owns (LFM2's convolution taps). */
+int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Element offset of (kv head g, position p, dim d) in a k block (rows of
  * positions) and in a v block (tiles of ATT_TILE_POS positions stored
  * transposed: [tile][d][p % ATT_TILE_POS]). */
@@ -258,6 +265,7 @@ extern const model_arch_ops model_arch_granite; /* llamalike.c */
 extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
+extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
