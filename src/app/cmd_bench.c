@@ -350,10 +350,11 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
   else if (strcmp(arch, "smollm3") == 0) a = MODEL_ARCH_SMOLLM3;
   else if (strcmp(arch, "qwen3moe") == 0) a = MODEL_ARCH_QWEN3MOE;
   else if (strcmp(arch, "mixtral") == 0) a = MODEL_ARCH_LLAMA_MOE;
+  else if (strcmp(arch, "lfm2") == 0) a = MODEL_ARCH_LFM2;
   else {
     fprintf(stderr,
             "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, "
-            "smollm3, qwen3moe, mixtral)\n",
+            "smollm3, qwen3moe, mixtral, lfm2)\n",
             arch);
     return 2;
   }
@@ -400,7 +401,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2] [--ctx N]\n");
     return 2;
   }
   char *tmpl_text = NULL;

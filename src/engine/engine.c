@@ -505,16 +505,23 @@ static void slot_start(engine *e, slot *s, engine_req *h, int32_t choice) {
 
 /* Choice 0 goes to the free slot whose cache shares the longest prefix with
  * the prompt (ties: the least recently used), keeping at most n_prompt - 1
- * tokens so that the last prompt token is decoded for its logits. Choices
+ * tokens so that the last prompt token is decoded for its logits. A model
+ * with recurrent layers holds state only for a slot's whole sequence, so
+ * there a slot's prefix counts only when it is the slot's entire history
+ * (the prompt continues it: a chat whose new prompt extends the last
+ * exchange token for token); any shorter match is 0 and the slot restarts
+ * (model_ctx_seq_truncate zeroes its state). Choices
  * 1..n-1 take the least recently used of the other free slots and wait for
  * choice 0's prompt (the caller checked that n_choices slots are free). */
 static void slot_admit(engine *e, engine_req *h) {
+  const bool recurrent = model_is_recurrent(e->m);
   slot *best = NULL;
   int64_t best_n = -1;
   for (int32_t i = 0; i < e->n_slots; i++) {
     slot *s = &e->slots[i];
     if (s->req) continue;
     int64_t c = common_prefix(s->hist, s->n_hist, h->prompt, h->n_prompt);
+    if (recurrent && (c < s->n_hist || c > h->n_prompt - 1)) c = 0;
     if (c > best_n || (c == best_n && s->last_used < best->last_used)) {
       best = s;
       best_n = c;
@@ -523,6 +530,7 @@ static void slot_admit(engine *e, engine_req *h) {
   int32_t seq = (int32_t)(best - e->slots);
   int64_t keep = best_n < h->n_prompt - 1 ? best_n : h->n_prompt - 1;
   model_ctx_seq_truncate(e->ctx, seq, keep);
+  keep = model_ctx_seq_n_past(e->ctx, seq); /* 0 when a recurrent slot restarted */
   best->n_hist = keep;
   h->n_cached = keep;
   h->n_live = h->n_choices;

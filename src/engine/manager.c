@@ -252,8 +252,11 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   uint64_t pad = (n_ctx + 127) / 128 * 128;
   uint64_t E = (uint64_t)hp->n_embd, hd = (uint64_t)hp->head_dim, F = (uint64_t)hp->n_ff;
   uint64_t Q = sat_mul((uint64_t)hp->n_head, hd), KV = sat_mul((uint64_t)hp->n_head_kv, hd);
-  uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer, (uint64_t)hp->n_head_kv), pad),
+  /* attention layers only: recurrent ones (hybrid models) keep a fixed
+   * state per slot instead, which does not grow with the context */
+  uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer_kv, (uint64_t)hp->n_head_kv), pad),
                         sat_mul(kv_row, n_seq));
+  uint64_t rs = sat_mul(model_rs_seq_bytes(hp), n_seq);
   uint64_t nb = sat_mul(n_ctx, n_seq);
   if (nb > 512) nb = 512;
   if (encoder) /* bert's rows hold a batch of inputs: max(n_ctx, 512) */
@@ -268,8 +271,9 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   if (!encoder) /* logits of every slot, token history of every slot */
     bufs = sat_add(bufs, sat_mul(sat_mul(n_seq, (uint64_t)hp->n_vocab + n_ctx), sizeof(float)));
   mm->kv_bytes = kv;
+  mm->rs_bytes = rs;
   mm->buf_bytes = bufs;
-  mm->bytes = sat_add(sat_add(mm->file_bytes, kv), bufs);
+  mm->bytes = sat_add(sat_add(sat_add(mm->file_bytes, kv), rs), bufs);
 }
 
 /* Opens the model, its tokenizer and templates (the file is mapped, not
@@ -402,10 +406,11 @@ static int budget_reserve(manager *mg, struct slot *self, const manager_model *m
   char b1[32], b2[32], b3[32], b4[32], b5[32];
   if (need > mg->budget)
     return err_set(ERR_NOMEM,
-                   "model '%s' needs about %s (file %s, KV cache %s for %d x %lld positions, buffers %s), more "
+                   "model '%s' needs about %s (file %s, KV cache and recurrent state %s for %d x %lld positions, "
+                   "buffers %s), more "
                    "than the whole memory budget of %s (--memory-budget)%s",
                    mm->instance_id, fmt_bytes(need, b1, sizeof b1), fmt_bytes(mm->file_bytes, b2, sizeof b2),
-                   fmt_bytes(mm->kv_bytes, b3, sizeof b3), mm->n_slots, (long long)mm->n_ctx,
+                   fmt_bytes(mm->kv_bytes + mm->rs_bytes, b3, sizeof b3), mm->n_slots, (long long)mm->n_ctx,
                    fmt_bytes(mm->buf_bytes, b4, sizeof b4), fmt_bytes(mg->budget, b5, sizeof b5),
                    mm->file_bytes < mg->budget ? "; a smaller context (--ctx-size) or fewer slots (--parallel) "
                                                  "shrinks the KV cache"

@@ -122,8 +122,10 @@ typedef struct manager_model {
   int64_t n_ctx;           /* positions per slot (the embedding context's
                               for encoder-only models) */
   int32_t n_slots;         /* engine slots (1 for encoder-only models) */
-  uint64_t bytes;          /* estimated memory: file + KV cache + buffers */
-  uint64_t file_bytes, kv_bytes, buf_bytes; /* the estimate's parts */
+  uint64_t bytes;          /* estimated memory: file + KV cache +
+                              recurrent state + buffers */
+  uint64_t file_bytes, kv_bytes, rs_bytes, buf_bytes; /* the estimate's parts
+                              (rs: hybrid models' per-slot recurrent state) */
   struct manager *owner;   /* the manager that loaded it */
   /* Under the manager's lock: */
   int32_t refs;            /* manager_get minus manager_release */

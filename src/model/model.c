@@ -46,6 +46,11 @@
 #include "kernels/ref.h"
 #include "kernels/tensor_type.h"
 
+static int own(model *m, void *p);
+static int bind_v(model *m, model_tensor *t, int64_t n_cols, int64_t n_rows, int flags, const char *fmt,
+                  va_list ap);
+static void copied(model *m, const void *p, size_t n);
+
 /* ---- architecture table ---------------------------------------------------
  * one row per architecture (files llama.c, qwen.c, bert.c, gemma.c,
  * llamalike.c). */
@@ -61,6 +66,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_SMOLLM3] = &model_arch_smollm3,
     [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
     [MODEL_ARCH_LLAMA_MOE] = &model_arch_llama_moe,
+    [MODEL_ARCH_LFM2] = &model_arch_lfm2,
 };
 
 const char *model_arch_name(enum model_arch a) {
@@ -116,6 +122,7 @@ int model_load(gguf_file *f, model **out) {
     model_free(m);
     return rc;
   }
+  if (!m->layer_kv) m->hp.n_layer_kv = m->hp.n_layer; /* no recurrent layers: every layer attends */
   release_copied(m);
   *out = m;
   return 0;
@@ -132,6 +139,27 @@ void model_free(model *m) {
 }
 
 enum model_arch model_arch_of(const model *m) { return m->arch; }
+bool model_is_recurrent(const model *m) { return m->hp.n_layer_rs > 0; }
+
+int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats) {
+  model_hparams *hp = &m->hp;
+  if (rs_floats <= 0 || rs_floats > ((int64_t)1 << 32))
+    return err_set(ERR_RANGE, "%s: recurrent state of %lld values per layer", m->ops->name, (long long)rs_floats);
+  int32_t *map = malloc(2 * (size_t)hp->n_layer * sizeof *map);
+  if (!map || own(m, map)) {
+    free(map);
+    return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
+  }
+  m->layer_kv = map;
+  m->layer_rs = map + hp->n_layer;
+  hp->n_layer_kv = hp->n_layer_rs = 0;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    m->layer_kv[l] = recurrent[l] ? -1 : (int32_t)hp->n_layer_kv++;
+    m->layer_rs[l] = recurrent[l] ? (int32_t)hp->n_layer_rs++ : -1;
+  }
+  hp->rs_floats = rs_floats;
+  return 0;
+}
 const model_hparams *model_get_hparams(const model *m) { return &m->hp; }
 const gguf_file *model_gguf(const model *m) { return m->f; }
 uint64_t model_weight_bytes(const model *m) { return m->weight_bytes; }
@@ -177,6 +205,65 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out) {
   return 0;
 }
 
+/* ARCH.attention.head_count_kv: one number, or (hybrid files, LFM2) one
+ * per layer, where 0 marks a recurrent layer (model_layer_kv_heads) and
+ * the attention layers must agree. */
+static int load_head_count_kv(model *m) {
+  model_hparams *hp = &m->hp;
+  char key[160];
+  arch_key(m, "attention.head_count_kv", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  if (!v || v->type != GGUF_TYPE_ARRAY)
+    return model_key_i64(m, "attention.head_count_kv", &hp->n_head, 1, hp->n_head, &hp->n_head_kv);
+  if (v->v.arr.n != (uint64_t)hp->n_layer || v->v.arr.elem_type == GGUF_TYPE_STRING ||
+      v->v.arr.elem_type == GGUF_TYPE_ARRAY)
+    return err_set(ERR_RANGE, "key '%s' is an array of %llu, expected %lld integers (one per layer)", key,
+                   (unsigned long long)v->v.arr.n, (long long)hp->n_layer);
+  hp->n_head_kv = 0;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    int64_t h = gguf_arr_i64(v, (uint64_t)l);
+    if (h < 0 || h > hp->n_head)
+      return err_set(ERR_RANGE, "key '%s': layer %lld has %lld kv heads, expected 0..%lld", key, (long long)l,
+                     (long long)h, (long long)hp->n_head);
+    if (h == 0 && !m->ops->hybrid)
+      return err_set(ERR_UNSUPPORTED, "key '%s': layer %lld has no attention, which architecture '%s' cannot run",
+                     key, (long long)l, m->ops->name);
+    if (h && hp->n_head_kv && h != hp->n_head_kv)
+      return err_set(ERR_UNSUPPORTED, "key '%s': layers with %lld and %lld kv heads (one count is supported)", key,
+                     (long long)hp->n_head_kv, (long long)h);
+    if (h) hp->n_head_kv = h;
+  }
+  if (hp->n_head_kv == 0) hp->n_head_kv = hp->n_head; /* no attention layer: only sizes the (empty) cache */
+  return 0;
+}
+
+int64_t model_layer_kv_heads(model *m, int64_t l) {
+  char key[160];
+  arch_key(m, "attention.head_count_kv", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  return v && v->type == GGUF_TYPE_ARRAY ? gguf_arr_i64(v, (uint64_t)l) : m->hp.n_head_kv;
+}
+
+int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, const char *fmt, ...) {
+  *out = NULL;
+  model_tensor t;
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_v(m, &t, n_cols, n_rows, MODEL_BIND_ROWS, fmt, ap);
+  va_end(ap);
+  if (rc) return rc;
+  float *v = malloc((size_t)(n_cols * n_rows) * sizeof *v);
+  if (!v || own(m, v)) {
+    free(v);
+    return err_set(ERR_NOMEM, "tensor '%s': out of memory", t.name);
+  }
+  for (int64_t r = 0; r < n_rows; r++)
+    if ((rc = model_tensor_row_f32(&t, r, v + r * n_cols))) return rc;
+  copied(m, t.data, (size_t)n_rows * t.row_bytes);
+  *out = v;
+  return 0;
+}
+
 int model_load_common_hparams(model *m, enum ops_rope_style style) {
   model_hparams *hp = &m->hp;
   const int64_t big = (int64_t)1 << 24; /* no real dimension comes near */
@@ -186,7 +273,7 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   if ((rc = model_key_i64(m, "block_count", NULL, 1, 4096, &hp->n_layer))) return rc;
   if ((rc = model_key_i64(m, "feed_forward_length", NULL, 1, big, &hp->n_ff))) return rc;
   if ((rc = model_key_i64(m, "attention.head_count", NULL, 1, 4096, &hp->n_head))) return rc;
-  if ((rc = model_key_i64(m, "attention.head_count_kv", &hp->n_head, 1, hp->n_head, &hp->n_head_kv))) return rc;
+  if ((rc = load_head_count_kv(m))) return rc;
   if (hp->n_head % hp->n_head_kv)
     return err_set(ERR_RANGE, "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
                    m->ops->name, (long long)hp->n_head, (long long)hp->n_head_kv);
@@ -628,7 +715,7 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   /* positions rounded up to whole attention tiles (the v layout) */
   c->n_ctx_pad = (c->n_ctx + ATT_TILE_POS - 1) / ATT_TILE_POS * ATT_TILE_POS;
   if (!size_mul((size_t)hp->n_head_kv * c->kv_row, (size_t)c->n_ctx_pad, &per_layer) ||
-      !size_mul(per_layer, 2 * (size_t)hp->n_layer, &kv_total) ||
+      !size_mul(per_layer, 2 * (size_t)hp->n_layer_kv, &kv_total) ||
       !size_mul(kv_total, (size_t)c->n_seq, &kv_total)) {
     rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %d x %lld positions overflows", c->n_seq,
                  (long long)c->n_ctx);
@@ -638,6 +725,12 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   /* zeroed: attention multiplies not-yet-written positions of a tile by 0,
    * which must not meet a NaN */
   c->kv = calloc(1, kv_total ? kv_total : 1);
+  const size_t rs_bytes = (size_t)model_rs_seq_bytes(hp) * (size_t)c->n_seq;
+  if (rs_bytes && !(c->rs = calloc(1, rs_bytes))) {
+    rc = err_set(ERR_NOMEM, "model context: cannot allocate %zu bytes of recurrent state for %d sequences", rs_bytes,
+                 c->n_seq);
+    goto fail;
+  }
   size_t nb = (size_t)c->n_batch, ns = (size_t)c->n_seq;
   c->rope_cs = malloc(nb * (size_t)hp->rope.n_rot * sizeof(float));
   c->att_scratch_floats = model_att_scratch_floats(hp);
@@ -673,6 +766,7 @@ void model_ctx_free(model_ctx *c) {
   if (c->arch_data && c->m->ops->ctx_free) c->m->ops->ctx_free(c);
   if (c->own_tp) tpool_free(c->tp);
   free(c->kv);
+  free(c->rs);
   free(c->rope_cs);
   free(c->att_scratch);
   free(c->n_past);
@@ -693,13 +787,33 @@ int64_t model_ctx_seq_n_past(const model_ctx *c, int32_t seq) {
 }
 int64_t model_ctx_n_past(const model_ctx *c) { return c->n_past[0]; }
 size_t model_ctx_kv_bytes(const model_ctx *c) {
-  return c->kv_layer_bytes * 2 * (size_t)c->m->hp.n_layer * (size_t)c->n_seq;
+  return c->kv_layer_bytes * 2 * (size_t)c->m->hp.n_layer_kv * (size_t)c->n_seq;
 }
+size_t model_ctx_rs_bytes(const model_ctx *c) { return c->rs ? (size_t)model_rs_seq_bytes(&c->m->hp) * (size_t)c->n_seq : 0; }
 size_t model_ctx_buf_bytes(const model_ctx *c) { return c->buf_bytes; }
 thread_pool *model_ctx_pool(model_ctx *c) { return c->tp; }
 
+/* Sets sequence s to hold n positions (n <= n_past); recurrent state
+ * cannot be rewound, so with recurrent layers any n < n_past restarts the
+ * sequence: n_past 0 and its state zeroed. */
+static void rs_zero(model_ctx *c, int32_t s) {
+  const uint64_t per = model_rs_seq_bytes(&c->m->hp);
+  memset((uint8_t *)c->rs + (size_t)s * per, 0, (size_t)per);
+}
+static void seq_rewind(model_ctx *c, int32_t s, int64_t n) {
+  if (n >= c->n_past[s]) {
+    c->n_past[s] = n;
+    return;
+  }
+  if (c->rs) {
+    rs_zero(c, s);
+    n = 0;
+  }
+  c->n_past[s] = n;
+}
+
 void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n) {
-  if (seq >= 0 && seq < c->n_seq && n >= 0 && n < c->n_past[seq]) c->n_past[seq] = n;
+  if (seq >= 0 && seq < c->n_seq && n >= 0 && n < c->n_past[seq]) seq_rewind(c, seq, n);
 }
 void model_ctx_truncate(model_ctx *c, int64_t n) { model_ctx_seq_truncate(c, 0, n); }
 
@@ -729,6 +843,11 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
     if (c->seq_next[s] < 0 && (p < 0 || p > c->n_past[s]))
       return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, but the sequence holds %lld positions",
                      (long long)i, s, (long long)p, (long long)c->n_past[s]);
+    if (c->seq_next[s] < 0 && c->rs && p > 0 && p < c->n_past[s])
+      return err_set(ERR_RANGE,
+                     "token %lld of sequence %d: position %lld rewinds a sequence of %lld positions, but a model with "
+                     "recurrent layers cannot rewind (only position 0 restarts it)",
+                     (long long)i, s, (long long)p, (long long)c->n_past[s]);
     if (c->seq_next[s] >= 0 && p != c->seq_next[s])
       return err_set(ERR_RANGE, "token %lld of sequence %d: position %lld, expected %lld (consecutive)", (long long)i,
                      s, (long long)p, (long long)c->seq_next[s]);
@@ -748,7 +867,7 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
   for (int64_t i = 0; i < b->n; i++) {
     int32_t s = b->seq ? b->seq[i] : 0;
     if (c->seq_next[s] < 0) {
-      c->n_past[s] = batch_pos(c, b, i, s);
+      seq_rewind(c, s, batch_pos(c, b, i, s));
       c->seq_next[s] = c->n_past[s];
     }
   }
@@ -777,7 +896,14 @@ int model_decode(model_ctx *c, const model_batch *b, float *logits) {
     model_prof_start(c);
     int rc = c->m->ops->forward(c, &st, out);
     tpool_hold_end(c->tp);
-    if (rc) return rc; /* n_past still holds the positions before the batch */
+    if (rc) { /* n_past still holds the positions before the step */
+      if (c->rs) /* but the state may be half advanced: restart those sequences */
+        for (int64_t t = 0; t < step; t++) {
+          rs_zero(c, c->step_seq[t]);
+          c->n_past[c->step_seq[t]] = 0;
+        }
+      return rc;
+    }
     for (int64_t t = 0; t < step; t++) c->n_past[c->step_seq[t]] = c->step_pos[t] + 1;
     if (st.n_out) out += st.n_out * hp->n_vocab;
     done += step;
@@ -802,8 +928,13 @@ int model_forward(model_ctx *c, const int32_t *tokens, int64_t n, int64_t pos, f
       return err_set(ERR_RANGE, "token %d at index %lld is outside the vocabulary of %lld", tokens[i], (long long)i,
                      (long long)hp->n_vocab);
   if (mode != MODEL_LOGITS_NONE && !logits) return err_set(ERR_INVALID, "model_forward: logits is NULL");
+  if (c->rs && pos > 0 && pos < c->n_past[0])
+    return err_set(ERR_RANGE,
+                   "model_forward: position %lld rewinds %lld cached tokens, but a model with recurrent layers cannot "
+                   "rewind (only position 0 restarts)",
+                   (long long)pos, (long long)c->n_past[0]);
   /* everything model_decode checks holds now; rewind, then continue at pos */
-  c->n_past[0] = pos;
+  seq_rewind(c, 0, pos);
   model_batch b = {.n = n, .tokens = tokens, .logits = mode};
   return model_decode(c, &b, logits);
 }
@@ -863,11 +994,20 @@ int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n) {
     return err_set(ERR_RANGE, "model_ctx_seq_copy: %lld positions, sequence %d holds %lld", (long long)n, src,
                    (long long)c->n_past[src]);
   const model_hparams *hp = &c->m->hp;
+  if (c->rs) {
+    if (n != c->n_past[src])
+      return err_set(ERR_RANGE,
+                     "model_ctx_seq_copy: %lld of the %lld positions of sequence %d, but a model with recurrent layers "
+                     "has state only for the whole sequence",
+                     (long long)n, (long long)c->n_past[src], src);
+    const size_t per = (size_t)model_rs_seq_bytes(hp);
+    memcpy((uint8_t *)c->rs + (size_t)dst * per, (const uint8_t *)c->rs + (size_t)src * per, per);
+  }
   size_t row = c->kv_row;
   int64_t full = n / ATT_TILE_POS * ATT_TILE_POS; /* whole value tiles */
-  for (int64_t l = 0; l < hp->n_layer; l++) {
-    uint8_t *kd = model_kv_block(c, dst, l, 0), *vd = model_kv_block(c, dst, l, 1);
-    const uint8_t *ks = model_kv_block(c, src, l, 0), *vs = model_kv_block(c, src, l, 1);
+  for (int64_t l = 0; l < hp->n_layer_kv; l++) {
+    uint8_t *kd = model_kv_block_at(c, dst, l, 0), *vd = model_kv_block_at(c, dst, l, 1);
+    const uint8_t *ks = model_kv_block_at(c, src, l, 0), *vs = model_kv_block_at(c, src, l, 1);
     for (int64_t g = 0; g < hp->n_head_kv; g++) {
       size_t k0 = model_kv_row_off(c, g, 0);
       size_t v0 = c->kv_type == MODEL_KV_Q8_0 ? model_kv_row_off(c, g, 0) : model_kv_v_index(c, g, 0, 0) * c->kv_elem;

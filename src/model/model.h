@@ -50,6 +50,7 @@ enum model_arch {
   MODEL_ARCH_SMOLLM3, /* llamalike.c */
   MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
   MODEL_ARCH_LLAMA_MOE, /* llama_moe.c: "llama" files with experts (Mixtral) */
+  MODEL_ARCH_LFM2,    /* lfm2.c: short convolutions and attention (hybrid) */
   MODEL_ARCH_COUNT
 };
 
@@ -95,7 +96,21 @@ typedef struct model_hparams {
   int32_t nope_step;     /* NoPE layers: layer l applies no RoPE when
                             (l + 1) % nope_step == 0 (smollm3: 4, every
                             fourth layer); 0 = every layer rotates */
+  /* Recurrent layers (hybrid models: a short convolution, later an SSM or
+   * delta-rule layer, in place of attention). The architecture's load
+   * declares them (model_set_recurrent); zero for pure transformers. A
+   * recurrent layer keeps no KV cache: each sequence owns a fixed-size
+   * state per such layer instead, which does not grow with the context. */
+  int64_t n_layer_kv;    /* layers with a KV cache (n_layer - n_layer_rs) */
+  int64_t n_layer_rs;    /* layers with recurrent state */
+  int64_t rs_floats;     /* f32 values of one recurrent layer's state for
+                            one sequence (LFM2: (d_conv - 1) * n_embd) */
 } model_hparams;
+
+/* Bytes of recurrent state one sequence owns (all its recurrent layers). */
+static inline uint64_t model_rs_seq_bytes(const model_hparams *hp) {
+  return (uint64_t)hp->n_layer_rs * (uint64_t)hp->rs_floats * sizeof(float);
+}
 
 /* The window layer l attends within (hp->n_swa), or 0: the whole context. */
 static inline int64_t model_layer_window(const model_hparams *hp, int64_t l) {
@@ -125,6 +140,9 @@ const gguf_file *model_gguf(const model *m);
 /* Bytes of all weight tensors the forward pass reads (for bandwidth
  * estimates: a generated token reads each of them once). */
 uint64_t model_weight_bytes(const model *m);
+/* Whether the model has recurrent layers (hp.n_layer_rs > 0): its
+ * sequences cannot be truncated to a proper prefix. */
+bool model_is_recurrent(const model *m);
 
 /* ---- contexts ------------------------------------------------------------ */
 
@@ -180,19 +198,25 @@ int64_t model_ctx_seq_n_past(const model_ctx *c, int32_t seq);
 int64_t model_ctx_n_past(const model_ctx *c);
 /* Forgets positions >= n of a sequence (n <= n_past): rewinds for
  * regeneration, a new prompt sharing a prefix (n > 0) or a new request
- * (n = 0). model_ctx_truncate is sequence 0's. */
+ * (n = 0). model_ctx_truncate is sequence 0's. A model with recurrent
+ * layers cannot rewind its state: any n < n_past forgets the whole
+ * sequence (n_past becomes 0, its state zeroes), so callers keeping a
+ * prefix check model_ctx_seq_n_past afterwards. */
 void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n);
 void model_ctx_truncate(model_ctx *c, int64_t n);
 /* Copies the first n cached positions of sequence src into dst (dst's
  * n_past becomes n): a shared prompt prefix (a system prompt) is computed
  * once. ERR_RANGE for sequences out of range, src == dst, or n > src's
- * n_past. */
+ * n_past. With recurrent layers the state is copied too, which only
+ * exists for the whole sequence: n must equal src's n_past (ERR_RANGE). */
 int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n);
 /* The cache type the context uses (the requested one after
  * model_kv_type_for's fallback). */
 enum model_kv_type model_ctx_kv_type(const model_ctx *c);
-/* Bytes of the KV cache (all sequences) / of the compute buffers. */
+/* Bytes of the KV cache (all sequences, attention layers only) / of the
+ * recurrent state (all sequences) / of the compute buffers. */
 size_t model_ctx_kv_bytes(const model_ctx *c);
+size_t model_ctx_rs_bytes(const model_ctx *c);
 size_t model_ctx_buf_bytes(const model_ctx *c);
 /* The pool the context computes with (its own or the borrowed one). */
 thread_pool *model_ctx_pool(model_ctx *c);
@@ -270,9 +294,12 @@ typedef struct model_batch {
  * sequence's cache, and writes one row of n_vocab logits per wanted token,
  * in batch order. Errors, checked before anything runs: ERR_RANGE (token
  * outside the vocabulary, sequence out of range, positions not consecutive
- * or past n_past), ERR_CONTEXT (a position >= n_ctx; the message says both
- * numbers). On a later failure (out of memory in a kernel) the sequences in
- * the batch keep only positions before the batch. */
+ * or past n_past; with recurrent layers also a first position between 0
+ * and n_past: the state cannot rewind, position 0 restarts the sequence),
+ * ERR_CONTEXT (a position >= n_ctx; the message says both numbers). On a
+ * later failure (out of memory in a kernel) the sequences of the failed
+ * step keep only positions before it; with recurrent layers, whose state
+ * the step may have half advanced, they restart empty (n_past 0). */
 int model_decode(model_ctx *c, const model_batch *b, float *logits);
 
 /* One sequence's convenience form of model_decode: tokens[0..n-1] of
@@ -363,6 +390,9 @@ typedef struct model_arch_ops {
    * MoE row ("llama") goes to the MoE one when ARCH.expert_count > 0; files
    * of other dense rows declaring experts are refused. */
   bool moe;
+  /* true: ARCH.attention.head_count_kv may be a per-layer array whose 0
+   * entries are recurrent layers (model_set_recurrent) */
+  bool hybrid;
   const void *spec; /* the row's parameters for code several rows share
                        (moe_dec.c: a model_moe_dec_spec), or NULL */
 } model_arch_ops;

@@ -45,6 +45,10 @@ struct model {
                               release_copied in model.c) */
   size_t n_copied, cap_copied;
   void *arch_data;         /* the architecture's tensors (llama.c) */
+  /* Layer kinds (model_set_recurrent), NULL when every layer attends:
+   * layer l's KV block index among the attention layers, or -1, and its
+   * state index among the recurrent layers, or -1. [n_layer] each. */
+  int32_t *layer_kv, *layer_rs;
 };
 
 /* A run of consecutive tokens of one sequence inside a step, at most
@@ -85,6 +89,10 @@ struct model_ctx {
    * block (s, l, kind) starts at kv + ((s * n_layer + l) * 2 + kind) * kv_layer_bytes */
   uint8_t *kv;
   size_t kv_layer_bytes;   /* bytes of one k (or v) block */
+  /* Recurrent state, f32, zeroed: [n_seq][n_layer_rs][rs_floats]; holds
+   * exactly what the sequence's n_past tokens left (zero when n_past is
+   * 0). NULL without recurrent layers. */
+  float *rs;
   float *rope_cs;          /* [n_batch][n_rot] cos/sin of the step's positions */
   float *att_scratch;      /* per thread: see model_attention() */
   size_t att_scratch_floats;
@@ -183,10 +191,32 @@ void model_prof_start(model_ctx *c);
 
 /* ---- KV cache (model.c) and attention (attn.c) --------------------------- */
 
-/* Layer l's k (which 0) or v (1) block of sequence seq. */
-static inline uint8_t *model_kv_block(model_ctx *c, int32_t seq, int64_t l, int which) {
-  return c->kv + (((size_t)seq * (size_t)c->m->hp.n_layer + (size_t)l) * 2 + (size_t)which) * c->kv_layer_bytes;
+/* KV block kl (of the hp.n_layer_kv attention layers) of sequence seq:
+ * its k (which 0) or v (1) block. */
+static inline uint8_t *model_kv_block_at(model_ctx *c, int32_t seq, int64_t kl, int which) {
+  return c->kv + (((size_t)seq * (size_t)c->m->hp.n_layer_kv + (size_t)kl) * 2 + (size_t)which) * c->kv_layer_bytes;
 }
+/* Layer l's (an attention layer) k (which 0) or v (1) block of sequence seq. */
+static inline uint8_t *model_kv_block(model_ctx *c, int32_t seq, int64_t l, int which) {
+  return model_kv_block_at(c, seq, c->m->layer_kv ? c->m->layer_kv[l] : l, which);
+}
+/* Recurrent layer l's state of sequence seq: hp.rs_floats values. */
+static inline float *model_rs_state(model_ctx *c, int32_t seq, int64_t l) {
+  const model_hparams *hp = &c->m->hp;
+  return c->rs + ((size_t)seq * (size_t)hp->n_layer_rs + (size_t)c->m->layer_rs[l]) * (size_t)hp->rs_floats;
+}
+/* Declares the layers for which recurrent[l] is true recurrent, each with
+ * rs_floats values of state per sequence (called by an architecture's
+ * load after model_load_common_hparams): sets hp.n_layer_kv, n_layer_rs,
+ * rs_floats and the layer maps. */
+int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats);
+/* Layer l's kv head count: ARCH.attention.head_count_kv's entry l when the
+ * key is a per-layer array (0: a recurrent layer), else hp.n_head_kv. */
+int64_t model_layer_kv_heads(model *m, int64_t l);
+/* A small tensor of n_rows x n_cols (n_rows >= 1) of any type as f32 in a
+ * buffer the model owns (LFM2's convolution taps). */
+int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Element offset of (kv head g, position p, dim d) in a k block (rows of
  * positions) and in a v block (tiles of ATT_TILE_POS positions stored
  * transposed: [tile][d][p % ATT_TILE_POS]). */
@@ -235,6 +265,7 @@ extern const model_arch_ops model_arch_granite; /* llamalike.c */
 extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
+extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -72,6 +72,12 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.attn_scale = 0.15f;
     g.logit_scale = 8.0f;
   }
+  if (arch == MODEL_ARCH_LFM2) {
+    g.n_layer = 4;
+    g.attn_layers = 1u << 2;
+    g.d_conv = 3;
+    g.tied = true;
+  }
   if (arch == MODEL_ARCH_SMOLLM3) {
     g.tied = true;
     g.n_layer = 4;
@@ -158,6 +164,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
+                   : g->arch == MODEL_ARCH_LFM2      ? "lfm2"
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
@@ -198,7 +205,19 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));
   CK(gguf_writer_add_u32(s.w, KEY("feed_forward_length"), (uint32_t)F));
   CK(gguf_writer_add_u32(s.w, KEY("attention.head_count"), (uint32_t)g->n_head));
-  CK(gguf_writer_add_u32(s.w, KEY("attention.head_count_kv"), (uint32_t)g->n_head_kv));
+  const bool lfm2 = g->arch == MODEL_ARCH_LFM2;
+  if (lfm2) { /* one count per layer, 0 for the convolution layers */
+    if (g->n_layer > 64 || g->d_conv < 2) {
+      rc = err_set(ERR_RANGE, "testgen: lfm2 needs at most 64 layers and d_conv >= 2");
+      goto done;
+    }
+    uint32_t kv[64];
+    for (int64_t l = 0; l < g->n_layer; l++) kv[l] = (g->attn_layers >> l) & 1 ? (uint32_t)g->n_head_kv : 0;
+    CK(gguf_writer_add_arr(s.w, KEY("attention.head_count_kv"), GGUF_TYPE_UINT32, kv, (size_t)g->n_layer));
+    CK(gguf_writer_add_u32(s.w, KEY("shortconv.l_cache"), (uint32_t)g->d_conv));
+  } else {
+    CK(gguf_writer_add_u32(s.w, KEY("attention.head_count_kv"), (uint32_t)g->n_head_kv));
+  }
   if (g->head_dim) {
     CK(gguf_writer_add_u32(s.w, KEY("attention.key_length"), (uint32_t)hd));
     CK(gguf_writer_add_u32(s.w, KEY("attention.value_length"), (uint32_t)hd));
@@ -287,7 +306,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     for (i = 0; i < (int)g->n_layer; i++) {
       T("blk.%d.attn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       const int mb = more_bits(i, g->n_layer);
-      if (phi3 && !g->separate_qkv) { /* [q | k | v] rows */
+      const bool conv_layer = lfm2 && !((g->attn_layers >> i) & 1);
+      if (conv_layer) { /* short convolution: [B | C | u] rows, taps */
+        T("blk.%d.shortconv.in_proj.weight", g->type, E, 3 * E, 0.0f, 2.0f * a_e);
+        T("blk.%d.shortconv.conv.weight", TENSOR_TYPE_F32, g->d_conv, E, 0.0f, 0.6f);
+        T("blk.%d.shortconv.out_proj.weight", g->type, E, E, 0.0f, 2.0f * a_e);
+      } else if (phi3 && !g->separate_qkv) { /* [q | k | v] rows */
         T("blk.%d.attn_qkv.weight", g->type, E, Q + 2 * KV, 0.0f, a_e);
       } else {
         T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
@@ -298,11 +322,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
-      } else if (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3 || g->arch == MODEL_ARCH_QWEN3MOE) {
+      } else if (!conv_layer && (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3 ||
+                                 g->arch == MODEL_ARCH_QWEN3MOE || lfm2)) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
       }
-      T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
+      if (!conv_layer) T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
       /* gemma's norms as the converter stores them: the checkpoint's
        * weight + 1 */
       if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
@@ -320,7 +345,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       T("blk.%d.ffn_down.weight", g->mixed ? g->type_down[mb] : g->type, F, E, 0.0f, a_f);
       if (gemma) T("blk.%d.post_ffw_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     }
-    T0("output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+    T0(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     if (!g->tied) T0("output.weight", g->type, E, g->n_vocab, 0.0f, 3.0f * a_e);
   }
 #undef T

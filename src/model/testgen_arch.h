@@ -78,6 +78,10 @@ typedef struct model_testgen_arch {
   float w_scale;           /* ARCH.expert_weights_scale; 0 = absent */
   int64_t expert_count_key; /* tests: > 0 is written as expert_count
                               instead of n_expert */
+  uint64_t attn_layers;    /* lfm2: bit l set = layer l attends (its
+                              head_count_kv entry is n_head_kv), clear = a
+                              short convolution (entry 0) */
+  int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -97,7 +101,9 @@ typedef struct model_testgen_arch {
  * Phi-4-mini), fused attn_qkv and ffn_up, window 8, LongRoPE factors with
  * original context 32 and attn_factor 1.2. granite: 2 KV heads, tied,
  * multipliers embedding 12, residual 0.22, attention 0.15, logits / 8.
- * smollm3: 4 layers (layer 3 without RoPE), 2 KV heads, tied. */
+ * smollm3: 4 layers (layer 3 without RoPE), 2 KV heads, tied. lfm2: 4
+ * layers (2 attends, 0, 1 and 3 are short convolutions of 3 taps), 2 KV
+ * heads, tied. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV
