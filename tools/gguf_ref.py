@@ -41,6 +41,14 @@ class Reader:
     def string(self):
         return self.take(self.unpack("<Q"))
 
+    def tensor_info(self):
+        """One tensor-info record: (name, dims, type number, data offset)."""
+        name = self.string().decode()
+        nd = self.unpack("<I")
+        dims = [self.unpack("<Q") for _ in range(nd)]
+        t = self.unpack("<I")
+        return name, dims, t, self.unpack("<Q")
+
     def value(self, t):
         if t in FMT:
             v = self.unpack(FMT[t])
@@ -78,11 +86,7 @@ def dump(path):
         kvs.append("kv %s %s %s" % (key, TYPES[t], v))
     tensors = []
     for _ in range(n_tensors):
-        name = r.string().decode()
-        nd = r.unpack("<I")
-        dims = [r.unpack("<Q") for _ in range(nd)]
-        t = r.unpack("<I")
-        off = r.unpack("<Q")
+        name, dims, t, off = r.tensor_info()
         tensors.append("tensor %s %d %s %d" % (name, t, ",".join(map(str, dims)), off))
     data_offset = (r.p + alignment - 1) // alignment * alignment
     out += ["alignment %d" % alignment, "data_offset %d" % data_offset] + kvs + tensors

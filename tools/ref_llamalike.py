@@ -2,7 +2,7 @@
 """ref_llamalike.py - an independent numpy implementation of the phi3,
 granite and smollm3 forward passes.
 
-It reads the GGUF file itself (ref_llama.Gguf: gguf_ref's byte reader and
+It reads the GGUF file itself (ref_common.Gguf: gguf_ref's byte reader and
 quant_ref's decoders, independent of the C code) and computes logits in
 float64 with the textbook formulation: the fused tensors split by numpy
 slicing, the full attention matrix with a causal (and, for phi3, sliding)
@@ -49,29 +49,14 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_llama import Gguf  # noqa: E402
+from ref_common import Decoder, attention, causal, cli, rope, swiglu  # noqa: E402
 
 
-class LlamaLike:
+class LlamaLike(Decoder):
     def __init__(self, path, kv_f16=False, ctx=None):
-        g = Gguf(path)
-        arch = g.kv["general.architecture"]
-        assert arch in ("phi3", "granite", "smollm3"), arch
-        self.arch = arch
-
-        def key(k, default=None):
-            v = g.kv.get(arch + "." + k, default)
-            assert v is not None, "missing %s.%s" % (arch, k)
-            return v
-        self.n_layer = key("block_count")
-        self.n_embd = key("embedding_length")
+        super().__init__(path, ("phi3", "granite", "smollm3"), kv_f16)
+        g, arch, key = self.g, self.arch, self.key
         self.n_ff = key("feed_forward_length")
-        self.n_head = key("attention.head_count")
-        self.n_head_kv = key("attention.head_count_kv", self.n_head)
-        self.head_dim = key("attention.key_length", self.n_embd // self.n_head)
-        self.n_rot = key("rope.dimension_count", self.head_dim)
-        self.eps = key("attention.layer_norm_rms_epsilon", 1e-5)
-        self.base = key("rope.freq_base", 10000.0)
         n_ctx_train = key("context_length")
         ctx = ctx or n_ctx_train
         self.neox = arch == "phi3"
@@ -98,10 +83,6 @@ class LlamaLike:
                 self.nope = lambda l: True
         else:
             self.nope = lambda l: (l + 1) % 4 == 0
-        self.kv_f16 = kv_f16
-        self.embd = g.tensor("token_embd.weight")
-        self.out = g.tensor("output.weight") if g.has("output.weight") else self.embd
-        self.out_norm = g.tensor("output_norm.weight")
         Q, KV, F = self.n_head * self.head_dim, self.n_head_kv * self.head_dim, self.n_ff
         self.layers = []
         for i in range(self.n_layer):
@@ -119,39 +100,11 @@ class LlamaLike:
                 L["gate"], L["up"] = t("ffn_gate.weight"), t("ffn_up.weight")
             self.layers.append(L)
 
-    def norm(self, x, w):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
-
-    def rope(self, x):
-        """x [n_tok][n_heads][head_dim]: the first n_rot dims as complex
-        numbers (NeoX halves or adjacent pairs), turned and scaled."""
-        n = x.shape[0]
-        x = x.copy()
-        half = self.n_rot // 2
-        inv = self.base ** (-np.arange(half, dtype=np.float64) * 2.0 / self.n_rot) / self.factors
-        theta = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
-        rot = (self.mscale * np.exp(1j * theta))[:, None, :]
-        if self.neox:
-            re, im = x[:, :, :half], x[:, :, half:self.n_rot]
-        else:
-            re, im = x[:, :, 0:self.n_rot:2], x[:, :, 1:self.n_rot:2]
-        z = (re + 1j * im) * rot
-        if self.neox:
-            x[:, :, :half], x[:, :, half:self.n_rot] = z.real, z.imag
-        else:
-            x[:, :, 0:self.n_rot:2], x[:, :, 1:self.n_rot:2] = z.real, z.imag
-        return x
-
     def forward(self, tokens):
         n = len(tokens)
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
-        rep = H // Hkv
         x = self.embd[np.array(tokens)] * self.embd_scale
-        i = np.arange(n)[:, None]
-        j = np.arange(n)[None, :]
-        visible = j <= i
-        if self.window:
-            visible &= (i - j) < self.window
+        visible = causal(n, self.window)
         for l, L in enumerate(self.layers):
             h = self.norm(x, L["attn_norm.weight"])
             q = (h @ L["q"].T).reshape(n, H, d)
@@ -160,48 +113,23 @@ class LlamaLike:
             if not self.nope(l):
                 q = self.rope(q)
                 k = self.rope(k)
-            if self.kv_f16:
-                k = k.astype(np.float16).astype(np.float64)
-                v = v.astype(np.float16).astype(np.float64)
-            q = q.transpose(1, 0, 2)
-            k = np.repeat(k.transpose(1, 0, 2), rep, axis=0)
-            v = np.repeat(v.transpose(1, 0, 2), rep, axis=0)
-            s = (q @ k.transpose(0, 2, 1)) * self.q_scale
-            s = np.where(visible[None], s, -np.inf)
-            s = np.exp(s - s.max(axis=-1, keepdims=True))
-            s /= s.sum(axis=-1, keepdims=True)
-            a = (s @ v).transpose(1, 0, 2).reshape(n, H * d)
+            a = attention(q, k, v, self.q_scale, visible, kv_f16=self.kv_f16)
             x = x + self.resid_scale * (a @ L["attn_output.weight"].T)
             h = self.norm(x, L["ffn_norm.weight"])
-            gt = h @ L["gate"].T
-            f = (gt / (1.0 + np.exp(-gt)) * (h @ L["up"].T)) @ L["ffn_down.weight"].T
+            f = swiglu(h, L["gate"], L["up"], L["ffn_down.weight"])
             x = x + self.resid_scale * f
         return (self.norm(x, self.out_norm) @ self.out.T) / self.logit_scale
 
+    def rope(self, x):
+        """x [n_tok][n_heads][head_dim]: NeoX halves (phi3) or adjacent pairs,
+        with the phi3 factors and attention factor (the file's linear scale is
+        not part of these architectures' rotation)."""
+        return rope(x, self.n_rot, self.base, neox=self.neox, factors=self.factors, mscale=self.mscale)
 
-def main(argv):
-    opts = {}
-    args = []
-    it = iter(argv)
-    for a in it:
-        if a in ("--kv", "--ctx"):
-            opts[a] = next(it)
-        else:
-            args.append(a)
-    cmd, path, toks = args[1], args[2], [int(t) for t in args[3].split(",")]
-    m = LlamaLike(path, opts.get("--kv") == "f16", int(opts["--ctx"]) if "--ctx" in opts else None)
-    if cmd == "logits":
-        m.forward(toks).astype("<f4").tofile(args[4])
-    elif cmd == "greedy":
-        n = int(args[4])
-        seq = list(toks)
-        for _ in range(n):
-            seq.append(int(np.argmax(m.forward(seq)[-1])))
-        with open(args[5], "w") as f:
-            f.write(",".join(map(str, seq[len(toks):])) + "\n")
-    else:
-        sys.exit("usage: ref_llamalike.py logits|greedy ...")
+
+def load(path, opts):
+    return LlamaLike(path, opts.get("--kv") == "f16", int(opts["--ctx"]) if "--ctx" in opts else None)
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    cli(sys.argv, load, "ref_llamalike.py logits|greedy ...", ("--kv", "--ctx"))

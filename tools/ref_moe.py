@@ -18,15 +18,18 @@ experts, grouped by expert; the two share only the definition:
         + sigmoid(h . g_shexp) * down_s(silu(gate_s h) * up_s h)   (shared expert)
 Ties in the top-k go to the lower expert number (a stable sort).
 """
+import os
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_common import arch_key, softmax, swiglu  # noqa: E402
 
 
 def load(g, arch, i):
     """Layer i's MoE tensors and the file's routing keys, as a dict."""
-    def key(k, default=None):
-        v = g.kv.get(arch + "." + k, default)
-        assert v is not None, "missing %s.%s" % (arch, k)
-        return v
+    key = arch_key(g, arch)
     d = {
         "n_used": key("expert_used_count"),
         "gating": key("expert_gating_func", 1) or 1,
@@ -49,15 +52,6 @@ def load(g, arch, i):
                    g.tensor(p + "ffn_down_shexp.weight")]
         d["sh_gate"] = g.tensor(p + "ffn_gate_inp_shexp.weight") if g.has(p + "ffn_gate_inp_shexp.weight") else None
     return d
-
-
-def silu(v):
-    return v / (1.0 + np.exp(-v))
-
-
-def softmax(v):
-    e = np.exp(v - v.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def ffn(h, d):
@@ -83,11 +77,11 @@ def ffn(h, d):
     np.put_along_axis(mask, chosen, w, axis=-1)
     out = np.zeros_like(h)
     for e in range(logits.shape[1]):
-        y = (silu(h @ d["gate"][e].T) * (h @ d["up"][e].T)) @ d["down"][e].T
+        y = swiglu(h, d["gate"][e], d["up"][e], d["down"][e])
         out += mask[:, e:e + 1] * y
     if "sh" in d:
         gs, us, ds = d["sh"]
-        y = (silu(h @ gs.T) * (h @ us.T)) @ ds.T
+        y = swiglu(h, gs, us, ds)
         if d["sh_gate"] is not None:
             y = y / (1.0 + np.exp(-(h @ d["sh_gate"])))[:, None]
         out += y

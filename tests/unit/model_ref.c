@@ -146,3 +146,39 @@ double ref_compare(const char *script, const char *path, const int32_t *toks, in
   free(r);
   return e;
 }
+
+void ref_check_greedy(const char *script, const char *path, const int32_t *prompt, int n_prompt, int n_gen,
+                      bool kv_f16) {
+  const char *name = strrchr(path, '/') + 1;
+  int32_t want[REF_GREEDY_MAX], got[REF_GREEDY_MAX];
+  if (n_gen > REF_GREEDY_MAX) return test_fail_at(__FILE__, __LINE__, "%s: %d greedy tokens asked", name, n_gen);
+  EXPECT_INT_EQ(ref_greedy(script, path, prompt, n_prompt, n_gen, kv_f16, want), n_gen);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  p.kv_type = kv_f16 ? MODEL_KV_F16 : MODEL_KV_F32;
+  if (model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: %s", name, err_detail());
+    model_free(m);
+    return;
+  }
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  float *lg = malloc((size_t)V * sizeof *lg);
+  int rc = model_forward(c, prompt, n_prompt, 0, lg, MODEL_LOGITS_LAST);
+  for (int i = 0; i < n_gen && rc == 0; i++) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < V; t++)
+      if (lg[t] > lg[best]) best = t;
+    got[i] = best;
+    rc = model_forward(c, &best, 1, n_prompt + i, lg, MODEL_LOGITS_LAST);
+  }
+  EXPECT_INT_EQ(rc, 0);
+  int same = 0;
+  while (rc == 0 && same < n_gen && got[same] == want[same]) same++;
+  printf("    %s greedy: %d of %d tokens identical\n", name, same, n_gen);
+  EXPECT_INT_EQ(same, n_gen);
+  free(lg);
+  model_ctx_free(c);
+  model_free(m);
+}

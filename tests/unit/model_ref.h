@@ -1,12 +1,12 @@
 /*
  * model_ref.h - what the model tests share to hold the C forward pass
  * against the numpy references in tools/ (ref_llama.py, ref_qwen.py,
- * ref_bert.py: independent float64 implementations reading the same GGUF
+ * ref_bert.py, ...: independent float64 implementations reading the same GGUF
  * file): the check that python3 with numpy is there, running a reference
  * and reading back its floats or tokens, the C side's logits through a fresh
  * context, and the error measure; and writing a random-weight model into
- * the test's folder. Used by test_model.c, test_model_qwen.c,
- * test_model_bert.c, test_model_kvq8.c and test_model_mem.c.
+ * the test's folder; the greedy-continuation check. Used by every
+ * tests/unit/test_model*.c.
  */
 #ifndef PARLEY_TEST_MODEL_REF_H
 #define PARLEY_TEST_MODEL_REF_H
@@ -71,5 +71,15 @@ double ref_nmse(const float *a, const float *b, size_t n);
  * recorded) when either side failed. path must contain a '/'. */
 double ref_compare(const char *script, const char *path, const int32_t *toks, int n, enum model_kv_type kv,
                    int n_threads);
+
+/* The C model at path (2 threads, an F16 cache when kv_f16, else F32)
+ * continues prompt[n_prompt] greedily for n_gen (<= REF_GREEDY_MAX) tokens,
+ * one model_forward per token through the cache, against script's greedy
+ * loop (which recomputes the whole sequence, its cache rounded the same
+ * way); prints how many leading tokens agree and records a failure unless
+ * all do. */
+enum { REF_GREEDY_MAX = 64 };
+void ref_check_greedy(const char *script, const char *path, const int32_t *prompt, int n_prompt, int n_gen,
+                      bool kv_f16);
 
 #endif
