@@ -50,6 +50,7 @@
 #include "model/model.h"
 #include "model/testgen.h"
 #include "model/testgen_arch.h"
+#include "model/testgen_whisper.h"
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   char *end = NULL;
@@ -370,6 +371,27 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
   return 0;
 }
 
+/* gen-model --arch whisper: a whisper.cpp ggml file (testgen_whisper.h) of
+ * the test shape or a released model's, matrices in type. */
+static int gen_model_whisper(const char *out, const char *shape, const char *type, int64_t seed) {
+  enum tensor_type t = TENSOR_TYPE_F32;
+  if (tensor_type_from_name(type, &t)) {
+    fprintf(stderr, "parley gen-model: unknown type '%s'\n", type);
+    return 2;
+  }
+  whisper_testgen g;
+  if (whisper_testgen_shape(shape, t, &g)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 2;
+  }
+  g.seed = (uint64_t)seed;
+  if (whisper_testgen_write(&g, out)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_gen_model(int argc, char **argv) {
   const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama",
              *gname = NULL;
@@ -401,9 +423,11 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2] [--ctx N]\n");
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|whisper] [--ctx N]\n"
+            "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n");
     return 2;
   }
+  if (strcmp(arch, "whisper") == 0) return gen_model_whisper(out, shape, type, seed);
   char *tmpl_text = NULL;
   if (tmpl_file && !(tmpl_text = read_template(tmpl_file))) return 1;
   int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, vocab, tmpl_text, seed, n_ctx)
