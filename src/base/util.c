@@ -4,10 +4,14 @@
 #include "base/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/err.h"
 
@@ -101,4 +105,33 @@ bool str_starts_with(const char *s, const char *prefix) { return strncmp(s, pref
 bool str_ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+int file_map_ro(const char *path, const char *who, const char *kind, size_t min_size, const void **base, size_t *size) {
+  *base = NULL;
+  *size = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return err_set(ERR_IO, "%s: cannot open '%s': %s", who, path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return err_set(ERR_IO, "%s: cannot stat '%s': %s", who, path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return err_set(ERR_IO, "%s: '%s' is not a regular file", who, path);
+  }
+  /* mmap of 0 bytes fails, so min_size also guards that */
+  if ((uint64_t)st.st_size < (uint64_t)(min_size ? min_size : 1)) {
+    close(fd);
+    return err_set(ERR_PARSE, "%s: '%s' is not a %s (%lld bytes)", who, path, kind, (long long)st.st_size);
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  close(fd);
+  if (map == MAP_FAILED) return err_set(ERR_IO, "%s: cannot map '%s': %s", who, path, strerror(e));
+  *base = map;
+  *size = (size_t)st.st_size;
+  return 0;
 }

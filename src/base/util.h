@@ -1,6 +1,6 @@
 /*
  * util.h - small helpers every module uses: clocks, random ids, constant-time
- * comparison, checked arithmetic.
+ * comparison, checked arithmetic, read-only file mapping.
  */
 #ifndef PARLEY_BASE_UTIL_H
 #define PARLEY_BASE_UTIL_H
@@ -30,6 +30,13 @@ bool ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 /* a*b and a+b with overflow detection: return false on overflow. */
 static inline bool size_mul(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool size_add(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* Maps the regular file at path read-only (MAP_PRIVATE) into *base, *size
+ * bytes; the caller munmaps it. Errors are prefixed with who ("gguf") and
+ * name the file: ERR_IO when it cannot be opened, is not a regular file or
+ * cannot be mapped, ERR_PARSE when it is shorter than min_size bytes (then
+ * it is "not a <kind>"). */
+int file_map_ro(const char *path, const char *who, const char *kind, size_t min_size, const void **base, size_t *size);
 
 /* strdup that returns NULL for NULL. */
 char *str_dup(const char *s);

@@ -23,12 +23,10 @@
 #include "gguf/gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -444,36 +442,19 @@ int gguf_open_mem(const void *data, size_t size, gguf_file **out) {
 
 int gguf_open(const char *path, gguf_file **out) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err_set(ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return err_set(ERR_IO, "gguf: cannot stat '%s': %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return err_set(ERR_IO, "gguf: '%s' is not a regular file", path);
-  }
-  if (st.st_size < 4) {
-    close(fd);
-    return err_set(ERR_PARSE, "gguf: '%s' is not a GGUF file (%lld bytes)", path, (long long)st.st_size);
-  }
-  size_t size = (size_t)st.st_size;
-  void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED) return err_set(ERR_IO, "gguf: cannot map '%s': %s", path, strerror(e));
+  const void *map;
+  size_t size;
+  int rc = file_map_ro(path, "gguf", "GGUF file", 4, &map, &size);
+  if (rc) return rc;
   gguf_file *f = calloc(1, sizeof *f);
   if (!f) {
-    munmap(map, size);
+    munmap((void *)map, size);
     return err_set(ERR_NOMEM, "gguf: out of memory");
   }
   f->base = map;
   f->size = size;
   f->mapped = true;
-  int rc = gguf_parse(f);
+  rc = gguf_parse(f);
   if (rc) {
     gguf_close(f);
     return rc;

@@ -15,12 +15,10 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -423,31 +421,19 @@ int whisper_file_open_mem(const void *data, size_t size, whisper_file **out) {
 
 int whisper_file_open(const char *path, whisper_file **out) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err_set(ERR_IO, "whisper file: cannot open '%s': %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return err_set(ERR_IO, "whisper file: '%s' is not a readable regular file", path);
-  }
-  if (st.st_size < 4) {
-    close(fd);
-    return err_set(ERR_PARSE, "whisper file: '%s' is not a whisper ggml file (%lld bytes)", path, (long long)st.st_size);
-  }
-  size_t size = (size_t)st.st_size;
-  void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED) return err_set(ERR_IO, "whisper file: cannot map '%s': %s", path, strerror(e));
+  const void *map;
+  size_t size;
+  int rc = file_map_ro(path, "whisper file", "whisper ggml file", 4, &map, &size);
+  if (rc) return rc;
   whisper_file *f = calloc(1, sizeof *f);
   if (!f) {
-    munmap(map, size);
+    munmap((void *)map, size);
     return err_set(ERR_NOMEM, "whisper file: out of memory");
   }
   f->base = map;
   f->size = size;
   f->mapped = true;
-  int rc = wf_parse(f);
+  rc = wf_parse(f);
   if (rc) {
     whisper_file_close(f);
     return rc;

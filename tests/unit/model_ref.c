@@ -182,3 +182,12 @@ void ref_check_greedy(const char *script, const char *path, const int32_t *promp
   model_ctx_free(c);
   model_free(m);
 }
+
+int ref_open_arch(const model_testgen_arch *g, const char *name) {
+  char path[512];
+  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
+  model *m = NULL;
+  int rc = model_open(path, &m);
+  model_free(m);
+  return rc;
+}

@@ -26,6 +26,10 @@
  * a failure recorded naming the writer's error. */
 const char *ref_write_llama(const model_testgen *g, const char *name, char *path, size_t cap);
 const char *ref_write_arch(const model_testgen_arch *g, const char *name, char *path, size_t cap);
+/* Writes g as name (ref_write_arch) and opens it: model_open's code, the
+ * model freed; 1 when the file could not be written. For the catalogues of
+ * malformed files. */
+int ref_open_arch(const model_testgen_arch *g, const char *name);
 
 /* 1 ready, 0 skip (no numpy), -1 failed (script missing: a failure is
  * recorded). */

@@ -2,6 +2,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -68,4 +69,35 @@ TEST(err_set_may_quote_the_previous_detail) {
   err_set(ERR_IO, "disk %s", "full");
   err_set(ERR_IO, "writing model.gguf: %s", err_detail());
   EXPECT_STR_EQ(err_detail(), "writing model.gguf: disk full");
+}
+
+TEST(file_map_ro_maps_and_names_what_is_wrong) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/f.bin", test_tmpdir());
+  const void *base = NULL;
+  size_t size = 0;
+  /* missing */
+  EXPECT_INT_EQ(file_map_ro(path, "who", "thing", 4, &base, &size), ERR_IO);
+  EXPECT_STR_CONTAINS(err_detail(), "who: cannot open '");
+  EXPECT_TRUE(base == NULL);
+  /* a directory */
+  EXPECT_INT_EQ(file_map_ro(test_tmpdir(), "who", "thing", 4, &base, &size), ERR_IO);
+  EXPECT_STR_CONTAINS(err_detail(), "is not a regular file");
+  /* too short, and empty (an empty file cannot be mapped at all) */
+  FILE *fp = fopen(path, "wb");
+  ASSERT_TRUE(fp != NULL);
+  fclose(fp);
+  EXPECT_INT_EQ(file_map_ro(path, "who", "thing", 0, &base, &size), ERR_PARSE);
+  EXPECT_STR_CONTAINS(err_detail(), "is not a thing (0 bytes)");
+  fp = fopen(path, "wb");
+  ASSERT_TRUE(fp != NULL);
+  fwrite("abc", 1, 3, fp);
+  fclose(fp);
+  EXPECT_INT_EQ(file_map_ro(path, "who", "thing", 4, &base, &size), ERR_PARSE);
+  EXPECT_STR_CONTAINS(err_detail(), "is not a thing (3 bytes)");
+  /* long enough: the bytes, mapped */
+  ASSERT_INT_EQ(file_map_ro(path, "who", "thing", 3, &base, &size), 0);
+  EXPECT_INT_EQ((long long)size, 3);
+  EXPECT_MEM_EQ(base, "abc", 3);
+  munmap((void *)base, size);
 }

@@ -303,16 +303,6 @@ TEST(model_gemma_prefix_longer_than_window) {
 
 /* ---- malformed files -------------------------------------------------------- */
 
-/* Opens g written as name; returns model_open's code (the model freed). */
-static int open_gen(const model_testgen_arch *g, const char *name) {
-  char path[512];
-  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
-  model *m = NULL;
-  int rc = model_open(path, &m);
-  model_free(m);
-  return rc;
-}
-
 TEST(model_gemma_load_errors) {
   model_testgen_arch g3 = model_testgen_arch_small(MODEL_ARCH_GEMMA3);
   model_testgen_arch g2 = model_testgen_arch_small(MODEL_ARCH_GEMMA2);
@@ -320,46 +310,46 @@ TEST(model_gemma_load_errors) {
   /* a missing post-norm, q/k norm */
   g = g3;
   g.missing_tensor = "blk.2.post_ffw_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_no_postffw"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_no_postffw"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "blk.2.post_ffw_norm.weight");
   g = g3;
   g.missing_tensor = "blk.0.attn_k_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_no_knorm"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_no_knorm"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "blk.0.attn_k_norm.weight");
   g = g2;
   g.missing_tensor = "blk.1.post_attention_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "gemma2_no_postattn"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma2_no_postattn"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "blk.1.post_attention_norm.weight");
   /* wrong shapes: the loader names the tensor and both shapes */
   g = g2;
   g.bad_tensor = "blk.0.post_attention_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "gemma2_bad_postattn"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma2_bad_postattn"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.post_attention_norm.weight' has shape [65], expected [64]");
   g = g3;
   g.bad_tensor = "blk.3.attn_q_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_bad_qnorm"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_bad_qnorm"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.3.attn_q_norm.weight' has shape [33], expected [32]");
   /* windows: larger than the context, zero, absent (gemma3 requires it) */
   g = g3;
   g.sliding_window = 200; /* the context is 128 */
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_window_big"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_window_big"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'gemma3.attention.sliding_window' is 200, expected 1..128");
   g = g2;
   g.sliding_window = 0;
-  EXPECT_INT_EQ(open_gen(&g, "gemma2_window_zero"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma2_window_zero"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'gemma2.attention.sliding_window' is 0, expected 1..128");
   g = g3;
   g.sliding_window = -1;
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_window_absent"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_window_absent"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "key 'gemma3.attention.sliding_window' is missing");
   /* soft caps */
   g = g2;
   g.attn_softcap = -5.0f;
-  EXPECT_INT_EQ(open_gen(&g, "gemma2_bad_attn_cap"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma2_bad_attn_cap"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'gemma2.attn_logit_softcapping' is -5");
   g = g3;
   g.final_softcap = -1.0f;
-  EXPECT_INT_EQ(open_gen(&g, "gemma3_bad_final_cap"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "gemma3_bad_final_cap"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'gemma3.final_logit_softcapping' is -1");
   /* gemma2 without a window key: 4096, clamped to the context (128) */
   g = g2;

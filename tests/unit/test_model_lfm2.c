@@ -288,44 +288,35 @@ TEST(model_lfm2_state_rules) {
   model_free(m);
 }
 
-static int open_gen(const model_testgen_arch *g, const char *name) {
-  char path[512];
-  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
-  model *m = NULL;
-  int rc = model_open(path, &m);
-  model_free(m);
-  return rc;
-}
-
 TEST(model_lfm2_load_errors) {
   const model_testgen_arch s = model_testgen_arch_small(MODEL_ARCH_LFM2);
   model_testgen_arch g = s;
   g.missing_tensor = "blk.1.shortconv.conv.weight";
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_no_conv"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_no_conv"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.shortconv.conv.weight' is missing");
   g = s;
   g.bad_tensor = "blk.0.shortconv.in_proj.weight";
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_bad_in"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_bad_in"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.shortconv.in_proj.weight' has shape [64, 193], expected [64, 192]");
   g = s;
   g.bad_tensor = "blk.3.shortconv.conv.weight";
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_bad_taps"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_bad_taps"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.3.shortconv.conv.weight' has shape");
   g = s;
   g.missing_tensor = "blk.2.attn_q_norm.weight"; /* the attention layer */
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_no_qnorm"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_no_qnorm"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.2.attn_q_norm.weight' is missing");
   g = s;
   g.missing_tensor = "token_embd_norm.weight";
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_no_norm"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_no_norm"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'token_embd_norm.weight' is missing");
   g = s;
   g.d_conv = 9; /* more taps than the kernel takes */
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_taps9"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_taps9"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'lfm2.shortconv.l_cache' is 9, expected 2..8");
   /* every layer a convolution (head_count_kv all 0): no KV cache, still
    * a valid file */
   g = s;
   g.attn_layers = 0; /* no attention layer at all: still a valid lfm2 */
-  EXPECT_INT_EQ(open_gen(&g, "lfm2_all_conv"), 0);
+  EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_all_conv"), 0);
 }

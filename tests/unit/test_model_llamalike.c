@@ -282,16 +282,6 @@ TEST(model_phi3_sequences_match_numpy) {
 
 /* ---- malformed files -------------------------------------------------------- */
 
-/* Opens g written as name; returns model_open's code (the model freed). */
-static int open_gen(const model_testgen_arch *g, const char *name) {
-  char path[512];
-  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
-  model *m = NULL;
-  int rc = model_open(path, &m);
-  model_free(m);
-  return rc;
-}
-
 TEST(model_llamalike_load_errors) {
   const model_testgen_arch p3 = model_testgen_arch_small(MODEL_ARCH_PHI3);
   const model_testgen_arch gr = model_testgen_arch_small(MODEL_ARCH_GRANITE);
@@ -300,36 +290,36 @@ TEST(model_llamalike_load_errors) {
   /* fused tensors: missing, and one row too many (the whole tensor named) */
   g = p3;
   g.missing_tensor = "blk.1.attn_qkv.weight";
-  EXPECT_INT_EQ(open_gen(&g, "phi3_no_qkv"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_no_qkv"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.attn_qkv.weight' is missing");
   g = p3;
   g.bad_tensor = "blk.0.attn_qkv.weight";
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_qkv"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_qkv"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.attn_qkv.weight' has shape [64, 129], expected [64, 128]");
   g = p3;
   g.bad_tensor = "blk.1.ffn_up.weight";
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_up"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_up"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.ffn_up.weight' has shape [64, 321], expected [64, 320]");
   /* LongRoPE factors: one of the pair missing, a wrong length, values <= 0 */
   g = p3;
   g.missing_tensor = "rope_factors_short.weight";
-  EXPECT_INT_EQ(open_gen(&g, "phi3_no_short"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_no_short"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'rope_factors_short.weight' is missing");
   g = p3;
   g.bad_tensor = "rope_factors_long.weight";
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_long_len"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_long_len"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'rope_factors_long.weight' has shape [7], expected [6]");
   g = p3;
   g.rope_factors = 2;
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_long_vals"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_long_vals"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'rope_factors_long.weight': factor 0 is -");
   g = p3;
   g.rope_attn_factor = -1.0f;
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_mscale"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_mscale"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'phi3.rope.scaling.attn_factor' is -1");
   g = p3;
   g.n_ctx_orig = 1000; /* beyond the trained 128 */
-  EXPECT_INT_EQ(open_gen(&g, "phi3_bad_orig"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "phi3_bad_orig"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'phi3.rope.scaling.original_context_length' is 1000, expected 1..128");
   /* a window past the trained context (Phi-3.5's 262144 of 131072) never
    * slides: accepted as none */
@@ -344,19 +334,19 @@ TEST(model_llamalike_load_errors) {
   /* granite: the logit divisor is required, multipliers must be >= 0 */
   g = gr;
   g.logit_scale = 0;
-  EXPECT_INT_EQ(open_gen(&g, "granite_no_logit"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "granite_no_logit"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "key 'granite.logit_scale' is missing");
   g = gr;
   g.resid_scale = -0.5f;
-  EXPECT_INT_EQ(open_gen(&g, "granite_bad_resid"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "granite_bad_resid"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'granite.residual_scale' is -0.5");
   g = gr;
   g.bad_tensor = "blk.1.ffn_gate.weight";
-  EXPECT_INT_EQ(open_gen(&g, "granite_bad_gate"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "granite_bad_gate"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.ffn_gate.weight' has shape [64, 161], expected [64, 160]");
   /* smollm3 */
   g = sm;
   g.missing_tensor = "blk.3.ffn_down.weight";
-  EXPECT_INT_EQ(open_gen(&g, "smollm3_no_down"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "smollm3_no_down"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.3.ffn_down.weight' is missing");
 }

@@ -328,47 +328,38 @@ TEST(model_llama_moe_matches_numpy) {
 
 /* ---- malformed files ---------------------------------------------------- */
 
-static int open_gen(model_testgen_arch *g, const char *name) {
-  char path[512];
-  if (!ref_write_arch(g, name, path, sizeof path)) return 1;
-  model *m = NULL;
-  int rc = model_open(path, &m);
-  model_free(m);
-  return rc;
-}
-
 TEST(model_moe_load_errors) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   /* expert_count says 5, the tensors hold 4 experts */
   g.expert_count_key = 5;
-  EXPECT_INT_EQ(open_gen(&g, "q3m_bad_count"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_bad_count"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 32, 4], expected [64, 32, 5] (expert_count 5)");
   /* one tensor with an extra expert */
   g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   g.bad_tensor = "blk.1.ffn_down_exps.weight";
-  EXPECT_INT_EQ(open_gen(&g, "q3m_bad_down"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_bad_down"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.ffn_down_exps.weight' has shape [32, 64, 5], expected [32, 64, 4]");
   /* top-k larger than the experts */
   g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   g.n_expert_used = 5;
-  EXPECT_INT_EQ(open_gen(&g, "q3m_bad_k"), ERR_RANGE);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_bad_k"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'qwen3moe.expert_used_count' is 5, more than the 4 experts");
   /* a missing expert tensor, a missing router */
   g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   g.missing_tensor = "blk.1.ffn_up_exps.weight";
-  EXPECT_INT_EQ(open_gen(&g, "q3m_no_up"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_no_up"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.1.ffn_up_exps.weight' is missing");
   g.missing_tensor = "blk.0.ffn_gate_inp.weight";
-  EXPECT_INT_EQ(open_gen(&g, "q3m_no_router"), ERR_NOT_FOUND);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_no_router"), ERR_NOT_FOUND);
   EXPECT_STR_CONTAINS(err_detail(), "tensor 'blk.0.ffn_gate_inp.weight' is missing");
   /* a gating function we do not know */
   g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   g.gating = 9;
-  EXPECT_INT_EQ(open_gen(&g, "q3m_bad_gating"), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_bad_gating"), ERR_UNSUPPORTED);
   EXPECT_STR_CONTAINS(err_detail(), "key 'qwen3moe.expert_gating_func' is 9");
   /* the smallest valid layer: one expert, top-1 */
   g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
   g.n_expert = 1;
   g.n_expert_used = 1;
-  EXPECT_INT_EQ(open_gen(&g, "q3m_one_expert"), 0);
+  EXPECT_INT_EQ(ref_open_arch(&g, "q3m_one_expert"), 0);
 }
