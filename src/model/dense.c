@@ -172,6 +172,10 @@ void model_logit_softcap(float *x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * inv);
 }
 
+void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float eps) {
+  for (int64_t r = 0; r < n; r++) ops_rmsnorm(rows + r * w, rows + r * w, norm, w, eps);
+}
+
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm) {
   const int64_t E = c->m->hp.n_embd;
   for (int64_t i = 0; i < st->n_out; i++)

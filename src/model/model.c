@@ -67,6 +67,8 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
     [MODEL_ARCH_LLAMA_MOE] = &model_arch_llama_moe,
     [MODEL_ARCH_LFM2] = &model_arch_lfm2,
+    [MODEL_ARCH_OLMO2] = &model_arch_olmo2,
+    [MODEL_ARCH_GLM4] = &model_arch_glm4,
 };
 
 const char *model_arch_name(enum model_arch a) {

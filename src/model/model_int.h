@@ -266,6 +266,8 @@ extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
 extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
+extern const model_arch_ops model_arch_olmo2; /* olmo2.c */
+extern const model_arch_ops model_arch_glm4;  /* glm4.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -334,6 +336,9 @@ void model_dense_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float 
  * pass (ops_add_rmsnorm, bit-identical to the two); norm NULL (after the
  * last layer): the add alone. */
 void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm);
+/* rows[r] = rms(rows[r]) * norm for n rows of width w, in place: the
+ * post-sub-layer norms and q/k norms of olmo2 and glm4. */
+void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float eps);
 /* b->xn row i = rms(b->x row st->out[i]) with the output norm, for the
  * st->n_out tokens whose logits (or embeddings) are wanted. */
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm);

@@ -1,6 +1,7 @@
 /*
  * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3 /
- * phi3 / granite / smollm3 GGUF files (see testgen_arch.h).
+ * phi3 / granite / smollm3 GGUF files (see testgen_arch.h); olmo2 and glm4
+ * tensors are testgen_dense.c's.
  *
  * Tensors are generated in f32 from one xorshift64* stream seeded from
  * g->seed, in file order (so a seed names a model), then converted to their
@@ -10,6 +11,7 @@
 #include "model/testgen_arch.h"
 #include "model/testgen_int.h"
 #include "model/testgen.h"
+#include "model/testgen_dense.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +84,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.tied = true;
     g.n_layer = 4;
   }
+  if (arch == MODEL_ARCH_GLM4) g.n_rot = 8; /* half of head_dim 16, as GLM-4 files */
   return g;
 }
 
@@ -160,7 +163,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_BERT   ? "bert"
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
-                   : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3
+                   : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
+                           testgen_dense_arch(g->arch)
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -168,8 +172,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
-                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe "
-                   "or llama with experts",
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
+                   "olmo2, glm4 or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
@@ -267,7 +271,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     CK(testgen_add_tensor(&s, name, type, cols, rows, c, a)); \
   } while (0)
 #define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
-  if (bert) {
+  if (testgen_dense_arch(g->arch)) {
+    CK(testgen_dense_write(&s, g));
+  } else if (bert) {
     int i;
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);
     T0("token_types.weight", g->type_embd, E, 2, 0.0f, 0.5f);

@@ -21,7 +21,7 @@
 
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
-                             PHI3, GRANITE, SMOLLM3,
+                             PHI3, GRANITE, SMOLLM3, OLMO2, GLM4,
                              QWEN3MOE or LLAMA_MOE (a "llama" file with
                              experts, Mixtral's layout) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
@@ -82,6 +82,8 @@ typedef struct model_testgen_arch {
                               head_count_kv entry is n_head_kv), clear = a
                               short convolution (entry 0) */
   int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
+  bool fused_qkv;         /* glm4: one attn_qkv tensor (and bias) instead
+                             of attn_q/k/v */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -103,7 +105,9 @@ typedef struct model_testgen_arch {
  * multipliers embedding 12, residual 0.22, attention 0.15, logits / 8.
  * smollm3: 4 layers (layer 3 without RoPE), 2 KV heads, tied. lfm2: 4
  * layers (2 attends, 0, 1 and 3 are short convolutions of 3 taps), 2 KV
- * heads, tied. */
+ * heads, tied. olmo2: 2 KV heads,
+ * n_ff 160, untied. glm4: 2 KV heads, n_ff 160, untied, separate q/k/v
+ * with biases, rotary on 8 of head_dim 16. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -457,6 +457,28 @@ TEST(family_hermes_functionary) {
   EXPECT_STR_EQ(family_parser_name(fi.parser), "functionary");
 }
 
+/* OLMo 2 and GLM-4: their own architectures, run by olmo2.c and glm4.c. */
+TEST(family_olmo2_glm4) {
+  family_info fi;
+  fake_model o = {.arch = "olmo2", .name = "OLMo 2 1124 7B Instruct", .tok_model = "gpt2"};
+  ASSERT_INT_EQ(detect(&o, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_OLMO2);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model z = {.arch = "glm4", .name = "GLM 4 9B 0414", .tok_model = "gpt2", .tok_pre = "glm4",
+                  .tokens = {"[gMASK]", "<|user|>"}};
+  ASSERT_INT_EQ(detect(&z, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_GLM4);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  /* the MoE GLM-4.5 is another architecture, named as missing */
+  fake_model zm = {.arch = "glm4moe", .name = "GLM 4.5 Air", .tok_model = "gpt2", .tok_pre = "glm4"};
+  ASSERT_INT_EQ(detect(&zm, &fi), 0);
+  EXPECT_FALSE(fi.executable);
+}
+
 TEST(family_bert_embedders) {
   family_info fi;
   fake_model b = {.arch = "bert", .name = "All MiniLM L6 v2", .tok_model = "bert", .pooling = true,
