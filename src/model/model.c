@@ -69,7 +69,10 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LFM2] = &model_arch_lfm2,
     [MODEL_ARCH_OLMO2] = &model_arch_olmo2,
     [MODEL_ARCH_GLM4] = &model_arch_glm4,
+    [MODEL_ARCH_NOMIC_BERT] = &model_arch_nomic_bert,
 };
+
+bool model_is_encoder(const model *m) { return m->ops->encoder; }
 
 const char *model_arch_name(enum model_arch a) {
   return (unsigned)a < MODEL_ARCH_COUNT ? arch_table[a]->name : "unknown";

@@ -53,6 +53,7 @@ enum model_arch {
   MODEL_ARCH_LFM2,    /* lfm2.c: short convolutions and attention (hybrid) */
   MODEL_ARCH_OLMO2,  /* olmo2.c */
   MODEL_ARCH_GLM4,   /* glm4.c */
+  MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
   MODEL_ARCH_COUNT
 };
 
@@ -397,6 +398,13 @@ typedef struct model_arch_ops {
   bool hybrid;
   const void *spec; /* the row's parameters for code several rows share
                        (moe_dec.c: a model_moe_dec_spec), or NULL */
+  /* true: an encoder (bert, nomic-bert): bidirectional, no KV cache, no
+   * logits; only embeddings (model_is_encoder). */
+  bool encoder;
 } model_arch_ops;
+
+/* Whether the model's architecture is an encoder (its row's `encoder`):
+ * the manager serves it embeddings only, without a generation engine. */
+bool model_is_encoder(const model *m);
 
 #endif

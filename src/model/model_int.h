@@ -268,6 +268,7 @@ extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
 extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
 extern const model_arch_ops model_arch_olmo2; /* olmo2.c */
 extern const model_arch_ops model_arch_glm4;  /* glm4.c */
+extern const model_arch_ops model_arch_nomic_bert; /* bert.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -31,8 +31,9 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.n_embd = 64;
   g.n_layer = 2;
   g.n_head = 4;
-  g.n_head_kv = arch == MODEL_ARCH_BERT ? 4 : 2;
-  g.n_ff = arch == MODEL_ARCH_BERT ? 128 : 160;
+  const bool enc = arch == MODEL_ARCH_BERT || arch == MODEL_ARCH_NOMIC_BERT;
+  g.n_head_kv = enc ? 4 : 2;
+  g.n_ff = enc ? 128 : 160;
   g.n_vocab = 300;
   g.n_ctx = 128;
   g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE ? 32 : 0;
@@ -45,7 +46,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.n_ff_exp = 32;
   }
   g.type = g.type_embd = TENSOR_TYPE_F32;
-  g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
+  g.pooling_type = enc ? MODEL_POOLING_MEAN : -1;
   g.sliding_window = -1;
   g.rope_finetuned = -1;
   g.seed = 1;
@@ -85,6 +86,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.n_layer = 4;
   }
   if (arch == MODEL_ARCH_GLM4) g.n_rot = 8; /* half of head_dim 16, as GLM-4 files */
+  if (arch == MODEL_ARCH_NOMIC_BERT) g.rope_freq_base = 1000.0f; /* nomic-embed-text's */
   return g;
 }
 
@@ -173,7 +175,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (!an)
     return err_set(ERR_UNSUPPORTED,
                    "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
-                   "olmo2, glm4 or llama with experts",
+                   "olmo2, glm4, nomic-bert or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
@@ -183,7 +185,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
-  const bool bert = g->arch == MODEL_ARCH_BERT;
+  const bool bert = g->arch == MODEL_ARCH_BERT || g->arch == MODEL_ARCH_NOMIC_BERT; /* encoders' keys */
   testgen_gen s;
   int rc = testgen_gen_init(&s, g->seed, 0x7654321ull);
   s.bad = g->bad_tensor;
@@ -229,6 +231,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (bert) {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_epsilon"), eps));
     CK(gguf_writer_add_bool(s.w, KEY("attention.causal"), false));
+    if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
   } else {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_rms_epsilon"), eps));
     if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));

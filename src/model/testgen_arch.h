@@ -107,7 +107,8 @@ typedef struct model_testgen_arch {
  * layers (2 attends, 0, 1 and 3 are short convolutions of 3 taps), 2 KV
  * heads, tied. olmo2: 2 KV heads,
  * n_ff 160, untied. glm4: 2 KV heads, n_ff 160, untied, separate q/k/v
- * with biases, rotary on 8 of head_dim 16. */
+ * with biases, rotary on 8 of head_dim 16.
+ * nomic-bert: 4 KV heads, n_ff 128, mean pooling, rope base 1000. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -1,5 +1,5 @@
 /*
- * testgen_dense.h - the olmo2 / glm4 part of model_testgen_arch_write
+ * testgen_dense.h - the olmo2 / glm4 / nomic-bert part of model_testgen_arch_write
  * (testgen_dense.c). Internal to src/model/testgen*.c.
  */
 #ifndef PARLEY_MODEL_TESTGEN_DENSE_H

@@ -463,14 +463,14 @@ TEST(family_olmo2_glm4) {
   fake_model o = {.arch = "olmo2", .name = "OLMo 2 1124 7B Instruct", .tok_model = "gpt2"};
   ASSERT_INT_EQ(detect(&o, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_OLMO2);
-  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* the default template shows tools */
   EXPECT_TRUE(fi.executable);
   EXPECT_TRUE(family_missing(&fi) == NULL);
   fake_model z = {.arch = "glm4", .name = "GLM 4 9B 0414", .tok_model = "gpt2", .tok_pre = "glm4",
                   .tokens = {"[gMASK]", "<|user|>"}};
   ASSERT_INT_EQ(detect(&z, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GLM4);
-  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* the default template shows tools */
   EXPECT_TRUE(fi.executable);
   EXPECT_TRUE(family_missing(&fi) == NULL);
   /* the MoE GLM-4.5 is another architecture, named as missing */
@@ -488,8 +488,15 @@ TEST(family_bert_embedders) {
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_EMBED);
   EXPECT_TRUE(fi.executable);
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_NONE);
-  const char *archs[] = {"nomic-bert", "jina-bert-v2", "modern-bert"};
-  for (int i = 0; i < 3; i++) {
+  /* nomic-embed-text runs (bert.c's nomic-bert row) */
+  fake_model nomic = {.arch = "nomic-bert", .name = "Nomic Embed Text v1.5", .tok_model = "bert", .pooling = true};
+  ASSERT_INT_EQ(detect(&nomic, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_BERT);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_EMBED);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  const char *archs[] = {"jina-bert-v2", "modern-bert"};
+  for (int i = 0; i < 2; i++) {
     fake_model o = {.arch = archs[i], .tok_model = "bert", .pooling = true};
     ASSERT_INT_EQ(detect(&o, &fi), 0);
     EXPECT_INT_EQ(fi.id, FAMILY_BERT);
