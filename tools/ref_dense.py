@@ -2,7 +2,7 @@
 """ref_dense.py - an independent numpy implementation of the olmo2 and glm4
 forward passes.
 
-It reads the GGUF file itself (ref_llama.Gguf: gguf_ref's byte reader and
+It reads the GGUF file itself (ref_common.Gguf: gguf_ref's byte reader and
 quant_ref's decoders, independent of the C code) and computes logits in
 float64 with the textbook formulation: the full causal attention matrix,
 RoPE as a multiplication by complex numbers, no KV cache. The C runtime
@@ -42,33 +42,14 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_llama import Gguf  # noqa: E402
+from ref_common import Decoder, attention, causal, cli, rope, silu  # noqa: E402
 
 
-class Dense:
+class Dense(Decoder):
     def __init__(self, path, kv_f16=False):
-        g = Gguf(path)
-        arch = g.kv["general.architecture"]
-        assert arch in ("olmo2", "glm4"), arch
-        self.arch = arch
-
-        def key(k, default=None):
-            v = g.kv.get(arch + "." + k, default)
-            assert v is not None, "missing %s.%s" % (arch, k)
-            return v
-        self.n_layer = key("block_count")
-        self.n_embd = key("embedding_length")
-        self.n_head = key("attention.head_count")
-        self.n_head_kv = key("attention.head_count_kv", self.n_head)
-        self.head_dim = key("attention.key_length", self.n_embd // self.n_head)
-        self.n_rot = key("rope.dimension_count", self.head_dim)
-        self.eps = key("attention.layer_norm_rms_epsilon", 1e-5)
-        self.base = key("rope.freq_base", 10000.0)
-        self.n_ff = key("feed_forward_length")
-        self.kv_f16 = kv_f16
-        self.embd = g.tensor("token_embd.weight")
-        self.out = g.tensor("output.weight") if g.has("output.weight") else self.embd
-        self.out_norm = g.tensor("output_norm.weight")
+        super().__init__(path, ("olmo2", "glm4"), kv_f16)
+        g, arch = self.g, self.arch
+        self.n_ff = self.key("feed_forward_length")
         self.layers = []
         Q, KV = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
         for i in range(self.n_layer):
@@ -97,42 +78,15 @@ class Dense:
                         L[k + ".bias"] = t(k + ".bias") if has(k + ".bias") else 0.0
             self.layers.append(L)
 
-    def norm(self, x, w):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
-
-    def rope(self, x):
-        """x [n_tok][n_heads][head_dim], rotated in place of a copy."""
-        n = x.shape[0]
-        x = x.copy()
-        half = self.n_rot // 2
-        inv = self.base ** (-np.arange(half, dtype=np.float64) * 2.0 / self.n_rot)
-        rot = np.exp(1j * np.arange(n, dtype=np.float64)[:, None] * inv[None, :])[:, None, :]
-        if self.arch == "olmo2":  # neox halves
-            z = (x[:, :, :half] + 1j * x[:, :, half:self.n_rot]) * rot
-            x[:, :, :half], x[:, :, half:self.n_rot] = z.real, z.imag
-        else:  # adjacent pairs
-            z = (x[:, :, 0:self.n_rot:2] + 1j * x[:, :, 1:self.n_rot:2]) * rot
-            x[:, :, 0:self.n_rot:2], x[:, :, 1:self.n_rot:2] = z.real, z.imag
-        return x
-
     def attention(self, q, k, v):
-        """q [n][H*d], k, v [n][Hkv*d] -> [n][H*d], causal."""
+        """q [n][H*d], k, v [n][Hkv*d] -> [n][H*d], causal; olmo2 rotates
+        NeoX halves, glm4 adjacent pairs."""
         n = q.shape[0]
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
-        q = self.rope(q.reshape(n, H, d))
-        k = self.rope(k.reshape(n, Hkv, d))
-        v = v.reshape(n, Hkv, d)
-        if self.kv_f16:
-            k = k.astype(np.float16).astype(np.float64)
-            v = v.astype(np.float16).astype(np.float64)
-        rep = H // Hkv
-        q = q.transpose(1, 0, 2)
-        k = np.repeat(k.transpose(1, 0, 2), rep, axis=0)
-        v = np.repeat(v.transpose(1, 0, 2), rep, axis=0)
-        s = q @ k.transpose(0, 2, 1) / np.sqrt(d) + np.triu(np.full((n, n), -np.inf), 1)
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        s /= s.sum(axis=-1, keepdims=True)
-        return (s @ v).transpose(1, 0, 2).reshape(n, H * d)
+        neox = self.arch == "olmo2"
+        q = rope(q.reshape(n, H, d), self.n_rot, self.base, neox=neox)
+        k = rope(k.reshape(n, Hkv, d), self.n_rot, self.base, neox=neox)
+        return attention(q, k, v.reshape(n, Hkv, d), 1.0 / np.sqrt(d), causal(n), kv_f16=self.kv_f16)
 
     def forward(self, tokens):
         x = self.embd[np.array(tokens)]
@@ -154,27 +108,9 @@ class Dense:
             else:
                 gu = self.norm(h, L["ffn_norm.weight"]) @ L["ffn_up.weight"].T
                 gt, up = gu[:, :F], gu[:, F:]
-            f = ((gt / (1.0 + np.exp(-gt))) * up) @ L["ffn_down.weight"].T
-            x = h + self.norm(f, L["post_ffw_norm.weight"])
+            x = h + self.norm((silu(gt) * up) @ L["ffn_down.weight"].T, L["post_ffw_norm.weight"])
         return self.norm(x, self.out_norm) @ self.out.T
 
 
-def main(argv):
-    kv_f16 = "--kv" in argv and argv[argv.index("--kv") + 1] == "f16"
-    args = [a for i, a in enumerate(argv) if a != "--kv" and (i == 0 or argv[i - 1] != "--kv")]
-    cmd, path, toks = args[1], args[2], [int(t) for t in args[3].split(",")]
-    m = Dense(path, kv_f16)
-    if cmd == "logits":
-        m.forward(toks).astype("<f4").tofile(args[4])
-    elif cmd == "greedy":
-        seq = list(toks)
-        for _ in range(int(args[4])):
-            seq.append(int(np.argmax(m.forward(seq)[-1])))
-        with open(args[5], "w") as f:
-            f.write(",".join(map(str, seq[len(toks):])) + "\n")
-    else:
-        sys.exit("usage: ref_dense.py logits|greedy ...")
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    cli(sys.argv, lambda path, o: Dense(path, o.get("--kv") == "f16"), "ref_dense.py logits|greedy ...")

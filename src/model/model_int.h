@@ -338,7 +338,7 @@ void model_dense_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float 
  * last layer): the add alone. */
 void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm);
 /* rows[r] = rms(rows[r]) * norm for n rows of width w, in place: the
- * post-sub-layer norms and q/k norms of gemma, olmo2 and glm4. */
+ * post-sub-layer norms and per-head q/k norms of every architecture. */
 void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float eps);
 /* b->xn row i = rms(b->x row st->out[i]) with the output norm, for the
  * st->n_out tokens whose logits (or embeddings) are wanted. */
