@@ -84,8 +84,9 @@ class Dense(Decoder):
         n = q.shape[0]
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
         neox = self.arch == "olmo2"
-        q = rope(q.reshape(n, H, d), self.n_rot, self.base, neox=neox)
-        k = rope(k.reshape(n, Hkv, d), self.n_rot, self.base, neox=neox)
+        kw = dict(neox=neox, mscale=self.mscale, yarn=self.yarn)
+        q = rope(q.reshape(n, H, d), self.n_rot, self.base, self.freq_scale, **kw)
+        k = rope(k.reshape(n, Hkv, d), self.n_rot, self.base, self.freq_scale, **kw)
         return attention(q, k, v.reshape(n, Hkv, d), 1.0 / np.sqrt(d), causal(n), kv_f16=self.kv_f16)
 
     def forward(self, tokens):

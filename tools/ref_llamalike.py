@@ -31,7 +31,7 @@ The definition (llama.cpp's reading of the GGUF files):
     of every head: pairs (2i, 2i+1) (granite, smollm3) or (i, i + n_rot/2)
     (phi3) by theta_i = pos * base^(-2i/n_rot) / f_i, times m, with f the
     phi3 factors (long when ctx > original_context_length, else short; 1
-    without them) and m = phi3 rope.scaling.attn_factor (1 when absent)
+    without them) and m = rope.scaling.attn_factor (1 when absent)
     scores = q . k * s, s = granite.attention.scale or 1/sqrt(head_dim)
     mask: j <= i, and phi3 with 0 < sliding_window W < context_length
       also i - j < W, on every layer
@@ -61,7 +61,6 @@ class LlamaLike(Decoder):
         ctx = ctx or n_ctx_train
         self.neox = arch == "phi3"
         self.factors = np.ones(self.n_rot // 2)
-        self.mscale = 1.0
         self.window = 0
         self.embd_scale = self.resid_scale = self.logit_scale = 1.0
         self.q_scale = 1.0 / np.sqrt(self.head_dim)
@@ -73,7 +72,6 @@ class LlamaLike(Decoder):
                 orig = key("rope.scaling.original_context_length", n_ctx_train)
                 name = "rope_factors_long.weight" if ctx > orig else "rope_factors_short.weight"
                 self.factors = g.tensor(name)
-            self.mscale = key("rope.scaling.attn_factor", 1.0)
         elif arch == "granite":
             self.embd_scale = key("embedding_scale", 0.0) or 1.0
             self.resid_scale = key("residual_scale", 0.0) or 1.0

@@ -112,9 +112,7 @@ static int gemma_load(model *m) {
   w->embd_scale = sqrtf((float)E);
   const bool big = hp->n_layer == (g3 ? 62 : 46); /* the 27B models */
   w->q_scale = 1.0f / sqrtf(big ? (float)(E / hp->n_head) : (float)hd);
-  w->rope_swa_differs = hp->rope_swa.freq_base != hp->rope.freq_base ||
-                        hp->rope_swa.freq_scale != hp->rope.freq_scale ||
-                        hp->rope_swa.freq_factors != hp->rope.freq_factors;
+  w->rope_swa_differs = !ops_rope_same(&hp->rope_swa, &hp->rope);
 
   /* tied: token_embd is also the output matrix, copied and repacked like
    * the other matrices (see qwen.c) */

@@ -15,7 +15,8 @@
  *            uses the long ones, otherwise the short (chosen per context, as
  *            llama.cpp does from its context size), and the cos/sin of every
  *            pair are multiplied by rope.scaling.attn_factor (the converter's
- *            sqrt(1 + ln(s) / ln(L_orig))). attention.sliding_window, when
+ *            sqrt(1 + ln(s) / ln(L_orig)); hp.rope.attn_factor, read by
+ *            model_load_common_hparams for every architecture). attention.sliding_window, when
  *            the file declares one smaller than the trained context, applies
  *            to every layer (Phi-3-mini-4k: 2047); 0 (Phi-4) or one beyond
  *            the context (Phi-3.5: 262144 of 131072) never slides. llama.cpp
@@ -75,7 +76,6 @@ typedef struct ll_weights {
    * length above which the long ones apply */
   const float *rope_short, *rope_long;
   int64_t n_ctx_orig;
-  float rope_mscale;         /* cos/sin multiplier (rope.scaling.attn_factor) */
 } ll_weights;
 
 typedef struct ll_bufs {
@@ -149,7 +149,7 @@ static ll_weights *ll_new(model *m) {
   ll_weights *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   m->arch_data = w;
-  w->embd_scale = w->resid_scale = w->logit_scale = w->rope_mscale = 1.0f;
+  w->embd_scale = w->resid_scale = w->logit_scale = 1.0f;
   w->q_scale = 1.0f / sqrtf((float)m->hp.head_dim);
   return w;
 }
@@ -191,10 +191,6 @@ static int phi3_load(model *m) {
   if ((rc = model_key_i64(m, "rope.scaling.original_context_length", &hp->n_ctx_train, 1, hp->n_ctx_train,
                           &w->n_ctx_orig)))
     return rc;
-  const float one = 1.0f;
-  if ((rc = model_key_f32(m, "rope.scaling.attn_factor", &one, &w->rope_mscale))) return rc;
-  if (!(w->rope_mscale > 0.0f && w->rope_mscale <= 16.0f))
-    return err_set(ERR_RANGE, "key 'phi3.rope.scaling.attn_factor' is %g, expected 0 < f <= 16", w->rope_mscale);
   return ll_bind(m, w, true);
 }
 
@@ -286,7 +282,6 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
     if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(rope, st->pos[t], c->rope_cs + t * n_rot);
   }
-  scale_rows(c->rope_cs, n * n_rot, w->rope_mscale);
   scale_rows(b->x, n * E, w->embd_scale);
   model_prof_mark(c, MODEL_PROF_EMBED);
 

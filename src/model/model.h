@@ -73,9 +73,11 @@ typedef struct model_hparams {
                             ARCH.rope.dimension_count (default head_dim);
                             freq_base = ARCH.rope.freq_base (default 10000);
                             freq_scale = 1 / ARCH.rope.scaling.factor for
-                            rope.scaling.type "linear" (or 1 /
+                            rope.scaling.type "linear" or "yarn" (or 1 /
                             ARCH.rope.scale_linear); freq_factors =
-                            rope_freqs.weight (Llama 3) or NULL */
+                            rope_freqs.weight (Llama 3) or NULL; YaRN's
+                            ramp and attn_factor as model.c's
+                            load_rope_scaling reads them */
   /* Per-layer attention variants (model_load_swa_hparams,
    * model_load_softcap; all zero for architectures without them). */
   int64_t n_swa;         /* ARCH.attention.sliding_window: on a sliding

@@ -239,6 +239,14 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       CK(gguf_writer_add_str(s.w, KEY("rope.scaling.type"), "linear"));
       CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.factor"), g->rope_scale_linear));
     }
+    if (g->rope_yarn != 0) {
+      CK(gguf_writer_add_str(s.w, KEY("rope.scaling.type"), "yarn"));
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.factor"), g->rope_yarn));
+    }
+    if (g->yarn_beta_fast != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_beta_fast"), g->yarn_beta_fast));
+    if (g->yarn_beta_slow != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_beta_slow"), g->yarn_beta_slow));
+    if (g->yarn_ext_factor != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_ext_factor"), g->yarn_ext_factor));
   }
   if (g->sliding_window >= 0)
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));

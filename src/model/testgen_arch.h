@@ -39,6 +39,12 @@ typedef struct model_testgen_arch {
   float rope_freq_base;   /* 0 = leave the key out */
   float rope_scale_linear; /* > 0: rope.scaling.type "linear" with this
                              rope.scaling.factor; 0 = no scaling keys */
+  float rope_yarn;        /* != 0 (tests: < 0 too): rope.scaling.type
+                             "yarn" with this factor (n_ctx_orig,
+                             rope_attn_factor and the yarn keys below go
+                             with it where set) */
+  float yarn_beta_fast, yarn_beta_slow, yarn_ext_factor; /* ARCH.rope.scaling.
+                             yarn_*; written when != 0 */
   int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
                              leave the key out (0 is written, for tests) */
   float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
