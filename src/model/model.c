@@ -69,6 +69,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_LFM2] = &model_arch_lfm2,
     [MODEL_ARCH_OLMO2] = &model_arch_olmo2,
     [MODEL_ARCH_GLM4] = &model_arch_glm4,
+    [MODEL_ARCH_MISTRAL3] = &model_arch_mistral3,
     [MODEL_ARCH_NOMIC_BERT] = &model_arch_nomic_bert,
 };
 
@@ -220,6 +221,9 @@ static int rope_key(model *m, const char *suffix, float def, float lo, float hi,
   return 0;
 }
 
+/* YaRN's get_mscale: the magnitude a factor s brings at strength k. */
+static float yarn_mscale(float s, float k) { return s <= 1.0f ? 1.0f : 0.1f * k * logf(s) + 1.0f; }
+
 /* RoPE scaling as llama.cpp reads it (llama-model.cpp's common keys,
  * llama-context.cpp's YaRN magnitude): ARCH.rope.scaling.type "none",
  * "linear" (positions divided by rope.scaling.factor, or the older
@@ -261,7 +265,7 @@ static int load_rope_scaling(model *m, ops_rope *r) {
     return rc;
   ops_rope_yarn(r, n_orig, fast, slow, ext);
   if (ext == 0.0f) r->attn_factor *= yattn;
-  else if (factor > 1.0f) r->attn_factor *= 1.0f + 0.1f * logf(factor);
+  else r->attn_factor *= yarn_mscale(factor, 1.0f);
   return 0;
 }
 
@@ -321,6 +325,17 @@ int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, 
     if ((rc = model_tensor_row_f32(&t, r, v + r * n_cols))) return rc;
   copied(m, t.data, (size_t)n_rows * t.row_bytes);
   *out = v;
+  return 0;
+}
+
+int model_rope_yarn_log_mul(model *m, float unit) {
+  ops_rope *r = &m->hp.rope;
+  float mul = 0.0f, attn = 1.0f;
+  int rc = rope_key(m, "rope.scaling.yarn_log_multiplier", 0.0f, 0.0f, 1e3f, &mul);
+  if (rc || mul == 0.0f || r->ext_factor == 0.0f) return rc;
+  if ((rc = rope_key(m, "rope.scaling.attn_factor", 1.0f, 1e-6f, 16.0f, &attn))) return rc;
+  const float factor = 1.0f / r->freq_scale;
+  r->attn_factor = attn * yarn_mscale(factor, 1.0f) / yarn_mscale(factor, mul * unit);
   return 0;
 }
 

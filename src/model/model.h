@@ -54,6 +54,7 @@ enum model_arch {
   MODEL_ARCH_OLMO2,  /* olmo2.c */
   MODEL_ARCH_GLM4,   /* glm4.c */
   MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
+  MODEL_ARCH_MISTRAL3, /* llamalike.c: Ministral 3, Mistral Small 3.x text */
   MODEL_ARCH_COUNT
 };
 

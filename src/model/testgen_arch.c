@@ -1,6 +1,6 @@
 /*
  * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3 /
- * phi3 / granite / smollm3 GGUF files (see testgen_arch.h); olmo2 and glm4
+ * phi3 / granite / smollm3 / mistral3 GGUF files (see testgen_arch.h); olmo2 and glm4
  * tensors are testgen_dense.c's.
  *
  * Tensors are generated in f32 from one xorshift64* stream seeded from
@@ -85,6 +85,15 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.tied = true;
     g.n_layer = 4;
   }
+  if (arch == MODEL_ARCH_MISTRAL3) {
+    g.rope_freq_base = 1000.0f;
+    g.rope_yarn = 4.0f;
+    g.n_ctx_orig = 16;
+    g.yarn_beta_fast = 4.0f;
+    g.yarn_beta_slow = 0.5f;
+    g.yarn_log_mul = 1.0f;
+    g.attn_temp_scale = 0.1f;
+  }
   if (arch == MODEL_ARCH_GLM4) g.n_rot = 8; /* half of head_dim 16, as GLM-4 files */
   if (arch == MODEL_ARCH_NOMIC_BERT) g.rope_freq_base = 1000.0f; /* nomic-embed-text's */
   return g;
@@ -166,7 +175,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
-                           testgen_dense_arch(g->arch)
+                           g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch)
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -175,7 +184,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (!an)
     return err_set(ERR_UNSUPPORTED,
                    "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
-                   "olmo2, glm4, nomic-bert or llama with experts",
+                   "olmo2, glm4, nomic-bert, mistral3 or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
@@ -247,6 +256,10 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     if (g->yarn_beta_slow != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_beta_slow"), g->yarn_beta_slow));
     if (g->yarn_ext_factor != 0)
       CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_ext_factor"), g->yarn_ext_factor));
+    if (g->yarn_log_mul != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_log_multiplier"), g->yarn_log_mul));
+    if (g->attn_temp_scale != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("attention.temperature_scale"), g->attn_temp_scale));
   }
   if (g->sliding_window >= 0)
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));

@@ -21,7 +21,7 @@
 
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
-                             PHI3, GRANITE, SMOLLM3, OLMO2, GLM4,
+                             PHI3, GRANITE, SMOLLM3, OLMO2, GLM4, MISTRAL3,
                              QWEN3MOE or LLAMA_MOE (a "llama" file with
                              experts, Mixtral's layout) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
@@ -45,6 +45,10 @@ typedef struct model_testgen_arch {
                              with it where set) */
   float yarn_beta_fast, yarn_beta_slow, yarn_ext_factor; /* ARCH.rope.scaling.
                              yarn_*; written when != 0 */
+  float yarn_log_mul;     /* ARCH.rope.scaling.yarn_log_multiplier;
+                             written when != 0 */
+  float attn_temp_scale;  /* mistral3: ARCH.attention.temperature_scale;
+                             written when != 0 */
   int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
                              leave the key out (0 is written, for tests) */
   float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
@@ -114,7 +118,10 @@ typedef struct model_testgen_arch {
  * heads, tied. olmo2: 2 KV heads,
  * n_ff 160, untied. glm4: 2 KV heads, n_ff 160, untied, separate q/k/v
  * with biases, rotary on 8 of head_dim 16.
- * nomic-bert: 4 KV heads, n_ff 128, mean pooling, rope base 1000. */
+ * nomic-bert: 4 KV heads, n_ff 128, mean pooling, rope base 1000.
+ * mistral3: 2 KV heads, untied, rope base 1000 with YaRN x4 over an
+ * original 16 positions (betas 4 and 0.5, yarn_log_multiplier 1),
+ * attention temperature 0.1. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -187,13 +187,25 @@ TEST(family_mistral) {
   ASSERT_INT_EQ(detect(&v1, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
-  /* Mistral Small 3.x has its own architecture, not executable yet */
+  /* Mistral Small 3.x and Ministral 3 have their own architecture, run by
+   * llamalike.c's mistral3 row */
   fake_model small = {.arch = "mistral3", .name = "Mistral Small 3.2 24B Instruct 2506", .tok_model = "gpt2",
                       .tok_pre = "tekken"};
   ASSERT_INT_EQ(detect(&small, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
-  EXPECT_FALSE(fi.executable);
-  EXPECT_STR_CONTAINS(family_missing(&fi), "'mistral3'");
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  /* a template with [THINK] .. [/THINK] (Ministral 3 Reasoning) reasons
+   * with those markers; the plain Mistral templates above do not */
+  fake_model rs = {.arch = "mistral3", .name = "Ministral 3 14B Reasoning 2512", .tok_model = "gpt2",
+                   .tok_pre = "tekken",
+                   .tmpl = "{{ '[SYSTEM_PROMPT]' }}{% for m in messages %}[INST]{{ m.content }}[/INST]{% endfor %}"
+                           "{% if tools %}[AVAILABLE_TOOLS]{% endif %}{{ '[THINK]' }}{{ '[/THINK]' }}"};
+  ASSERT_INT_EQ(detect(&rs, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
+  EXPECT_TRUE((CAPS(fi) & FAMILY_CAP_REASONING) != 0);
+  EXPECT_STR_EQ(fi.think_open, "[THINK]");
+  EXPECT_STR_EQ(fi.think_close, "[/THINK]");
 }
 
 TEST(family_mixtral) {

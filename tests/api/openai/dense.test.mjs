@@ -1,10 +1,12 @@
-// dense.test.mjs - the olmo2 and glm4 decoders (src/model/olmo2.c, glm4.c)
-// and the nomic-bert encoder (bert.c) served through every dialect with the
+// dense.test.mjs - the olmo2, glm4 and mistral3 decoders (src/model/olmo2.c,
+// glm4.c, llamalike.c) and the nomic-bert encoder (bert.c) served through
+// every dialect with the
 // vendors' own SDKs: a chat request to /v1/chat/completions (openai),
 // /v1/messages (@anthropic-ai/sdk), /api/chat (ollama) and LM Studio's
-// /api/v1/chat (fetch: it has no JS client) for each decoder, glm4 with the
-// real GLM-4 chat template from ../shared/templates (olmo2 has none there:
-// its family's default), and embeddings from nomic-bert on /v1/embeddings
+// /api/v1/chat (fetch: it has no JS client) for each decoder, glm4 and
+// mistral3 with their real chat templates from ../shared/templates (GLM-4.7,
+// Ministral 3 Reasoning; olmo2 has none there: its family's default), and
+// embeddings from nomic-bert on /v1/embeddings
 // and /api/embed. Random weights: the tests check that each request runs
 // end to end through the family's template and model, not what it says.
 import { test, before, after } from 'node:test';
@@ -19,18 +21,21 @@ import { startServer, runCli } from '../lib/server.mjs';
 import { SHARED, LLAMA_VOCAB, BERT_VOCAB } from '../lib/models.mjs';
 
 const GLM_TEMPLATE = path.join(SHARED, 'templates/GLM-4.7-Flash.jinja');
-const CHAT_MODELS = ['dense/olmo2', 'dense/glm4'];
+const MINISTRAL_TEMPLATE = path.join(SHARED, 'templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja');
+const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3'];
 const EMBED_MODEL = 'dense/nomic';
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, BERT_VOCAB, GLM_TEMPLATE])
+  for (const f of [LLAMA_VOCAB, BERT_VOCAB, GLM_TEMPLATE, MINISTRAL_TEMPLATE])
     if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-dense-'));
   mkdirSync(path.join(dir, 'dense'));
   const gen = [
     ['dense/olmo2.gguf', '--arch', 'olmo2', '--vocab', LLAMA_VOCAB, '--ctx', '1024'],
     ['dense/glm4.gguf', '--arch', 'glm4', '--vocab', LLAMA_VOCAB, '--chat-template', GLM_TEMPLATE, '--ctx', '1024'],
+    ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, '--chat-template', MINISTRAL_TEMPLATE,
+      '--ctx', '1024'],
     ['dense/nomic.gguf', '--arch', 'nomic-bert', '--vocab', BERT_VOCAB],
   ];
   for (const [out, ...args] of gen) {
@@ -53,6 +58,15 @@ test('the models are listed as runnable on /v1/models', async (t) => {
   const ids = [];
   for await (const m of client.models.list()) ids.push(m.id);
   for (const m of [...CHAT_MODELS, EMBED_MODEL]) assert.ok(ids.includes(m), `no ${m} in ${JSON.stringify(ids)}`);
+});
+
+test('dense/mistral3: /api/show reports it runnable, with thinking from the [THINK] template', async (t) => {
+  if (skip) return t.skip(skip);
+  const r = await new Ollama({ host: srv.url }).show({ model: 'dense/mistral3' });
+  assert.equal(r.details.family, 'mistral3'); // Ollama's family is the architecture
+  assert.ok(r.capabilities.includes('completion'), JSON.stringify(r.capabilities));
+  assert.ok(r.capabilities.includes('thinking'), JSON.stringify(r.capabilities));
+  assert.ok(r.template.includes('[THINK]'));
 });
 
 for (const model of CHAT_MODELS) {
