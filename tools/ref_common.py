@@ -121,19 +121,45 @@ class Decoder:
         self.n_rot = key("rope.dimension_count", self.head_dim)
         self.eps = key("attention.layer_norm_rms_epsilon", 1e-5)
         self.base = key("rope.freq_base", 10000.0)
-        self.freq_scale = 1.0
-        if g.kv.get(arch + ".rope.scaling.type", "linear") == "linear":
-            f = g.kv.get(arch + ".rope.scaling.factor", 0.0)
-            if scale_linear:
-                f = f or g.kv.get(arch + ".rope.scale_linear", 0.0)
-            if f:
-                self.freq_scale = 1.0 / f
+        self.freq_scale, self.yarn, self.mscale = rope_scaling(g, arch, self.n_rot, self.base, scale_linear)
         self.embd = g.tensor("token_embd.weight")
         self.out = g.tensor("output.weight") if g.has("output.weight") else self.embd
         self.out_norm = g.tensor("output_norm.weight")
 
     def norm(self, x, w):
         return rms_norm(x, w, self.eps)
+
+
+def rope_scaling(g, arch, n_rot, base, scale_linear=True):
+    """(freq_scale, yarn, mscale) from the file's ARCH.rope.scaling.* keys:
+    "linear" (or absent) divides positions by factor (rope.scale_linear in
+    older files, when scale_linear); "yarn" divides them too, with yarn =
+    (ext_factor, lo, hi) for rope(); mscale multiplies cos and sin:
+    rope.scaling.attn_factor, times 1 + 0.1 ln(factor) for YaRN with a
+    factor > 1 (yarn_attn_factor instead when yarn_ext_factor is 0)."""
+    key = arch_key(g, arch)
+    kind = key("rope.scaling.type", "linear")
+    f = 0.0
+    if kind != "none":
+        f = key("rope.scaling.factor", 0.0)
+        if scale_linear or kind == "yarn":
+            f = f or key("rope.scale_linear", 0.0)
+    mscale = key("rope.scaling.attn_factor", 1.0)
+    yarn = None
+    if kind == "yarn":
+        n_orig = key("rope.scaling.original_context_length", key("context_length"))
+        fast, slow = key("rope.scaling.yarn_beta_fast", 32.0), key("rope.scaling.yarn_beta_slow", 1.0)
+        ext = key("rope.scaling.yarn_ext_factor", 1.0)
+
+        def turns(beta):
+            # the pair index i at which n_orig positions turn pair i by beta full turns
+            return n_rot * np.log(n_orig / (beta * 2.0 * np.pi)) / (2.0 * np.log(base))
+        yarn = (ext, max(0.0, np.floor(turns(fast))), min(n_rot - 1.0, np.ceil(turns(slow))))
+        if ext == 0.0:
+            mscale *= key("rope.scaling.yarn_attn_factor", 1.0)
+        elif f > 1.0:
+            mscale *= 1.0 + 0.1 * np.log(f)
+    return (1.0 / f if f else 1.0), yarn, mscale
 
 
 def rms_norm(x, w, eps):
@@ -166,18 +192,26 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def rope(x, n_rot, base, freq_scale=1.0, neox=True, factors=None, mscale=1.0):
+def rope(x, n_rot, base, freq_scale=1.0, neox=True, factors=None, mscale=1.0, yarn=None):
     """x [n_tok][n_heads][head_dim], positions 0..n-1: the first n_rot dims of
     every head as n_rot/2 complex numbers, NeoX halves x[i] + j x[i + n_rot/2]
     (neox) or adjacent pairs x[2i] + j x[2i+1], each turned by theta_i =
-    pos * freq_scale * base^(-2i/n_rot) / factors[i] and scaled by mscale."""
+    pos * freq_scale * base^(-2i/n_rot) / factors[i] and scaled by mscale.
+    yarn = (ext, lo, hi): the frequency of pair i is instead the blend
+    (1 - w_i) freq_scale + w_i of the scaled and the unscaled one, w_i =
+    ext * (1 - clip((i - lo) / max(hi - lo, 0.001), 0, 1))."""
     n = x.shape[0]
     x = x.copy()
     half = n_rot // 2
     inv = base ** (-np.arange(half, dtype=np.float64) * 2.0 / n_rot)
     if factors is not None:
         inv = inv / factors
-    theta = np.arange(n, dtype=np.float64)[:, None] * freq_scale * inv[None, :]
+    scale = np.full(half, freq_scale, dtype=np.float64)
+    if yarn is not None:
+        ext, lo, hi = yarn
+        w = ext * (1.0 - np.clip((np.arange(half) - lo) / max(hi - lo, 0.001), 0.0, 1.0))
+        scale = (1.0 - w) * freq_scale + w
+    theta = np.arange(n, dtype=np.float64)[:, None] * (scale * inv)[None, :]
     rot = (mscale * np.exp(1j * theta))[:, None, :]  # [n][1][half]
     lo, hi = (slice(0, half), slice(half, n_rot)) if neox else (slice(0, n_rot, 2), slice(1, n_rot, 2))
     z = (x[:, :, lo] + 1j * x[:, :, hi]) * rot

@@ -57,7 +57,8 @@ class Llama(Decoder):
 
     def rope(self, x):
         """x [n_tok][n_heads][head_dim]: adjacent pairs turned ("normal")."""
-        return rope(x, self.n_rot, self.base, self.freq_scale, neox=False, factors=self.freq_factors)
+        return rope(x, self.n_rot, self.base, self.freq_scale, neox=False, factors=self.freq_factors, mscale=self.mscale,
+                    yarn=self.yarn)
 
     def forward(self, tokens):
         """Logits [n_tokens][n_vocab] for tokens at positions 0..n-1."""

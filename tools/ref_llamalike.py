@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ref_llamalike.py - an independent numpy implementation of the phi3,
-granite and smollm3 forward passes.
+granite, smollm3 and mistral3 forward passes.
 
 It reads the GGUF file itself (ref_common.Gguf: gguf_ref's byte reader and
 quant_ref's decoders, independent of the C code) and computes logits in
@@ -31,7 +31,12 @@ The definition (llama.cpp's reading of the GGUF files):
     of every head: pairs (2i, 2i+1) (granite, smollm3) or (i, i + n_rot/2)
     (phi3) by theta_i = pos * base^(-2i/n_rot) / f_i, times m, with f the
     phi3 factors (long when ctx > original_context_length, else short; 1
-    without them) and m = phi3 rope.scaling.attn_factor (1 when absent)
+    without them) and m = rope.scaling.attn_factor (1 when absent); the
+    file's RoPE scaling (linear, YaRN: ref_common.rope_scaling) on top;
+    mistral3 with yarn_log_multiplier M != 0 (and a YaRN ramp): m =
+    attn_factor * g(s, 1) / g(s, M), g(s, k) = 1 + 0.1 k ln s (s > 1)
+    mistral3 with attention.temperature_scale b: q of position p times
+    1 + b ln(floor(p / L) + 1) after the rotation, L = original context
     scores = q . k * s, s = granite.attention.scale or 1/sqrt(head_dim)
     mask: j <= i, and phi3 with 0 < sliding_window W < context_length
       also i - j < W, on every layer
@@ -54,18 +59,18 @@ from ref_common import Decoder, attention, causal, cli, rope, swiglu  # noqa: E4
 
 class LlamaLike(Decoder):
     def __init__(self, path, kv_f16=False, ctx=None):
-        super().__init__(path, ("phi3", "granite", "smollm3"), kv_f16)
+        super().__init__(path, ("phi3", "granite", "smollm3", "mistral3"), kv_f16)
         g, arch, key = self.g, self.arch, self.key
         self.n_ff = key("feed_forward_length")
         n_ctx_train = key("context_length")
         ctx = ctx or n_ctx_train
         self.neox = arch == "phi3"
         self.factors = np.ones(self.n_rot // 2)
-        self.mscale = 1.0
         self.window = 0
         self.embd_scale = self.resid_scale = self.logit_scale = 1.0
         self.q_scale = 1.0 / np.sqrt(self.head_dim)
         self.nope = lambda l: False
+        self.temp = 0.0
         if arch == "phi3":
             w = key("attention.sliding_window", 0)
             self.window = w if 0 < w < n_ctx_train else 0
@@ -73,7 +78,6 @@ class LlamaLike(Decoder):
                 orig = key("rope.scaling.original_context_length", n_ctx_train)
                 name = "rope_factors_long.weight" if ctx > orig else "rope_factors_short.weight"
                 self.factors = g.tensor(name)
-            self.mscale = key("rope.scaling.attn_factor", 1.0)
         elif arch == "granite":
             self.embd_scale = key("embedding_scale", 0.0) or 1.0
             self.resid_scale = key("residual_scale", 0.0) or 1.0
@@ -81,8 +85,18 @@ class LlamaLike(Decoder):
             self.logit_scale = key("logit_scale")
             if not key("rope.scaling.finetuned", True):
                 self.nope = lambda l: True
-        else:
+        elif arch == "smollm3":
             self.nope = lambda l: (l + 1) % 4 == 0
+        else:  # mistral3
+            mul = key("rope.scaling.yarn_log_multiplier", 0.0)
+            if mul and self.yarn is not None and self.yarn[0] != 0.0:
+                s = 1.0 / self.freq_scale
+
+                def g_(k):
+                    return 1.0 + 0.1 * k * np.log(s) if s > 1.0 else 1.0
+                self.mscale = key("rope.scaling.attn_factor", 1.0) * g_(1.0) / g_(mul)
+            self.temp = key("attention.temperature_scale", 0.0)
+            self.temp_len = key("rope.scaling.original_context_length", n_ctx_train)
         Q, KV, F = self.n_head * self.head_dim, self.n_head_kv * self.head_dim, self.n_ff
         self.layers = []
         for i in range(self.n_layer):
@@ -113,6 +127,9 @@ class LlamaLike(Decoder):
             if not self.nope(l):
                 q = self.rope(q)
                 k = self.rope(k)
+            if self.temp:
+                pos = np.arange(n, dtype=np.float64)
+                q = q * (1.0 + self.temp * np.log(np.floor(pos / self.temp_len) + 1.0))[:, None, None]
             a = attention(q, k, v, self.q_scale, visible, kv_f16=self.kv_f16)
             x = x + self.resid_scale * (a @ L["attn_output.weight"].T)
             h = self.norm(x, L["ffn_norm.weight"])
@@ -122,9 +139,9 @@ class LlamaLike(Decoder):
 
     def rope(self, x):
         """x [n_tok][n_heads][head_dim]: NeoX halves (phi3) or adjacent pairs,
-        with the phi3 factors and attention factor (the file's linear scale is
-        not part of these architectures' rotation)."""
-        return rope(x, self.n_rot, self.base, neox=self.neox, factors=self.factors, mscale=self.mscale)
+        with the phi3 factors, the file's scaling and the magnitude."""
+        return rope(x, self.n_rot, self.base, self.freq_scale, neox=self.neox, factors=self.factors,
+                    mscale=self.mscale, yarn=self.yarn)
 
 
 def load(path, opts):

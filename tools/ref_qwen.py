@@ -87,8 +87,8 @@ class Qwen(Decoder):
             if self.arch != "qwen2":
                 q = self.norm(q, L["attn_q_norm.weight"])
                 k = self.norm(k, L["attn_k_norm.weight"])
-            q = rope(q, self.n_rot, self.base, self.freq_scale)
-            k = rope(k, self.n_rot, self.base, self.freq_scale)
+            q = rope(q, self.n_rot, self.base, self.freq_scale, mscale=self.mscale, yarn=self.yarn)
+            k = rope(k, self.n_rot, self.base, self.freq_scale, mscale=self.mscale, yarn=self.yarn)
             x = x + attention(q, k, v, 1.0 / np.sqrt(d), visible, kv_f16=self.kv_f16) @ L["attn_output.weight"].T
             h = self.norm(x, L["ffn_norm.weight"])
             if "moe" in L:

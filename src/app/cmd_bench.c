@@ -24,8 +24,11 @@
  *   parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
- *                    [--arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral]: testgen_arch's small shape instead;
- *                    [--ctx N]: the trained context written (llama)
+ *                    [--arch NAME]: testgen_arch's small shape of that general.architecture
+ *                    (qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, lfm2, olmo2,
+ *                    glm4, nomic-bert, mistral3; mixtral: a llama file with experts; whisper: a whisper.cpp file)
+ *                    instead;
+ *                    [--ctx N]: the trained context written
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
  * Sampling is not included: it is the model's speed.
@@ -313,10 +316,6 @@ done:
   return status;
 }
 
-/* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|
- * qwen3moe|mixtral: the small F32 shape of testgen_arch (bert: an embedding model
- * with mean pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts,
- * top-2; mixtral: a "llama" file with experts), optionally with a real vocabulary. */
 /* The text of a --chat-template file (malloc'd), or NULL after printing
  * why it cannot be read. */
 static char *read_template(const char *path) {
@@ -338,28 +337,26 @@ static char *read_template(const char *path) {
 static int gen_model_llama(const char *out, const char *shape, const char *type, const char *vocab,
                            const char *tmpl_text, const char *gname, int64_t seed, int64_t n_ctx);
 
+/* gen-model --arch NAME (any architecture but llama, by its
+ * general.architecture name, or mixtral: a "llama" file with experts): the
+ * small F32 shape of testgen_arch (bert: an embedding model with mean
+ * pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts, top-2),
+ * optionally with a real vocabulary and chat template. */
 static int gen_model_arch(const char *out, const char *arch, const char *vocab, const char *tmpl_text, int64_t seed,
                           int64_t n_ctx) {
-  enum model_arch a;
-  if (strcmp(arch, "qwen2") == 0) a = MODEL_ARCH_QWEN2;
-  else if (strcmp(arch, "qwen3") == 0) a = MODEL_ARCH_QWEN3;
-  else if (strcmp(arch, "bert") == 0) a = MODEL_ARCH_BERT;
-  else if (strcmp(arch, "gemma2") == 0) a = MODEL_ARCH_GEMMA2;
-  else if (strcmp(arch, "gemma3") == 0) a = MODEL_ARCH_GEMMA3;
-  else if (strcmp(arch, "phi3") == 0) a = MODEL_ARCH_PHI3;
-  else if (strcmp(arch, "granite") == 0) a = MODEL_ARCH_GRANITE;
-  else if (strcmp(arch, "smollm3") == 0) a = MODEL_ARCH_SMOLLM3;
-  else if (strcmp(arch, "qwen3moe") == 0) a = MODEL_ARCH_QWEN3MOE;
-  else if (strcmp(arch, "mixtral") == 0) a = MODEL_ARCH_LLAMA_MOE;
-  else if (strcmp(arch, "lfm2") == 0) a = MODEL_ARCH_LFM2;
-  else {
-    fprintf(stderr,
-            "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, "
-            "smollm3, qwen3moe, mixtral, lfm2)\n",
-            arch);
+  /* 0 is llama, written by testgen.c; LLAMA_MOE's name is "llama" too,
+   * so it goes by mixtral */
+  int a = 1;
+  while (a < MODEL_ARCH_COUNT && strcmp(arch, a == MODEL_ARCH_LLAMA_MOE ? "mixtral" : model_arch_name((enum model_arch)a)))
+    a++;
+  if (a == MODEL_ARCH_COUNT) {
+    fprintf(stderr, "parley gen-model: unknown architecture '%s' (llama", arch);
+    for (int i = 1; i < MODEL_ARCH_COUNT; i++)
+      fprintf(stderr, ", %s", i == MODEL_ARCH_LLAMA_MOE ? "mixtral" : model_arch_name((enum model_arch)i));
+    fprintf(stderr, ")\n");
     return 2;
   }
-  model_testgen_arch g = model_testgen_arch_small(a);
+  model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
   g.chat_template = tmpl_text;
@@ -423,7 +420,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|whisper] [--ctx N]\n"
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|whisper] [--ctx N]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n");
     return 2;
   }

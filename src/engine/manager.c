@@ -240,7 +240,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UI
  * which is mapped and read for every token. An estimate: it errs high. */
 static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   const model_hparams *hp = model_get_hparams(mm->m);
-  bool encoder = model_arch_of(mm->m) == MODEL_ARCH_BERT;
+  bool encoder = model_is_encoder(mm->m);
   int64_t train = hp->n_ctx_train > 0 ? hp->n_ctx_train : 1;
   mm->n_slots = encoder ? 1 : mg->p.n_slots;
   mm->n_ctx = encoder || n_ctx_req <= 0 || n_ctx_req > train ? train : n_ctx_req;
@@ -334,7 +334,7 @@ fail:
 /* Allocates the KV cache and starts the engine (not for encoder-only
  * models, whose embedding context is made on first use). */
 static int model_start(manager *mg, manager_model *mm) {
-  if (model_arch_of(mm->m) != MODEL_ARCH_BERT) {
+  if (!model_is_encoder(mm->m)) {
     engine_params ep = engine_default_params();
     ep.n_slots = mg->p.n_slots;
     ep.queue_max = mg->p.queue_max; /* 0 = the engine's default */

@@ -68,15 +68,42 @@ void ops_layernorm(float *y, const float *x, const float *w, const float *b, int
   }
 }
 
-void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs) {
-  int32_t half = r->n_rot / 2;
-  for (int32_t i = 0; i < half; i++) {
-    double inv_freq = pow((double)r->freq_base, -2.0 * i / (double)r->n_rot);
-    double theta = (double)pos * (double)r->freq_scale * inv_freq;
-    if (r->freq_factors) theta /= (double)r->freq_factors[i];
-    cs[2 * i] = (float)cos(theta);
-    cs[2 * i + 1] = (float)sin(theta);
+/* cos and sin of pair i at position pos, magnitude included (ops.h). */
+static void rope_pair(const ops_rope *r, int64_t pos, int32_t i, float *c, float *s) {
+  double inv_freq = pow((double)r->freq_base, -2.0 * i / (double)r->n_rot);
+  double theta = (double)pos * (double)r->freq_scale * inv_freq;
+  if (r->freq_factors) theta /= (double)r->freq_factors[i];
+  if (r->ext_factor != 0.0f) {
+    double extrap = (double)pos * inv_freq;
+    if (r->freq_factors) extrap /= (double)r->freq_factors[i];
+    double y = ((double)i - r->corr_lo) / fmax(0.001, (double)r->corr_hi - r->corr_lo);
+    double w = (1.0 - fmin(1.0, fmax(0.0, y))) * r->ext_factor;
+    theta = theta * (1.0 - w) + extrap * w;
   }
+  double m = r->attn_factor != 0.0f ? (double)r->attn_factor : 1.0;
+  *c = (float)(cos(theta) * m);
+  *s = (float)(sin(theta) * m);
+}
+
+void ops_rope_yarn(ops_rope *r, int64_t n_ctx_orig, float beta_fast, float beta_slow, float ext_factor) {
+  /* pair index where a pair turns `beta` times over n_ctx_orig positions */
+  const double n = (double)r->n_rot, lb = log((double)r->freq_base);
+  double lo = floor(n * log((double)n_ctx_orig / (beta_fast * 2.0 * M_PI)) / (2.0 * lb));
+  double hi = ceil(n * log((double)n_ctx_orig / (beta_slow * 2.0 * M_PI)) / (2.0 * lb));
+  r->corr_lo = (float)fmax(0.0, lo);
+  r->corr_hi = (float)fmin(n - 1.0, hi);
+  r->ext_factor = ext_factor;
+}
+
+bool ops_rope_same(const ops_rope *a, const ops_rope *b) {
+  const float ma = a->attn_factor != 0.0f ? a->attn_factor : 1.0f, mb = b->attn_factor != 0.0f ? b->attn_factor : 1.0f;
+  return a->style == b->style && a->n_rot == b->n_rot && a->freq_base == b->freq_base &&
+         a->freq_scale == b->freq_scale && a->freq_factors == b->freq_factors && a->ext_factor == b->ext_factor &&
+         (a->ext_factor == 0.0f || (a->corr_lo == b->corr_lo && a->corr_hi == b->corr_hi)) && ma == mb;
+}
+
+void ops_rope_cache(const ops_rope *r, int64_t pos, float *cs) {
+  for (int32_t i = 0; i < r->n_rot / 2; i++) rope_pair(r, pos, i, &cs[2 * i], &cs[2 * i + 1]);
 }
 
 void ops_rope_apply_cached(const ops_rope *r, const float *cs, float *x, int32_t n_head, int32_t head_dim) {
@@ -106,10 +133,8 @@ void ops_rope_apply(const ops_rope *r, float *x, int32_t n_head, int32_t head_di
   }
   int32_t half = r->n_rot / 2;
   for (int32_t i = 0; i < half; i++) {
-    double inv_freq = pow((double)r->freq_base, -2.0 * i / (double)r->n_rot);
-    double theta = (double)pos * (double)r->freq_scale * inv_freq;
-    if (r->freq_factors) theta /= (double)r->freq_factors[i];
-    float c = (float)cos(theta), s = (float)sin(theta);
+    float c, s;
+    rope_pair(r, pos, i, &c, &s);
     int32_t a = r->style == OPS_ROPE_NEOX ? i : 2 * i;
     int32_t b = r->style == OPS_ROPE_NEOX ? i + half : 2 * i + 1;
     for (int32_t h = 0; h < n_head; h++) {

@@ -14,6 +14,7 @@
 #ifndef PARLEY_KERNELS_OPS_H
 #define PARLEY_KERNELS_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* y = x / sqrt(mean(x^2) + eps) * w  (w may be NULL: no scale). y may alias x. */
@@ -32,17 +33,37 @@ void ops_layernorm(float *y, const float *x, const float *w, const float *b, int
  *   normal (llama, GPT-J style in ggml's naming): pairs (x[2i], x[2i+1])
  *   neox   (GPT-NeoX, Qwen2/3, BERT-like):        pairs (x[i], x[i + n_rot/2])
  * Pair i turns by theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i,
- * factor_i = freq_factors[i] (Llama 3 `rope_freqs.weight`) or 1 when NULL.
- * Angles are computed in double. */
+ * factor_i = freq_factors[i] (Llama 3 `rope_freqs.weight`, LongRoPE's
+ * short or long factors) or 1 when NULL. YaRN (ext_factor != 0) mixes that
+ * interpolated angle with the unscaled one, e_i = pos * base^(-2i/n_rot) /
+ * factor_i: theta_i = interp (1 - w_i) + e_i w_i, w_i = ext_factor *
+ * (1 - clamp((i - corr_lo) / max(0.001, corr_hi - corr_lo), 0, 1)), so the
+ * fast pairs (i < corr_lo) keep their trained angles and the slow ones
+ * (i > corr_hi) are interpolated. cos and sin are then multiplied by
+ * attn_factor (YaRN's and LongRoPE's attention magnitude). A
+ * zero-initialised tail (ext_factor, corr_lo, corr_hi, attn_factor all 0)
+ * is plain RoPE. Angles are computed in double. */
 enum ops_rope_style { OPS_ROPE_NORMAL = 0, OPS_ROPE_NEOX = 1 };
 
 typedef struct ops_rope {
   enum ops_rope_style style;
   int32_t n_rot;              /* rotated dimensions per head (even) */
   float freq_base;            /* 10000 for Llama 2, 500000 for Llama 3 */
-  float freq_scale;           /* 1 / linear scaling factor; 1 = none */
+  float freq_scale;           /* 1 / scaling factor (linear, YaRN); 1 = none */
   const float *freq_factors;  /* [n_rot/2] or NULL */
+  float ext_factor;           /* YaRN's extrapolation weight; 0 = off */
+  float corr_lo, corr_hi;     /* YaRN's ramp, in pair indices (ops_rope_yarn) */
+  float attn_factor;          /* cos/sin multiplier; 0 means 1 */
 } ops_rope;
+
+/* Sets r's YaRN ramp for a model trained on n_ctx_orig positions: pair i
+ * turns fewer than beta_fast times over n_ctx_orig positions from corr_lo
+ * on, and fewer than beta_slow times from corr_hi on (floor and ceiling of
+ * the pair index where pos * base^(-2i/n_rot) = 2 pi beta, clamped to
+ * 0 .. n_rot - 1), and ext_factor. beta_fast >= beta_slow > 0. */
+void ops_rope_yarn(ops_rope *r, int64_t n_ctx_orig, float beta_fast, float beta_slow, float ext_factor);
+/* Whether a and b turn every pair by the same angle and magnitude. */
+bool ops_rope_same(const ops_rope *a, const ops_rope *b);
 
 /* Rotates n_head head vectors laid out one after another (stride head_dim)
  * at position pos. */

@@ -13,6 +13,14 @@
  *     x = LN(x + Wdown gelu(Wup x + bup) + bdown; layer_output_norm)
  *   LN(v; w, b) = (v - mean) / sqrt(var + eps) * w + b,
  *   eps = ARCH.attention.layer_norm_epsilon, gelu the tanh form (ggml's).
+ * nomic-bert (general.architecture = "nomic-bert": nomic-embed-text v1 and
+ * v1.5) is the same encoder with four differences (llama.cpp's tensor
+ * names): no position_embd (RoPE, NeoX style, base ARCH.rope.freq_base, on
+ * q and k instead), q, k, v fused in blk.N.attn_qkv.weight (rows Q | K | V,
+ * bound as three parts), a SwiGLU feed-forward
+ *   x = LN(x + Wdown (silu(Wgate x) * Wup x); layer_output_norm)
+ * (blk.N.ffn_gate.weight), and no biases on the projections (each bias is
+ * optional; token_types too).
  * Pooling (ARCH.pooling_type, mean when absent): 0 none (every token's x),
  * 1 mean over the tokens, 2 cls (x[0]), 3 last (x[n-1]). model_embed
  * (embed.c) normalizes.
@@ -30,6 +38,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +56,7 @@ typedef struct bert_layer {
   const float *att_norm_w, *att_norm_b;  /* attn_output_norm [n_embd] */
   model_tensor up;            /* [n_ff][n_embd] */
   const float *bup;           /* [n_ff] */
+  model_tensor gate;          /* nomic-bert: [n_ff][n_embd]; data NULL for bert */
   model_tensor down;          /* [n_embd][n_ff] */
   const float *bdown;         /* [n_embd] */
   const float *out_norm_w, *out_norm_b;  /* layer_output_norm [n_embd] */
@@ -54,7 +64,7 @@ typedef struct bert_layer {
 
 typedef struct bert_weights {
   model_tensor tok_embd;     /* [n_vocab][n_embd] */
-  model_tensor pos_embd;     /* [n_ctx_train][n_embd] */
+  model_tensor pos_embd;     /* [n_ctx_train][n_embd]; nomic-bert: none (data NULL) */
   float *type0;              /* row 0 of token_types.weight, f32 [n_embd] (owned) */
   const float *embd_norm_w, *embd_norm_b;  /* token_embd_norm [n_embd] */
   bert_layer *layers;        /* [n_layer] */
@@ -76,13 +86,16 @@ typedef struct bert_bufs {
   float *v;    /* [n][n_head_kv*head_dim] */
   float *att;  /* [n][n_head*head_dim] */
   float *u;    /* [n][n_ff] */
+  float *g;    /* nomic-bert: [n][n_ff] the gate; NULL for bert */
   float *scr;  /* per thread: scr_floats, see bert_att_task() */
   size_t scr_floats;
 } bert_bufs;
 
 static int bert_load(model *m) {
   model_hparams *hp = &m->hp;
-  int rc = model_load_common_hparams(m, OPS_ROPE_NEOX); /* RoPE keys are unused */
+  const bool nomic = m->arch == MODEL_ARCH_NOMIC_BERT;
+  const int opt = nomic ? MODEL_BIND_OPTIONAL : 0; /* nomic-bert's biases */
+  int rc = model_load_common_hparams(m, OPS_ROPE_NEOX); /* bert: the RoPE keys are unused */
   if (rc) return rc;
   const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
   if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
@@ -101,47 +114,65 @@ static int bert_load(model *m) {
   if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
   if (pooling > MODEL_POOLING_LAST)
     return err_set(ERR_UNSUPPORTED,
-                   "key 'bert.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
-                   (long long)pooling);
+                   "key '%s.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
+                   m->ops->name, (long long)pooling);
   w->pooling = (enum model_pooling)pooling;
   bool causal = false;
-  rc = gguf_get_bool(m->f, "bert.attention.causal", &causal);
+  char key[96];
+  snprintf(key, sizeof key, "%s.attention.causal", m->ops->name);
+  rc = gguf_get_bool(m->f, key, &causal);
   if (rc && rc != ERR_NOT_FOUND) return rc;
   if (rc == 0 && causal)
-    return err_set(ERR_UNSUPPORTED, "key 'bert.attention.causal' is true: only bidirectional bert is supported");
+    return err_set(ERR_UNSUPPORTED, "key '%s' is true: only bidirectional %s is supported", key, m->ops->name);
 
   const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
   if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, MODEL_BIND_ROWS, "token_embd.weight"))) return rc;
-  if ((rc = model_bind_matrix(m, &w->pos_embd, E, hp->n_ctx_train, MODEL_BIND_ROWS, "position_embd.weight"))) return rc;
-  const gguf_tensor *tt = gguf_find_tensor(m->f, "token_types.weight");
-  if (!tt) return err_set(ERR_NOT_FOUND, "tensor 'token_types.weight' is missing");
-  int64_t n_types = tt->n_dims == 2 && tt->dims[1] >= 1 && tt->dims[1] <= 65536 ? (int64_t)tt->dims[1] : 1;
-  model_tensor types;
-  if ((rc = model_bind_matrix(m, &types, E, n_types, MODEL_BIND_ROWS, "token_types.weight"))) return rc;
-  w->type0 = malloc((size_t)E * sizeof *w->type0);
+  if (!nomic &&
+      (rc = model_bind_matrix(m, &w->pos_embd, E, hp->n_ctx_train, MODEL_BIND_ROWS, "position_embd.weight")))
+    return rc;
+  w->type0 = calloc((size_t)E, sizeof *w->type0); /* zeros when a nomic-bert file has no token types */
   if (!w->type0) return err_set(ERR_NOMEM, "bert: out of memory");
-  if ((rc = ref_dequantize_row(types.type, types.data, w->type0, E)))
-    return err_set(rc, "tensor 'token_types.weight': cannot dequantize type %s", tensor_type_name(types.type));
+  const gguf_tensor *tt = gguf_find_tensor(m->f, "token_types.weight");
+  if (!tt && !nomic) return err_set(ERR_NOT_FOUND, "tensor 'token_types.weight' is missing");
+  if (tt) {
+    int64_t n_types = tt->n_dims == 2 && tt->dims[1] >= 1 && tt->dims[1] <= 65536 ? (int64_t)tt->dims[1] : 1;
+    model_tensor types;
+    if ((rc = model_bind_matrix(m, &types, E, n_types, MODEL_BIND_ROWS, "token_types.weight"))) return rc;
+    if ((rc = ref_dequantize_row(types.type, types.data, w->type0, E)))
+      return err_set(rc, "tensor 'token_types.weight': cannot dequantize type %s", tensor_type_name(types.type));
+  }
   if ((rc = model_bind_vector(m, &w->embd_norm_w, E, 0, "token_embd_norm.weight")) ||
       (rc = model_bind_vector(m, &w->embd_norm_b, E, 0, "token_embd_norm.bias")))
     return rc;
   for (int64_t l = 0; l < hp->n_layer; l++) {
     bert_layer *L = &w->layers[l];
     int i = (int)l;
-    if ((rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
-        (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
-        (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bv, KV, 0, "blk.%d.attn_v.bias", i)) ||
-        (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bo, E, 0, "blk.%d.attn_output.bias", i)) ||
+    if (nomic) {
+      const float *b = NULL;
+      const int64_t rows[3] = {Q, KV, KV};
+      model_tensor qkv[3];
+      if ((rc = model_bind_matrix_parts(m, qkv, 3, rows, E, 0, "blk.%d.attn_qkv.weight", i)) ||
+          (rc = model_bind_vector(m, &b, Q + 2 * KV, MODEL_BIND_OPTIONAL, "blk.%d.attn_qkv.bias", i)) ||
+          (rc = model_bind_matrix(m, &L->gate, E, F, 0, "blk.%d.ffn_gate.weight", i)))
+        return rc;
+      L->wq = qkv[0], L->wk = qkv[1], L->wv = qkv[2];
+      if (b) L->bq = b, L->bk = b + Q, L->bv = b + Q + KV;
+    } else if ((rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
+               (rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
+               (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
+               (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
+               (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
+               (rc = model_bind_vector(m, &L->bv, KV, 0, "blk.%d.attn_v.bias", i))) {
+      return rc;
+    }
+    if ((rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
+        (rc = model_bind_vector(m, &L->bo, E, opt, "blk.%d.attn_output.bias", i)) ||
         (rc = model_bind_vector(m, &L->att_norm_w, E, 0, "blk.%d.attn_output_norm.weight", i)) ||
         (rc = model_bind_vector(m, &L->att_norm_b, E, 0, "blk.%d.attn_output_norm.bias", i)) ||
         (rc = model_bind_matrix(m, &L->up, E, F, 0, "blk.%d.ffn_up.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bup, F, 0, "blk.%d.ffn_up.bias", i)) ||
+        (rc = model_bind_vector(m, &L->bup, F, opt, "blk.%d.ffn_up.bias", i)) ||
         (rc = model_bind_matrix(m, &L->down, F, E, 0, "blk.%d.ffn_down.weight", i)) ||
-        (rc = model_bind_vector(m, &L->bdown, E, 0, "blk.%d.ffn_down.bias", i)) ||
+        (rc = model_bind_vector(m, &L->bdown, E, opt, "blk.%d.ffn_down.bias", i)) ||
         (rc = model_bind_vector(m, &L->out_norm_w, E, 0, "blk.%d.layer_output_norm.weight", i)) ||
         (rc = model_bind_vector(m, &L->out_norm_b, E, 0, "blk.%d.layer_output_norm.bias", i)))
       return rc;
@@ -174,9 +205,10 @@ static int bert_ctx_init(model_ctx *c) {
   b->scr_floats = per;
   b->off = malloc((R + 1) * sizeof *b->off);
   if (!b->off) return err_set(ERR_NOMEM, "bert context: out of memory");
-  size_t widths[7] = {E, E, Q, KV, KV, Q, F};
-  float **ptrs[7] = {&b->x, &b->tmp, &b->q, &b->k, &b->v, &b->att, &b->u};
-  for (int i = 0; i < 7; i++) {
+  size_t widths[8] = {E, E, Q, KV, KV, Q, F, F};
+  float **ptrs[8] = {&b->x, &b->tmp, &b->q, &b->k, &b->v, &b->att, &b->u, &b->g};
+  const int n_bufs = ((const bert_weights *)c->m->arch_data)->layers[0].gate.data ? 8 : 7; /* g: nomic-bert */
+  for (int i = 0; i < n_bufs; i++) {
     size_t bytes = 0;
     if (!size_mul(R, widths[i], &bytes) || !size_mul(bytes, sizeof(float), &bytes))
       return err_set(ERR_TOO_LARGE, "bert context: buffers for %zu tokens overflow", R);
@@ -200,15 +232,16 @@ static void bert_ctx_free(model_ctx *c) {
   free(b->v);
   free(b->att);
   free(b->u);
+  free(b->g);
   free(b->scr);
   free(b);
   c->arch_data = NULL;
 }
 
-/* y = W x + b over n rows. */
+/* y = W x + b over n rows (bias NULL: none). */
 static int bert_linear(model_ctx *c, const model_tensor *t, const float *bias, const float *x, int64_t n, float *y) {
   int rc = model_matmul(c, t, x, n, y);
-  if (rc) return rc;
+  if (rc || !bias) return rc;
   for (int64_t r = 0; r < n; r++) ops_add(y + r * t->n_rows, bias, t->n_rows);
   return 0;
 }
@@ -288,11 +321,13 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
       if ((rc = ref_dequantize_row(w->tok_embd.type, row, x, E)))
         return err_set(rc, "tensor 'token_embd.weight': cannot dequantize type %s",
                        tensor_type_name(w->tok_embd.type));
-      row = (const uint8_t *)w->pos_embd.data + (size_t)t * w->pos_embd.row_bytes;
-      if ((rc = ref_dequantize_row(w->pos_embd.type, row, tmp, E)))
-        return err_set(rc, "tensor 'position_embd.weight': cannot dequantize type %s",
-                       tensor_type_name(w->pos_embd.type));
-      ops_add(x, tmp, E);
+      if (w->pos_embd.data) { /* nomic-bert: RoPE on q and k instead */
+        row = (const uint8_t *)w->pos_embd.data + (size_t)t * w->pos_embd.row_bytes;
+        if ((rc = ref_dequantize_row(w->pos_embd.type, row, tmp, E)))
+          return err_set(rc, "tensor 'position_embd.weight': cannot dequantize type %s",
+                         tensor_type_name(w->pos_embd.type));
+        ops_add(x, tmp, E);
+      }
       ops_add(x, w->type0, E);
       ops_layernorm(x, x, w->embd_norm_w, w->embd_norm_b, E, eps);
     }
@@ -303,6 +338,15 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
     if ((rc = bert_linear(c, &L->wq, L->bq, b->x, n, b->q)) || (rc = bert_linear(c, &L->wk, L->bk, b->x, n, b->k)) ||
         (rc = bert_linear(c, &L->wv, L->bv, b->x, n, b->v)))
       return rc;
+    if (!w->pos_embd.data) /* nomic-bert: positions restart at 0 in each sequence */
+      for (int64_t s = 0; s < n_seq; s++)
+        for (int64_t t = 0; t < lens[s]; t++) {
+          const int64_t r = b->off[s] + t;
+          ops_rope_apply(&hp->rope, b->q + r * hp->n_head * hp->head_dim, (int32_t)hp->n_head,
+                         (int32_t)hp->head_dim, t);
+          ops_rope_apply(&hp->rope, b->k + r * hp->n_head_kv * hp->head_dim, (int32_t)hp->n_head_kv,
+                         (int32_t)hp->head_dim, t);
+        }
     struct bert_att_job j = {.c = c, .n_seq = n_seq};
     atomic_init(&j.next, 0);
     atomic_init(&j.err, 0);
@@ -316,8 +360,15 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
     for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->att_norm_w, L->att_norm_b, E, eps);
 
     if ((rc = bert_linear(c, &L->up, L->bup, b->x, n, b->u))) return rc;
-    ops_gelu(b->u, n * hp->n_ff);
-    if ((rc = bert_linear(c, &L->down, L->bdown, b->u, n, b->tmp))) return rc;
+    const float *act = b->u;
+    if (L->gate.data) { /* nomic-bert: silu(gate x) * up x */
+      if ((rc = model_matmul(c, &L->gate, b->x, n, b->g))) return rc;
+      ops_swiglu(b->g, b->u, n * hp->n_ff);
+      act = b->g;
+    } else {
+      ops_gelu(b->u, n * hp->n_ff);
+    }
+    if ((rc = bert_linear(c, &L->down, L->bdown, act, n, b->tmp))) return rc;
     ops_add(b->x, b->tmp, n * E);
     for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->out_norm_w, L->out_norm_b, E, eps);
   }
@@ -363,9 +414,9 @@ static int64_t bert_embed_batch_tokens(const model_ctx *c) {
 }
 
 static int bert_forward(model_ctx *c, const model_step *st, float *logits) {
-  (void)c, (void)st, (void)logits;
-  return err_set(ERR_UNSUPPORTED,
-                 "architecture 'bert' is an encoder: it computes embeddings (model_embed), not logits");
+  (void)st, (void)logits;
+  return err_set(ERR_UNSUPPORTED, "architecture '%s' is an encoder: it computes embeddings (model_embed), not logits",
+                 c->m->ops->name);
 }
 
 static enum model_pooling bert_pooling(const model *m) {
@@ -384,4 +435,19 @@ const model_arch_ops model_arch_bert = {
     .embed_batch = bert_embed_batch,
     .embed_batch_tokens = bert_embed_batch_tokens,
     .pooling = bert_pooling,
+    .encoder = true,
+};
+
+const model_arch_ops model_arch_nomic_bert = {
+    .name = "nomic-bert",
+    .load = bert_load,
+    .unload = bert_unload,
+    .ctx_init = bert_ctx_init,
+    .ctx_free = bert_ctx_free,
+    .forward = bert_forward,
+    .embed = bert_embed,
+    .embed_batch = bert_embed_batch,
+    .embed_batch_tokens = bert_embed_batch_tokens,
+    .pooling = bert_pooling,
+    .encoder = true,
 };

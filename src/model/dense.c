@@ -172,6 +172,10 @@ void model_logit_softcap(float *x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * inv);
 }
 
+void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float eps) {
+  for (int64_t r = 0; r < n; r++) ops_rmsnorm(rows + r * w, rows + r * w, norm, w, eps);
+}
+
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm) {
   const int64_t E = c->m->hp.n_embd;
   for (int64_t i = 0; i < st->n_out; i++)
@@ -225,8 +229,8 @@ int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const mode
     add_rows(b->v, L->bv, n, KV);
   }
   if (L->q_norm) {
-    for (int64_t r = 0; r < n * hp->n_head; r++) ops_rmsnorm(b->q + r * hd, b->q + r * hd, L->q_norm, hd, eps);
-    for (int64_t r = 0; r < n * hp->n_head_kv; r++) ops_rmsnorm(b->k + r * hd, b->k + r * hd, L->k_norm, hd, eps);
+    model_norm_rows(b->q, n * hp->n_head, hd, L->q_norm, eps);
+    model_norm_rows(b->k, n * hp->n_head_kv, hd, L->k_norm, eps);
   }
   for (int64_t t = 0; t < n; t++) {
     ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);

@@ -88,7 +88,7 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                         {"mistral", "ministral", "devstral", "magistral"},
                         {"[INST]", "[AVAILABLE_TOOLS]", "[SYSTEM_PROMPT]"}, NULL, {"tekken"},
                         {"[INST]", "[TOOL_CALLS]"}, false, C_CHAT | C_TOOLS, FAMILY_PARSER_MISTRAL,
-                        TMPL_DEFAULT_MISTRAL, NO_THINK, false, NULL},
+                        TMPL_DEFAULT_MISTRAL, "[THINK]", "[/THINK]", false, NULL},
     [FAMILY_MIXTRAL] = {"mixtral", "Mixtral", {NULL}, {"llama"}, {"mixtral"}, {"[INST]"}, "llama", {NULL},
                         {"[INST]"}, true, C_CHAT | C_TOOLS, FAMILY_PARSER_MISTRAL, TMPL_DEFAULT_MISTRAL, NO_THINK,
                         false, NULL},
@@ -166,12 +166,17 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                       "neo-bert", "eurobert"},
                      {NULL}, {NULL}, {NULL}, "bert", {NULL}, {"[CLS]", "[SEP]"}, false, C_EMBED,
                      FAMILY_PARSER_PLAIN, TMPL_DEFAULT_NONE, NO_THINK, false, NULL},
+    [FAMILY_OLMO2] = {"olmo2", "OLMo 2", {"olmo2"}, {NULL}, {"olmo2"}, {"<|assistant|>"}, "gpt2", {NULL},
+                      {NULL}, false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
+    [FAMILY_GLM4] = {"glm4", "GLM-4", {"glm4"}, {NULL}, {"glm4", "glmz1"}, {"[gMASK]<sop>"}, "gpt2", {"glm4"},
+                     {"[gMASK]", "<|user|>"}, false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK,
+                     false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
 static const char *const EXECUTABLE_ARCHS[] = {"llama", "qwen2",  "qwen3",   "bert",   "gemma2",
                                                 "gemma3", "phi3", "granite", "smollm3",
-                                                "qwen3moe"};
+                                                "qwen3moe", "olmo2", "glm4", "nomic-bert", "mistral3"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -497,7 +502,9 @@ int family_detect(const gguf_file *f, family_info *out) {
     append_missing(out, text);
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
-             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3 and qwen3moe", ev->arch, row->display);
+             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert "
+             "and mistral3",
+             ev->arch, row->display);
     append_missing(out, text);
   }
   if (row->needs) append_missing(out, row->needs);

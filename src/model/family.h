@@ -57,6 +57,8 @@ typedef enum family_id {
   FAMILY_HERMES,           /* NousResearch Hermes fine-tunes */
   FAMILY_FUNCTIONARY,
   FAMILY_BERT,             /* bert, nomic-bert, jina-bert, modern-bert... embedders */
+  FAMILY_OLMO2,            /* AI2 OLMo 2 */
+  FAMILY_GLM4,             /* GLM-4 dense (0414, Z1) */
   FAMILY_COUNT
 } family_id;
 

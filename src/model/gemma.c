@@ -112,9 +112,7 @@ static int gemma_load(model *m) {
   w->embd_scale = sqrtf((float)E);
   const bool big = hp->n_layer == (g3 ? 62 : 46); /* the 27B models */
   w->q_scale = 1.0f / sqrtf(big ? (float)(E / hp->n_head) : (float)hd);
-  w->rope_swa_differs = hp->rope_swa.freq_base != hp->rope.freq_base ||
-                        hp->rope_swa.freq_scale != hp->rope.freq_scale ||
-                        hp->rope_swa.freq_factors != hp->rope.freq_factors;
+  w->rope_swa_differs = !ops_rope_same(&hp->rope_swa, &hp->rope);
 
   /* tied: token_embd is also the output matrix, copied and repacked like
    * the other matrices (see qwen.c) */
@@ -177,12 +175,6 @@ static void gemma_ctx_free(model_ctx *c) {
 
 static void gemma_ctx_trim(model_ctx *c) { model_dense_bufs_trim(&((gemma_bufs *)c->arch_data)->d); }
 
-/* rows[r] = rms(rows[r]) * w for n rows of width E, in place: the post-norms
- * and the per-head q/k norms. */
-static void norm_rows(float *rows, int64_t n, int64_t E, const float *w, float eps) {
-  for (int64_t r = 0; r < n; r++) ops_rmsnorm(rows + r * E, rows + r * E, w, E, eps);
-}
-
 static int gemma_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -210,8 +202,8 @@ static int gemma_forward(model_ctx *c, const model_step *st, float *logits) {
     if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n))) return rc;
     model_prof_mark(c, MODEL_PROF_QKV);
     if (L->q_norm) {
-      norm_rows(b->q, n * hp->n_head, hd, L->q_norm, eps);
-      norm_rows(b->k, n * hp->n_head_kv, hd, L->k_norm, eps);
+      model_norm_rows(b->q, n * hp->n_head, hd, L->q_norm, eps);
+      model_norm_rows(b->k, n * hp->n_head_kv, hd, L->k_norm, eps);
     }
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(rope, cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
@@ -223,10 +215,10 @@ static int gemma_forward(model_ctx *c, const model_step *st, float *logits) {
     model_prof_mark(c, MODEL_PROF_ATTN);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
-    norm_rows(b->xn, n, E, L->post_attn, eps);
+    model_norm_rows(b->xn, n, E, L->post_attn, eps);
     model_dense_add_norm(c, b, n, L->ffn_norm); /* x += post(Wo . att), xn = rms(x) */
     if ((rc = model_dense_ffn_act(c, MODEL_FFN_GELU, &L->gate, &L->up, &L->down, b, n))) return rc;
-    norm_rows(b->xn, n, E, L->post_ffn, eps);
+    model_norm_rows(b->xn, n, E, L->post_ffn, eps);
     /* x += post(ffn), xn = the next layer's rms(x) */
     model_dense_add_norm(c, b, n, l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm : NULL);
   }

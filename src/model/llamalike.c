@@ -15,8 +15,10 @@
  *            uses the long ones, otherwise the short (chosen per context, as
  *            llama.cpp does from its context size), and the cos/sin of every
  *            pair are multiplied by rope.scaling.attn_factor (the converter's
- *            sqrt(1 + ln(s) / ln(L_orig))). attention.sliding_window, when
- *            the file declares one smaller than the trained context, applies
+ *            sqrt(1 + ln(s) / ln(L_orig)); hp.rope.attn_factor, read by
+ *            model_load_common_hparams for every architecture).
+ *            attention.sliding_window, when the file declares one smaller
+ *            than the trained context, applies
  *            to every layer (Phi-3-mini-4k: 2047); 0 (Phi-4) or one beyond
  *            the context (Phi-3.5: 262144 of 131072) never slides. llama.cpp
  *            currently ignores Phi's window; Hugging Face's implementation
@@ -31,6 +33,14 @@
  *   smollm3  (SmolLM3): no RoPE on every fourth layer (layers 3, 7, ...:
  *            model_hparams.nope_step). No key carries the step: llama.cpp
  *            and the checkpoint's no_rope_layer_interval both say 4.
+ *   mistral3 (Ministral 3, Mistral Small 3.x text): llama's tensors and
+ *            pairs, YaRN RoPE (the shared rotation, model.c) with its
+ *            magnitude from rope.scaling.yarn_log_multiplier
+ *            (model_rope_yarn_log_mul), and Llama 4's attention temperature:
+ *            with ARCH.attention.temperature_scale b != 0, the query of the
+ *            token at position p is multiplied by 1 + b ln(floor(p / L) + 1),
+ *            L = rope.scaling.original_context_length (default the trained
+ *            context), as llama.cpp's llm_graph_input_attn_temp does.
  *
  * One block, for x[n][n_embd]:
  *   h   = x + r * Wo attention(rope_l(Wq rms(x)), rope_l(Wk rms(x)), Wv rms(x))
@@ -40,7 +50,8 @@
  * / logit_scale (output = token_embd when output.weight is absent).
  *
  * Start reading at ll_forward(); the per-architecture facts are in
- * ll_weights, filled by phi3_load / granite_load / smollm3_load.
+ * ll_weights, filled by phi3_load / granite_load / smollm3_load /
+ * mistral3_load.
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,11 +82,12 @@ typedef struct ll_weights {
   float resid_scale;         /* sub-layer output multiplier; 1 = none */
   float q_scale;             /* attention score scale */
   float logit_scale;         /* logits divisor; 1 = none */
+  float temp_scale;          /* mistral3: query temperature b; 0 = none */
+  int64_t temp_len;          /* mistral3: positions per temperature step L */
   /* phi3 LongRoPE: [n_rot/2] angle divisors or NULL, and the context
    * length above which the long ones apply */
   const float *rope_short, *rope_long;
   int64_t n_ctx_orig;
-  float rope_mscale;         /* cos/sin multiplier (rope.scaling.attn_factor) */
 } ll_weights;
 
 typedef struct ll_bufs {
@@ -149,7 +161,7 @@ static ll_weights *ll_new(model *m) {
   ll_weights *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   m->arch_data = w;
-  w->embd_scale = w->resid_scale = w->logit_scale = w->rope_mscale = 1.0f;
+  w->embd_scale = w->resid_scale = w->logit_scale = 1.0f;
   w->q_scale = 1.0f / sqrtf((float)m->hp.head_dim);
   return w;
 }
@@ -191,10 +203,6 @@ static int phi3_load(model *m) {
   if ((rc = model_key_i64(m, "rope.scaling.original_context_length", &hp->n_ctx_train, 1, hp->n_ctx_train,
                           &w->n_ctx_orig)))
     return rc;
-  const float one = 1.0f;
-  if ((rc = model_key_f32(m, "rope.scaling.attn_factor", &one, &w->rope_mscale))) return rc;
-  if (!(w->rope_mscale > 0.0f && w->rope_mscale <= 16.0f))
-    return err_set(ERR_RANGE, "key 'phi3.rope.scaling.attn_factor' is %g, expected 0 < f <= 16", w->rope_mscale);
   return ll_bind(m, w, true);
 }
 
@@ -236,6 +244,22 @@ static int smollm3_load(model *m) {
   m->hp.nope_step = 4;
   ll_weights *w = ll_new(m);
   if (!w) return err_set(ERR_NOMEM, "smollm3: out of memory");
+  return ll_bind(m, w, false);
+}
+
+static int mistral3_load(model *m) {
+  model_hparams *hp = &m->hp;
+  int rc = model_load_common_hparams(m, OPS_ROPE_NORMAL);
+  if (rc || (rc = model_rope_yarn_log_mul(m, 1.0f))) return rc;
+  ll_weights *w = ll_new(m);
+  if (!w) return err_set(ERR_NOMEM, "mistral3: out of memory");
+  const float zero = 0.0f;
+  if ((rc = model_key_f32(m, "attention.temperature_scale", &zero, &w->temp_scale))) return rc;
+  if (w->temp_scale < 0.0f || w->temp_scale > 10.0f)
+    return err_set(ERR_RANGE, "key 'mistral3.attention.temperature_scale' is %g, expected 0 .. 10", w->temp_scale);
+  if ((rc = model_key_i64(m, "rope.scaling.original_context_length", &hp->n_ctx_train, 1, hp->n_ctx_train,
+                          &w->temp_len)))
+    return rc;
   return ll_bind(m, w, false);
 }
 
@@ -286,7 +310,6 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
     if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(rope, st->pos[t], c->rope_cs + t * n_rot);
   }
-  scale_rows(c->rope_cs, n * n_rot, w->rope_mscale);
   scale_rows(b->x, n * E, w->embd_scale);
   model_prof_mark(c, MODEL_PROF_EMBED);
 
@@ -302,6 +325,10 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
         ops_rope_apply_cached(rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
         ops_rope_apply_cached(rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
       }
+    if (w->temp_scale != 0.0f) /* Llama 4 temperature, after RoPE (k is stored as rotated) */
+      for (int64_t t = 0; t < n; t++)
+        scale_rows(b->q + t * Q, Q,
+                   1.0f + w->temp_scale * logf(floorf((float)st->pos[t] / (float)w->temp_len) + 1.0f));
     model_kv_store(c, l, st, b->k, b->v);
     model_prof_mark(c, MODEL_PROF_ROPE_KV);
     if ((rc = model_attention(c, l, st, b->q, b->att, w->q_scale))) return rc;
@@ -333,3 +360,4 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
 const model_arch_ops model_arch_phi3 = LL_ROW("phi3", phi3_load);
 const model_arch_ops model_arch_granite = LL_ROW("granite", granite_load);
 const model_arch_ops model_arch_smollm3 = LL_ROW("smollm3", smollm3_load);
+const model_arch_ops model_arch_mistral3 = LL_ROW("mistral3", mistral3_load);

@@ -67,7 +67,13 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_QWEN3MOE] = &model_arch_qwen3moe,
     [MODEL_ARCH_LLAMA_MOE] = &model_arch_llama_moe,
     [MODEL_ARCH_LFM2] = &model_arch_lfm2,
+    [MODEL_ARCH_OLMO2] = &model_arch_olmo2,
+    [MODEL_ARCH_GLM4] = &model_arch_glm4,
+    [MODEL_ARCH_MISTRAL3] = &model_arch_mistral3,
+    [MODEL_ARCH_NOMIC_BERT] = &model_arch_nomic_bert,
 };
+
+bool model_is_encoder(const model *m) { return m->ops->encoder; }
 
 const char *model_arch_name(enum model_arch a) {
   return (unsigned)a < MODEL_ARCH_COUNT ? arch_table[a]->name : "unknown";
@@ -205,6 +211,64 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out) {
   return 0;
 }
 
+/* ARCH.SUFFIX as a float in lo .. hi (def when absent), or an error
+ * naming the key and the range. */
+static int rope_key(model *m, const char *suffix, float def, float lo, float hi, float *out) {
+  int rc = model_key_f32(m, suffix, &def, out);
+  if (rc) return rc;
+  if (*out < lo || *out > hi)
+    return err_set(ERR_RANGE, "key '%s.%s' is %g, expected %g .. %g", m->ops->name, suffix, *out, lo, hi);
+  return 0;
+}
+
+/* YaRN's get_mscale: the magnitude a factor s brings at strength k. */
+static float yarn_mscale(float s, float k) { return s <= 1.0f ? 1.0f : 0.1f * k * logf(s) + 1.0f; }
+
+/* RoPE scaling as llama.cpp reads it (llama-model.cpp's common keys,
+ * llama-context.cpp's YaRN magnitude): ARCH.rope.scaling.type "none",
+ * "linear" (positions divided by rope.scaling.factor, or the older
+ * rope.scale_linear) or "yarn" (the same factor, mixed per pair with the
+ * unscaled angles: ops_rope_yarn over rope.scaling.original_context_length,
+ * default the trained context, yarn_beta_fast 32, yarn_beta_slow 1,
+ * yarn_ext_factor 1). The magnitude: rope.scaling.attn_factor (default 1,
+ * every type), times 1 + 0.1 ln(factor) for YaRN with a factor > 1 (or
+ * yarn_attn_factor when yarn_ext_factor is 0). LongRoPE (phi3) is
+ * llamalike.c's: its factors are tensors, chosen per context; its
+ * attn_factor is this one. */
+static int load_rope_scaling(model *m, ops_rope *r) {
+  const model_hparams *hp = &m->hp;
+  char key[160];
+  const char *stype = "linear";
+  int rc = gguf_get_str(m->f, arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
+  if (rc && rc != ERR_NOT_FOUND) return rc;
+  const bool yarn = strcmp(stype, "yarn") == 0;
+  if (strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 && !yarn)
+    return err_set(ERR_UNSUPPORTED, "key '%s' is '%s': only 'none', 'linear' and 'yarn' RoPE scaling are supported",
+                   key, stype);
+  float factor = 0.0f;
+  r->freq_scale = 1.0f;
+  if (strcmp(stype, "none") != 0) {
+    if ((rc = rope_key(m, "rope.scaling.factor", 0.0f, 0.0f, 1e6f, &factor))) return rc;
+    if (factor == 0.0f && (rc = rope_key(m, "rope.scale_linear", 0.0f, 0.0f, 1e6f, &factor))) return rc;
+    if (factor > 0.0f) r->freq_scale = 1.0f / factor;
+  }
+  if ((rc = rope_key(m, "rope.scaling.attn_factor", 1.0f, 1e-6f, 16.0f, &r->attn_factor))) return rc;
+  if (!yarn) return 0;
+  int64_t n_orig = 0;
+  float fast = 0.0f, slow = 0.0f, ext = 0.0f, yattn = 0.0f;
+  if ((rc = model_key_i64(m, "rope.scaling.original_context_length", &hp->n_ctx_train, 1, hp->n_ctx_train,
+                          &n_orig)) ||
+      (rc = rope_key(m, "rope.scaling.yarn_beta_fast", 32.0f, 1e-3f, 1e6f, &fast)) ||
+      (rc = rope_key(m, "rope.scaling.yarn_beta_slow", 1.0f, 1e-3f, fast, &slow)) ||
+      (rc = rope_key(m, "rope.scaling.yarn_ext_factor", 1.0f, 0.0f, 1.0f, &ext)) ||
+      (rc = rope_key(m, "rope.scaling.yarn_attn_factor", 1.0f, 1e-6f, 16.0f, &yattn)))
+    return rc;
+  ops_rope_yarn(r, n_orig, fast, slow, ext);
+  if (ext == 0.0f) r->attn_factor *= yattn;
+  else r->attn_factor *= yarn_mscale(factor, 1.0f);
+  return 0;
+}
+
 /* ARCH.attention.head_count_kv: one number, or (hybrid files, LFM2) one
  * per layer, where 0 marks a recurrent layer (model_layer_kv_heads) and
  * the attention layers must agree. */
@@ -264,6 +328,17 @@ int model_bind_f32(model *m, const float **out, int64_t n_cols, int64_t n_rows, 
   return 0;
 }
 
+int model_rope_yarn_log_mul(model *m, float unit) {
+  ops_rope *r = &m->hp.rope;
+  float mul = 0.0f, attn = 1.0f;
+  int rc = rope_key(m, "rope.scaling.yarn_log_multiplier", 0.0f, 0.0f, 1e3f, &mul);
+  if (rc || mul == 0.0f || r->ext_factor == 0.0f) return rc;
+  if ((rc = rope_key(m, "rope.scaling.attn_factor", 1.0f, 1e-6f, 16.0f, &attn))) return rc;
+  const float factor = 1.0f / r->freq_scale;
+  r->attn_factor = attn * yarn_mscale(factor, 1.0f) / yarn_mscale(factor, mul * unit);
+  return 0;
+}
+
 int model_load_common_hparams(model *m, enum ops_rope_style style) {
   model_hparams *hp = &m->hp;
   const int64_t big = (int64_t)1 << 24; /* no real dimension comes near */
@@ -316,23 +391,7 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   if (!(r->freq_base > 1.0f))
     return err_set(ERR_RANGE, "key '%s.rope.freq_base' is %g, expected > 1", m->ops->name, r->freq_base);
 
-  /* RoPE scaling: "none" / "linear" (positions divided by the factor);
-   * YaRN and LongRoPE change the angles per dimension and are refused until
-   * implemented. Older files store the linear factor as rope.scale_linear. */
-  r->freq_scale = 1.0f;
-  const char *stype = "linear";
-  rc = gguf_get_str(m->f, arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
-  if (rc && rc != ERR_NOT_FOUND) return rc;
-  if (strcmp(stype, "none") != 0) {
-    if (strcmp(stype, "linear") != 0)
-      return err_set(ERR_UNSUPPORTED, "key '%s' is '%s': only 'none' and 'linear' RoPE scaling are supported", key,
-                     stype);
-    float zero_f = 0.0f, factor = 0.0f;
-    if ((rc = model_key_f32(m, "rope.scaling.factor", &zero_f, &factor))) return rc;
-    if (factor == 0.0f && (rc = model_key_f32(m, "rope.scale_linear", &zero_f, &factor))) return rc;
-    if (factor < 0.0f) return err_set(ERR_RANGE, "%s: RoPE scaling factor %g is negative", m->ops->name, factor);
-    if (factor > 0.0f) r->freq_scale = 1.0f / factor;
-  }
+  if ((rc = load_rope_scaling(m, r))) return rc;
   /* Llama 3.x: per-pair frequency divisors computed by the converter. */
   if ((rc = model_bind_vector(m, &r->freq_factors, n_rot / 2, MODEL_BIND_OPTIONAL, "rope_freqs.weight"))) return rc;
   return 0;
@@ -354,6 +413,10 @@ int model_load_swa_hparams(model *m, int32_t pattern, const int64_t *def_window,
     hp->rope_swa.freq_base = def_base_swa;
     hp->rope_swa.freq_scale = 1.0f;
     hp->rope_swa.freq_factors = NULL;
+    hp->rope_swa.ext_factor = 0.0f;
+    /* llama.cpp gives every layer the same magnitude; unscaled, YaRN's
+     * part of it cancels and rope.scaling.attn_factor is what remains */
+    if ((rc = rope_key(m, "rope.scaling.attn_factor", 1.0f, 1e-6f, 16.0f, &hp->rope_swa.attn_factor))) return rc;
   }
   float base = hp->rope_swa.freq_base;
   if ((rc = model_key_f32(m, "rope.freq_base_swa", &base, &hp->rope_swa.freq_base))) return rc;

@@ -51,6 +51,10 @@ enum model_arch {
   MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
   MODEL_ARCH_LLAMA_MOE, /* llama_moe.c: "llama" files with experts (Mixtral) */
   MODEL_ARCH_LFM2,    /* lfm2.c: short convolutions and attention (hybrid) */
+  MODEL_ARCH_OLMO2,  /* olmo2.c */
+  MODEL_ARCH_GLM4,   /* glm4.c */
+  MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
+  MODEL_ARCH_MISTRAL3, /* llamalike.c: Ministral 3, Mistral Small 3.x text */
   MODEL_ARCH_COUNT
 };
 
@@ -70,9 +74,11 @@ typedef struct model_hparams {
                             ARCH.rope.dimension_count (default head_dim);
                             freq_base = ARCH.rope.freq_base (default 10000);
                             freq_scale = 1 / ARCH.rope.scaling.factor for
-                            rope.scaling.type "linear" (or 1 /
+                            rope.scaling.type "linear" or "yarn" (or 1 /
                             ARCH.rope.scale_linear); freq_factors =
-                            rope_freqs.weight (Llama 3) or NULL */
+                            rope_freqs.weight (Llama 3) or NULL; YaRN's
+                            ramp and attn_factor as model.c's
+                            load_rope_scaling reads them */
   /* Per-layer attention variants (model_load_swa_hparams,
    * model_load_softcap; all zero for architectures without them). */
   int64_t n_swa;         /* ARCH.attention.sliding_window: on a sliding
@@ -395,6 +401,13 @@ typedef struct model_arch_ops {
   bool hybrid;
   const void *spec; /* the row's parameters for code several rows share
                        (moe_dec.c: a model_moe_dec_spec), or NULL */
+  /* true: an encoder (bert, nomic-bert): bidirectional, no KV cache, no
+   * logits; only embeddings (model_is_encoder). */
+  bool encoder;
 } model_arch_ops;
+
+/* Whether the model's architecture is an encoder (its row's `encoder`):
+ * the manager serves it embeddings only, without a generation engine. */
+bool model_is_encoder(const model *m);
 
 #endif

@@ -146,6 +146,14 @@ int model_key_f32(model *m, const char *suffix, const float *def, float *out);
 /* Reads the hyper-parameters every decoder architecture names the same
  * way (see model_hparams) and checks them against each other. */
 int model_load_common_hparams(model *m, enum ops_rope_style style);
+/* YaRN's magnitude from ARCH.rope.scaling.yarn_log_multiplier (after
+ * model_load_common_hparams; for the rows whose converter writes it):
+ * L = the key times unit (the converters store mscale_all_dim: unit 1 for
+ * mistral3), and when L != 0 and the file is YaRN with a ramp,
+ * hp.rope.attn_factor = rope.scaling.attn_factor * g(factor, 1) / g(factor,
+ * L), g(s, k) = 1 + 0.1 k ln s for s > 1, else 1 (llama-context.cpp's
+ * get_mscale ratio; L = 1 makes it 1). Absent or 0: unchanged. */
+int model_rope_yarn_log_mul(model *m, float unit);
 /* After those: the sliding-window keys (see model_hparams). The window is
  * ARCH.attention.sliding_window (def_window when absent; NULL: required),
  * 1..context_length; the layer pattern ARCH.attention.sliding_window_pattern
@@ -266,6 +274,10 @@ extern const model_arch_ops model_arch_smollm3; /* llamalike.c */
 extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
 extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
+extern const model_arch_ops model_arch_olmo2; /* olmo2.c */
+extern const model_arch_ops model_arch_glm4;  /* glm4.c */
+extern const model_arch_ops model_arch_mistral3; /* llamalike.c */
+extern const model_arch_ops model_arch_nomic_bert; /* bert.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -334,6 +346,9 @@ void model_dense_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float 
  * pass (ops_add_rmsnorm, bit-identical to the two); norm NULL (after the
  * last layer): the add alone. */
 void model_dense_add_norm(model_ctx *c, model_dense_bufs *b, int64_t n, const float *norm);
+/* rows[r] = rms(rows[r]) * norm for n rows of width w, in place: the
+ * post-sub-layer norms and per-head q/k norms of every architecture. */
+void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float eps);
 /* b->xn row i = rms(b->x row st->out[i]) with the output norm, for the
  * st->n_out tokens whose logits (or embeddings) are wanted. */
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm);

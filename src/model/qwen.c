@@ -193,8 +193,8 @@ static int qwen_forward(model_ctx *c, const model_step *st, float *logits) {
       add_bias(b->v, L->bv, n, KV);
     }
     if (L->q_norm) {
-      for (int64_t r = 0; r < n * hp->n_head; r++) ops_rmsnorm(b->q + r * hd, b->q + r * hd, L->q_norm, hd, eps);
-      for (int64_t r = 0; r < n * hp->n_head_kv; r++) ops_rmsnorm(b->k + r * hd, b->k + r * hd, L->k_norm, hd, eps);
+      model_norm_rows(b->q, n * hp->n_head, hd, L->q_norm, eps);
+      model_norm_rows(b->k, n * hp->n_head_kv, hd, L->k_norm, eps);
     }
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);

@@ -1,6 +1,7 @@
 /*
  * testgen_arch.c - random-weight qwen2 / qwen3 / bert / gemma2 / gemma3 /
- * phi3 / granite / smollm3 GGUF files (see testgen_arch.h).
+ * phi3 / granite / smollm3 / mistral3 GGUF files (see testgen_arch.h); olmo2 and glm4
+ * tensors are testgen_dense.c's.
  *
  * Tensors are generated in f32 from one xorshift64* stream seeded from
  * g->seed, in file order (so a seed names a model), then converted to their
@@ -10,6 +11,7 @@
 #include "model/testgen_arch.h"
 #include "model/testgen_int.h"
 #include "model/testgen.h"
+#include "model/testgen_dense.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,8 +31,9 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.n_embd = 64;
   g.n_layer = 2;
   g.n_head = 4;
-  g.n_head_kv = arch == MODEL_ARCH_BERT ? 4 : 2;
-  g.n_ff = arch == MODEL_ARCH_BERT ? 128 : 160;
+  const bool enc = arch == MODEL_ARCH_BERT || arch == MODEL_ARCH_NOMIC_BERT;
+  g.n_head_kv = enc ? 4 : 2;
+  g.n_ff = enc ? 128 : 160;
   g.n_vocab = 300;
   g.n_ctx = 128;
   g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE ? 32 : 0;
@@ -43,7 +46,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.n_ff_exp = 32;
   }
   g.type = g.type_embd = TENSOR_TYPE_F32;
-  g.pooling_type = arch == MODEL_ARCH_BERT ? MODEL_POOLING_MEAN : -1;
+  g.pooling_type = enc ? MODEL_POOLING_MEAN : -1;
   g.sliding_window = -1;
   g.rope_finetuned = -1;
   g.seed = 1;
@@ -82,6 +85,17 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.tied = true;
     g.n_layer = 4;
   }
+  if (arch == MODEL_ARCH_MISTRAL3) {
+    g.rope_freq_base = 1000.0f;
+    g.rope_yarn = 4.0f;
+    g.n_ctx_orig = 16;
+    g.yarn_beta_fast = 4.0f;
+    g.yarn_beta_slow = 0.5f;
+    g.yarn_log_mul = 1.0f;
+    g.attn_temp_scale = 0.1f;
+  }
+  if (arch == MODEL_ARCH_GLM4) g.n_rot = 8; /* half of head_dim 16, as GLM-4 files */
+  if (arch == MODEL_ARCH_NOMIC_BERT) g.rope_freq_base = 1000.0f; /* nomic-embed-text's */
   return g;
 }
 
@@ -160,7 +174,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_BERT   ? "bert"
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
-                   : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3
+                   : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
+                           g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch)
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -168,8 +183,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
-                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe "
-                   "or llama with experts",
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
+                   "olmo2, glm4, nomic-bert, mistral3 or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
@@ -179,7 +194,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
       g->n_ctx <= 0 || g->n_head % g->n_head_kv || (!g->head_dim && g->n_embd % g->n_head))
     return err_set(ERR_RANGE, "testgen: inconsistent shape");
-  const bool bert = g->arch == MODEL_ARCH_BERT;
+  const bool bert = g->arch == MODEL_ARCH_BERT || g->arch == MODEL_ARCH_NOMIC_BERT; /* encoders' keys */
   testgen_gen s;
   int rc = testgen_gen_init(&s, g->seed, 0x7654321ull);
   s.bad = g->bad_tensor;
@@ -225,6 +240,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (bert) {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_epsilon"), eps));
     CK(gguf_writer_add_bool(s.w, KEY("attention.causal"), false));
+    if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
   } else {
     CK(gguf_writer_add_f32(s.w, KEY("attention.layer_norm_rms_epsilon"), eps));
     if (g->rope_freq_base > 0) CK(gguf_writer_add_f32(s.w, KEY("rope.freq_base"), g->rope_freq_base));
@@ -232,6 +248,18 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       CK(gguf_writer_add_str(s.w, KEY("rope.scaling.type"), "linear"));
       CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.factor"), g->rope_scale_linear));
     }
+    if (g->rope_yarn != 0) {
+      CK(gguf_writer_add_str(s.w, KEY("rope.scaling.type"), "yarn"));
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.factor"), g->rope_yarn));
+    }
+    if (g->yarn_beta_fast != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_beta_fast"), g->yarn_beta_fast));
+    if (g->yarn_beta_slow != 0) CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_beta_slow"), g->yarn_beta_slow));
+    if (g->yarn_ext_factor != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_ext_factor"), g->yarn_ext_factor));
+    if (g->yarn_log_mul != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("rope.scaling.yarn_log_multiplier"), g->yarn_log_mul));
+    if (g->attn_temp_scale != 0)
+      CK(gguf_writer_add_f32(s.w, KEY("attention.temperature_scale"), g->attn_temp_scale));
   }
   if (g->sliding_window >= 0)
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));
@@ -267,7 +295,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     CK(testgen_add_tensor(&s, name, type, cols, rows, c, a)); \
   } while (0)
 #define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
-  if (bert) {
+  if (testgen_dense_arch(g->arch)) {
+    CK(testgen_dense_write(&s, g));
+  } else if (bert) {
     int i;
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);
     T0("token_types.weight", g->type_embd, E, 2, 0.0f, 0.5f);

@@ -21,7 +21,7 @@
 
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
-                             PHI3, GRANITE, SMOLLM3,
+                             PHI3, GRANITE, SMOLLM3, OLMO2, GLM4, MISTRAL3,
                              QWEN3MOE or LLAMA_MOE (a "llama" file with
                              experts, Mixtral's layout) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
@@ -39,6 +39,16 @@ typedef struct model_testgen_arch {
   float rope_freq_base;   /* 0 = leave the key out */
   float rope_scale_linear; /* > 0: rope.scaling.type "linear" with this
                              rope.scaling.factor; 0 = no scaling keys */
+  float rope_yarn;        /* != 0 (tests: < 0 too): rope.scaling.type
+                             "yarn" with this factor (n_ctx_orig,
+                             rope_attn_factor and the yarn keys below go
+                             with it where set) */
+  float yarn_beta_fast, yarn_beta_slow, yarn_ext_factor; /* ARCH.rope.scaling.
+                             yarn_*; written when != 0 */
+  float yarn_log_mul;     /* ARCH.rope.scaling.yarn_log_multiplier;
+                             written when != 0 */
+  float attn_temp_scale;  /* mistral3: ARCH.attention.temperature_scale;
+                             written when != 0 */
   int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
                              leave the key out (0 is written, for tests) */
   float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
@@ -82,6 +92,8 @@ typedef struct model_testgen_arch {
                               head_count_kv entry is n_head_kv), clear = a
                               short convolution (entry 0) */
   int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
+  bool fused_qkv;         /* glm4: one attn_qkv tensor (and bias) instead
+                             of attn_q/k/v */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -103,7 +115,13 @@ typedef struct model_testgen_arch {
  * multipliers embedding 12, residual 0.22, attention 0.15, logits / 8.
  * smollm3: 4 layers (layer 3 without RoPE), 2 KV heads, tied. lfm2: 4
  * layers (2 attends, 0, 1 and 3 are short convolutions of 3 taps), 2 KV
- * heads, tied. */
+ * heads, tied. olmo2: 2 KV heads,
+ * n_ff 160, untied. glm4: 2 KV heads, n_ff 160, untied, separate q/k/v
+ * with biases, rotary on 8 of head_dim 16.
+ * nomic-bert: 4 KV heads, n_ff 128, mean pooling, rope base 1000.
+ * mistral3: 2 KV heads, untied, rope base 1000 with YaRN x4 over an
+ * original 16 positions (betas 4 and 0.5, yarn_log_multiplier 1),
+ * attention temperature 0.1. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

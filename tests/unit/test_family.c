@@ -187,13 +187,25 @@ TEST(family_mistral) {
   ASSERT_INT_EQ(detect(&v1, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT);
-  /* Mistral Small 3.x has its own architecture, not executable yet */
+  /* Mistral Small 3.x and Ministral 3 have their own architecture, run by
+   * llamalike.c's mistral3 row */
   fake_model small = {.arch = "mistral3", .name = "Mistral Small 3.2 24B Instruct 2506", .tok_model = "gpt2",
                       .tok_pre = "tekken"};
   ASSERT_INT_EQ(detect(&small, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
-  EXPECT_FALSE(fi.executable);
-  EXPECT_STR_CONTAINS(family_missing(&fi), "'mistral3'");
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  /* a template with [THINK] .. [/THINK] (Ministral 3 Reasoning) reasons
+   * with those markers; the plain Mistral templates above do not */
+  fake_model rs = {.arch = "mistral3", .name = "Ministral 3 14B Reasoning 2512", .tok_model = "gpt2",
+                   .tok_pre = "tekken",
+                   .tmpl = "{{ '[SYSTEM_PROMPT]' }}{% for m in messages %}[INST]{{ m.content }}[/INST]{% endfor %}"
+                           "{% if tools %}[AVAILABLE_TOOLS]{% endif %}{{ '[THINK]' }}{{ '[/THINK]' }}"};
+  ASSERT_INT_EQ(detect(&rs, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_MISTRAL);
+  EXPECT_TRUE((CAPS(fi) & FAMILY_CAP_REASONING) != 0);
+  EXPECT_STR_EQ(fi.think_open, "[THINK]");
+  EXPECT_STR_EQ(fi.think_close, "[/THINK]");
 }
 
 TEST(family_mixtral) {
@@ -457,6 +469,28 @@ TEST(family_hermes_functionary) {
   EXPECT_STR_EQ(family_parser_name(fi.parser), "functionary");
 }
 
+/* OLMo 2 and GLM-4: their own architectures, run by olmo2.c and glm4.c. */
+TEST(family_olmo2_glm4) {
+  family_info fi;
+  fake_model o = {.arch = "olmo2", .name = "OLMo 2 1124 7B Instruct", .tok_model = "gpt2"};
+  ASSERT_INT_EQ(detect(&o, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_OLMO2);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* the default template shows tools */
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model z = {.arch = "glm4", .name = "GLM 4 9B 0414", .tok_model = "gpt2", .tok_pre = "glm4",
+                  .tokens = {"[gMASK]", "<|user|>"}};
+  ASSERT_INT_EQ(detect(&z, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_GLM4);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* the default template shows tools */
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  /* the MoE GLM-4.5 is another architecture, named as missing */
+  fake_model zm = {.arch = "glm4moe", .name = "GLM 4.5 Air", .tok_model = "gpt2", .tok_pre = "glm4"};
+  ASSERT_INT_EQ(detect(&zm, &fi), 0);
+  EXPECT_FALSE(fi.executable);
+}
+
 TEST(family_bert_embedders) {
   family_info fi;
   fake_model b = {.arch = "bert", .name = "All MiniLM L6 v2", .tok_model = "bert", .pooling = true,
@@ -466,8 +500,15 @@ TEST(family_bert_embedders) {
   EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_EMBED);
   EXPECT_TRUE(fi.executable);
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_NONE);
-  const char *archs[] = {"nomic-bert", "jina-bert-v2", "modern-bert"};
-  for (int i = 0; i < 3; i++) {
+  /* nomic-embed-text runs (bert.c's nomic-bert row) */
+  fake_model nomic = {.arch = "nomic-bert", .name = "Nomic Embed Text v1.5", .tok_model = "bert", .pooling = true};
+  ASSERT_INT_EQ(detect(&nomic, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_BERT);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_EMBED);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  const char *archs[] = {"jina-bert-v2", "modern-bert"};
+  for (int i = 0; i < 2; i++) {
     fake_model o = {.arch = archs[i], .tok_model = "bert", .pooling = true};
     ASSERT_INT_EQ(detect(&o, &fi), 0);
     EXPECT_INT_EQ(fi.id, FAMILY_BERT);

@@ -1,0 +1,148 @@
+// dense.test.mjs - the olmo2, glm4 and mistral3 decoders (src/model/olmo2.c,
+// glm4.c, llamalike.c) and the nomic-bert encoder (bert.c) served through
+// every dialect with the
+// vendors' own SDKs: a chat request to /v1/chat/completions (openai),
+// /v1/messages (@anthropic-ai/sdk), /api/chat (ollama) and LM Studio's
+// /api/v1/chat (fetch: it has no JS client) for each decoder, glm4 and
+// mistral3 with their real chat templates from ../shared/templates (GLM-4.7,
+// Ministral 3 Reasoning; olmo2 has none there: its family's default), and
+// embeddings from nomic-bert on /v1/embeddings
+// and /api/embed. Random weights: the tests check that each request runs
+// end to end through the family's template and model, not what it says.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { Ollama } from 'ollama';
+import { startServer, runCli } from '../lib/server.mjs';
+import { SHARED, LLAMA_VOCAB, BERT_VOCAB } from '../lib/models.mjs';
+
+const GLM_TEMPLATE = path.join(SHARED, 'templates/GLM-4.7-Flash.jinja');
+const MINISTRAL_TEMPLATE = path.join(SHARED, 'templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja');
+const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3'];
+const EMBED_MODEL = 'dense/nomic';
+let srv, dir, skip;
+
+before(async () => {
+  for (const f of [LLAMA_VOCAB, BERT_VOCAB, GLM_TEMPLATE, MINISTRAL_TEMPLATE])
+    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
+  dir = mkdtempSync(path.join(tmpdir(), 'parley-dense-'));
+  mkdirSync(path.join(dir, 'dense'));
+  const gen = [
+    ['dense/olmo2.gguf', '--arch', 'olmo2', '--vocab', LLAMA_VOCAB, '--ctx', '1024'],
+    ['dense/glm4.gguf', '--arch', 'glm4', '--vocab', LLAMA_VOCAB, '--chat-template', GLM_TEMPLATE, '--ctx', '1024'],
+    ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, '--chat-template', MINISTRAL_TEMPLATE,
+      '--ctx', '1024'],
+    ['dense/nomic.gguf', '--arch', 'nomic-bert', '--vocab', BERT_VOCAB],
+  ];
+  for (const [out, ...args] of gen) {
+    const r = await runCli(['gen-model', path.join(dir, out), ...args]);
+    if (r.code !== 0) throw new Error(`gen-model ${out} failed: ${r.stderr}`);
+  }
+  srv = await startServer({ args: ['--models-dir', dir], env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
+});
+after(async () => {
+  if (srv) await srv.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const SYSTEM = 'You are a terse assistant.';
+const USER = 'Name three colours.';
+
+test('the models are listed as runnable on /v1/models', async (t) => {
+  if (skip) return t.skip(skip);
+  const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  for (const m of [...CHAT_MODELS, EMBED_MODEL]) assert.ok(ids.includes(m), `no ${m} in ${JSON.stringify(ids)}`);
+});
+
+test('dense/mistral3: /api/show reports it runnable, with thinking from the [THINK] template', async (t) => {
+  if (skip) return t.skip(skip);
+  const r = await new Ollama({ host: srv.url }).show({ model: 'dense/mistral3' });
+  assert.equal(r.details.family, 'mistral3'); // Ollama's family is the architecture
+  assert.ok(r.capabilities.includes('completion'), JSON.stringify(r.capabilities));
+  assert.ok(r.capabilities.includes('thinking'), JSON.stringify(r.capabilities));
+  assert.ok(r.template.includes('[THINK]'));
+});
+
+for (const model of CHAT_MODELS) {
+  test(`${model}: a chat completion through the openai SDK`, async (t) => {
+    if (skip) return t.skip(skip);
+    const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const r = await client.chat.completions.create({
+      model, max_tokens: 6, temperature: 0,
+      messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: USER }],
+    });
+    assert.equal(r.model, model);
+    assert.equal(r.choices[0].message.role, 'assistant');
+    assert.equal(typeof r.choices[0].message.content, 'string');
+    assert.ok(['length', 'stop'].includes(r.choices[0].finish_reason));
+    assert.ok(r.usage.prompt_tokens > 5 && r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 6);
+  });
+
+  test(`${model}: a message through the anthropic SDK`, async (t) => {
+    if (skip) return t.skip(skip);
+    const client = new Anthropic({ baseURL: srv.url, apiKey: 'x', maxRetries: 0 });
+    const r = await client.messages.create({
+      model, max_tokens: 6, temperature: 0, system: SYSTEM, messages: [{ role: 'user', content: USER }],
+    });
+    assert.equal(r.type, 'message');
+    assert.equal(r.role, 'assistant');
+    // the GLM-4.7 template opens a thinking block, so the first tokens may be thinking
+    assert.ok(r.content.length >= 1);
+    for (const c of r.content) assert.ok(['text', 'thinking'].includes(c.type), c.type);
+    assert.ok(['max_tokens', 'end_turn', 'stop_sequence'].includes(r.stop_reason), r.stop_reason);
+    // the prompt prefix may come from the cache (the openai request before it)
+    const prompt = r.usage.input_tokens + (r.usage.cache_read_input_tokens ?? 0);
+    assert.ok(prompt > 5 && r.usage.output_tokens >= 1 && r.usage.output_tokens <= 6,
+      JSON.stringify(r.usage));
+  });
+
+  test(`${model}: a chat through the ollama SDK`, async (t) => {
+    if (skip) return t.skip(skip);
+    const client = new Ollama({ host: srv.url });
+    const r = await client.chat({
+      model, options: { num_predict: 6, temperature: 0 },
+      messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: USER }],
+    });
+    assert.equal(r.model, model);
+    assert.equal(r.message.role, 'assistant');
+    assert.equal(typeof r.message.content, 'string');
+    assert.equal(r.done, true);
+    assert.ok(r.prompt_eval_count > 5 && r.eval_count >= 1 && r.eval_count <= 6);
+  });
+
+  test(`${model}: a chat through LM Studio's /api/v1/chat`, async (t) => {
+    if (skip) return t.skip(skip);
+    const res = await fetch(`${srv.url}/api/v1/chat`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, system_prompt: SYSTEM, input: USER, max_output_tokens: 6, temperature: 0 }),
+    });
+    const b = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(b));
+    assert.equal(b.model_instance_id, model);
+    assert.equal(b.output.at(-1).type, 'message');
+    assert.equal(typeof b.output.at(-1).content, 'string');
+    assert.ok(b.stats.input_tokens > 5 && b.stats.total_output_tokens >= 1 && b.stats.total_output_tokens <= 6);
+  });
+}
+
+test('nomic-bert: embeddings through the openai and ollama SDKs, normalized and equal', async (t) => {
+  if (skip) return t.skip(skip);
+  const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const r = await client.embeddings.create({ model: EMBED_MODEL, input: ['red and blue', 'green'], encoding_format: 'float' });
+  assert.equal(r.data.length, 2);
+  const [a, b] = r.data.map((d) => d.embedding);
+  assert.equal(a.length, 64);
+  const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+  assert.ok(Math.abs(norm(a) - 1) < 1e-4 && Math.abs(norm(b) - 1) < 1e-4);
+  assert.notDeepEqual(a, b);
+  const o = await new Ollama({ host: srv.url }).embed({ model: EMBED_MODEL, input: 'red and blue' });
+  assert.equal(o.embeddings.length, 1);
+  const dot = o.embeddings[0].reduce((s, x, i) => s + x * a[i], 0);
+  assert.ok(dot > 0.9999, `cosine ${dot}`);
+});
