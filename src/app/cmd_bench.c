@@ -24,7 +24,7 @@
  *   parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F16|Q8_0|Q4_0|Q4_K_M|...] [--seed S]
  *                    [--vocab VOCAB.gguf] [--chat-template FILE]: copy a real tokenizer
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
- *                    [--arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral]: testgen_arch's small shape instead;
+ *                    [--arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|gpt-oss]: testgen_arch's small shape instead;
  *                    [--ctx N]: the trained context written (llama)
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
@@ -314,9 +314,11 @@ done:
 }
 
 /* gen-model --arch qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|
- * qwen3moe|mixtral: the small F32 shape of testgen_arch (bert: an embedding model
- * with mean pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts,
- * top-2; mixtral: a "llama" file with experts), optionally with a real vocabulary. */
+ * qwen3moe|mixtral|gpt-oss: the small F32 shape of testgen_arch (bert: an
+ * embedding model with mean pooling; gemma, phi3: sliding window 8;
+ * qwen3moe: 4 experts, top-2; mixtral: a "llama" file with experts;
+ * gpt-oss: 4 experts, top-2, window 8, sinks), optionally with a real
+ * vocabulary. */
 /* The text of a --chat-template file (malloc'd), or NULL after printing
  * why it cannot be read. */
 static char *read_template(const char *path) {
@@ -352,10 +354,11 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
   else if (strcmp(arch, "qwen3moe") == 0) a = MODEL_ARCH_QWEN3MOE;
   else if (strcmp(arch, "mixtral") == 0) a = MODEL_ARCH_LLAMA_MOE;
   else if (strcmp(arch, "lfm2") == 0) a = MODEL_ARCH_LFM2;
+  else if (strcmp(arch, "gpt-oss") == 0) a = MODEL_ARCH_GPT_OSS;
   else {
     fprintf(stderr,
             "parley gen-model: unknown architecture '%s' (llama, qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, "
-            "smollm3, qwen3moe, mixtral, lfm2)\n",
+            "smollm3, qwen3moe, mixtral, lfm2, gpt-oss)\n",
             arch);
     return 2;
   }
@@ -423,7 +426,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|whisper] [--ctx N]\n"
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|gpt-oss|whisper] [--ctx N]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n");
     return 2;
   }

@@ -171,7 +171,7 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
 /* Architectures the runtime executes (model/ implements their graphs). */
 static const char *const EXECUTABLE_ARCHS[] = {"llama", "qwen2",  "qwen3",   "bert",   "gemma2",
                                                 "gemma3", "phi3", "granite", "smollm3",
-                                                "qwen3moe"};
+                                                "qwen3moe", "gpt-oss"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -497,7 +497,7 @@ int family_detect(const gguf_file *f, family_info *out) {
     append_missing(out, text);
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
-             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3 and qwen3moe", ev->arch, row->display);
+             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe and gpt-oss", ev->arch, row->display);
     append_missing(out, text);
   }
   if (row->needs) append_missing(out, row->needs);

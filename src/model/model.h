@@ -51,6 +51,7 @@ enum model_arch {
   MODEL_ARCH_QWEN3MOE, /* qwen3moe.c: mixture of experts (moe.c) */
   MODEL_ARCH_LLAMA_MOE, /* llama_moe.c: "llama" files with experts (Mixtral) */
   MODEL_ARCH_LFM2,    /* lfm2.c: short convolutions and attention (hybrid) */
+  MODEL_ARCH_GPT_OSS,   /* gptoss.c: OpenAI gpt-oss (moe.c, attention sinks) */
   MODEL_ARCH_COUNT
 };
 
