@@ -219,12 +219,14 @@ def rope(x, n_rot, base, freq_scale=1.0, neox=True, factors=None, mscale=1.0, ya
     return x
 
 
-def attention(q, k, v, scale, visible=None, softcap=0.0, kv_f16=False):
+def attention(q, k, v, scale, visible=None, softcap=0.0, kv_f16=False, sinks=None):
     """q [n][H][d], k and v [n][Hkv][d] -> [n][H*d]: head h reads kv head
     h // (H / Hkv); scores (q . k) * scale, then softcap tanh(s / softcap)
     when softcap is set; visible [n][n] (query, key) masks, None sees all.
     kv_f16 rounds keys and values to float16 first, as the C runtime's
-    default F16 cache stores them."""
+    default F16 cache stores them. sinks [H] (gpt-oss): one more logit per
+    head in every row's softmax, a column without a value (dropped after
+    the softmax, so a row's weights sum to less than 1)."""
     n, H, d = q.shape
     rep = H // k.shape[1]
     if kv_f16:
@@ -238,6 +240,9 @@ def attention(q, k, v, scale, visible=None, softcap=0.0, kv_f16=False):
         s = softcap * np.tanh(s / softcap)
     if visible is not None:
         s = np.where(visible[None], s, -np.inf)
+    if sinks is not None:
+        s = np.concatenate([s, np.broadcast_to(sinks[:, None, None], (H, n, 1))], axis=-1)
+        return (softmax(s)[:, :, :n] @ v).transpose(1, 0, 2).reshape(n, H * d)
     return (softmax(s) @ v).transpose(1, 0, 2).reshape(n, H * d)
 
 

@@ -17,6 +17,10 @@ experts, grouped by expert; the two share only the definition:
   out = sum_e mask[:, e] * down_e(silu(gate_e h) * up_e h)
         + sigmoid(h . g_shexp) * down_s(silu(gate_s h) * up_s h)   (shared expert)
 Ties in the top-k go to the lower expert number (a stable sort).
+
+gpt-oss (act "oai", every tensor with a bias): logits = h @ Wr.T + br, and
+  expert_e(h) = down_e(oai(gate_e h + bg_e, up_e h + bu_e)) + bd_e
+  oai(g, u) = x sigmoid(1.702 x) (y + 1), x = min(g, 7), y = clip(u, -7, 7)
 """
 import os
 import sys
@@ -30,10 +34,12 @@ from ref_common import arch_key, softmax, swiglu  # noqa: E402
 def load(g, arch, i):
     """Layer i's MoE tensors and the file's routing keys, as a dict."""
     key = arch_key(g, arch)
+    gate_def = 3 if arch == "gpt-oss" else 1
     d = {
         "n_used": key("expert_used_count"),
-        "gating": key("expert_gating_func", 1) or 1,
         "norm_w": bool(key("expert_weights_norm", True if arch in ("qwen3moe", "llama") else False)),
+        # the architecture's default (gpt-oss: top-k of the logits, then the softmax of those k)
+        "gating": key("expert_gating_func", gate_def) or gate_def,
         "w_scale": key("expert_weights_scale", 0.0) or 1.0,
         "router": g.tensor("blk.%d.ffn_gate_inp.weight" % i),  # [n_expert][n_embd]
         "down": g.tensor("blk.%d.ffn_down_exps.weight" % i),   # [n_expert][n_embd][n_ff]
@@ -47,6 +53,10 @@ def load(g, arch, i):
         d["gate"] = g.tensor(p + "ffn_gate_exps.weight")   # [n_expert][n_ff][n_embd]
         d["up"] = g.tensor(p + "ffn_up_exps.weight")
     d["bias"] = g.tensor(p + "exp_probs_b.bias") if g.has(p + "exp_probs_b.bias") else None
+    d["act"] = "oai" if arch == "gpt-oss" else "silu"
+    if arch == "gpt-oss":  # biases [n_expert][n_ff] / [n_expert][n_embd]; the router's [n_expert]
+        for k in ("gate_inp", "gate_exps", "up_exps", "down_exps"):
+            d["b_" + k] = g.tensor(p + "ffn_%s.bias" % k)
     if g.has(p + "ffn_gate_shexp.weight"):
         d["sh"] = [g.tensor(p + "ffn_gate_shexp.weight"), g.tensor(p + "ffn_up_shexp.weight"),
                    g.tensor(p + "ffn_down_shexp.weight")]
@@ -54,10 +64,19 @@ def load(g, arch, i):
     return d
 
 
+def swiglu_oai(gate, up, alpha=1.702, limit=7.0):
+    """gpt-oss's clamped activation of the (biased) gate and up products."""
+    x = np.minimum(gate, limit)
+    y = np.clip(up, -limit, limit)
+    return x / (1.0 + np.exp(-alpha * x)) * (y + 1.0)
+
+
 def ffn(h, d):
     """h [n][n_embd] -> [n][n_embd]."""
     n = h.shape[0]
     logits = h @ d["router"].T
+    if "b_gate_inp" in d:
+        logits = logits + d["b_gate_inp"]
     k = d["n_used"]
     if d["gating"] == 1:
         p = softmax(logits)
@@ -77,7 +96,11 @@ def ffn(h, d):
     np.put_along_axis(mask, chosen, w, axis=-1)
     out = np.zeros_like(h)
     for e in range(logits.shape[1]):
-        y = swiglu(h, d["gate"][e], d["up"][e], d["down"][e])
+        if d["act"] == "oai":
+            a = swiglu_oai(h @ d["gate"][e].T + d["b_gate_exps"][e], h @ d["up"][e].T + d["b_up_exps"][e])
+            y = a @ d["down"][e].T + d["b_down_exps"][e]
+        else:
+            y = swiglu(h, d["gate"][e], d["up"][e], d["down"][e])
         out += mask[:, e:e + 1] * y
     if "sh" in d:
         gs, us, ds = d["sh"]

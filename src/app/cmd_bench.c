@@ -26,7 +26,7 @@
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
  *                    [--arch NAME]: testgen_arch's small shape of that general.architecture
  *                    (qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, lfm2, olmo2,
- *                    glm4, nomic-bert, mistral3; mixtral: a llama file with experts; whisper: a whisper.cpp file)
+ *                    glm4, nomic-bert, mistral3, gpt-oss; mixtral: a llama file with experts; whisper: a whisper.cpp file)
  *                    instead;
  *                    [--ctx N]: the trained context written
  *
@@ -420,7 +420,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|whisper] [--ctx N]\n"
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|whisper] [--ctx N]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n");
     return 2;
   }

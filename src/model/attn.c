@@ -21,7 +21,11 @@
  * n_swa positions, whatever the context), and the tiles where some token's
  * window begins inside the tile run tile_masked (a lower bound per
  * column) instead of the kernel; soft-capped scores (Gemma 2) run
- * tile_masked on every tile. The cache itself is full-size: every
+ * tile_masked on every tile. Attention sinks (gpt-oss: a learned logit per
+ * query head that takes a share of the softmax but has no value) need no
+ * pass of their own: the online softmax ends with the running maximum m and
+ * sum l of every row, and the sink enters only the final division,
+ * out = o / (l + exp(sink - m)). The cache itself is full-size: every
  * position stays stored, so the prefix cache and sequence copies need
  * nothing special, and a window only changes which positions are read.
  */
@@ -59,6 +63,7 @@ struct att_job {
   const float *q;
   float *out;
   float scale;
+  const float *sinks; /* [n_head] or NULL */
   int64_t n_runs, n_tasks;
   atomic_long next;
 };
@@ -221,7 +226,13 @@ static void att_task(struct att_job *j, float *scr, int64_t task) {
     for (int64_t r = 0; r < n_rep; r++, qi++) {
       const float *src = ot + (qi / C) * hd * C + qi % C;
       float *o = j->out + (t0 + t) * q_stride + (g * n_rep + r) * hd;
-      float inv = 1.0f / l[qi]; /* l >= 1: the maximum's own term is exp(0) */
+      /* l >= 1: the maximum's own term is exp(0). A sink is one more
+       * logit in the denominator only: exp(sink - m) with m the running
+       * maximum (expf overflowing to inf for a dominant sink gives the
+       * limit, an output of 0) */
+      float den = l[qi];
+      if (j->sinks) den += expf(j->sinks[g * n_rep + r] - m[qi]);
+      float inv = 1.0f / den;
       for (int64_t d = 0; d < hd; d++) o[d] = src[d * C] * inv;
     }
 }
@@ -238,7 +249,12 @@ static void att_worker(void *ctx, int ith, int nth) {
 }
 
 int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale) {
-  struct att_job j = {.c = c, .l = l, .q = q, .out = out, .scale = scale};
+  return model_attention_sinks(c, l, s, q, out, scale, NULL);
+}
+
+int model_attention_sinks(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale,
+                          const float *sinks) {
+  struct att_job j = {.c = c, .l = l, .q = q, .out = out, .scale = scale, .sinks = sinks};
   /* runs of consecutive tokens of one sequence, cut at ATT_TILE_TOK */
   double work = 0.0;
   j.n_runs = 0;

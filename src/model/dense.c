@@ -194,7 +194,15 @@ int model_attn_bind(model *m, model_attn_layer *L, int i, int flags) {
       (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
       (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
       (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
-      (rc = model_bind_vector(m, &L->ffn_norm, E, 0, "blk.%d.ffn_norm.weight", i)))
+      (rc = model_bind_vector(m, &L->ffn_norm, E, 0,
+                              flags & MODEL_ATTN_POST_NORM ? "blk.%d.post_attention_norm.weight"
+                                                           : "blk.%d.ffn_norm.weight",
+                              i)))
+    return rc;
+  if ((flags & MODEL_ATTN_OUT_BIAS) && (rc = model_bind_vector(m, &L->bo, E, 0, "blk.%d.attn_output.bias", i)))
+    return rc;
+  if ((flags & MODEL_ATTN_SINKS) &&
+      (rc = model_bind_vector(m, &L->sinks, hp->n_head, 0, "blk.%d.attn_sinks.weight", i)))
     return rc;
   if ((flags & MODEL_ATTN_QK_NORM) &&
       ((rc = model_bind_vector(m, &L->q_norm, hd, 0, "blk.%d.attn_q_norm.weight", i)) ||
@@ -238,9 +246,10 @@ int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const mode
   }
   model_kv_store(c, l, st, b->k, b->v);
   model_prof_mark(c, MODEL_PROF_ROPE_KV);
-  if ((rc = model_attention(c, l, st, b->q, b->att, 1.0f / sqrtf((float)hd)))) return rc;
+  if ((rc = model_attention_sinks(c, l, st, b->q, b->att, 1.0f / sqrtf((float)hd), L->sinks))) return rc;
   model_prof_mark(c, MODEL_PROF_ATTN);
   rc = model_matmul(c, &L->wo, b->att, n, b->xn);
+  if (!rc && L->bo) add_rows(b->xn, L->bo, n, hp->n_embd);
   model_prof_mark(c, MODEL_PROF_WO);
   return rc;
 }

@@ -176,7 +176,7 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
 /* Architectures the runtime executes (model/ implements their graphs). */
 static const char *const EXECUTABLE_ARCHS[] = {"llama", "qwen2",  "qwen3",   "bert",   "gemma2",
                                                 "gemma3", "phi3", "granite", "smollm3",
-                                                "qwen3moe", "olmo2", "glm4", "nomic-bert", "mistral3"};
+                                                "qwen3moe", "olmo2", "glm4", "nomic-bert", "mistral3", "gpt-oss"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -502,8 +502,8 @@ int family_detect(const gguf_file *f, family_info *out) {
     append_missing(out, text);
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
-             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert "
-             "and mistral3",
+             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
+             "mistral3 and gpt-oss",
              ev->arch, row->display);
     append_missing(out, text);
   }

@@ -71,6 +71,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_GLM4] = &model_arch_glm4,
     [MODEL_ARCH_MISTRAL3] = &model_arch_mistral3,
     [MODEL_ARCH_NOMIC_BERT] = &model_arch_nomic_bert,
+    [MODEL_ARCH_GPT_OSS] = &model_arch_gpt_oss,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }
@@ -627,29 +628,47 @@ int model_bind_matrix_parts(model *m, model_tensor *parts, int n_parts, const in
   return 0;
 }
 
-int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...) {
+/* n_rows (0: a 1-D tensor) vectors of n elements as one f32 copy. */
+static int bind_vec(model *m, const float **out, int64_t n, int64_t n_rows, int flags, const char *fmt, va_list ap) {
   *out = NULL;
   model_tensor t;
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = bind_v(m, &t, n, 0, flags, fmt, ap);
-  va_end(ap);
+  int rc = bind_v(m, &t, n, n_rows, flags | MODEL_BIND_ROWS, fmt, ap);
   if (rc || !t.data) return rc;
   /* Copied even when F32: read from the mapping on every forward pass, an
    * 8 KiB norm kept its whole folio (up to 2 MiB) of the file resident,
    * next to the repacked copy of the matrices around it. */
-  float *v = malloc((size_t)n * sizeof *v);
+  const size_t rows = (size_t)(n_rows ? n_rows : 1);
+  float *v = malloc(rows * (size_t)n * sizeof *v);
   if (!v || own(m, v)) {
     free(v);
     return err_set(ERR_NOMEM, "tensor '%s': out of memory", t.name);
   }
-  if (t.type == TENSOR_TYPE_F32)
-    memcpy(v, t.data, (size_t)n * sizeof *v);
-  else if ((rc = ref_dequantize_row(t.type, t.data, v, n)))
-    return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
-  copied(m, t.data, t.row_bytes);
+  for (size_t r = 0; r < rows; r++) {
+    const uint8_t *src = (const uint8_t *)t.data + r * t.row_bytes;
+    if (t.type == TENSOR_TYPE_F32)
+      memcpy(v + r * (size_t)n, src, (size_t)n * sizeof *v);
+    else if ((rc = ref_dequantize_row(t.type, src, v + r * (size_t)n, n)))
+      return err_set(rc, "tensor '%s': cannot dequantize type %s", t.name, tensor_type_name(t.type));
+  }
+  copied(m, t.data, rows * t.row_bytes);
   *out = v;
   return 0;
+}
+
+int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_vec(m, out, n, 0, flags, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int model_bind_vectors(model *m, const float **out, int64_t n, int64_t n_rows, int flags, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = bind_vec(m, out, n, n_rows, flags, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 /* ---- matrix products ------------------------------------------------------ */

@@ -55,6 +55,7 @@ enum model_arch {
   MODEL_ARCH_GLM4,   /* glm4.c */
   MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
   MODEL_ARCH_MISTRAL3, /* llamalike.c: Ministral 3, Mistral Small 3.x text */
+  MODEL_ARCH_GPT_OSS,   /* gptoss.c: OpenAI gpt-oss (moe.c, attention sinks) */
   MODEL_ARCH_COUNT
 };
 

@@ -138,6 +138,10 @@ void model_release_pages(const void *p, size_t bytes);
  * when optional and absent. */
 int model_bind_vector(model *m, const float **out, int64_t n, int flags, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* A 2-D tensor [n, n_rows] (GGUF dims) as n_rows f32 vectors of n, one
+ * copy the model owns (MoE expert biases: one row per expert). */
+int model_bind_vectors(model *m, const float **out, int64_t n, int64_t n_rows, int flags, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* "ARCH.suffix" getters with defaults (required when def is NULL). Each
  * checks the range [lo, hi] and names the key in the error. */
@@ -258,6 +262,12 @@ void model_kv_store(model_ctx *c, int64_t l, const model_step *s, const float *k
  * softmax), so the scratch does not grow with the context. Returns 0 (the
  * int is kept for callers that check it). */
 int model_attention(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale);
+/* model_attention with attention sinks: sinks [n_head] (NULL: none) is a
+ * logit per query head added to every row's softmax denominator (a
+ * position with no value): out[t][h] = sum_p exp(s_p) V_p / (sum_p exp(s_p)
+ * + exp(sinks[h])), s_p the scaled (and capped) scores. */
+int model_attention_sinks(model_ctx *c, int64_t l, const model_step *s, const float *q, float *out, float scale,
+                          const float *sinks);
 /* Floats of per-thread scratch model_attention needs (a multiple of 16). */
 size_t model_att_scratch_floats(const model_hparams *hp);
 
@@ -278,6 +288,7 @@ extern const model_arch_ops model_arch_olmo2; /* olmo2.c */
 extern const model_arch_ops model_arch_glm4;  /* glm4.c */
 extern const model_arch_ops model_arch_mistral3; /* llamalike.c */
 extern const model_arch_ops model_arch_nomic_bert; /* bert.c */
+extern const model_arch_ops model_arch_gpt_oss; /* gptoss.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -366,12 +377,20 @@ typedef struct model_attn_layer {
   model_tensor wo;             /* [n_embd][n_head*head_dim] */
   const float *bq, *bk, *bv;   /* [n_head*head_dim], [kv], [kv] or NULL */
   const float *q_norm, *k_norm; /* [head_dim] or NULL */
+  const float *bo;             /* [n_embd] or NULL: attn_output.bias */
+  const float *sinks;          /* [n_head] or NULL: attn_sinks.weight, one
+                                  logit per query head (model_attention_sinks) */
   const float *ffn_norm;       /* [n_embd] */
 } model_attn_layer;
 
 enum model_attn_flags {
-  MODEL_ATTN_QK_NORM = 1, /* blk.N.attn_{q,k}_norm.weight required */
-  MODEL_ATTN_BIAS = 2     /* blk.N.attn_{q,k,v}.bias required */
+  MODEL_ATTN_QK_NORM = 1,  /* blk.N.attn_{q,k}_norm.weight required */
+  MODEL_ATTN_BIAS = 2,     /* blk.N.attn_{q,k,v}.bias required */
+  MODEL_ATTN_OUT_BIAS = 4, /* blk.N.attn_output.bias required */
+  MODEL_ATTN_SINKS = 8,    /* blk.N.attn_sinks.weight [n_head] required */
+  MODEL_ATTN_POST_NORM = 16 /* the feed-forward's input norm is named
+                               blk.N.post_attention_norm.weight (gpt-oss's
+                               converter), not ffn_norm */
 };
 /* Binds layer i's attention tensors and its two norms. */
 int model_attn_bind(model *m, model_attn_layer *L, int i, int flags);

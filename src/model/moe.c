@@ -72,6 +72,8 @@ int model_moe_load_hparams(model *m, const model_moe_defaults *d, model_moe_hpar
   float one = 1.0f;
   if ((rc = model_key_f32(m, "expert_weights_scale", &one, &p->w_scale))) return rc;
   if (p->w_scale == 0.0f) p->w_scale = 1.0f;
+  p->act = d->act;
+  p->biases = d->biases;
   return 0;
 }
 
@@ -131,6 +133,11 @@ int model_moe_bind_layer(model *m, const model_moe_hparams *p, model_moe_layer *
       (rc = model_bind_matrix(m, &L->router, E, X, 0, "blk.%d.ffn_gate_inp.weight", i)) ||
       (rc = model_bind_vector(m, &L->sel_bias, X, MODEL_BIND_OPTIONAL, "blk.%d.exp_probs_b.bias", i)))
     return rc;
+  if (p->biases && ((rc = model_bind_vector(m, &L->router_b, X, 0, "blk.%d.ffn_gate_inp.bias", i)) ||
+                    (rc = model_bind_vectors(m, &L->b_gate, F, X, 0, "blk.%d.ffn_gate_exps.bias", i)) ||
+                    (rc = model_bind_vectors(m, &L->b_up, F, X, 0, "blk.%d.ffn_up_exps.bias", i)) ||
+                    (rc = model_bind_vectors(m, &L->b_down, E, X, 0, "blk.%d.ffn_down_exps.bias", i))))
+    return rc;
   if (p->n_ff_shexp == 0) return 0;
   /* the shared expert stays in the mapping too (MODEL_BIND_ROWS): the
    * products below read t->data by rows */
@@ -188,6 +195,16 @@ void model_moe_route(const model_moe_hparams *p, const float *logits, const floa
     for (int j = 0; j < k; j++) w[j] *= p->w_scale;
 }
 
+void model_moe_swiglu_oai(float *g, const float *u, int64_t n) {
+  const float a = MODEL_MOE_OAI_ALPHA, lim = MODEL_MOE_OAI_LIMIT;
+  for (int64_t i = 0; i < n; i++) {
+    /* the comparisons let a NaN through (as ggml's min / clamp do) */
+    const float x = g[i] > lim ? lim : g[i];
+    const float y = u[i] < -lim ? -lim : u[i] > lim ? lim : u[i];
+    g[i] = x / (1.0f + expf(-a * x)) * (y + 1.0f);
+  }
+}
+
 /* ---- buffers ---------------------------------------------------------------- */
 
 /* One group of rows of the grouped products: an expert (or the shared
@@ -197,6 +214,9 @@ struct moe_group {
   uint32_t type_gu, type_down;
   size_t rb_gu, rb_down;            /* row bytes */
   int64_t n_ff;                     /* rows of gate / up, columns of down */
+  const float *b_gate, *b_up;       /* [n_ff] this expert's biases, or NULL */
+  const float *b_down;              /* [n_embd] or NULL */
+  enum model_moe_act act_kind;       /* the activation */
   const float *x;                   /* [n][n_embd] inputs */
   const int32_t *tok;               /* [n] token rows in the sub-batch */
   const float *w;                   /* [n] their weights */
@@ -296,7 +316,15 @@ static void gate_up_worker(void *ctx, int ith, int nth) {
       return;
     }
     for (int32_t r = 0; r < g->n; r++) {
-      ops_swiglu(sg + (size_t)r * (size_t)nf, su + (size_t)r * (size_t)nf, nf);
+      float *gr = sg + (size_t)r * (size_t)nf, *ur = su + (size_t)r * (size_t)nf;
+      if (g->b_gate) {
+        ops_add(gr, g->b_gate + f0, nf);
+        ops_add(ur, g->b_up + f0, nf);
+      }
+      if (g->act_kind == MODEL_MOE_ACT_SWIGLU_OAI)
+        model_moe_swiglu_oai(gr, ur, nf);
+      else
+        ops_swiglu(gr, ur, nf);
       memcpy(g->act + (size_t)r * (size_t)g->n_ff + (size_t)f0, sg + (size_t)r * (size_t)nf,
              (size_t)nf * sizeof(float));
     }
@@ -321,7 +349,9 @@ static void down_worker(void *ctx, int ith, int nth) {
     }
     for (int32_t r = 0; r < g->n; r++) {
       float *o = j->out + (int64_t)g->tok[r] * E + d0;
-      const float *s = sd + (size_t)r * (size_t)nd, w = g->w[r];
+      float *s = sd + (size_t)r * (size_t)nd;
+      const float w = g->w[r];
+      if (g->b_down) ops_add(s, g->b_down + d0, nd);
       for (int64_t i = 0; i < nd; i++) o[i] += w * s[i];
     }
   }
@@ -333,6 +363,8 @@ static int moe_sub(model_ctx *c, const model_moe_hparams *p, const model_moe_lay
   const int64_t E = c->m->hp.n_embd, X = p->n_expert, K = p->n_used;
   int rc = model_matmul(c, &L->router, xn, n, b->logits);
   if (rc) return rc;
+  if (L->router_b)
+    for (int64_t t = 0; t < n; t++) ops_add(b->logits + t * X, L->router_b, X);
   for (int64_t t = 0; t < n; t++) model_moe_route(p, b->logits + t * X, L->sel_bias, b->sel + t * K, b->w + t * K);
 
   /* group the (token, expert) pairs by expert, tokens in order */
@@ -349,7 +381,9 @@ static int moe_sub(model_ctx *c, const model_moe_hparams *p, const model_moe_lay
     *g = (struct moe_group){
         .gate = L->gate.data + (size_t)e * L->gate.expert_bytes, .up = L->up.data + (size_t)e * L->up.expert_bytes,
         .down = L->down.data + (size_t)e * L->down.expert_bytes, .type_gu = L->gate.type, .type_down = L->down.type,
-        .rb_gu = L->gate.row_bytes, .rb_down = L->down.row_bytes, .n_ff = F, .x = b->xg + (size_t)off * (size_t)E,
+        .rb_gu = L->gate.row_bytes, .rb_down = L->down.row_bytes, .n_ff = F, .act_kind = p->act,
+        .b_gate = L->b_gate ? L->b_gate + e * F : NULL, .b_up = L->b_up ? L->b_up + e * F : NULL,
+        .b_down = L->b_down ? L->b_down + e * E : NULL, .x = b->xg + (size_t)off * (size_t)E,
         .tok = b->tok + off, .w = b->tw + off, .act = b->act + (size_t)off * (size_t)Fmax, .n = cnt[e]};
     cnt[e] = off; /* now the next free row of expert e */
     off += g->n;
@@ -365,7 +399,8 @@ static int moe_sub(model_ctx *c, const model_moe_hparams *p, const model_moe_lay
     struct moe_group *g = &groups[n_groups++];
     *g = (struct moe_group){.gate = L->sh_gate.data, .up = L->sh_up.data, .down = L->sh_down.data,
                             .type_gu = L->sh_gate.type, .type_down = L->sh_down.type, .rb_gu = L->sh_gate.row_bytes,
-                            .rb_down = L->sh_down.row_bytes, .n_ff = p->n_ff_shexp, .x = xn, .tok = b->tok + off,
+                            .rb_down = L->sh_down.row_bytes, .n_ff = p->n_ff_shexp, .act_kind = p->act,
+                            .x = xn, .tok = b->tok + off,
                             .w = b->tw + off, .act = b->act + (size_t)off * (size_t)Fmax, .n = (int32_t)n};
     if (L->sh_gate.type != L->sh_up.type)
       return err_set(ERR_UNSUPPORTED, "tensors '%s' and '%s' have different types (%s, %s)", L->sh_gate.name,

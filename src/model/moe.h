@@ -18,6 +18,19 @@ enum model_moe_gating {
   MODEL_MOE_SOFTMAX_WEIGHT = 3  /* top-k of the logits, weights = softmax of those k */
 };
 
+/* The experts' gated activation, act(gate, up) per element. */
+enum model_moe_act {
+  MODEL_MOE_ACT_SILU = 0,  /* silu(g) * u (SwiGLU: every family but gpt-oss) */
+  MODEL_MOE_ACT_SWIGLU_OAI /* gpt-oss's clamped form: x = min(g, 7),
+                              y = clamp(u, -7, 7), x sigmoid(1.702 x) (y + 1)
+                              (model_moe_swiglu_oai) */
+};
+
+/* gpt-oss's constants: no key carries them (llama.cpp and the checkpoint's
+ * modelling code both hard-code them). */
+#define MODEL_MOE_OAI_ALPHA 1.702f
+#define MODEL_MOE_OAI_LIMIT 7.0f
+
 /* Most experts a layer may have, and most a token may use (ggml's limits
  * are 512 / 1024 for the largest files; real models use <= 384 and <= 16). */
 #define MODEL_MOE_MAX_EXPERT 1024
@@ -37,12 +50,18 @@ typedef struct model_moe_hparams {
   float w_scale;       /* ARCH.expert_weights_scale: multiplies the k
                           weights after normalising (1 = none; 0 in a file
                           means none, as llama.cpp reads it) */
+  enum model_moe_act act; /* the architecture's (no key) */
+  bool biases;         /* the router and every expert matrix carry a bias
+                          (gpt-oss; the architecture's, no key) */
 } model_moe_hparams;
 
-/* What an architecture assumes when its files omit a key. */
+/* What an architecture assumes when its files omit a key, and what it
+ * fixes (act, biases). */
 typedef struct model_moe_defaults {
   enum model_moe_gating gating;
   bool norm_w;
+  enum model_moe_act act;
+  bool biases;
 } model_moe_defaults;
 
 /* Reads the keys above (ARCH = the architecture's name) and checks them:
@@ -76,6 +95,11 @@ typedef struct model_moe_layer {
                                 ffn_up_exps, or the halves (gate rows first)
                                 of a fused ffn_gate_up_exps [2 n_ff_exp] */
   model_experts down;        /* ffn_down_exps [n_expert][n_embd][n_ff_exp] */
+  /* with hparams.biases (else NULL): f32 copies */
+  const float *router_b;     /* ffn_gate_inp.bias [n_expert]: added to the
+                                logits before routing */
+  const float *b_gate, *b_up; /* ffn_{gate,up}_exps.bias [n_expert][n_ff_exp] */
+  const float *b_down;       /* ffn_down_exps.bias [n_expert][n_embd] */
   /* the shared expert (Qwen2-MoE style), every token, when n_ff_shexp > 0 */
   model_tensor sh_gate, sh_up; /* ffn_{gate,up}_shexp [n_ff_shexp][n_embd] */
   model_tensor sh_down;        /* ffn_down_shexp [n_embd][n_ff_shexp] */
@@ -96,6 +120,10 @@ int model_moe_bind_layer(model *m, const model_moe_hparams *p, model_moe_layer *
  * (gating, then norm_w, then w_scale). */
 void model_moe_route(const model_moe_hparams *p, const float *logits, const float *sel_bias, int32_t *sel,
                      float *w);
+
+/* gpt-oss's activation in place on g over n values (MODEL_MOE_ACT_SWIGLU_OAI):
+ * g = min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1). */
+void model_moe_swiglu_oai(float *g, const float *u, int64_t n);
 
 /* Per-context buffers of model_moe_ffn, for sub-batches of model_ffn_rows
  * tokens (shapes in moe.c). */
@@ -132,6 +160,10 @@ int model_moe_ffn(model_ctx *c, const model_moe_hparams *p, const model_moe_laye
 typedef struct model_moe_dec_spec {
   enum ops_rope_style rope_style;
   int attn_flags;            /* enum model_attn_flags */
+  int32_t swa_pattern;       /* > 0: sliding-window layers by
+                                model_load_swa_hparams with this default
+                                pattern, ARCH.attention.sliding_window
+                                required; 0: every layer global */
   model_moe_defaults moe;
 } model_moe_dec_spec;
 

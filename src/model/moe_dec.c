@@ -1,11 +1,12 @@
 /*
  * moe_dec.c - the decoder every llama-shaped mixture-of-experts
- * architecture shares (qwen3moe.c, llama_moe.c): RMS-normed blocks of
- * grouped-query attention (dense.c's model_attn_*, with the row's RoPE
- * style and optional per-head q/k norms) and a MoE feed-forward (moe.c)
- * in every block. An architecture file is a model_moe_dec_spec and its
- * model_arch_ops row pointing at the functions below.
- *   h   = x + Wo attention(rope(Wq rms(x)), rope(Wk rms(x)), Wv rms(x))
+ * architecture shares (qwen3moe.c, llama_moe.c, gptoss.c): RMS-normed
+ * blocks of grouped-query attention (dense.c's model_attn_*, with the
+ * row's RoPE style and its optional per-head q/k norms, q/k/v/o biases,
+ * attention sinks and sliding-window layers) and a MoE feed-forward
+ * (moe.c) in every block. An architecture file is a model_moe_dec_spec
+ * and its model_arch_ops row pointing at the functions below.
+ *   h   = x + Wo attention(rope(Wq rms(x) + bq), rope(Wk rms(x) + bk), Wv rms(x) + bv) + bo
  *   out = h + moe(rms(h))
  * Logits = output rms(out) (token_embd when output.weight is absent).
  * Start reading at model_moe_dec_forward().
@@ -35,6 +36,7 @@ int model_moe_dec_load(model *m) {
   const model_moe_dec_spec *sp = m->ops->spec;
   int rc = model_load_common_hparams(m, sp->rope_style);
   if (rc) return rc;
+  if (sp->swa_pattern > 0 && (rc = model_load_swa_hparams(m, sp->swa_pattern, NULL, 0.0f))) return rc;
   dec_weights *w = calloc(1, sizeof *w);
   if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   m->arch_data = w;

@@ -36,11 +36,11 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.n_ff = enc ? 128 : 160;
   g.n_vocab = 300;
   g.n_ctx = 128;
-  g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE ? 32 : 0;
+  g.head_dim = arch == MODEL_ARCH_QWEN3 || arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_GPT_OSS ? 32 : 0;
   g.tied = arch == MODEL_ARCH_QWEN3;
   g.norm_w = -1;
   if (arch == MODEL_ARCH_LLAMA_MOE) g.head_dim = 0;
-  if (arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_LLAMA_MOE) {
+  if (arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_LLAMA_MOE || arch == MODEL_ARCH_GPT_OSS) {
     g.n_expert = 4;
     g.n_expert_used = 2;
     g.n_ff_exp = 32;
@@ -81,6 +81,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.d_conv = 3;
     g.tied = true;
   }
+  if (arch == MODEL_ARCH_GPT_OSS) g.sliding_window = 8;
   if (arch == MODEL_ARCH_SMOLLM3) {
     g.tied = true;
     g.n_layer = 4;
@@ -137,23 +138,33 @@ static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8
 static int add_experts(testgen_gen *s, const model_testgen_arch *g, int i, int mb) {
   const int64_t E = g->n_embd, F = g->n_ff_exp, X = g->n_expert, S = g->n_ff_shexp;
   const float a_e = sqrtf(3.0f / (float)E), a_f = sqrtf(3.0f / (float)F);
-  const uint32_t td = g->mixed ? g->type_down[mb] : g->type;
+  const uint32_t tx = g->type_exps ? g->type_exps : g->type, td = g->mixed ? g->type_down[mb] : tx;
   char name[96];
   int rc;
 #define N(fmt) (snprintf(name, sizeof name, fmt, i), name)
+  const bool oss = g->arch == MODEL_ARCH_GPT_OSS;
+  const float gain = oss && g->gate_gain > 0 ? g->gate_gain : 1.0f;
   if ((rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_inp.weight"), TENSOR_TYPE_F32, E, X, 0.0f, 3.0f * a_e)))
+    return rc;
+  if (oss && (rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_inp.bias"), TENSOR_TYPE_F32, X, 0, 0.0f, 0.5f)))
     return rc;
   if (g->sel_bias && (rc = testgen_add_tensor(s, N("blk.%d.exp_probs_b.bias"), TENSOR_TYPE_F32, X, 0, 0.0f, 0.3f)))
     return rc;
   if (g->fused_gate_up) {
-    if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_up_exps.weight"), g->type, E, 2 * F, X, 0.0f, a_e)))
+    if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_up_exps.weight"), tx, E, 2 * F, X, 0.0f, a_e)))
       return rc;
-  } else if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_exps.weight"), g->type, E, F, X, 0.0f, a_e)) ||
-             (rc = testgen_add_tensor3(s, N("blk.%d.ffn_up_exps.weight"), g->type, E, F, X, 0.0f, a_e))) {
+  } else if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_gate_exps.weight"), tx, E, F, X, 0.0f, gain * a_e)) ||
+             (rc = testgen_add_tensor3(s, N("blk.%d.ffn_up_exps.weight"), tx, E, F, X, 0.0f, gain * a_e))) {
     return rc;
   }
   if ((rc = testgen_add_tensor3(s, N("blk.%d.ffn_down_exps.weight"), td, F, E, X, 0.0f,
-                                a_f * sqrtf((float)g->n_expert_used))))
+                                a_f * sqrtf((float)g->n_expert_used) / gain)))
+    return rc;
+  /* gpt-oss: a bias per expert row, [n_ff_exp, n_expert] and [n_embd,
+   * n_expert], F32 as the converter writes them */
+  if (oss && ((rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_exps.bias"), TENSOR_TYPE_F32, F, X, 0.0f, 0.5f)) ||
+              (rc = testgen_add_tensor(s, N("blk.%d.ffn_up_exps.bias"), TENSOR_TYPE_F32, F, X, 0.0f, 0.5f)) ||
+              (rc = testgen_add_tensor(s, N("blk.%d.ffn_down_exps.bias"), TENSOR_TYPE_F32, E, X, 0.0f, 0.2f))))
     return rc;
   if (S > 0 && ((rc = testgen_add_tensor(s, N("blk.%d.ffn_gate_inp_shexp.weight"), TENSOR_TYPE_F32, E, 0, 0.0f,
                                          a_e)) ||
@@ -180,15 +191,17 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
                    : g->arch == MODEL_ARCH_LFM2      ? "lfm2"
+                   : g->arch == MODEL_ARCH_GPT_OSS ? "gpt-oss"
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
                    "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
-                   "olmo2, glm4, nomic-bert, mistral3 or llama with experts",
+                   "olmo2, glm4, nomic-bert, mistral3, gpt-oss or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
-  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE || g->arch == MODEL_ARCH_LLAMA_MOE;
+  const bool oss = g->arch == MODEL_ARCH_GPT_OSS;
+  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE || g->arch == MODEL_ARCH_LLAMA_MOE || oss;
   if (moe && (g->n_expert <= 0 || g->n_expert_used <= 0 || g->n_ff_exp <= 0))
     return err_set(ERR_RANGE, "testgen: a mixture of experts needs n_expert, n_expert_used and n_ff_exp");
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
@@ -348,7 +361,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
         T("blk.%d.attn_v.weight", g->mixed ? g->type_v[mb] : g->type, E, KV, 0.0f, a_e);
       }
-      if (g->arch == MODEL_ARCH_QWEN2) {
+      if (g->arch == MODEL_ARCH_QWEN2 || oss) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
@@ -358,10 +371,15 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
       }
       if (!conv_layer) T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
+      if (oss) {
+        T("blk.%d.attn_output.bias", TENSOR_TYPE_F32, E, 0, 0.0f, 0.1f);
+        const bool dflt = g->sink_mid == 0 && g->sink_spread == 0;
+        T("blk.%d.attn_sinks.weight", TENSOR_TYPE_F32, g->n_head, 0, g->sink_mid, dflt ? 1.0f : g->sink_spread);
+      }
       /* gemma's norms as the converter stores them: the checkpoint's
        * weight + 1 */
       if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
-      T("blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
+      T(oss ? "blk.%d.post_attention_norm.weight" : "blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       if (moe) {
         CK(add_experts(&s, g, i, mb));
         continue;

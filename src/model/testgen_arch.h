@@ -22,8 +22,10 @@
 typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
                              PHI3, GRANITE, SMOLLM3, OLMO2, GLM4, MISTRAL3,
-                             QWEN3MOE or LLAMA_MOE (a "llama" file with
-                             experts, Mixtral's layout) */
+                             QWEN3MOE, LLAMA_MOE (a "llama" file with
+                             experts, Mixtral's layout) or GPT_OSS (biases
+                             everywhere, attention sinks, post_attention_norm,
+                             expert biases) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */
@@ -94,6 +96,12 @@ typedef struct model_testgen_arch {
   int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
   bool fused_qkv;         /* glm4: one attn_qkv tensor (and bias) instead
                              of attn_q/k/v */
+  /* gpt-oss: attention sinks uniform in sink_mid +- sink_spread (both 0:
+   * +-1), and the experts' gate / up matrices scaled by gate_gain (0: 1;
+   * larger pushes the clamped SwiGLU past its limit of 7) */
+  float sink_mid, sink_spread, gate_gain;
+  uint32_t type_exps;      /* MoE: the expert matrices' type (gpt-oss ships
+                              them MXFP4, the rest not); 0 (F32) = type */
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -121,7 +129,9 @@ typedef struct model_testgen_arch {
  * nomic-bert: 4 KV heads, n_ff 128, mean pooling, rope base 1000.
  * mistral3: 2 KV heads, untied, rope base 1000 with YaRN x4 over an
  * original 16 positions (betas 4 and 0.5, yarn_log_multiplier 1),
- * attention temperature 0.1. */
+ * attention temperature 0.1. qwen3moe: head_dim 32, 4 experts of width 32,
+ * top-2. gpt-oss: head_dim 32, window 8 (layer 0 slides, layer 1 is
+ * global), 4 experts of width 32, top-2, sinks +-1. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV
