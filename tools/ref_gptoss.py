@@ -27,8 +27,9 @@ The definition:
     x = h + ref_moe.ffn(n2(h))  (n2 = post_attention_norm; router bias, top-k
       of the logits then softmax of those k, expert biases, clamped SwiGLU)
   logits = output n(x), output = token_embd when the file has no output.weight
-RoPE scaling (YaRN, which the released files declare) is not implemented:
-a file with rope.scaling.type is refused.
+RoPE: NeoX halves with the file's scaling (YaRN in the released files:
+factor 32 over an original 4096 positions, ref_common.rope_scaling), the
+same on sliding and global layers.
 """
 import os
 import sys
@@ -44,7 +45,6 @@ class GptOss(Decoder):
     def __init__(self, path, kv_f16=False):
         super().__init__(path, ("gpt-oss",), kv_f16)
         g = self.g
-        assert "gpt-oss.rope.scaling.type" not in g.kv, "RoPE scaling is not implemented here"
         self.window = self.key("attention.sliding_window")
         self.pattern = self.key("attention.sliding_window_pattern", 2)
         names = ["attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias",
@@ -64,8 +64,9 @@ class GptOss(Decoder):
             q = (h @ L["attn_q.weight"].T + L["attn_q.bias"]).reshape(n, H, d)
             k = (h @ L["attn_k.weight"].T + L["attn_k.bias"]).reshape(n, Hkv, d)
             v = (h @ L["attn_v.weight"].T + L["attn_v.bias"]).reshape(n, Hkv, d)
-            q = rope(q, self.n_rot, self.base)
-            k = rope(k, self.n_rot, self.base)
+            kw = dict(mscale=self.mscale, yarn=self.yarn)
+            q = rope(q, self.n_rot, self.base, self.freq_scale, **kw)
+            k = rope(k, self.n_rot, self.base, self.freq_scale, **kw)
             a = attention(q, k, v, 1.0 / np.sqrt(d), visible, kv_f16=self.kv_f16, sinks=L["attn_sinks.weight"])
             x = x + a @ L["attn_output.weight"].T + L["attn_output.bias"]
             x = x + ref_moe.ffn(self.norm(x, L["post_attention_norm.weight"]), L["moe"])

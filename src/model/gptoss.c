@@ -19,9 +19,10 @@
  *     bias per expert, and the clamped SwiGLU (moe.h,
  *     MODEL_MOE_ACT_SWIGLU_OAI: alpha 1.702, limit 7, the (up + 1) term);
  *     released files store the expert matrices as MXFP4.
- * Not here: YaRN RoPE scaling (rope.scaling.type "yarn", which every
- * released file declares): model_load_common_hparams refuses it by name
- * until the shared RoPE code has it.
+ * RoPE: every released file declares YaRN (factor 32 over an original
+ * 4096 positions, betas 32 and 1); the shared loader (model.c,
+ * load_rope_scaling) reads it, with llama.cpp's rounded ramp bounds, and
+ * the sliding layers rotate the same way as the global ones.
  */
 #include "model/moe.h"
 

@@ -81,7 +81,13 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.d_conv = 3;
     g.tied = true;
   }
-  if (arch == MODEL_ARCH_GPT_OSS) g.sliding_window = 8;
+  if (arch == MODEL_ARCH_GPT_OSS) {
+    g.sliding_window = 8;
+    /* YaRN as the released files (factor 32 over 4096 of 131072), scaled
+     * down so the ramp spans pairs 0..2 of 16 at base 10000 */
+    g.rope_yarn = 8.0f;
+    g.n_ctx_orig = 16;
+  }
   if (arch == MODEL_ARCH_SMOLLM3) {
     g.tied = true;
     g.n_layer = 4;

@@ -130,7 +130,7 @@ typedef struct model_testgen_arch {
  * mistral3: 2 KV heads, untied, rope base 1000 with YaRN x4 over an
  * original 16 positions (betas 4 and 0.5, yarn_log_multiplier 1),
  * attention temperature 0.1. qwen3moe: head_dim 32, 4 experts of width 32,
- * top-2. gpt-oss: head_dim 32, window 8 (layer 0 slides, layer 1 is
+ * top-2. gpt-oss: head_dim 32, YaRN x8 over an original 16 positions, window 8 (layer 0 slides, layer 1 is
  * global), 4 experts of width 32, top-2, sinks +-1. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 

@@ -77,6 +77,16 @@ TEST(model_gptoss_f32_matches_numpy) {
   EXPECT_INT_EQ(hp->n_swa, 8);
   EXPECT_INT_EQ(model_layer_window(hp, 0), 8); /* even layers slide */
   EXPECT_INT_EQ(model_layer_window(hp, 1), 0);
+  /* YaRN x8 over 16 positions as written (the released files' x32 over
+   * 4096 scaled down): ramp over pairs 0..2 (floor / ceil of 1.62 at base
+   * 10000, rotary 32), magnitude 1 + 0.1 ln 8, on sliding layers too */
+  EXPECT_NEAR(hp->rope.freq_scale, 0.125, 1e-7);
+  EXPECT_NEAR(hp->rope.ext_factor, 1.0, 0);
+  EXPECT_NEAR(hp->rope.corr_lo, 0.0, 0);
+  EXPECT_NEAR(hp->rope.corr_hi, 2.0, 0);
+  EXPECT_NEAR(hp->rope.attn_factor, 1.0 + 0.1 * log(8.0), 1e-6);
+  EXPECT_NEAR(hp->rope_swa.freq_scale, 0.125, 1e-7);
+  EXPECT_NEAR(hp->rope_swa.ext_factor, 1.0, 0);
   model_free(m);
   double e = compare(path, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
