@@ -155,7 +155,21 @@ static void chat_parser_config(const manager_model *mm, const gen_chat *c, outpa
   pc->think_close = mm->fam.think_close;
   pc->starts_in_reasoning =
       mm->fam.template_opens_think && thinking && !c->continue_final && !c->no_generation_prompt;
+  /* thinking switched off, yet a model whose reasoning cannot be (gpt-oss)
+   * or a template that ignores the switch still reasons: not returned */
+  pc->hide_reasoning = !thinking;
   if (!pc->think_open || !pc->think_close) pc->think_open = pc->think_close = NULL;
+}
+
+enum gen_effort gen_effort_of(const char *name) {
+  static const struct {
+    const char *name;
+    enum gen_effort e;
+  } NAMES[] = {{"minimal", GEN_EFFORT_LOW}, {"low", GEN_EFFORT_LOW},   {"medium", GEN_EFFORT_MEDIUM},
+               {"high", GEN_EFFORT_HIGH},   {"xhigh", GEN_EFFORT_HIGH}, {"max", GEN_EFFORT_HIGH}};
+  for (size_t i = 0; name && i < ARRAY_LEN(NAMES); i++)
+    if (strcmp(name, NAMES[i].name) == 0) return NAMES[i].e;
+  return GEN_EFFORT_DEFAULT;
 }
 
 void gen_chat_template_of(const manager_model *mm, gen_chat_template *ct) {
@@ -327,6 +341,10 @@ int gen_chat_render(const gen_chat_template *ct, gen_chat *c, buf *out) {
   if (!req || !kw) rc = err_set(ERR_NOMEM, "out of memory");
   if (!rc && has_tools && !generic) json_object_set(req, "tools", (json_t *)c->tools);
   if (!rc && c->thinking >= 0) json_object_set_new(kw, "enable_thinking", json_boolean(c->thinking));
+  static const char *const EFFORT_NAMES[] = {NULL, "low", "medium", "high"};
+  enum gen_effort effort = c->effort == GEN_EFFORT_DEFAULT && c->thinking == 0 ? GEN_EFFORT_LOW : c->effort;
+  if (!rc && (unsigned)effort < ARRAY_LEN(EFFORT_NAMES) && EFFORT_NAMES[effort] && !json_object_get(kw, "reasoning_effort"))
+    json_object_set_new(kw, "reasoning_effort", json_string(EFFORT_NAMES[effort]));
   if (!rc) json_object_set(req, "chat_template_kwargs", kw);
   json_decref(kw);
 

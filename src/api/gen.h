@@ -106,6 +106,16 @@ enum gen_tool_choice {
   GEN_TOOL_FUNCTION = 3   /* a named call (forced by gen_chat_force_tools) */
 };
 
+/* A reasoning level, for templates that take one (FAMILY_CAP_REASONING_LEVELS:
+ * gpt-oss reads the reasoning_effort global); DEFAULT leaves the template's
+ * own. */
+enum gen_effort { GEN_EFFORT_DEFAULT = 0, GEN_EFFORT_LOW, GEN_EFFORT_MEDIUM, GEN_EFFORT_HIGH };
+
+/* The level a vendor's effort name asks for: "minimal", "low" -> LOW;
+ * "medium"; "high", "xhigh", "max" -> HIGH; anything else ("none", "off",
+ * "on", NULL) -> DEFAULT (the dialects map "none" and "off" to thinking 0). */
+enum gen_effort gen_effort_of(const char *name);
+
 typedef struct gen_chat {
   json_t *messages;              /* canonical messages (see above); tool-call
                                     arguments given as JSON text are parsed
@@ -117,6 +127,10 @@ typedef struct gen_chat {
   int thinking;                  /* -1 the model's default, 0 off, 1 on:
                                     sets enable_thinking for the template
                                     and the parser's starting state */
+  enum gen_effort effort;        /* the reasoning_effort global given to the
+                                    template (thinking 0 on a model whose
+                                    reasoning has levels: LOW, and the
+                                    reasoning is not returned) */
   const json_t *template_kwargs; /* extra template globals, or NULL */
   bool continue_final;           /* no generation prompt: the model goes on
                                     writing the last (assistant) message

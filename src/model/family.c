@@ -150,7 +150,7 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                                     FAMILY_PARSER_DEEPSEEK, TMPL_DEFAULT_DEEPSEEK, THINK, true, NULL},
     [FAMILY_GPT_OSS] = {"gpt-oss", "GPT-OSS", {"gpt-oss"}, {NULL}, {"gptoss"},
                         {"<|channel|>", "<|message|>"}, "gpt2", {"gpt-4o"}, {"<|channel|>", "<|message|>"},
-                        false, C_CHAT | C_TOOLS | C_REASON, FAMILY_PARSER_HARMONY, TMPL_DEFAULT_CHATML,
+                        false, C_CHAT | C_TOOLS | C_REASON, FAMILY_PARSER_HARMONY, TMPL_DEFAULT_HARMONY,
                         "<|channel|>analysis<|message|>", "<|end|>", false, NULL},
     [FAMILY_GRANITE] = {"granite", "Granite", {"granite", "granitemoe", "granitehybrid"}, {NULL}, {"granite"},
                         {"<|start_of_role|>"}, "gpt2", {"refact", "granite"}, {"<|start_of_role|>"}, false,
@@ -452,6 +452,7 @@ int family_detect(const gguf_file *f, family_info *out) {
     if (t && tmpl_renders_tools(t)) out->caps |= FAMILY_CAP_TOOLS;
     else out->caps &= ~(uint32_t)FAMILY_CAP_TOOLS;
     out->template_renders_system = t && tmpl_renders_system(t);
+    if (t && tmpl_renders_effort(t)) out->caps |= FAMILY_CAP_REASONING_LEVELS;
     tmpl_free(t);
   }
   if ((out->caps & FAMILY_CAP_CHAT) && (ev->tmpl || ev->tmpl_tools)) {
@@ -465,6 +466,7 @@ int family_detect(const gguf_file *f, family_info *out) {
     }
   }
   if (!(out->caps & FAMILY_CAP_REASONING)) {
+    out->caps &= ~(uint32_t)FAMILY_CAP_REASONING_LEVELS;
     out->think_open = out->think_close = NULL;
     out->template_opens_think = false;
   } else if (ev->tmpl && out->think_open) {
@@ -521,6 +523,7 @@ int family_chat_template(const gguf_file *f, const family_info *info, bool want_
       [TMPL_DEFAULT_LLAMA3] = "default:llama3",   [TMPL_DEFAULT_MISTRAL] = "default:mistral",
       [TMPL_DEFAULT_GEMMA] = "default:gemma",     [TMPL_DEFAULT_PHI3] = "default:phi3",
       [TMPL_DEFAULT_GRANITE] = "default:granite", [TMPL_DEFAULT_DEEPSEEK] = "default:deepseek",
+      [TMPL_DEFAULT_HARMONY] = "default:harmony",
   };
   const char *s = NULL, *o = NULL;
   if (f && want_tools && (s = get_str(f, "tokenizer.chat_template.tool_use"))) o = "tokenizer.chat_template.tool_use";

@@ -74,7 +74,12 @@ enum family_cap {
   FAMILY_CAP_REALTIME = 1u << 7,   /* streaming (realtime) transcription */
   FAMILY_CAP_EMBED = 1u << 8,
   FAMILY_CAP_INSERT = 1u << 9,     /* fill-in-the-middle */
-  FAMILY_CAP_COUNT_ = 10
+  FAMILY_CAP_COUNT_ = 10,
+  /* Not a capability of its own (never named or listed): the reasoning of
+   * a FAMILY_CAP_REASONING model comes in levels, set through the
+   * template's reasoning_effort global (measured: tmpl_renders_effort),
+   * and is never switched off (gpt-oss's analysis channel). */
+  FAMILY_CAP_REASONING_LEVELS = 1u << 16
 };
 
 /* Output parser formats (tmpl/ output parsers are selected by name). */

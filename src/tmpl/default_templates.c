@@ -16,6 +16,8 @@
  *   phi3      Phi-3.5 mini (<|system|> <|user|> <|assistant|> <|end|>)
  *   granite   Granite 3.3 (<|start_of_role|>; its default system prompt)
  *   deepseek  DeepSeek-R1 distills (<｜User｜> <｜Assistant｜>, opens <think>)
+ *   harmony   gpt-oss (OpenAI's harmony: channels, reasoning levels, tools as
+ *             a TypeScript namespace)
  * What they do differently from the real ones: they never raise_exception,
  * accept list-of-parts content (text parts joined with "\n") and tool-call
  * arguments given as a JSON string (written as is) or an object (tojson).
@@ -305,6 +307,89 @@ static const char DEEPSEEK[] =
     "{%- if enable_thinking is defined and not enable_thinking -%}{{- '\\n</think>\\n\\n' -}}{%- endif -%}"
     "{%- endif -%}";
 
+/* OpenAI's harmony format (gpt-oss): a system message naming the model,
+ * the date, the reasoning level (the reasoning_effort global: low, medium
+ * or high; medium by default) and the channels; a developer message with
+ * the instructions and the tools as a TypeScript namespace; turns as
+ * <|start|>ROLE<|message|>..<|end|>; the assistant's answer on the final
+ * channel, its reasoning on analysis (kept only after the last user turn,
+ * as gpt-oss drops earlier chains of thought), calls on commentary to
+ * functions.NAME ending in <|call|>, results from functions.NAME. J_TS is
+ * one JSON-schema property's TypeScript type. */
+#define J_TS(v)                                                                                    \
+  "{%- if " v ".enum is defined and " v ".enum -%}"                                              \
+  "{%- for e in " v ".enum -%}{%- if not loop.first -%}{{- ' | ' -}}{%- endif -%}{{- e | tojson -}}{%- endfor -%}" \
+  "{%- elif " v ".type == 'string' -%}{{- 'string' -}}"                                           \
+  "{%- elif " v ".type == 'integer' or " v ".type == 'number' -%}{{- 'number' -}}"                \
+  "{%- elif " v ".type == 'boolean' -%}{{- 'boolean' -}}"                                         \
+  "{%- elif " v ".type == 'array' -%}{{- 'any[]' -}}"                                             \
+  "{%- else -%}{{- 'any' -}}{%- endif -%}"
+
+static const char HARMONY[] =
+    J_MACROS
+    "{%- set effort = reasoning_effort if reasoning_effort is defined and reasoning_effort else 'medium' -%}"
+    "{%- if messages and (messages[0].role == 'system' or messages[0].role == 'developer') -%}"
+    "{%- set instr = text(messages[0].content) -%}{%- set msgs = messages[1:] -%}"
+    "{%- else -%}{%- set instr = '' -%}{%- set msgs = messages -%}{%- endif -%}"
+    "{{- '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\\n"
+    "Knowledge cutoff: 2024-06\\nCurrent date: ' + strftime_now('%Y-%m-%d') + '\\n\\nReasoning: ' + effort + "
+    "'\\n\\n# Valid channels: analysis, commentary, final. Channel must be included for every message.' -}}"
+    "{%- if tools -%}{{- '\\nCalls to these tools must go to the commentary channel: \\'functions\\'.' -}}{%- endif -%}"
+    "{{- '<|end|>' -}}"
+    "{%- if instr or tools -%}"
+    "{{- '<|start|>developer<|message|>' -}}"
+    "{%- if instr -%}{{- '# Instructions\\n\\n' + instr -}}{%- if tools -%}{{- '\\n\\n' -}}{%- endif -%}{%- endif -%}"
+    "{%- if tools -%}"
+    "{{- '# Tools\\n\\n## functions\\n\\nnamespace functions {\\n\\n' -}}"
+    "{%- for t in tools -%}"
+    "{%- set f = t.function if t.function is defined else t -%}"
+    "{%- if f.description is defined and f.description -%}{{- '// ' + f.description | replace('\\n', '\\n// ') + '\\n' -}}{%- endif -%}"
+    "{%- set p = f.parameters if f.parameters is defined and f.parameters else {} -%}"
+    "{%- if p.properties is defined and p.properties -%}"
+    "{{- 'type ' + f.name + ' = (_: {\\n' -}}"
+    "{%- for k, v in p.properties.items() -%}"
+    "{%- if v.description is defined and v.description -%}{{- '// ' + v.description | replace('\\n', '\\n// ') + '\\n' -}}{%- endif -%}"
+    "{{- k -}}{%- if not (p.required is defined and k in p.required) -%}{{- '?' -}}{%- endif -%}{{- ': ' -}}"
+    J_TS("v")
+    "{{- ',\\n' -}}"
+    "{%- endfor -%}"
+    "{{- '}) => any;\\n\\n' -}}"
+    "{%- else -%}{{- 'type ' + f.name + ' = () => any;\\n\\n' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{{- '} // namespace functions' -}}"
+    "{%- endif -%}"
+    "{{- '<|end|>' -}}"
+    "{%- endif -%}"
+    "{%- set ns = namespace(last_user=-1, calls=[], k=0) -%}"
+    "{%- for m in msgs -%}{%- if m.role == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for m in msgs -%}"
+    "{%- if m.role == 'assistant' -%}"
+    "{%- if loop.index0 > ns.last_user and m.reasoning_content is defined and m.reasoning_content -%}"
+    "{{- '<|start|>assistant<|channel|>analysis<|message|>' + m.reasoning_content + '<|end|>' -}}"
+    "{%- endif -%}"
+    "{%- set c = text(m.content) -%}"
+    "{%- set ns.calls = m.tool_calls or [] -%}{%- set ns.k = 0 -%}"
+    "{%- if c -%}"
+    "{{- '<|start|>assistant<|channel|>' + ('commentary' if ns.calls else 'final') + '<|message|>' + c + '<|end|>' -}}"
+    "{%- endif -%}"
+    "{%- for tc in ns.calls -%}"
+    "{{- '<|start|>assistant<|channel|>commentary to=functions.' + tc.function.name + ' <|constrain|>json<|message|>' -}}"
+    "{{- args(tc.function.arguments) + '<|call|>' -}}"
+    "{%- endfor -%}"
+    "{%- elif m.role == 'tool' -%}"
+    "{%- if m.name is defined and m.name -%}{%- set fname = m.name -%}"
+    "{%- elif ns.k < ns.calls | length -%}{%- set fname = ns.calls[ns.k].function.name -%}"
+    "{%- else -%}{%- set fname = 'tool' -%}{%- endif -%}"
+    "{%- set ns.k = ns.k + 1 -%}"
+    "{{- '<|start|>functions.' + fname + ' to=assistant<|channel|>commentary<|message|>' + text(m.content) + '<|end|>' -}}"
+    "{%- elif m.role == 'system' or m.role == 'developer' -%}"
+    "{{- '<|start|>developer<|message|>' + text(m.content) + '<|end|>' -}}"
+    "{%- else -%}"
+    "{{- '<|start|>' + m.role + '<|message|>' + text(m.content) + '<|end|>' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|start|>assistant' -}}{%- endif -%}";
+
 /* The generic tool-calling prompt for templates that do not render tools
  * (api/gen.c): with `tools` the text for the system prompt, with `calls`
  * the text of an assistant turn's calls, both in the Hermes format. */
@@ -325,7 +410,7 @@ static const default_row DEFAULTS[TMPL_DEFAULT_COUNT] = {
     [TMPL_DEFAULT_LLAMA2] = {"llama2", LLAMA2},    [TMPL_DEFAULT_LLAMA3] = {"llama3", LLAMA3},
     [TMPL_DEFAULT_MISTRAL] = {"mistral", MISTRAL}, [TMPL_DEFAULT_GEMMA] = {"gemma", GEMMA},
     [TMPL_DEFAULT_PHI3] = {"phi3", PHI3},          [TMPL_DEFAULT_GRANITE] = {"granite", GRANITE},
-    [TMPL_DEFAULT_DEEPSEEK] = {"deepseek", DEEPSEEK},
+    [TMPL_DEFAULT_DEEPSEEK] = {"deepseek", DEEPSEEK}, [TMPL_DEFAULT_HARMONY] = {"harmony", HARMONY},
 };
 
 const char *tmpl_default_source(tmpl_default_id id) {

@@ -4,8 +4,8 @@
  *
  * Each default is Jinja source that our interpreter (tmpl.h) compiles, in the
  * prompt format of one model family: ChatML (Qwen, SmolLM, Hermes, unknown
- * models), Llama 2, Llama 3, Mistral (v3/tekken), Gemma, Phi-3, Granite and
- * DeepSeek-R1. Where a real template of the family exists, the default renders
+ * models), Llama 2, Llama 3, Mistral (v3/tekken), Gemma, Phi-3, Granite,
+ * DeepSeek-R1 and gpt-oss's harmony. Where a real template of the family exists, the default renders
  * the same text for plain conversations (system, user and assistant turns);
  * unlike most real templates it never raises: it accepts any role order,
  * content given as a list of text parts, tool calls whose arguments are an
@@ -27,6 +27,7 @@ typedef enum tmpl_default_id {
   TMPL_DEFAULT_PHI3,
   TMPL_DEFAULT_GRANITE,
   TMPL_DEFAULT_DEEPSEEK,
+  TMPL_DEFAULT_HARMONY,
   TMPL_DEFAULT_COUNT
 } tmpl_default_id;
 
@@ -34,7 +35,7 @@ typedef enum tmpl_default_id {
  * TMPL_DEFAULT_NONE and values outside the enum. */
 const char *tmpl_default_source(tmpl_default_id id);
 /* Short stable name: "none", "chatml", "llama2", "llama3", "mistral", "gemma",
- * "phi3", "granite", "deepseek"; "unknown" outside the enum. */
+ * "phi3", "granite", "deepseek", "harmony"; "unknown" outside the enum. */
 const char *tmpl_default_name(tmpl_default_id id);
 /* The id for a name above; ERR_NOT_FOUND (naming it) when there is none. */
 int tmpl_default_by_name(const char *name, tmpl_default_id *out);

@@ -64,6 +64,9 @@ typedef struct outparse_config {
   bool starts_in_reasoning;
   /* false: tool-call markers are ordinary text. */
   bool tools_enabled;
+  /* reasoning is parsed (it still ends where the format says) but not
+   * emitted: the request switched thinking off. */
+  bool hide_reasoning;
 } outparse_config;
 
 enum outparse_event_kind {

@@ -150,7 +150,7 @@ static size_t utf8_tail(const char *s, size_t n) {
 void op_consume(outparse *p, size_t n) { p->pos += n; }
 
 void op_emit_text(outparse *p, enum outparse_event_kind kind, const char *s, size_t n) {
-  if (n == 0) return;
+  if (n == 0 || (kind == OUTPARSE_REASONING && p->cfg.hide_reasoning)) return;
   outparse_event ev = {kind, -1, s, n, NULL, NULL};
   p->emit(p->ctx, &ev);
 }

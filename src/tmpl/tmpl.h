@@ -126,6 +126,9 @@ int tmpl_value_to_str(tmpl_value v, buf *out);
 bool tmpl_renders_tools(const tmpl *t);
 /* A system message's text reaches the prompt. */
 bool tmpl_renders_system(const tmpl *t);
+/* Whether the reasoning_effort global ("low" vs "high") changes the prompt:
+ * the template takes reasoning levels (gpt-oss's harmony). */
+bool tmpl_renders_effort(const tmpl *t);
 /* 1 when the generation prompt ends inside an opened think block (the text
  * ends with `open`, trailing whitespace aside), 0 when not, -1 when the
  * template does not render. */

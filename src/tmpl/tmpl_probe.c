@@ -7,6 +7,7 @@
  *   tmpl_probe_opens_think  does the generation prompt open a think block?
  *   tmpl_renders_tools      does a tool given in `tools` reach the prompt?
  *   tmpl_renders_system     does a system message's text reach the prompt?
+ *   tmpl_renders_effort     does the reasoning_effort global change it?
  *
  * The probe conversation is one user message ("Hi"), optionally after a
  * system message and with one tool, rendered with add_generation_prompt and
@@ -67,7 +68,7 @@ static int probe_tools(tmpl_heap *h, tmpl_value *out) {
 }
 
 /* Renders the probe conversation into out; 0 or the render's error. */
-static int probe_render(const tmpl *t, bool with_system, bool with_tool, buf *out) {
+static int probe_render(const tmpl *t, bool with_system, bool with_tool, const char *effort, buf *out) {
   tmpl_heap *h = tmpl_heap_new();
   if (!h) return ERR_NOMEM;
   tmpl_value g, msgs, tools = tmpl_none();
@@ -82,6 +83,7 @@ static int probe_render(const tmpl *t, bool with_system, bool with_tool, buf *ou
   if (!rc) rc = tmpl_dict_set_str(h, g, "enable_thinking", tmpl_bool(true));
   if (!rc) rc = set_s(h, g, "bos_token", "");
   if (!rc) rc = set_s(h, g, "eos_token", "");
+  if (!rc && effort) rc = set_s(h, g, "reasoning_effort", effort);
   if (!rc) rc = tmpl_render(t, g, out);
   tmpl_heap_free(h);
   err_clear();
@@ -91,7 +93,7 @@ static int probe_render(const tmpl *t, bool with_system, bool with_tool, buf *ou
 /* Whether the probe's output holds mark. */
 static bool probe_shows(const tmpl *t, bool with_system, bool with_tool, const char *mark) {
   buf out = BUF_INIT;
-  bool shown = t && probe_render(t, with_system, with_tool, &out) == 0 && out.data && strstr(out.data, mark);
+  bool shown = t && probe_render(t, with_system, with_tool, NULL, &out) == 0 && out.data && strstr(out.data, mark);
   buf_free(&out);
   return shown;
 }
@@ -103,11 +105,20 @@ bool tmpl_renders_system(const tmpl *t) { return probe_shows(t, true, false, PRO
 int tmpl_probe_opens_think(const tmpl *t, const char *open) {
   buf out = BUF_INIT;
   int opens = -1;
-  if (t && open && probe_render(t, false, false, &out) == 0) {
+  if (t && open && probe_render(t, false, false, NULL, &out) == 0) {
     size_t n = out.len, k = strlen(open);
     while (n > 0 && isspace((unsigned char)out.data[n - 1])) n--;
     opens = n >= k && memcmp(out.data + n - k, open, k) == 0;
   }
   buf_free(&out);
   return opens;
+}
+
+bool tmpl_renders_effort(const tmpl *t) {
+  buf lo = BUF_INIT, hi = BUF_INIT;
+  bool differ = t && probe_render(t, false, false, "low", &lo) == 0 && probe_render(t, false, false, "high", &hi) == 0 &&
+                (lo.len != hi.len || memcmp(lo.data ? lo.data : "", hi.data ? hi.data : "", lo.len) != 0);
+  buf_free(&lo);
+  buf_free(&hi);
+  return differ;
 }

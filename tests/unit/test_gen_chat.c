@@ -247,3 +247,58 @@ TEST(gen_prompt_parser_for_tools) {
   tmpl_free(mm.chat);
   tok_free(mm.t);
 }
+
+/* The reasoning level reaches the template as reasoning_effort: from the
+ * request (gen_effort_of's names), LOW when thinking is switched off and no
+ * level is given, the template's own default otherwise, and never over a
+ * reasoning_effort the request passed in chat_template_kwargs. Rendered
+ * through the harmony default, whose system message says the level. */
+static char *render_effort(enum gen_effort e, int thinking, const char *kwargs) {
+  tmpl *t = compile(tmpl_default_source(TMPL_DEFAULT_HARMONY));
+  json_t *msgs = json_loads("[{\"role\":\"user\",\"content\":\"Hi\"}]", 0, NULL);
+  json_t *kw = kwargs ? json_loads(kwargs, 0, NULL) : NULL;
+  gen_chat_template ct = {.chat = t, .bos = "", .eos = ""};
+  gen_chat_template_measure(&ct);
+  gen_chat c = {.messages = msgs, .thinking = thinking, .effort = e, .template_kwargs = kw};
+  buf out = BUF_INIT;
+  int rc = t && msgs ? gen_chat_render(&ct, &c, &out) : -1;
+  json_decref(msgs);
+  json_decref(kw);
+  tmpl_free(t);
+  if (rc) {
+    buf_free(&out);
+    return NULL;
+  }
+  return out.data;
+}
+
+TEST(gen_render_reasoning_effort) {
+  EXPECT_INT_EQ(gen_effort_of("minimal"), GEN_EFFORT_LOW);
+  EXPECT_INT_EQ(gen_effort_of("low"), GEN_EFFORT_LOW);
+  EXPECT_INT_EQ(gen_effort_of("medium"), GEN_EFFORT_MEDIUM);
+  EXPECT_INT_EQ(gen_effort_of("high"), GEN_EFFORT_HIGH);
+  EXPECT_INT_EQ(gen_effort_of("xhigh"), GEN_EFFORT_HIGH);
+  EXPECT_INT_EQ(gen_effort_of("max"), GEN_EFFORT_HIGH);
+  EXPECT_INT_EQ(gen_effort_of("none"), GEN_EFFORT_DEFAULT);
+  EXPECT_INT_EQ(gen_effort_of("on"), GEN_EFFORT_DEFAULT);
+  EXPECT_INT_EQ(gen_effort_of(NULL), GEN_EFFORT_DEFAULT);
+  static const struct {
+    enum gen_effort e;
+    int thinking;
+    const char *kwargs, *want;
+  } cases[] = {
+      {GEN_EFFORT_HIGH, 1, NULL, "\n\nReasoning: high\n\n"},
+      {GEN_EFFORT_LOW, 1, NULL, "\n\nReasoning: low\n\n"},
+      {GEN_EFFORT_MEDIUM, -1, NULL, "\n\nReasoning: medium\n\n"},
+      {GEN_EFFORT_DEFAULT, -1, NULL, "\n\nReasoning: medium\n\n"}, /* the template's default */
+      {GEN_EFFORT_DEFAULT, 0, NULL, "\n\nReasoning: low\n\n"},     /* cannot be off: the lowest */
+      {GEN_EFFORT_HIGH, 0, NULL, "\n\nReasoning: high\n\n"},
+      {GEN_EFFORT_HIGH, 1, "{\"reasoning_effort\":\"low\"}", "\n\nReasoning: low\n\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *p = render_effort(cases[i].e, cases[i].thinking, cases[i].kwargs);
+    TEST_CHECK_(p && strstr(p, cases[i].want), 0, "case %zu: %s", i, p ? p : "(render failed)");
+    TEST_CHECK_(p && strstr(p, "<|start|>user<|message|>Hi<|end|><|start|>assistant"), 0, "case %zu", i);
+    free(p);
+  }
+}

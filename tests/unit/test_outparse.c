@@ -172,7 +172,7 @@ static void check_at(const char *file, int line, const outparse_config *cfg, con
 
 static outparse_config cfg_of(enum outparse_format f, const char *open, const char *close,
                               bool starts, bool tools) {
-  outparse_config c = {f, open, close, starts, tools};
+  outparse_config c = {.format = f, .think_open = open, .think_close = close, .starts_in_reasoning = starts, .tools_enabled = tools};
   return c;
 }
 
@@ -414,6 +414,27 @@ TEST(outparse_harmony) {
   check(&c, "<|channel|>commentary to=functions.f", "", ERR_PARSE); /* ended inside the header */
   outparse_config off = cfg_of(OUTPARSE_HARMONY, NULL, NULL, false, false);
   check(&off, "<|channel|>commentary to=functions.f<|message|>{}<|call|>", "|T:{}", 0);
+}
+
+/* thinking switched off: the reasoning is still parsed (the answer and the
+ * calls after it come out whole) but never emitted, in every format */
+TEST(outparse_hide_reasoning) {
+  outparse_config h = cfg_of(OUTPARSE_HARMONY, NULL, NULL, false, true);
+  h.hide_reasoning = true;
+  check(&h,
+        "<|channel|>analysis<|message|>User wants weather.<|end|><|start|>assistant<|channel|>final"
+        "<|message|>It is sunny.<|return|>",
+        "|T:It is sunny.", 0);
+  check(&h,
+        "<|channel|>analysis<|message|>Need a tool.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+        "|B0:get_weather|A0:{\"city\": \"Paris\"}|E0", 0);
+  outparse_config q = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", true, true);
+  q.hide_reasoning = true;
+  check(&q, "hmm</think>Answer<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
+        "|T:Answer|B0:f|A0:{}|E0", 0);
+  q.hide_reasoning = false;
+  check(&q, "hmm</think>Answer", "|R:hmm|T:Answer", 0);
 }
 
 TEST(outparse_granite) {

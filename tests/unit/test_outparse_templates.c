@@ -232,7 +232,8 @@ TEST(outparse_template_roundtrip) {
       }
       const char *turn = full + plen;
       int n_want = k >= 2 ? 2 : 1;
-      outparse_config cfg = {row->format, row->think_open, row->think_close, row->starts_in_reasoning, true};
+      outparse_config cfg = {.format = row->format, .think_open = row->think_open, .think_close = row->think_close,
+                             .starts_in_reasoning = row->starts_in_reasoning, .tools_enabled = true};
       static const size_t chunks[] = {0, 1, 7};
       for (size_t c = 0; c < 3; c++) {
         got g;

@@ -56,7 +56,7 @@ TEST(tmpl_probe_by_hand) {
 }
 
 /* The defaults: all show tools but Llama 2's and DeepSeek-R1's; all render
- * a system prompt. */
+ * a system prompt; harmony alone reads reasoning_effort. */
 TEST(tmpl_probe_defaults) {
   for (int d = TMPL_DEFAULT_CHATML; d < TMPL_DEFAULT_COUNT; d++) {
     tmpl *t = compile(tmpl_default_source((tmpl_default_id)d));
@@ -64,6 +64,9 @@ TEST(tmpl_probe_defaults) {
     bool want_tools = d != TMPL_DEFAULT_LLAMA2 && d != TMPL_DEFAULT_DEEPSEEK;
     TEST_CHECK_(tmpl_renders_tools(t) == want_tools, 0, "default %s: tools", tmpl_default_name((tmpl_default_id)d));
     TEST_CHECK_(tmpl_renders_system(t), 0, "default %s: system", tmpl_default_name((tmpl_default_id)d));
+    /* only harmony takes reasoning levels */
+    TEST_CHECK_(tmpl_renders_effort(t) == (d == TMPL_DEFAULT_HARMONY), 0, "default %s: effort",
+                tmpl_default_name((tmpl_default_id)d));
     tmpl_free(t);
   }
 }
@@ -101,4 +104,22 @@ TEST(tmpl_probe_real_templates) {
     n++;
   }
   if (!n) TEST_SKIP("../shared/templates is absent");
+}
+
+/* A template that writes reasoning_effort only when it is defined changes
+ * with it; one that never reads it, or cannot render, does not. */
+TEST(tmpl_probe_effort) {
+  tmpl *t = compile("{{ messages[0].content }}{% if reasoning_effort is defined %} [{{ reasoning_effort }}]{% endif %}");
+  ASSERT_TRUE(t != NULL);
+  EXPECT_TRUE(tmpl_renders_effort(t));
+  tmpl_free(t);
+  t = compile("{{ messages[0].content }}{% if enable_thinking %} think{% endif %}");
+  ASSERT_TRUE(t != NULL);
+  EXPECT_FALSE(tmpl_renders_effort(t));
+  tmpl_free(t);
+  t = compile("{{ raise_exception('no') }}");
+  ASSERT_TRUE(t != NULL);
+  EXPECT_FALSE(tmpl_renders_effort(t));
+  tmpl_free(t);
+  EXPECT_FALSE(tmpl_renders_effort(NULL));
 }

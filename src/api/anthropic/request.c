@@ -13,7 +13,9 @@
  *   tool_choice auto|any|tool|none      -> gen_tool_choice (any/tool are
  *                                          then forced by a grammar where
  *                                          the family allows, gen.h)
- *   thinking enabled|adaptive|disabled  -> gen_chat.thinking 1|1|0
+ *   thinking enabled|adaptive|disabled  -> gen_chat.thinking 1|1|0 (enabled:
+ *                                          budget_tokens -> gen_chat.effort)
+ *   output_config.effort                -> gen_chat.effort
  *   max_tokens, temperature, top_p, top_k, stop_sequences,
  *   output_config.format (json_schema)  -> gen_params
  *
@@ -419,6 +421,10 @@ static int parse_thinking(const json_t *body, anthropic_req *r) {
     if ((rc = api_json_int(th, "thinking", "budget_tokens", true, &budget))) return rc;
     if (budget < 1) return err_set(ERR_RANGE, "thinking.budget_tokens: %lld is out of range (at least 1)", budget);
     r->chat.thinking = 1;
+    /* the level of a model whose reasoning has levels: the inverse of the
+     * budgets LiteLLM gives OpenAI's efforts (low 1024, medium 2048, high
+     * 4096), so an effort translated to a budget comes back as itself */
+    r->chat.effort = budget <= 1024 ? GEN_EFFORT_LOW : budget <= 2048 ? GEN_EFFORT_MEDIUM : GEN_EFFORT_HIGH;
   } else if (strcmp(type, "adaptive") == 0) {
     r->chat.thinking = 1;
   } else if (strcmp(type, "disabled") == 0) {
@@ -498,6 +504,7 @@ static int parse_output_config(const json_t *body, anthropic_req *r) {
   bool ok = !effort;
   for (size_t i = 0; effort && i < ARRAY_LEN(efforts); i++) ok |= strcmp(effort, efforts[i]) == 0;
   if (!ok) return err_set(ERR_INVALID, "output_config.effort: '%.32s' is not one of low, medium, high, xhigh, max", effort);
+  if (effort) r->chat.effort = gen_effort_of(effort); /* wins over a thinking budget */
   const json_t *f = json_object_get(oc, "format");
   if (!f || json_is_null(f)) return 0;
   if (!json_is_object(f))

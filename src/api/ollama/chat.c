@@ -170,6 +170,7 @@ void ollama_chat(http_req *req, void *ctx) {
   int32_t top = 0;
   int64_t ka_ms = 0;
   int think = -1;
+  enum gen_effort effort = GEN_EFFORT_DEFAULT;
   int rc = api_json_str(body, "", "model", false, &mname);
   if (rc && rc != ERR_NOT_FOUND) {
     api_error_last(req, rc, "model");
@@ -191,7 +192,7 @@ void ollama_chat(http_req *req, void *ctx) {
   }
   const json_t *tools = json_object_get(body, "tools");
   if (check_tools(req, tools) || ollama_stream(req, body, &stream) ||
-      ollama_think(req, json_object_get(body, "think"), &think) ||
+      ollama_think(req, json_object_get(body, "think"), &think, &effort) ||
       ollama_keep_alive(req, json_object_get(body, "keep_alive"), &ka_set, &ka_ms) ||
       ollama_format(req, json_object_get(body, "format"), &g))
     goto done;
@@ -230,7 +231,7 @@ void ollama_chat(http_req *req, void *ctx) {
     ollama_answer_load(req, OLLAMA_CHAT, mname, "load");
     goto done;
   }
-  gen_chat chat = {.messages = msgs, .tools = json_array_size(tools) ? tools : NULL, .thinking = think};
+  gen_chat chat = {.messages = msgs, .tools = json_array_size(tools) ? tools : NULL, .thinking = think, .effort = effort};
   outparse_config pc;
   if ((rc = gen_chat_prompt(mm, &chat, NULL, &ids, &pc))) {
     ollama_err(req, rc == ERR_NOMEM ? 500 : 400, rc, "%s", err_detail());

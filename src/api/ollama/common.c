@@ -230,8 +230,9 @@ int ollama_format(http_req *req, const json_t *format, gen_params *g) {
   return ERR_INVALID;
 }
 
-int ollama_think(http_req *req, const json_t *think, int *out) {
+int ollama_think(http_req *req, const json_t *think, int *out, enum gen_effort *effort) {
   *out = -1;
+  *effort = GEN_EFFORT_DEFAULT;
   if (!think || json_is_null(think)) return 0;
   if (json_is_boolean(think)) {
     *out = json_is_true(think) ? 1 : 0;
@@ -240,6 +241,7 @@ int ollama_think(http_req *req, const json_t *think, int *out) {
   const char *s = json_string_value(think);
   if (s && (!strcmp(s, "high") || !strcmp(s, "medium") || !strcmp(s, "low") || !strcmp(s, "max"))) {
     *out = 1;
+    *effort = gen_effort_of(s);
     return 0;
   }
   char *text = json_dumps(think, JSON_COMPACT | JSON_ENCODE_ANY);

@@ -381,6 +381,7 @@ void ollama_generate(http_req *req, void *ctx) {
   int32_t top = 0;
   int64_t ka_ms = 0;
   int think = -1;
+  enum gen_effort effort = GEN_EFFORT_DEFAULT;
   int rc = api_json_str(body, "", "model", false, &mname);
   if (rc && rc != ERR_NOT_FOUND) {
     api_error_last(req, rc, "model");
@@ -425,7 +426,7 @@ void ollama_generate(http_req *req, void *ctx) {
       goto done;
     }
   }
-  if (ollama_stream(req, body, &stream) || ollama_think(req, json_object_get(body, "think"), &think) ||
+  if (ollama_stream(req, body, &stream) || ollama_think(req, json_object_get(body, "think"), &think, &effort) ||
       ollama_keep_alive(req, json_object_get(body, "keep_alive"), &ka_set, &ka_ms) ||
       ollama_format(req, json_object_get(body, "format"), &g))
     goto done;
@@ -493,7 +494,7 @@ void ollama_generate(http_req *req, void *ctx) {
     msgs = json_array();
     if (*system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", system));
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", prompt));
-    gen_chat chat = {.messages = msgs, .thinking = think};
+    gen_chat chat = {.messages = msgs, .thinking = think, .effort = effort};
     if (!(rc = gen_chat_prompt(mm, &chat, NULL, &ids, &pc))) pcp = &pc;
   } else {
     buf_appendf(&text, "%s%s", system, prompt);

@@ -101,8 +101,9 @@ void ollama_params_init(gen_params *g);
 int ollama_options(http_req *req, const json_t *options, gen_params *g);
 /* format: null/"" none, "json", or a schema object. */
 int ollama_format(http_req *req, const json_t *format, gen_params *g);
-/* think: absent -1, false 0, true or a level 1; else 400. */
-int ollama_think(http_req *req, const json_t *think, int *out);
+/* think: absent -1, false 0, true or a level 1, the level ("max" is
+ * high, as Ollama maps it for gpt-oss) in *effort; else 400. */
+int ollama_think(http_req *req, const json_t *think, int *out, enum gen_effort *effort);
 /* keep_alive: absent false; number seconds / duration string; -1 forever
  * (ms < 0). Other types 400. */
 int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms);

@@ -314,19 +314,21 @@ static int parse_tool_choice(char *param, const json_t *body, gen_chat *c) {
 }
 
 /* reasoning_effort: "none"/"minimal" turn the family's thinking off, the
- * others leave it on; chat_template_kwargs.enable_thinking wins. */
+ * others leave it on and set the level of a model whose reasoning has
+ * levels (gen_effort_of); chat_template_kwargs.enable_thinking wins. */
 static int parse_thinking(char *param, const json_t *body, gen_chat *c) {
   c->thinking = -1;
   const json_t *re = json_object_get(body, "reasoning_effort");
   if (re && !json_is_null(re)) {
     const char *s = json_string_value(re);
-    static const char *const ok[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    static const char *const ok[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
     bool known = false;
     for (size_t i = 0; s && i < ARRAY_LEN(ok); i++) known |= strcmp(s, ok[i]) == 0;
     if (!known)
       return bad(param, ERR_INVALID, "reasoning_effort",
-                 "reasoning_effort: expected one of none, minimal, low, medium, high, xhigh%s", "");
+                 "reasoning_effort: expected one of none, minimal, low, medium, high, xhigh, max%s", "");
     c->thinking = strcmp(s, "none") == 0 || strcmp(s, "minimal") == 0 ? 0 : 1;
+    c->effort = gen_effort_of(s);
   }
   const json_t *kw = json_object_get(body, "chat_template_kwargs");
   if (kw && !json_is_null(kw) && !json_is_object(kw))

@@ -220,6 +220,7 @@ static int build(http_req *req, openai_ctx *oc, json_t *body, struct rreq *r) {
   if (json_is_string(effort)) {
     const char *e = json_string_value(effort);
     r->chat.thinking = strcmp(e, "none") == 0 || strcmp(e, "minimal") == 0 ? 0 : 1;
+    r->chat.effort = gen_effort_of(e);
   }
 
   /* History, then instructions, then the new input. */
