@@ -437,6 +437,17 @@ TEST(family_gpt_oss) {
   EXPECT_FALSE(fi.template_opens_think);
   EXPECT_TRUE(fi.executable); /* gptoss.c */
   EXPECT_TRUE(family_missing(&fi) == NULL);
+  EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_HARMONY);
+  /* without a template of its own: the harmony default, which takes
+   * reasoning levels (the bit is not a listed capability) */
+  fake_model bare = m;
+  bare.tmpl = NULL;
+  ASSERT_INT_EQ(detect(&bare, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_GPT_OSS);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS | FAMILY_CAP_REASONING | FAMILY_CAP_REASONING_LEVELS);
+  char names[128];
+  family_caps_str(CAPS(fi), names, sizeof names);
+  EXPECT_STR_EQ(names, "chat,tools,reasoning");
 }
 
 TEST(family_granite) {

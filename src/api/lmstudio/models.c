@@ -143,7 +143,11 @@ static json_t *v1_entry(lmstudio_ctx *lc, const registry_entry *e) {
   if (!emb) {
     json_t *caps = json_pack("{s:b, s:b}", "vision", (e->caps & FAMILY_CAP_VISION) || e->projector, "trained_for_tool_use",
                              (e->caps & FAMILY_CAP_TOOLS) != 0);
-    if (caps && (e->caps & FAMILY_CAP_REASONING))
+    /* a model whose reasoning has levels (gpt-oss) cannot turn it off */
+    if (caps && (e->caps & FAMILY_CAP_REASONING_LEVELS))
+      json_object_set_new(caps, "reasoning",
+                          json_pack("{s:[s,s,s], s:s}", "allowed_options", "low", "medium", "high", "default", "medium"));
+    else if (caps && (e->caps & FAMILY_CAP_REASONING))
       json_object_set_new(caps, "reasoning", json_pack("{s:[s,s,s,s,s], s:s}", "allowed_options", "off", "on", "low",
                                                        "medium", "high", "default", "on"));
     json_object_set_new(m, "capabilities", caps ? caps : json_object());

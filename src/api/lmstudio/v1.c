@@ -518,12 +518,16 @@ void lms_v1_chat(http_req *req, void *ctx) {
   gen_chat chat = {.messages = msgs, .thinking = -1};
   if (q.reasoning) {
     bool can = (mm->fam.caps & FAMILY_CAP_REASONING) != 0;
-    if (!can && strcmp(q.reasoning, "off") != 0) {
+    bool levels = (mm->fam.caps & FAMILY_CAP_REASONING_LEVELS) != 0;
+    bool off = strcmp(q.reasoning, "off") == 0;
+    if ((!can && !off) || (levels && off)) {
       fail(&e, 400, "invalid_request", "invalid_value", "reasoning",
-           "reasoning: model '%s' does not support reasoning setting '%s' (allowed: off)", mm->name, q.reasoning);
+           "reasoning: model '%s' does not support reasoning setting '%s' (allowed: %s)", mm->name, q.reasoning,
+           levels ? "low, medium, high, on" : "off");
       goto bad;
     }
-    if (can) chat.thinking = strcmp(q.reasoning, "off") != 0;
+    if (can) chat.thinking = !off;
+    chat.effort = gen_effort_of(q.reasoning);
   }
   outparse_config pc;
   if ((rc = gen_chat_prompt(mm, &chat, NULL, &ids, &pc))) {
