@@ -11,6 +11,7 @@
 #define PARLEY_KERNELS_IQ_GRIDS_H
 
 #include <stdint.h>
+#include <string.h>
 
 extern const uint64_t iq2xxs_grid[256];  /* IQ2_XXS: 8 magnitudes in {8, 25, 43} */
 extern const uint64_t iq2xs_grid[512];   /* IQ2_XS */
@@ -25,6 +26,17 @@ static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -1
 /* MXFP4: the 16 E2M1 values doubled (index bit 3 is the sign), so a block's
  * scale is half its E8M0 power of two. */
 static const int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* Half of a block's E8M0 scale 2^(e - 127), the factor of the doubled
+ * values above: 2^(e - 128), exact, built from its bits (e >= 2 normal,
+ * e = 1 and 0 the subnormals 2^-127 and 2^-128) so every kernel variant
+ * and the reference share one value. */
+static inline float mxfp4_half_scale(uint8_t e) {
+  uint32_t bits = e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e;
+  float d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
 
 /* IQ1_S / IQ1_M: every grid value is shifted by +-1/8 (the delta bit). */
 #define IQ1_DELTA 0.125f

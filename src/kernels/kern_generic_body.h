@@ -92,7 +92,7 @@ GEN_FN static void gen_tile_bf16(const void *w, int64_t n, const void *x, size_t
 
 /* Block ib unpacked to q[32] (signed for kind 0..2, else unsigned with the
  * offset m); kinds as in kern_x86_body.h: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 Q4_1,
- * 4 Q5_1, 5 IQ4_NL (signed levels). Element j: nibbles low for j < 16, high for j >= 16. */
+ * 4 Q5_1, 5 IQ4_NL, 6 MXFP4 (signed levels). Element j: nibbles low for j < 16, high for j >= 16. */
 static inline void gen_unpack32(const uint8_t *w, int64_t ib, int kind, int *q, float *d,
                                 float *m) {
   const uint8_t *qs = NULL, *qhp = NULL;
@@ -110,6 +110,15 @@ static inline void gen_unpack32(const uint8_t *w, int64_t ib, int kind, int *q, 
     for (int j = 0; j < 16; j++) {
       q[j] = kvalues_iq4nl[b->qs[j] & 15];
       q[j + 16] = kvalues_iq4nl[b->qs[j] >> 4];
+    }
+    return;
+  }
+  case 6: {
+    const block_mxfp4 *b = (const block_mxfp4 *)w + ib;
+    *d = mxfp4_half_scale(b->e);
+    for (int j = 0; j < 16; j++) {
+      q[j] = kvalues_mxfp4[b->qs[j] & 15];
+      q[j + 16] = kvalues_mxfp4[b->qs[j] >> 4];
     }
     return;
   }
@@ -187,6 +196,7 @@ GEN_Q32(q5_0, 2)
 GEN_Q32(q4_1, 3)
 GEN_Q32(q5_1, 4)
 GEN_Q32(iq4_nl, 5)
+GEN_Q32(mxfp4, 6)
 
 /* Q4_0 x kern_pair_q8 (kern_x86_body.h body_q4_0p): per pair of blocks,
  * lane l belongs to block 2p + l / 4 and sums (q - 8) x over elements
@@ -449,6 +459,8 @@ static void gen_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_Q5_1] = gen_tile_q5_1;
   ops->tile[TENSOR_TYPE_IQ4_NL] = gen_tile_iq4_nl;
   ops->act[TENSOR_TYPE_IQ4_NL] = KERN_ACT_Q8;
+  ops->tile[TENSOR_TYPE_MXFP4] = gen_tile_mxfp4;
+  ops->act[TENSOR_TYPE_MXFP4] = KERN_ACT_Q8;
   ops->tile[TENSOR_TYPE_Q4_K] = gen_tile_q4_K;
   ops->tile[TENSOR_TYPE_Q5_K] = gen_tile_q5_K;
   ops->tile[TENSOR_TYPE_Q6_K] = gen_tile_q6_K;

@@ -252,7 +252,8 @@ DEFINE_TILE(tile_bf16, body_bf16)
 /* Unpacks block ib of a 32-block row to 32 bytes: signed (sign trick
  * operands) or unsigned q with a float offset m; kind: 0 Q8_0, 1 Q4_0,
  * 2 Q5_0, 3 Q4_1, 4 Q5_1, 5 IQ4_NL (signed: each nibble looked up in the
- * 16 levels, |level| <= 127 as for Q8_0). */
+ * 16 levels, |level| <= 127 as for Q8_0), 6 MXFP4 (the same with the
+ * doubled E2M1 values, |level| <= 12, and the E8M0 half scale). */
 TGT_INL __m256i unpack32(const uint8_t *w, int64_t ib, int kind, float *d, float *m) {
   const __m256i lo4 = _mm256_set1_epi8(0x0f);
   switch (kind) {
@@ -283,12 +284,24 @@ TGT_INL __m256i unpack32(const uint8_t *w, int64_t ib, int kind, float *d, float
     __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
   }
-  case 5: {
-    const block_iq4_nl *b = (const block_iq4_nl *)w + ib;
-    *d = f16_load(&b->d);
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+  case 5:
+  case 6: {
+    const uint8_t *qs;
+    const int8_t *lv;
+    if (kind == 5) {
+      const block_iq4_nl *b = (const block_iq4_nl *)w + ib;
+      *d = f16_load(&b->d);
+      qs = b->qs;
+      lv = kvalues_iq4nl;
+    } else {
+      const block_mxfp4 *b = (const block_mxfp4 *)w + ib;
+      *d = mxfp4_half_scale(b->e);
+      qs = b->qs;
+      lv = kvalues_mxfp4;
+    }
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
     __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), lo4);
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl)), v);
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lv)), v);
   }
   default: {
     const block_q5_1 *b = (const block_q5_1 *)w + ib;
@@ -304,7 +317,7 @@ TGT_INL __m256i unpack32(const uint8_t *w, int64_t ib, int kind, float *d, float
 /* One block ib into accumulator acc (per token). */
 TGT_INL void q32_block(const void *w, int64_t ib, const void *x, size_t xs, int nt, int kind,
                        __m256 *acc, float *macc) {
-  const bool is_signed = kind <= 2 || kind == 5;
+  const bool is_signed = kind <= 2 || kind >= 5;
   float d, m = 0.0f;
   __m256i q = unpack32(w, ib, kind, &d, &m);
   __m256i qa = is_signed ? _mm256_sign_epi8(q, q) : q; /* |q| as u8 */
@@ -346,7 +359,7 @@ TGT_INL void tile_q32(const void *w, int64_t n, const void *x, size_t xs, int nt
  * products), but each activation block is loaded once for both rows. */
 TGT_INL void q32_block2(const uint8_t *w, size_t rb, int64_t ib, const void *x, size_t xs, int nt,
                         int kind, __m256 *acc, float *macc) {
-  const bool is_signed = kind <= 2 || kind == 5;
+  const bool is_signed = kind <= 2 || kind >= 5;
   float d0, d1, m0 = 0.0f, m1 = 0.0f;
   __m256i q0 = unpack32(w, ib, kind, &d0, &m0);
   __m256i q1 = unpack32(w + rb, ib, kind, &d1, &m1);
@@ -424,6 +437,7 @@ BODY_Q32(q5_0, 2)
 BODY_Q32(q4_1, 3)
 BODY_Q32(q5_1, 4)
 BODY_Q32(iq4_nl, 5)
+BODY_Q32(mxfp4, 6)
 
 /* ---- Q4_0 x kern_pair_q8: two blocks per 256-bit register -------------- */
 
@@ -983,6 +997,9 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_IQ4_NL] = tile_iq4_nl;
   ops->tile2[TENSOR_TYPE_IQ4_NL] = tile2_iq4_nl;
   ops->act[TENSOR_TYPE_IQ4_NL] = KERN_ACT_Q8;
+  ops->tile[TENSOR_TYPE_MXFP4] = tile_mxfp4;
+  ops->tile2[TENSOR_TYPE_MXFP4] = tile2_mxfp4;
+  ops->act[TENSOR_TYPE_MXFP4] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;

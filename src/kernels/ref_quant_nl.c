@@ -169,14 +169,11 @@ void ref_quant_iq4_xs(const float *src, void *dst, int64_t n) {
 
 /* ---- MXFP4 ------------------------------------------------------------- */
 
-/* Half of the E8M0 scale 2^(e - 127): 2^(e - 128), exact (subnormal for e < 2). */
-static float e8m0_half(uint8_t e) { return ldexpf(1.0f, (int)e - 128); }
-
 void ref_dequant_mxfp4(const void *src, float *dst, int64_t n) {
   block_mxfp4 b;
   for (int64_t i = 0; i < n / QK_MXFP4; i++) {
     memcpy(&b, (const uint8_t *)src + i * sizeof b, sizeof b);
-    float d = e8m0_half(b.e);
+    float d = mxfp4_half_scale(b.e);
     for (int j = 0; j < QK_MXFP4 / 2; j++) {
       dst[i * QK_MXFP4 + j] = (float)kvalues_mxfp4[b.qs[j] & 15] * d;
       dst[i * QK_MXFP4 + j + QK_MXFP4 / 2] = (float)kvalues_mxfp4[b.qs[j] >> 4] * d;
@@ -206,7 +203,7 @@ void ref_quant_mxfp4(const float *src, void *dst, int64_t n) {
     float best = INFINITY;
     for (int e = e0 - 1; e <= e0; e++) {
       if (e < 0) continue;
-      float err = level_assign(x, QK_MXFP4, lv, 16, e8m0_half((uint8_t)e), q);
+      float err = level_assign(x, QK_MXFP4, lv, 16, mxfp4_half_scale((uint8_t)e), q);
       if (err < best || best == INFINITY) {
         best = err;
         b.e = (uint8_t)e;

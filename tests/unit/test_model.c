@@ -121,19 +121,19 @@ TEST(model_llama_quant_matches_numpy) {
 /* Every i-quant, ternary and MXFP4 type through a whole model (each
  * tensor, embeddings and output too, in that type), against numpy on the
  * dequantized weights (tools/quant_ref.py's own decoders). The types with
- * fast tiles (IQ4_NL, IQ4_XS, IQ3_*, IQ2_*) add only the 8-bit activation
+ * fast tiles (IQ4_NL, IQ4_XS, IQ3_*, IQ2_*, MXFP4) add only the 8-bit activation
  * error the bound above allows; the others run the double-precision
  * reference dot product and are far inside it. */
 TEST(model_llama_iq_fast_types_match_numpy) {
   NEED_PY();
   static const uint32_t t[] = {TENSOR_TYPE_IQ4_NL, TENSOR_TYPE_IQ4_XS, TENSOR_TYPE_IQ3_XXS, TENSOR_TYPE_IQ3_S,
-                               TENSOR_TYPE_IQ2_XXS, TENSOR_TYPE_IQ2_XS, TENSOR_TYPE_IQ2_S};
+                               TENSOR_TYPE_IQ2_XXS, TENSOR_TYPE_IQ2_XS, TENSOR_TYPE_IQ2_S, TENSOR_TYPE_MXFP4};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) check_quant(t[i], true, 2e-3);
 }
 
-TEST(model_llama_iq1_ternary_mxfp4_match_numpy) {
+TEST(model_llama_iq1_ternary_match_numpy) {
   NEED_PY();
-  static const uint32_t t[] = {TENSOR_TYPE_MXFP4, TENSOR_TYPE_TQ1_0, TENSOR_TYPE_TQ2_0, TENSOR_TYPE_IQ1_S,
+  static const uint32_t t[] = {TENSOR_TYPE_TQ1_0, TENSOR_TYPE_TQ2_0, TENSOR_TYPE_IQ1_S,
                                TENSOR_TYPE_IQ1_M};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) check_quant(t[i], true, 2e-3);
 }
