@@ -56,6 +56,9 @@ enum model_arch {
   MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
   MODEL_ARCH_MISTRAL3, /* llamalike.c: Ministral 3, Mistral Small 3.x text */
   MODEL_ARCH_GPT_OSS,   /* gptoss.c: OpenAI gpt-oss (moe.c, attention sinks) */
+  MODEL_ARCH_QWEN2MOE,  /* qwen2moe.c: experts + a gated shared expert */
+  MODEL_ARCH_OLMOE,     /* olmoe.c: experts, whole-row q/k norms */
+  MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
   MODEL_ARCH_COUNT
 };
 

@@ -56,8 +56,10 @@ int model_moe_load_hparams(model *m, const model_moe_defaults *d, model_moe_hpar
   if ((rc = model_key_i64(m, "expert_feed_forward_length", &m->hp.n_ff, 1, (int64_t)1 << 24, &p->n_ff_exp)))
     return rc;
   int64_t zero = 0, gating = 0, def_g = d->gating;
-  if ((rc = model_key_i64(m, "expert_shared_feed_forward_length", &zero, 0, (int64_t)1 << 24, &p->n_ff_shexp)))
+  if ((rc = model_key_i64(m, "expert_shared_feed_forward_length", d->shexp ? &m->hp.n_ff : &zero, d->shexp ? 1 : 0,
+                          (int64_t)1 << 24, &p->n_ff_shexp)))
     return rc;
+  p->shexp_gate = d->shexp;
   if ((rc = model_key_i64(m, "expert_gating_func", &def_g, 0, 1 << 16, &gating))) return rc;
   if (gating == 0) gating = def_g; /* "none": the architecture's */
   if (gating < MODEL_MOE_SOFTMAX || gating > MODEL_MOE_SOFTMAX_WEIGHT)
@@ -145,7 +147,8 @@ int model_moe_bind_layer(model *m, const model_moe_hparams *p, model_moe_layer *
   if ((rc = model_bind_matrix(m, &L->sh_gate, E, S, MODEL_BIND_ROWS, "blk.%d.ffn_gate_shexp.weight", i)) ||
       (rc = model_bind_matrix(m, &L->sh_up, E, S, MODEL_BIND_ROWS, "blk.%d.ffn_up_shexp.weight", i)) ||
       (rc = model_bind_matrix(m, &L->sh_down, S, E, MODEL_BIND_ROWS, "blk.%d.ffn_down_shexp.weight", i)) ||
-      (rc = model_bind_vector(m, &L->sh_router, E, MODEL_BIND_OPTIONAL, "blk.%d.ffn_gate_inp_shexp.weight", i)))
+      (rc = model_bind_vector(m, &L->sh_router, E, p->shexp_gate ? 0 : MODEL_BIND_OPTIONAL,
+                              "blk.%d.ffn_gate_inp_shexp.weight", i)))
     return rc;
   return 0;
 }
