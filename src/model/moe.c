@@ -450,3 +450,31 @@ int model_moe_ffn(model_ctx *c, const model_moe_hparams *p, const model_moe_laye
   }
   return 0;
 }
+
+/* ---- parameter counts (model.h) ------------------------------------------- */
+
+/* ARCH.suffix as an unsigned count (u32 or u64 as converters write it), 0
+ * when absent. */
+static uint64_t key_count(const gguf_file *f, const char *arch, const char *suffix) {
+  char key[160];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  uint32_t u32 = 0;
+  uint64_t u64 = 0;
+  if (gguf_get_u32(f, key, &u32) == 0) return u32;
+  if (gguf_get_u64(f, key, &u64) == 0) return u64;
+  return 0;
+}
+
+void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active) {
+  uint64_t sum = 0, idle = 0; /* idle: elements of the experts a token skips */
+  const uint64_t X = arch ? key_count(f, arch, "expert_count") : 0, k = arch ? key_count(f, arch, "expert_used_count") : 0;
+  for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+    const gguf_tensor *t = gguf_tensor_at(f, i);
+    sum += t->n_elements;
+    if (X > 0 && k <= X && strstr(t->name, "_exps.") && t->n_dims >= 2 && t->dims[t->n_dims - 1] == X)
+      idle += t->n_elements / X * (X - k);
+  }
+  uint64_t stated = 0;
+  *total = gguf_get_u64(f, "general.parameter_count", &stated) == 0 && stated >= idle ? stated : sum;
+  *active = *total - idle;
+}

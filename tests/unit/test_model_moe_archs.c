@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "gguf/gguf.h"
 #include "kernels/tensor_type.h"
 #include "model/model.h"
 #include "model/testgen_arch.h"
@@ -217,4 +218,41 @@ TEST(model_moe_archs_load_errors) {
   g.resid_scale = -1.0f;
   EXPECT_INT_EQ(ref_open_arch(&g, "gm_neg_resid"), ERR_RANGE);
   EXPECT_STR_CONTAINS(err_detail(), "key 'granitemoe.residual_scale' is -1, expected a number > 0");
+}
+
+/* ---- parameter counts ------------------------------------------------------ */
+
+/* model_file_params on the small qwen2moe file, against counts worked out
+ * here from its shape: per layer attn_norm, q/k/v/o and their biases,
+ * ffn_norm, router, the shared expert and its gate count whole; of the
+ * three expert tensors [n_embd x n_ff_exp x n_expert] a token reads k of
+ * the n_expert experts. A dense olmo2 file is all active. */
+TEST(model_file_params_counts_experts) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN2MOE);
+  ASSERT_TRUE(ref_write_arch(&g, "q2m_params", path, sizeof path));
+  const uint64_t E = 64, hd = 16, Q = 4 * hd, KV = 2 * hd, V = 300, X = 4, k = 2, F = 32, S = 48, L = 2;
+  ASSERT_INT_EQ((int64_t)g.n_embd, (int64_t)E); /* the shape the counts assume */
+  ASSERT_INT_EQ(g.n_ff_shexp, (int64_t)S);
+  const uint64_t attn = E + E * Q + 2 * E * KV + Q + 2 * KV + Q * E + E;
+  const uint64_t shared = E + 3 * E * S, router = E * X, experts = 3 * E * F * X;
+  const uint64_t total = L * (attn + router + shared + experts) + 2 * V * E + E;
+  const uint64_t active = total - L * experts / X * (X - k);
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  uint64_t t = 0, a = 0;
+  model_file_params(f, "qwen2moe", &t, &a);
+  gguf_close(f);
+  printf("    qwen2moe small: %llu parameters, %llu active\n", (unsigned long long)t, (unsigned long long)a);
+  EXPECT_INT_EQ((int64_t)t, (int64_t)total);
+  EXPECT_INT_EQ((int64_t)a, (int64_t)active);
+  /* dense: active = total; an unknown arch (no expert keys) is dense too */
+  model_testgen_arch d = model_testgen_arch_small(MODEL_ARCH_OLMO2);
+  ASSERT_TRUE(ref_write_arch(&d, "olmo2_params", path, sizeof path));
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  model_file_params(f, "olmo2", &t, &a);
+  EXPECT_TRUE(t > 0 && a == t);
+  model_file_params(f, NULL, &t, &a);
+  EXPECT_TRUE(t > 0 && a == t);
+  gguf_close(f);
 }
