@@ -71,12 +71,30 @@ static json_t *entry_json(const registry_entry *e) {
   json_t *caps = json_array();
   for (uint32_t bit = 1; bit < (1u << FAMILY_CAP_COUNT_); bit <<= 1)
     if ((e->caps & bit) && family_cap_name(bit)) json_array_append_new(caps, json_string(family_cap_name(bit)));
-  return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s, s:s, s:s, s:o, s:b, s:I, s:I, s:s, s:s?, s:b}", "name", e->name,
-                   "source", registry_source_name(e->source), "path", e->path, "projector", e->projector, "size",
-                   (json_int_t)e->size, "quant", e->quant, "arch", e->arch, "family", family_name(e->family),
-                   "capabilities", caps, "executable", e->executable, "context_length",
-                   (json_int_t)e->context_length, "modified_at", (json_int_t)e->mtime, "digest", e->digest, "error",
-                   e->error, "pulled", e->pulled);
+  return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s, s:s, s:s, s:o, s:b, s:I, s:I, s:I, s:I, s:s, s:s?, s:b}", "name",
+                   e->name, "source", registry_source_name(e->source), "path", e->path, "projector", e->projector,
+                   "size", (json_int_t)e->size, "quant", e->quant, "arch", e->arch, "family",
+                   family_name(e->family), "capabilities", caps, "executable", e->executable, "context_length",
+                   (json_int_t)e->context_length, "parameters", (json_int_t)e->n_params, "active_parameters",
+                   (json_int_t)e->n_params_active, "modified_at", (json_int_t)e->mtime, "digest", e->digest,
+                   "error", e->error, "pulled", e->pulled);
+}
+
+/* Three significant digits: "494M", "30.5B", "4.19M"; with experts the
+ * active count after a slash: "30.5B/3.34B". */
+static void human_params(const registry_entry *e, char *out, size_t cap) {
+  const uint64_t v[2] = {e->n_params, e->n_params_active};
+  if (!v[0]) {
+    snprintf(out, cap, "-");
+    return;
+  }
+  size_t o = 0;
+  for (int i = 0; i < (v[0] != v[1] ? 2 : 1) && o < cap; i++) {
+    const double x = (double)v[i];
+    const double d = x >= 1e9 ? 1e9 : x >= 1e6 ? 1e6 : x >= 1e3 ? 1e3 : 1;
+    const char *unit = x >= 1e9 ? "B" : x >= 1e6 ? "M" : x >= 1e3 ? "K" : "";
+    o += (size_t)snprintf(out + o, cap - o, "%s%.3g%s", i ? "/" : "", x / d, unit);
+  }
 }
 
 /* The name an alias resolves to now, or NULL when it names no model. */
@@ -92,13 +110,14 @@ static void print_table(registry *r, registry_snapshot *s) {
     size_t l = strlen(registry_snapshot_at(s, i)->name);
     if (l > w) w = l;
   }
-  printf("%-*s  %-9s  %-8s  %-12s  %s\n", (int)w, "NAME", "SIZE", "QUANT", "FAMILY", "SOURCE");
+  printf("%-*s  %-9s  %-13s  %-8s  %-12s  %s\n", (int)w, "NAME", "SIZE", "PARAMS", "QUANT", "FAMILY", "SOURCE");
   size_t n_err = 0;
   for (size_t i = 0; i < registry_snapshot_count(s); i++) {
     const registry_entry *e = registry_snapshot_at(s, i);
-    char sz[32];
+    char sz[32], pc[48];
     human_size(e->size, sz, sizeof sz);
-    printf("%-*s  %-9s  %-8s  %-12s  %s%s\n", (int)w, e->name, sz, e->quant[0] ? e->quant : "-",
+    human_params(e, pc, sizeof pc);
+    printf("%-*s  %-9s  %-13s  %-8s  %-12s  %s%s\n", (int)w, e->name, sz, pc, e->quant[0] ? e->quant : "-",
            e->error ? "-" : family_name(e->family), e->pulled ? "pulled" : registry_source_name(e->source),
            e->error ? "  (error)" : "");
     n_err += e->error != NULL;

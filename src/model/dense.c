@@ -21,6 +21,7 @@
  * other tokens of the batch (tests/unit/test_kernels*.c check it).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,18 @@ void model_norm_rows(float *rows, int64_t n, int64_t w, const float *norm, float
   for (int64_t r = 0; r < n; r++) ops_rmsnorm(rows + r * w, rows + r * w, norm, w, eps);
 }
 
+void model_qk_norm(const model_hparams *hp, float *q, float *k, int64_t n, const float *q_norm, const float *k_norm,
+                   bool whole) {
+  const int64_t hd = hp->head_dim;
+  if (whole) { /* one row per token: all heads at once */
+    model_norm_rows(q, n, hp->n_head * hd, q_norm, hp->norm_eps);
+    model_norm_rows(k, n, hp->n_head_kv * hd, k_norm, hp->norm_eps);
+  } else {
+    model_norm_rows(q, n * hp->n_head, hd, q_norm, hp->norm_eps);
+    model_norm_rows(k, n * hp->n_head_kv, hd, k_norm, hp->norm_eps);
+  }
+}
+
 void model_dense_out_norm(model_ctx *c, const model_step *st, model_dense_bufs *b, const float *norm) {
   const int64_t E = c->m->hp.n_embd;
   for (int64_t i = 0; i < st->n_out; i++)
@@ -204,9 +217,11 @@ int model_attn_bind(model *m, model_attn_layer *L, int i, int flags) {
   if ((flags & MODEL_ATTN_SINKS) &&
       (rc = model_bind_vector(m, &L->sinks, hp->n_head, 0, "blk.%d.attn_sinks.weight", i)))
     return rc;
-  if ((flags & MODEL_ATTN_QK_NORM) &&
-      ((rc = model_bind_vector(m, &L->q_norm, hd, 0, "blk.%d.attn_q_norm.weight", i)) ||
-       (rc = model_bind_vector(m, &L->k_norm, hd, 0, "blk.%d.attn_k_norm.weight", i))))
+  L->qk_whole = (flags & MODEL_ATTN_QK_NORM_WHOLE) != 0;
+  L->scale = 1.0f / sqrtf((float)hd);
+  if ((flags & (MODEL_ATTN_QK_NORM | MODEL_ATTN_QK_NORM_WHOLE)) &&
+      ((rc = model_bind_vector(m, &L->q_norm, L->qk_whole ? Q : hd, 0, "blk.%d.attn_q_norm.weight", i)) ||
+       (rc = model_bind_vector(m, &L->k_norm, L->qk_whole ? KV : hd, 0, "blk.%d.attn_k_norm.weight", i))))
     return rc;
   if ((flags & MODEL_ATTN_BIAS) && ((rc = model_bind_vector(m, &L->bq, Q, 0, "blk.%d.attn_q.bias", i)) ||
                                     (rc = model_bind_vector(m, &L->bk, KV, 0, "blk.%d.attn_k.bias", i)) ||
@@ -225,7 +240,6 @@ int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const mode
   const model_hparams *hp = &c->m->hp;
   const int64_t n = st->n, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
   const int32_t n_rot = hp->rope.n_rot;
-  const float eps = hp->norm_eps;
   const model_tensor *qkv[3] = {&L->wq, &L->wk, &L->wv};
   float *const qkv_y[3] = {b->q, b->k, b->v};
   int rc = model_matmul_multi(c, 3, qkv, qkv_y, b->xn, n);
@@ -236,17 +250,15 @@ int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const mode
     add_rows(b->k, L->bk, n, KV);
     add_rows(b->v, L->bv, n, KV);
   }
-  if (L->q_norm) {
-    model_norm_rows(b->q, n * hp->n_head, hd, L->q_norm, eps);
-    model_norm_rows(b->k, n * hp->n_head_kv, hd, L->k_norm, eps);
-  }
-  for (int64_t t = 0; t < n; t++) {
-    ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
-    ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
-  }
+  if (L->q_norm) model_qk_norm(hp, b->q, b->k, n, L->q_norm, L->k_norm, L->qk_whole);
+  if (model_layer_rope(hp, l))
+    for (int64_t t = 0; t < n; t++) {
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
+      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
+    }
   model_kv_store(c, l, st, b->k, b->v);
   model_prof_mark(c, MODEL_PROF_ROPE_KV);
-  if ((rc = model_attention_sinks(c, l, st, b->q, b->att, 1.0f / sqrtf((float)hd), L->sinks))) return rc;
+  if ((rc = model_attention_sinks(c, l, st, b->q, b->att, L->scale, L->sinks))) return rc;
   model_prof_mark(c, MODEL_PROF_ATTN);
   rc = model_matmul(c, &L->wo, b->att, n, b->xn);
   if (!rc && L->bo) add_rows(b->xn, L->bo, n, hp->n_embd);
@@ -282,4 +294,45 @@ int model_io_logits(model_ctx *c, const model_step *st, const model_io *io, mode
   int rc = model_matmul(c, &io->output, b->xn, st->n_out, logits);
   model_prof_mark(c, MODEL_PROF_LOGITS);
   return rc;
+}
+
+/* ---- granite's multipliers (model_int.h) ---------------------------------- */
+
+void model_scales_none(const model *m, model_scales *s) {
+  s->embd = s->resid = s->logit = 1.0f;
+  s->attn = 1.0f / sqrtf((float)m->hp.head_dim);
+}
+
+/* One multiplier key: absent or 0 = none (unless required), else > 0. */
+static int granite_scale(model *m, const char *suffix, bool required, float none, float *out) {
+  float zero = 0.0f, v = 0.0f;
+  int rc = model_key_f32(m, suffix, required ? NULL : &zero, &v);
+  if (rc) return rc;
+  if (v < 0.0f || (required && v == 0.0f))
+    return err_set(ERR_RANGE, "key '%s.%s' is %g, expected a number > 0%s", m->ops->name, suffix, v,
+                   required ? "" : " (or 0: none)");
+  *out = v > 0.0f ? v : none;
+  return 0;
+}
+
+int model_load_granite_scales(model *m, model_scales *s) {
+  model_scales_none(m, s);
+  int rc;
+  if ((rc = granite_scale(m, "logit_scale", true, 1.0f, &s->logit)) ||
+      (rc = granite_scale(m, "embedding_scale", false, 1.0f, &s->embd)) ||
+      (rc = granite_scale(m, "residual_scale", false, 1.0f, &s->resid)) ||
+      (rc = granite_scale(m, "attention.scale", false, s->attn, &s->attn)))
+    return rc;
+  char key[96];
+  snprintf(key, sizeof key, "%s.rope.scaling.finetuned", m->ops->name);
+  bool rope_on = true;
+  rc = gguf_get_bool(m->f, key, &rope_on);
+  if (rc && rc != ERR_NOT_FOUND) return err_set(rc, "key '%s' is not a bool", key);
+  if (!rope_on) m->hp.nope_step = 1; /* no layer rotates */
+  return 0;
+}
+
+void model_scale_rows(float *x, int64_t n, float s) {
+  if (s != 1.0f)
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -171,12 +171,16 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     [FAMILY_GLM4] = {"glm4", "GLM-4", {"glm4"}, {NULL}, {"glm4", "glmz1"}, {"[gMASK]<sop>"}, "gpt2", {"glm4"},
                      {"[gMASK]", "<|user|>"}, false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK,
                      false, NULL},
+    /* OLMoE-1B-7B-Instruct's template is the Tulu one OLMo 2 uses */
+    [FAMILY_OLMOE] = {"olmoe", "OLMoE", {"olmoe"}, {NULL}, {"olmoe"}, {"<|assistant|>"}, "gpt2", {NULL}, {NULL},
+                      false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
-static const char *const EXECUTABLE_ARCHS[] = {"llama", "qwen2",  "qwen3",   "bert",   "gemma2",
-                                                "gemma3", "phi3", "granite", "smollm3",
-                                                "qwen3moe", "olmo2", "glm4", "nomic-bert", "mistral3", "gpt-oss"};
+static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",    "bert",       "gemma2",
+                                                "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
+                                                "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
+                                                "qwen2moe", "olmoe",  "granitemoe"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -505,7 +509,7 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3 and gpt-oss",
+             "mistral3, gpt-oss, qwen2moe, olmoe and granitemoe",
              ev->arch, row->display);
     append_missing(out, text);
   }

@@ -59,6 +59,7 @@ typedef enum family_id {
   FAMILY_BERT,             /* bert, nomic-bert, jina-bert, modern-bert... embedders */
   FAMILY_OLMO2,            /* AI2 OLMo 2 */
   FAMILY_GLM4,             /* GLM-4 dense (0414, Z1) */
+  FAMILY_OLMOE,            /* AI2 OLMoE (mixture of experts) */
   FAMILY_COUNT
 } family_id;
 

@@ -78,10 +78,8 @@ typedef struct ll_weights {
   ll_layer *layers;          /* [n_layer] */
   const float *output_norm;  /* [n_embd] */
   model_tensor output;       /* [n_vocab][n_embd]; tok_embd when tied */
-  float embd_scale;          /* x0 multiplier; 1 = none */
-  float resid_scale;         /* sub-layer output multiplier; 1 = none */
-  float q_scale;             /* attention score scale */
-  float logit_scale;         /* logits divisor; 1 = none */
+  model_scales sc;           /* granite's multipliers; the identity for
+                                the other rows */
   float temp_scale;          /* mistral3: query temperature b; 0 = none */
   int64_t temp_len;          /* mistral3: positions per temperature step L */
   /* phi3 LongRoPE: [n_rot/2] angle divisors or NULL, and the context
@@ -161,8 +159,7 @@ static ll_weights *ll_new(model *m) {
   ll_weights *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   m->arch_data = w;
-  w->embd_scale = w->resid_scale = w->logit_scale = 1.0f;
-  w->q_scale = 1.0f / sqrtf((float)m->hp.head_dim);
+  model_scales_none(m, &w->sc);
   return w;
 }
 
@@ -206,35 +203,12 @@ static int phi3_load(model *m) {
   return ll_bind(m, w, true);
 }
 
-/* An optional multiplier key: absent or 0 = def_none, else finite > 0. */
-static int granite_scale(model *m, const char *suffix, bool required, float none, float *out) {
-  float zero = 0.0f, v = 0.0f;
-  int rc = model_key_f32(m, suffix, required ? NULL : &zero, &v);
-  if (rc) return rc;
-  if (v < 0.0f || (required && v == 0.0f))
-    return err_set(ERR_RANGE, "key 'granite.%s' is %g, expected a number > 0%s", suffix, v,
-                   required ? "" : " (or 0: none)");
-  *out = v > 0.0f ? v : none;
-  return 0;
-}
-
 static int granite_load(model *m) {
-  model_hparams *hp = &m->hp;
   int rc = model_load_common_hparams(m, OPS_ROPE_NORMAL);
   if (rc) return rc;
   ll_weights *w = ll_new(m);
   if (!w) return err_set(ERR_NOMEM, "granite: out of memory");
-  if ((rc = granite_scale(m, "logit_scale", true, 1.0f, &w->logit_scale)) ||
-      (rc = granite_scale(m, "embedding_scale", false, 1.0f, &w->embd_scale)) ||
-      (rc = granite_scale(m, "residual_scale", false, 1.0f, &w->resid_scale)) ||
-      (rc = granite_scale(m, "attention.scale", false, w->q_scale, &w->q_scale)))
-    return rc;
-  char key[96];
-  snprintf(key, sizeof key, "%s.rope.scaling.finetuned", m->ops->name);
-  bool rope_on = true;
-  rc = gguf_get_bool(m->f, key, &rope_on);
-  if (rc && rc != ERR_NOT_FOUND) return err_set(rc, "key '%s' is not a bool", key);
-  if (!rope_on) hp->nope_step = 1; /* no layer rotates */
+  if ((rc = model_load_granite_scales(m, &w->sc))) return rc;
   return ll_bind(m, w, false);
 }
 
@@ -290,11 +264,6 @@ static void ll_ctx_free(model_ctx *c) {
 
 static void ll_ctx_trim(model_ctx *c) { model_dense_bufs_trim(&((ll_bufs *)c->arch_data)->d); }
 
-static void scale_rows(float *x, int64_t n, float s) {
-  if (s != 1.0f)
-    for (int64_t i = 0; i < n; i++) x[i] *= s;
-}
-
 static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
   const int64_t n = st->n;
   const model_hparams *hp = &c->m->hp;
@@ -310,7 +279,7 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
     if ((rc = model_tensor_row_f32(&w->tok_embd, st->tokens[t], b->x + t * E))) return rc;
     ops_rope_cache(rope, st->pos[t], c->rope_cs + t * n_rot);
   }
-  scale_rows(b->x, n * E, w->embd_scale);
+  model_scale_rows(b->x, n * E, w->sc.embd);
   model_prof_mark(c, MODEL_PROF_EMBED);
 
   for (int64_t l = 0; l < hp->n_layer; l++) {
@@ -327,18 +296,18 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
       }
     if (w->temp_scale != 0.0f) /* Llama 4 temperature, after RoPE (k is stored as rotated) */
       for (int64_t t = 0; t < n; t++)
-        scale_rows(b->q + t * Q, Q,
+        model_scale_rows(b->q + t * Q, Q,
                    1.0f + w->temp_scale * logf(floorf((float)st->pos[t] / (float)w->temp_len) + 1.0f));
     model_kv_store(c, l, st, b->k, b->v);
     model_prof_mark(c, MODEL_PROF_ROPE_KV);
-    if ((rc = model_attention(c, l, st, b->q, b->att, w->q_scale))) return rc;
+    if ((rc = model_attention(c, l, st, b->q, b->att, w->sc.attn))) return rc;
     model_prof_mark(c, MODEL_PROF_ATTN);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
-    scale_rows(b->xn, n * E, w->resid_scale);
+    model_scale_rows(b->xn, n * E, w->sc.resid);
     model_dense_add_norm(c, b, n, L->ffn_norm); /* x += r Wo . att, xn = rms(x) */
     if ((rc = model_dense_ffn(c, &L->gate, &L->up, &L->down, b, n))) return rc;
-    scale_rows(b->xn, n * E, w->resid_scale);
+    model_scale_rows(b->xn, n * E, w->sc.resid);
     /* x += r ffn, xn = the next layer's rms(x) */
     model_dense_add_norm(c, b, n, l + 1 < hp->n_layer ? w->layers[l + 1].attn_norm : NULL);
   }
@@ -346,7 +315,7 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
   if (st->n_out == 0) return 0;
   model_dense_out_norm(c, st, b, w->output_norm);
   rc = model_matmul(c, &w->output, b->xn, st->n_out, logits);
-  if (rc == 0) scale_rows(logits, st->n_out * hp->n_vocab, 1.0f / w->logit_scale);
+  if (rc == 0) model_scale_rows(logits, st->n_out * hp->n_vocab, 1.0f / w->sc.logit);
   model_prof_mark(c, MODEL_PROF_LOGITS);
   return rc;
 }

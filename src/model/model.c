@@ -72,6 +72,9 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_MISTRAL3] = &model_arch_mistral3,
     [MODEL_ARCH_NOMIC_BERT] = &model_arch_nomic_bert,
     [MODEL_ARCH_GPT_OSS] = &model_arch_gpt_oss,
+    [MODEL_ARCH_QWEN2MOE] = &model_arch_qwen2moe,
+    [MODEL_ARCH_OLMOE] = &model_arch_olmoe,
+    [MODEL_ARCH_GRANITEMOE] = &model_arch_granitemoe,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }

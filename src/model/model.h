@@ -56,6 +56,9 @@ enum model_arch {
   MODEL_ARCH_NOMIC_BERT, /* bert.c: nomic-embed-text, model_embed() */
   MODEL_ARCH_MISTRAL3, /* llamalike.c: Ministral 3, Mistral Small 3.x text */
   MODEL_ARCH_GPT_OSS,   /* gptoss.c: OpenAI gpt-oss (moe.c, attention sinks) */
+  MODEL_ARCH_QWEN2MOE,  /* qwen2moe.c: experts + a gated shared expert */
+  MODEL_ARCH_OLMOE,     /* olmoe.c: experts, whole-row q/k norms */
+  MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
   MODEL_ARCH_COUNT
 };
 
@@ -135,6 +138,16 @@ typedef struct model_ctx model_ctx;
 
 /* Opens path (gguf_open) and loads it. *out is NULL on failure. */
 int model_open(const char *path, model **out);
+/* A file's parameter counts, from its header alone (no model is loaded):
+ * total = general.parameter_count when the file states it, else the sum of
+ * its tensors' elements; active = what one token reads: total minus the
+ * experts it does not use. An expert tensor (a name holding "_exps.", its
+ * last dimension ARCH.expert_count, arch = general.architecture) counts
+ * k / n_expert of its elements, k = ARCH.expert_used_count: the routed
+ * experts' matrices and biases; router, shared expert, attention, norms,
+ * embeddings and output count whole. A dense file (no expert_count) has
+ * active = total. Never fails: missing keys make the file dense. */
+void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active);
 /* Loads from an opened file, which the model takes over (closed by
  * model_free, also on failure). */
 int model_load(gguf_file *f, model **out);

@@ -289,6 +289,9 @@ extern const model_arch_ops model_arch_glm4;  /* glm4.c */
 extern const model_arch_ops model_arch_mistral3; /* llamalike.c */
 extern const model_arch_ops model_arch_nomic_bert; /* bert.c */
 extern const model_arch_ops model_arch_gpt_oss; /* gptoss.c */
+extern const model_arch_ops model_arch_qwen2moe; /* qwen2moe.c */
+extern const model_arch_ops model_arch_olmoe;    /* olmoe.c */
+extern const model_arch_ops model_arch_granitemoe; /* granitemoe.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 
@@ -376,7 +379,13 @@ typedef struct model_attn_layer {
   model_tensor wk, wv;         /* [n_head_kv*head_dim][n_embd] */
   model_tensor wo;             /* [n_embd][n_head*head_dim] */
   const float *bq, *bk, *bv;   /* [n_head*head_dim], [kv], [kv] or NULL */
-  const float *q_norm, *k_norm; /* [head_dim] or NULL */
+  const float *q_norm, *k_norm; /* [head_dim] (per head), [n_head*head_dim]
+                                   / [n_head_kv*head_dim] (qk_whole), or NULL */
+  bool qk_whole;               /* the q/k norms span the whole projection
+                                  (model_qk_norm) */
+  float scale;                 /* score multiplier: 1/sqrt(head_dim), or
+                                  the architecture's (granite's
+                                  attention.scale) set after binding */
   const float *bo;             /* [n_embd] or NULL: attn_output.bias */
   const float *sinks;          /* [n_head] or NULL: attn_sinks.weight, one
                                   logit per query head (model_attention_sinks) */
@@ -388,16 +397,43 @@ enum model_attn_flags {
   MODEL_ATTN_BIAS = 2,     /* blk.N.attn_{q,k,v}.bias required */
   MODEL_ATTN_OUT_BIAS = 4, /* blk.N.attn_output.bias required */
   MODEL_ATTN_SINKS = 8,    /* blk.N.attn_sinks.weight [n_head] required */
-  MODEL_ATTN_POST_NORM = 16 /* the feed-forward's input norm is named
+  MODEL_ATTN_POST_NORM = 16, /* the feed-forward's input norm is named
                                blk.N.post_attention_norm.weight (gpt-oss's
                                converter), not ffn_norm */
+  MODEL_ATTN_QK_NORM_WHOLE = 32 /* blk.N.attn_{q,k}_norm.weight required,
+                               over the whole q / k row (olmoe, as olmo2) */
 };
+/* RMS norms of q [n][n_head*head_dim] and k [n][n_head_kv*head_dim] in
+ * place: with whole, each token's row at once (q_norm [n_head*head_dim],
+ * k_norm [n_head_kv*head_dim]: OLMo 2, OLMoE), else each head's head_dim
+ * values (q_norm, k_norm [head_dim]: qwen3). */
+void model_qk_norm(const model_hparams *hp, float *q, float *k, int64_t n, const float *q_norm, const float *k_norm,
+                   bool whole);
 /* Binds layer i's attention tensors and its two norms. */
 int model_attn_bind(model *m, model_attn_layer *L, int i, int flags);
 /* b->xn rows (the normalized input of n tokens) become Wo attention(...)
  * of layer l: q, k, v products in one job, biases, q/k norms, RoPE, the
  * cache store and model_attention, as qwen.c does. */
 int model_attn_forward(model_ctx *c, const model_step *st, int64_t l, const model_attn_layer *L, model_dense_bufs *b);
+
+/* Granite's four multipliers (granite in llamalike.c, granitemoe in
+ * moe_dec.c); model_scales_none is every other architecture's identity. */
+typedef struct model_scales {
+  float embd;  /* x0 = token_embd[tok] * embd (1 = none) */
+  float resid; /* each sub-layer's output times resid before its residual
+                  add (1 = none) */
+  float attn;  /* attention score scale: 1/sqrt(head_dim) unless set */
+  float logit; /* logits divided by it (1 = none) */
+} model_scales;
+void model_scales_none(const model *m, model_scales *s);
+/* Granite's keys: ARCH.logit_scale (required, > 0), ARCH.embedding_scale,
+ * residual_scale and attention.scale (absent or 0: none, else > 0); and
+ * ARCH.rope.scaling.finetuned false turns RoPE off on every layer
+ * (hp.nope_step = 1, llama.cpp's reading; default true). After
+ * model_load_common_hparams. */
+int model_load_granite_scales(model *m, model_scales *s);
+/* x[i] *= s over n values (nothing when s is 1). */
+void model_scale_rows(float *x, int64_t n, float s);
 
 /* The decoder's ends: token_embd (its row count sets hp->n_vocab),
  * output_norm and output, token_embd when output.weight is absent (then

@@ -56,8 +56,10 @@ int model_moe_load_hparams(model *m, const model_moe_defaults *d, model_moe_hpar
   if ((rc = model_key_i64(m, "expert_feed_forward_length", &m->hp.n_ff, 1, (int64_t)1 << 24, &p->n_ff_exp)))
     return rc;
   int64_t zero = 0, gating = 0, def_g = d->gating;
-  if ((rc = model_key_i64(m, "expert_shared_feed_forward_length", &zero, 0, (int64_t)1 << 24, &p->n_ff_shexp)))
+  if ((rc = model_key_i64(m, "expert_shared_feed_forward_length", d->shexp ? &m->hp.n_ff : &zero, d->shexp ? 1 : 0,
+                          (int64_t)1 << 24, &p->n_ff_shexp)))
     return rc;
+  p->shexp_gate = d->shexp;
   if ((rc = model_key_i64(m, "expert_gating_func", &def_g, 0, 1 << 16, &gating))) return rc;
   if (gating == 0) gating = def_g; /* "none": the architecture's */
   if (gating < MODEL_MOE_SOFTMAX || gating > MODEL_MOE_SOFTMAX_WEIGHT)
@@ -145,7 +147,8 @@ int model_moe_bind_layer(model *m, const model_moe_hparams *p, model_moe_layer *
   if ((rc = model_bind_matrix(m, &L->sh_gate, E, S, MODEL_BIND_ROWS, "blk.%d.ffn_gate_shexp.weight", i)) ||
       (rc = model_bind_matrix(m, &L->sh_up, E, S, MODEL_BIND_ROWS, "blk.%d.ffn_up_shexp.weight", i)) ||
       (rc = model_bind_matrix(m, &L->sh_down, S, E, MODEL_BIND_ROWS, "blk.%d.ffn_down_shexp.weight", i)) ||
-      (rc = model_bind_vector(m, &L->sh_router, E, MODEL_BIND_OPTIONAL, "blk.%d.ffn_gate_inp_shexp.weight", i)))
+      (rc = model_bind_vector(m, &L->sh_router, E, p->shexp_gate ? 0 : MODEL_BIND_OPTIONAL,
+                              "blk.%d.ffn_gate_inp_shexp.weight", i)))
     return rc;
   return 0;
 }
@@ -446,4 +449,32 @@ int model_moe_ffn(model_ctx *c, const model_moe_hparams *p, const model_moe_laye
     if (rc) return rc;
   }
   return 0;
+}
+
+/* ---- parameter counts (model.h) ------------------------------------------- */
+
+/* ARCH.suffix as an unsigned count (u32 or u64 as converters write it), 0
+ * when absent. */
+static uint64_t key_count(const gguf_file *f, const char *arch, const char *suffix) {
+  char key[160];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  uint32_t u32 = 0;
+  uint64_t u64 = 0;
+  if (gguf_get_u32(f, key, &u32) == 0) return u32;
+  if (gguf_get_u64(f, key, &u64) == 0) return u64;
+  return 0;
+}
+
+void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active) {
+  uint64_t sum = 0, idle = 0; /* idle: elements of the experts a token skips */
+  const uint64_t X = arch ? key_count(f, arch, "expert_count") : 0, k = arch ? key_count(f, arch, "expert_used_count") : 0;
+  for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+    const gguf_tensor *t = gguf_tensor_at(f, i);
+    sum += t->n_elements;
+    if (X > 0 && k <= X && strstr(t->name, "_exps.") && t->n_dims >= 2 && t->dims[t->n_dims - 1] == X)
+      idle += t->n_elements / X * (X - k);
+  }
+  uint64_t stated = 0;
+  *total = gguf_get_u64(f, "general.parameter_count", &stated) == 0 && stated >= idle ? stated : sum;
+  *active = *total - idle;
 }

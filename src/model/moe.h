@@ -1,6 +1,6 @@
 /*
  * moe.h - the mixture-of-experts feed-forward every MoE architecture
- * (qwen3moe.c, llama_moe.c) shares: its hyper-parameters, the expert
+ * (qwen3moe.c, llama_moe.c, qwen2moe.c, olmoe.c, granitemoe.c, gptoss.c) shares: its hyper-parameters, the expert
  * tensors (3-D: one matrix per expert), routing, the grouped expert
  * products, and the decoder built on them (moe_dec.c). See moe.c for the design and docs/runtime.md ("Mixture of
  * experts") for a token traced through it. Not for use outside src/model/.
@@ -53,6 +53,9 @@ typedef struct model_moe_hparams {
   enum model_moe_act act; /* the architecture's (no key) */
   bool biases;         /* the router and every expert matrix carry a bias
                           (gpt-oss; the architecture's, no key) */
+  bool shexp_gate;     /* the shared expert's sigmoid gate
+                          ffn_gate_inp_shexp is required (qwen2moe; the
+                          architecture's, no key) */
 } model_moe_hparams;
 
 /* What an architecture assumes when its files omit a key, and what it
@@ -62,6 +65,10 @@ typedef struct model_moe_defaults {
   bool norm_w;
   enum model_moe_act act;
   bool biases;
+  bool shexp;  /* every layer has a gated shared expert (qwen2moe): its
+                  width expert_shared_feed_forward_length defaults to
+                  feed_forward_length, as llama.cpp reads it, and
+                  ffn_gate_inp_shexp is required (hparams.shexp_gate) */
 } model_moe_defaults;
 
 /* Reads the keys above (ARCH = the architecture's name) and checks them:
@@ -105,7 +112,7 @@ typedef struct model_moe_layer {
   model_tensor sh_down;        /* ffn_down_shexp [n_embd][n_ff_shexp] */
   const float *sh_router;      /* ffn_gate_inp_shexp [n_embd]: the shared
                                   output is scaled by sigmoid(sh_router . x),
-                                  or NULL (scale 1) */
+                                  or NULL (scale 1; never with shexp_gate) */
 } model_moe_layer;
 
 /* Binds layer i's router, experts (separate gate/up, or the fused
@@ -164,8 +171,19 @@ typedef struct model_moe_dec_spec {
                                 model_load_swa_hparams with this default
                                 pattern, ARCH.attention.sliding_window
                                 required; 0: every layer global */
+  bool granite_scales;       /* granite's multipliers (model_load_granite_scales):
+                                embedding, residual, attention and logit */
   model_moe_defaults moe;
 } model_moe_dec_spec;
+
+/* An architecture row on moe_dec.c: name (general.architecture) and its
+ * model_moe_dec_spec. */
+#define MODEL_MOE_DEC_ROW(nm, sp)                                                                               \
+  {                                                                                                             \
+    .name = nm, .load = model_moe_dec_load, .unload = model_moe_dec_unload, .ctx_init = model_moe_dec_ctx_init, \
+    .ctx_free = model_moe_dec_ctx_free, .forward = model_moe_dec_forward, .trim = model_moe_dec_trim,          \
+    .moe = true, .spec = (sp),                                                                                  \
+  }
 
 /* The model_arch_ops functions of such a row. */
 int model_moe_dec_load(model *m);

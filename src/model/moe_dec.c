@@ -1,14 +1,17 @@
 /*
  * moe_dec.c - the decoder every llama-shaped mixture-of-experts
- * architecture shares (qwen3moe.c, llama_moe.c, gptoss.c): RMS-normed
- * blocks of grouped-query attention (dense.c's model_attn_*, with the
- * row's RoPE style and its optional per-head q/k norms, q/k/v/o biases,
- * attention sinks and sliding-window layers) and a MoE feed-forward
- * (moe.c) in every block. An architecture file is a model_moe_dec_spec
+ * architecture shares (qwen3moe.c, llama_moe.c, gptoss.c, qwen2moe.c,
+ * olmoe.c, granitemoe.c): RMS-normed blocks of grouped-query attention
+ * (dense.c's model_attn_*, with the row's RoPE style and its optional
+ * per-head or whole-row q/k norms, q/k/v/o biases, attention sinks and
+ * sliding-window layers) and a MoE feed-forward (moe.c) in every block,
+ * optionally with granite's multipliers (e, r, s, L below; 1, 1,
+ * 1/sqrt(head_dim), 1 otherwise). An architecture file is a model_moe_dec_spec
  * and its model_arch_ops row pointing at the functions below.
- *   h   = x + Wo attention(rope(Wq rms(x) + bq), rope(Wk rms(x) + bk), Wv rms(x) + bv) + bo
- *   out = h + moe(rms(h))
- * Logits = output rms(out) (token_embd when output.weight is absent).
+ *   x0  = token_embd[tok] * e
+ *   h   = x + r (Wo attention_s(rope(Wq rms(x) + bq), rope(Wk rms(x) + bk), Wv rms(x) + bv) + bo)
+ *   out = h + r moe(rms(h))
+ * Logits = output rms(out) / L (token_embd when output.weight is absent).
  * Start reading at model_moe_dec_forward().
  */
 #include <stdlib.h>
@@ -23,6 +26,7 @@ typedef struct dec_layer {
 
 typedef struct dec_weights {
   model_io io;
+  model_scales sc; /* granite's multipliers, or the identity */
   model_moe_hparams moe;
   dec_layer *layers; /* [n_layer] */
 } dec_weights;
@@ -41,13 +45,20 @@ int model_moe_dec_load(model *m) {
   if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   m->arch_data = w;
   if ((rc = model_moe_load_hparams(m, &sp->moe, &w->moe))) return rc;
+  if (sp->granite_scales) {
+    if ((rc = model_load_granite_scales(m, &w->sc))) return rc;
+  } else {
+    model_scales_none(m, &w->sc);
+  }
   w->layers = calloc((size_t)m->hp.n_layer, sizeof *w->layers);
   if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   if ((rc = model_io_bind(m, &w->io))) return rc;
-  for (int i = 0; i < (int)m->hp.n_layer; i++)
+  for (int i = 0; i < (int)m->hp.n_layer; i++) {
     if ((rc = model_attn_bind(m, &w->layers[i].a, i, sp->attn_flags)) ||
         (rc = model_moe_bind_layer(m, &w->moe, &w->layers[i].moe, i)))
       return rc;
+    w->layers[i].a.scale = w->sc.attn;
+  }
   return 0;
 }
 
@@ -87,16 +98,22 @@ int model_moe_dec_forward(model_ctx *c, const model_step *st, float *logits) {
   const dec_weights *w = c->m->arch_data;
   dec_bufs *db = c->arch_data;
   model_dense_bufs *b = &db->d;
-  const int64_t n = st->n, n_layer = c->m->hp.n_layer;
+  const int64_t n = st->n, n_layer = c->m->hp.n_layer, E = c->m->hp.n_embd;
+  const model_scales *sc = &w->sc;
   int rc;
   if ((rc = model_dense_embed(c, st, &w->io.tok_embd, b))) return rc;
+  model_scale_rows(b->x, n * E, sc->embd);
   for (int64_t l = 0; l < n_layer; l++) {
     const dec_layer *L = &w->layers[l];
     if (l == 0) model_dense_norm(c, b, n, L->a.attn_norm);
     if ((rc = model_attn_forward(c, st, l, &L->a, b))) return rc;
+    model_scale_rows(b->xn, n * E, sc->resid);
     model_dense_add_norm(c, b, n, L->a.ffn_norm); /* x += attention, xn = rms(x) */
     if ((rc = model_moe_ffn(c, &w->moe, &L->moe, &db->moe, b->xn, n))) return rc;
+    model_scale_rows(b->xn, n * E, sc->resid);
     model_dense_add_norm(c, b, n, l + 1 < n_layer ? w->layers[l + 1].a.attn_norm : NULL);
   }
-  return model_io_logits(c, st, &w->io, b, logits);
+  if ((rc = model_io_logits(c, st, &w->io, b, logits))) return rc;
+  model_scale_rows(logits, st->n_out * c->m->hp.n_vocab, 1.0f / sc->logit);
+  return 0;
 }

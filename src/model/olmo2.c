@@ -144,8 +144,7 @@ static int olmo2_forward(model_ctx *c, const model_step *st, float *logits) {
     float *const qkv_y[3] = {b->q, b->k, b->v};
     if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->x, n))) return rc; /* no input norm */
     model_prof_mark(c, MODEL_PROF_QKV);
-    model_norm_rows(b->q, n, Q, L->q_norm, eps); /* the whole q row: all heads */
-    model_norm_rows(b->k, n, KV, L->k_norm, eps);
+    model_qk_norm(hp, b->q, b->k, n, L->q_norm, L->k_norm, true); /* the whole q row: all heads */
     for (int64_t t = 0; t < n; t++) {
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
       ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);

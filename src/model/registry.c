@@ -38,6 +38,7 @@
 #include "base/util.h"
 #include "gguf/gguf.h"
 #include "kernels/tensor_type.h"
+#include "model/model.h"
 #include "model/registry_int.h"
 
 #define REG_MAX_ALIAS_DEPTH 8
@@ -129,6 +130,7 @@ typedef struct reg_header {   /* facts read from one GGUF header */
   uint32_t caps;
   bool executable;
   uint64_t context_length;
+  uint64_t n_params, n_params_active;
   char *error;                /* NULL when the file opened cleanly */
 } reg_header;
 
@@ -464,6 +466,7 @@ static int header_read(const char *path, reg_header *h) {
     snprintf(key, sizeof key, "%s.context_length", h->arch);
     if (gguf_get_u64(f, key, &ctx) == 0) h->context_length = ctx;
   }
+  model_file_params(f, h->arch[0] ? h->arch : NULL, &h->n_params, &h->n_params_active);
   uint32_t ft;
   const char *q = NULL;
   if (gguf_get_u32(f, "general.file_type", &ft) == 0 && (q = registry_quant_from_file_type(ft)))
@@ -631,6 +634,8 @@ int reg_scan_add(reg_scan *s, registry_source src, const char *path, const char 
   e->caps = hd.caps;
   e->executable = hd.executable && !hd.error;
   e->context_length = hd.context_length;
+  e->n_params = hd.n_params;
+  e->n_params_active = hd.n_params_active;
   /* general.file_type names the recipe (Q4_K_M); the file name usually does
    * too; the dominant tensor type (Q4_K) is the last resort. */
   if (hd.quant_ft[0]) snprintf(e->quant, sizeof e->quant, "%s", hd.quant_ft);

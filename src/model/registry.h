@@ -77,6 +77,9 @@ typedef struct registry_entry {
   uint32_t caps;              /* FAMILY_CAP_* */
   bool executable;            /* the runtime can run it (and it opened cleanly) */
   uint64_t context_length;    /* ARCH.context_length; 0 when absent */
+  uint64_t n_params;          /* parameters of the file (model_file_params) */
+  uint64_t n_params_active;   /* of them, what one token reads: < n_params
+                                 for a mixture of experts, else equal */
   char digest[REGISTRY_DIGEST_MAX]; /* "sha256:<64 hex>" when the store names the
                                  blob by its content hash (Ollama, HF), else
                                  "fnv1a64:<16 hex>" of path, size and mtime */

@@ -40,11 +40,13 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.tied = arch == MODEL_ARCH_QWEN3;
   g.norm_w = -1;
   if (arch == MODEL_ARCH_LLAMA_MOE) g.head_dim = 0;
-  if (arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_LLAMA_MOE || arch == MODEL_ARCH_GPT_OSS) {
+  if (testgen_moe_arch(arch)) {
     g.n_expert = 4;
     g.n_expert_used = 2;
     g.n_ff_exp = 32;
   }
+  if (arch == MODEL_ARCH_QWEN2MOE) g.n_ff_shexp = 48;
+  if (arch == MODEL_ARCH_OLMOE || arch == MODEL_ARCH_GRANITEMOE) g.n_ff = g.n_ff_exp; /* the experts' width */
   g.type = g.type_embd = TENSOR_TYPE_F32;
   g.pooling_type = enc ? MODEL_POOLING_MEAN : -1;
   g.sliding_window = -1;
@@ -68,7 +70,7 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.n_ctx_orig = 32;
     g.rope_attn_factor = 1.2f;
   }
-  if (arch == MODEL_ARCH_GRANITE) {
+  if (arch == MODEL_ARCH_GRANITE || arch == MODEL_ARCH_GRANITEMOE) {
     g.tied = true;
     g.embd_scale = 12.0f;
     g.resid_scale = 0.22f;
@@ -133,6 +135,11 @@ void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
   g->type_down[1] = TENSOR_TYPE_Q6_K;
 }
 
+bool testgen_moe_arch(enum model_arch a) {
+  return a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_LLAMA_MOE || a == MODEL_ARCH_GPT_OSS || a == MODEL_ARCH_QWEN2MOE ||
+         a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_GRANITEMOE;
+}
+
 /* llama.cpp's use_more_bits: the layers a K_M mix gives more bits. */
 static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
@@ -192,7 +199,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
-                           g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch)
+                           g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch) ||
+                           g->arch == MODEL_ARCH_QWEN2MOE || g->arch == MODEL_ARCH_OLMOE ||
+                           g->arch == MODEL_ARCH_GRANITEMOE
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -202,12 +211,17 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (!an)
     return err_set(ERR_UNSUPPORTED,
                    "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
-                   "olmo2, glm4, nomic-bert, mistral3, gpt-oss or llama with experts",
+                   "olmo2, glm4, nomic-bert, mistral3, gpt-oss, qwen2moe, olmoe, granitemoe or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
   const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
   const bool oss = g->arch == MODEL_ARCH_GPT_OSS;
-  const bool moe = g->arch == MODEL_ARCH_QWEN3MOE || g->arch == MODEL_ARCH_LLAMA_MOE || oss;
+  const bool moe = testgen_moe_arch(g->arch);
+  /* olmoe and granitemoe files carry the experts' width as
+   * feed_forward_length (their converters write no expert length) */
+  const bool ff_is_exp = g->arch == MODEL_ARCH_OLMOE || g->arch == MODEL_ARCH_GRANITEMOE;
+  if (ff_is_exp && g->n_ff != g->n_ff_exp)
+    return err_set(ERR_RANGE, "testgen: %s needs n_ff == n_ff_exp", model_arch_name(g->arch));
   if (moe && (g->n_expert <= 0 || g->n_expert_used <= 0 || g->n_ff_exp <= 0))
     return err_set(ERR_RANGE, "testgen: a mixture of experts needs n_expert, n_expert_used and n_ff_exp");
   if (g->n_embd <= 0 || g->n_layer <= 0 || g->n_head <= 0 || g->n_head_kv <= 0 || g->n_ff <= 0 || g->n_vocab <= 0 ||
@@ -298,7 +312,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     CK(gguf_writer_add_u32(s.w, KEY("expert_count"),
                            (uint32_t)(g->expert_count_key > 0 ? g->expert_count_key : g->n_expert)));
     CK(gguf_writer_add_u32(s.w, KEY("expert_used_count"), (uint32_t)g->n_expert_used));
-    CK(gguf_writer_add_u32(s.w, KEY("expert_feed_forward_length"), (uint32_t)g->n_ff_exp));
+    if (!ff_is_exp) CK(gguf_writer_add_u32(s.w, KEY("expert_feed_forward_length"), (uint32_t)g->n_ff_exp));
     if (g->n_ff_shexp > 0)
       CK(gguf_writer_add_u32(s.w, KEY("expert_shared_feed_forward_length"), (uint32_t)g->n_ff_shexp));
     if (g->gating) CK(gguf_writer_add_u32(s.w, KEY("expert_gating_func"), (uint32_t)g->gating));
@@ -367,7 +381,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
         T("blk.%d.attn_v.weight", g->mixed ? g->type_v[mb] : g->type, E, KV, 0.0f, a_e);
       }
-      if (g->arch == MODEL_ARCH_QWEN2 || oss) {
+      if (g->arch == MODEL_ARCH_QWEN2 || g->arch == MODEL_ARCH_QWEN2MOE || oss) {
         T("blk.%d.attn_q.bias", TENSOR_TYPE_F32, Q, 0, 0.0f, 0.5f);
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
@@ -375,6 +389,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                                  g->arch == MODEL_ARCH_QWEN3MOE || lfm2)) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
+      } else if (g->arch == MODEL_ARCH_OLMOE) { /* over the whole projection */
+        T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, Q, 0, 1.0f, 0.3f);
+        T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, KV, 0, 1.0f, 0.3f);
       }
       if (!conv_layer) T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
       if (oss) {

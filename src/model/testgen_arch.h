@@ -23,9 +23,12 @@ typedef struct model_testgen_arch {
   enum model_arch arch;   /* MODEL_ARCH_QWEN2, QWEN3, BERT, GEMMA2, GEMMA3,
                              PHI3, GRANITE, SMOLLM3, OLMO2, GLM4, MISTRAL3,
                              QWEN3MOE, LLAMA_MOE (a "llama" file with
-                             experts, Mixtral's layout) or GPT_OSS (biases
+                             experts, Mixtral's layout), GPT_OSS (biases
                              everywhere, attention sinks, post_attention_norm,
-                             expert biases) */
+                             expert biases), QWEN2MOE (qwen2's biases, a
+                             gated shared expert), OLMOE (whole-row q/k
+                             norms) or GRANITEMOE (granite's multipliers;
+                             olmoe and granitemoe need n_ff == n_ff_exp) */
   int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   int64_t head_dim;       /* 0 = n_embd / n_head; otherwise written as
                              attention.key_length / value_length */
@@ -131,7 +134,10 @@ typedef struct model_testgen_arch {
  * original 16 positions (betas 4 and 0.5, yarn_log_multiplier 1),
  * attention temperature 0.1. qwen3moe: head_dim 32, 4 experts of width 32,
  * top-2. gpt-oss: head_dim 32, YaRN x8 over an original 16 positions, window 8 (layer 0 slides, layer 1 is
- * global), 4 experts of width 32, top-2, sinks +-1. */
+ * global), 4 experts of width 32, top-2, sinks +-1. qwen2moe, olmoe,
+ * granitemoe: 2 KV heads, 4 experts of width 32, top-2 (granitemoe tied,
+ * the others untied); qwen2moe with a shared expert of width 48; olmoe and
+ * granitemoe with n_ff 32; granitemoe with granite's multipliers. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV
@@ -148,6 +154,10 @@ model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
  * Q8_0, mixed, type_v {Q5_0, Q8_0}, type_down {Q4_K, Q6_K}. ffn_down rows
  * (n_ff columns) must hold whole 256-blocks. */
 void model_testgen_arch_qwen_k_m(model_testgen_arch *g);
+
+/* Whether the writer gives arch's blocks experts (qwen3moe, llama with
+ * experts, gpt-oss, qwen2moe, olmoe, granitemoe). */
+bool testgen_moe_arch(enum model_arch a);
 
 /* Writes the file (path.tmp, then renamed). */
 int model_testgen_arch_write(const model_testgen_arch *g, const char *path);

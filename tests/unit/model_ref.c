@@ -191,3 +191,39 @@ int ref_open_arch(const model_testgen_arch *g, const char *name) {
   model_free(m);
   return rc;
 }
+
+void ref_check_batch(const char *path, const int32_t *toks, int n, enum model_kv_type kv, const char *name) {
+  int64_t V = 0;
+  float *all = ref_c_logits(path, toks, n, kv, 2, 0, &V);
+  float *b5 = ref_c_logits(path, toks, n, kv, 1, 5, &V);
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_threads = 2;
+  p.kv_type = kv;
+  float *one = malloc((size_t)(V ? V : 1) * sizeof *one);
+  if (!all || !b5 || !one || model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: setup failed: %s", name, err_detail());
+    goto out;
+  }
+  int same_one = 0, same_b5 = 0;
+  const size_t row = (size_t)V * sizeof *one;
+  for (int i = 0; i < n; i++) {
+    if (model_forward(c, &toks[i], 1, i, one, MODEL_LOGITS_LAST)) {
+      test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
+      goto out;
+    }
+    same_one += memcmp(one, all + (size_t)i * (size_t)V, row) == 0;
+    same_b5 += memcmp(b5 + (size_t)i * (size_t)V, all + (size_t)i * (size_t)V, row) == 0;
+  }
+  printf("    %s: rows bit-identical, batch of %d vs 1 by 1: %d/%d, vs steps of 5: %d/%d\n", name, n, same_one, n,
+         same_b5, n);
+  if (same_one != n || same_b5 != n)
+    test_fail_at(__FILE__, __LINE__, "%s: batched and one-token logits differ", name);
+out:
+  free(one);
+  free(all);
+  free(b5);
+  model_ctx_free(c);
+  model_free(m);
+}

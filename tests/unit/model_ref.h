@@ -82,6 +82,12 @@ double ref_compare(const char *script, const char *path, const int32_t *toks, in
  * loop (which recomputes the whole sequence, its cache rounded the same
  * way); prints how many leading tokens agree and records a failure unless
  * all do. */
+/* The C model at path computes the logits of toks[n] the same bit for bit
+ * in one batch (2 threads), in steps of 5 (1 thread) and one token per
+ * model_forward through the cache (2 threads), on a kv cache: prints how
+ * many rows agree (as `name`) and records a failure unless all do. */
+void ref_check_batch(const char *path, const int32_t *toks, int n, enum model_kv_type kv, const char *name);
+
 enum { REF_GREEDY_MAX = 64 };
 void ref_check_greedy(const char *script, const char *path, const int32_t *prompt, int n_prompt, int n_gen,
                       bool kv_f16);

@@ -268,11 +268,44 @@ TEST(family_qwen3) {
   EXPECT_TRUE(family_missing(&fi) == NULL);
   EXPECT_INT_EQ(family_require_executable(&fi), 0);
   /* an MoE architecture the runtime lacks */
-  fake_model olmoe = {.arch = "granitemoe", .name = "Granite 3.1 3B A800M", .tok_model = "gpt2", .experts = 40};
-  ASSERT_INT_EQ(detect(&olmoe, &fi), 0);
+  fake_model ds = {.arch = "deepseek2", .name = "DeepSeek V2 Lite Chat", .tok_model = "gpt2", .experts = 64};
+  ASSERT_INT_EQ(detect(&ds, &fi), 0);
   EXPECT_FALSE(fi.executable);
   EXPECT_INT_EQ(family_require_executable(&fi), ERR_UNSUPPORTED);
-  EXPECT_STR_CONTAINS(err_detail(), "granitemoe");
+  EXPECT_STR_CONTAINS(err_detail(), "deepseek2");
+}
+
+/* The MoE rows qwen2moe.c, olmoe.c and granitemoe.c run: each in its
+ * family, executable, with the family's capabilities, parser and default
+ * template. */
+TEST(family_moe_archs) {
+  family_info fi;
+  fake_model q = {.arch = "qwen2moe", .name = "Qwen1.5 MoE A2.7B Chat", .tok_model = "gpt2", .tok_pre = "qwen2",
+                  .experts = 60, .tokens = {"<|im_start|>"}};
+  ASSERT_INT_EQ(detect(&q, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_QWEN2);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS);
+  EXPECT_STR_EQ(family_parser_name(fi.parser), "hermes");
+  EXPECT_TRUE(fi.executable);
+  EXPECT_INT_EQ(family_require_executable(&fi), 0);
+  fake_model o = {.arch = "olmoe", .name = "OLMoE 1B 7B 0924 Instruct", .tok_model = "gpt2", .experts = 64};
+  ASSERT_INT_EQ(detect(&o, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_OLMOE);
+  EXPECT_STR_EQ(family_name(fi.id), "olmoe");
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* the default template shows tools */
+  EXPECT_STR_EQ(family_parser_name(fi.parser), "plain");
+  EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_CHATML);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model g = {.arch = "granitemoe", .name = "Granite 3.1 3B A800M Instruct", .tok_model = "gpt2",
+                  .tok_pre = "refact", .tmpl = GRANITE_TMPL, .experts = 40, .tokens = {"<|start_of_role|>"}};
+  ASSERT_INT_EQ(detect(&g, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_GRANITE);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS);
+  EXPECT_STR_EQ(family_parser_name(fi.parser), "granite");
+  EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_GRANITE);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_INT_EQ(family_require_executable(&fi), 0);
 }
 
 TEST(family_qwen3_omni) {
@@ -597,7 +630,8 @@ TEST(family_names_and_caps_strings) {
   EXPECT_INT_EQ(strlen(small), 5);
   EXPECT_TRUE(family_arch_executable("qwen3"));
   EXPECT_TRUE(family_arch_executable("qwen3moe"));
-  EXPECT_FALSE(family_arch_executable("olmoe"));
+  EXPECT_TRUE(family_arch_executable("olmoe"));
+  EXPECT_FALSE(family_arch_executable("deepseek2"));
   EXPECT_FALSE(family_arch_executable(NULL));
   /* every row has a name, a display name and a known parser */
   for (int i = 0; i < FAMILY_COUNT; i++) {

@@ -210,38 +210,7 @@ TEST(model_gptoss_batch_equals_token_by_token) {
   model_testgen_arch g = shape_b();
   g.type_exps = TENSOR_TYPE_MXFP4;
   ASSERT_TRUE(ref_write_arch(&g, "oss_batch", path, sizeof path));
-  int64_t V = 0;
-  float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 2, 0, &V);
-  float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F16, 1, 5, &V);
-  model *m = NULL;
-  model_ctx *c = NULL;
-  model_ctx_params p = model_ctx_default_params();
-  p.n_threads = 2;
-  p.kv_type = MODEL_KV_F16;
-  float *one = malloc((size_t)(V ? V : 1) * sizeof *one);
-  if (!all || !b5 || !one || model_open(path, &m) || model_ctx_new(m, &p, &c)) {
-    test_fail_at(__FILE__, __LINE__, "setup failed: %s", err_detail());
-    goto out;
-  }
-  int same_one = 0, same_b5 = 0;
-  for (int i = 0; i < N_PROMPT; i++) {
-    if (model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST)) {
-      test_fail_at(__FILE__, __LINE__, "forward: %s", err_detail());
-      goto out;
-    }
-    same_one += memcmp(one, all + (size_t)i * V, (size_t)V * sizeof *one) == 0;
-    same_b5 += memcmp(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V * sizeof *one) == 0;
-  }
-  printf("    rows bit-identical, batch of 14 vs 1 by 1: %d/%d, vs steps of 5: %d/%d\n", same_one, N_PROMPT, same_b5,
-         N_PROMPT);
-  EXPECT_INT_EQ(same_one, N_PROMPT);
-  EXPECT_INT_EQ(same_b5, N_PROMPT);
-out:
-  free(one);
-  free(all);
-  free(b5);
-  model_ctx_free(c);
-  model_free(m);
+  ref_check_batch(path, PROMPT, N_PROMPT, MODEL_KV_F16, "oss_batch");
 }
 
 /* ---- malformed files ---------------------------------------------------- */

@@ -238,42 +238,11 @@ static void check_batch(model_testgen_arch g, const char *name) {
       snprintf(tn, sizeof tn, "blk.%d.exp_probs_b.bias", l);
       ASSERT_INT_EQ(patch_f32(path, tn, 3, 100.0f), 0);
     }
-  int64_t V = 0;
-  float *all = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F32, 2, 0, &V);
-  float *b5 = ref_c_logits(path, PROMPT, N_PROMPT, MODEL_KV_F32, 1, 5, &V);
-  model *m = NULL;
-  model_ctx *c = NULL;
-  model_ctx_params p = model_ctx_default_params();
-  p.n_threads = 2;
-  p.kv_type = MODEL_KV_F32;
-  float *one = malloc((size_t)V * sizeof *one);
-  if (!all || !b5 || !one || model_open(path, &m) || model_ctx_new(m, &p, &c)) {
-    test_fail_at(__FILE__, __LINE__, "%s: setup failed: %s", name, err_detail());
-    goto out;
-  }
-  int same_one = 0, same_b5 = 0;
-  for (int i = 0; i < N_PROMPT; i++) {
-    if (model_forward(c, &PROMPT[i], 1, i, one, MODEL_LOGITS_LAST)) {
-      test_fail_at(__FILE__, __LINE__, "%s: forward: %s", name, err_detail());
-      goto out;
-    }
-    same_one += memcmp(one, all + (size_t)i * V, (size_t)V * sizeof *one) == 0;
-    same_b5 += memcmp(b5 + (size_t)i * V, all + (size_t)i * V, (size_t)V * sizeof *one) == 0;
-  }
-  printf("    %s: rows bit-identical, batch of 14 vs 1 by 1: %d/%d, vs steps of 5: %d/%d\n", name, same_one,
-         N_PROMPT, same_b5, N_PROMPT);
-  EXPECT_INT_EQ(same_one, N_PROMPT);
-  EXPECT_INT_EQ(same_b5, N_PROMPT);
+  ref_check_batch(path, PROMPT, N_PROMPT, MODEL_KV_F32, name);
   if (g.type == TENSOR_TYPE_F32 && ref_py_ready(REF) == 1) {
     double e = compare(path, MODEL_KV_F32, 2);
     EXPECT_TRUE(e >= 0 && e < 1e-8);
   }
-out:
-  free(one);
-  free(all);
-  free(b5);
-  model_ctx_free(c);
-  model_free(m);
 }
 
 TEST(model_moe_batch_equals_token_by_token) {

@@ -384,6 +384,13 @@ json_t *ollama_details(ollama_ctx *c, const registry_entry *e) {
   if (d && e->family != FAMILY_UNKNOWN && strcmp(family_name(e->family), family) != 0)
     json_array_append_new(json_object_get(d, "families"), json_string(family_name(e->family)));
   if (d && e->context_length) json_object_set_new(d, "context_length", json_integer((json_int_t)e->context_length));
+  /* a mixture of experts: what one token reads beside the total
+   * (parameter_size), in the same style */
+  if (d && e->n_params_active && e->n_params_active < e->n_params) {
+    char as[32];
+    human_params(e->n_params_active, as, sizeof as);
+    json_object_set_new(d, "active_parameter_size", json_string(as));
+  }
   if (d && embd) json_object_set_new(d, "embedding_length", json_integer((json_int_t)embd));
   return d;
 }

@@ -352,6 +352,10 @@ void ollama_show(http_req *req, void *ctx) {
   if (info) {
     json_object_set_new(info, "parley.family", json_string(family_name(e->family)));
     json_object_set_new(info, "parley.family_display", json_string(family_display(e->family)));
+    /* what one token reads (model_file_params): below general.parameter_count
+     * for a mixture of experts */
+    if (e->n_params_active)
+      json_object_set_new(info, "parley.active_parameter_count", json_integer((json_int_t)e->n_params_active));
   }
   /* GitHub Copilot Chat shows general.basename as the model's name */
   const char *ua = http_req_header(req, "user-agent");
