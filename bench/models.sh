@@ -6,10 +6,21 @@
 #     `$BIN gen-model` (minutes the first time), and rewrites a file that
 #     predates the no-vocabulary keys (tokenizer.ggml.model "none",
 #     ARCH.vocab_size: llama.cpp's loader needs them; same weights)
+# The mixture-of-experts shapes gpt-oss-20b:MXFP4 and qwen3-30b-a3b:Q4_K_M
+# (testgen_arch.h: released shapes and types) are written with
+# MOE_LAYERS (default 2) of their layers, the count in the file name:
+# each layer keeps its real shape, so bytes per token and the bound are
+# those of a shallower model of the same width.
+MOE_LAYERS=${MOE_LAYERS:-2}
 BIN=${PARLEY_BIN:-./build/parley} # the parley binary (PARLEY_BIN: A/B of two builds)
 BENCH_MODELS_DEFAULT="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"
 bench_model_name() { case $1 in *:*) echo "$1" ;; *) echo "tinyllama:$1" ;; esac; }
-bench_model_path() { local m; m=$(bench_model_name "$1"); echo "build/bench-models/${m%%:*}-${m#*:}.gguf"; }
+bench_model_arch() { case ${1%%:*} in gpt-oss-20b) echo gpt-oss ;; qwen3-30b-a3b) echo qwen3moe ;; esac; }
+bench_model_path() {
+  local m; m=$(bench_model_name "$1")
+  if [ -n "$(bench_model_arch "$m")" ]; then echo "build/bench-models/${m%%:*}-${m#*:}-L$MOE_LAYERS.gguf"
+  else echo "build/bench-models/${m%%:*}-${m#*:}.gguf"; fi
+}
 bench_models_ensure() {
   local m f
   mkdir -p build/bench-models
@@ -18,7 +29,11 @@ bench_models_ensure() {
     f=$(bench_model_path "$m")
     if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -aq tokenizer.ggml.model; then
       echo "generating $f"
-      "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
+      if [ -n "$(bench_model_arch "$m")" ]; then
+        "$BIN" gen-model "$f" --arch "$(bench_model_arch "$m")" --shape "${m%%:*}" --layers "$MOE_LAYERS" >/dev/null
+      else
+        "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
+      fi
     fi
   done
 }

@@ -28,6 +28,8 @@
  *                    (qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, lfm2, olmo2,
  *                    glm4, nomic-bert, mistral3, gpt-oss; mixtral: a llama file with experts; whisper: a whisper.cpp file)
  *                    instead;
+ *                    [--shape gpt-oss-20b|qwen3-30b-a3b] with --arch gpt-oss|qwen3moe: a released
+ *                    MoE shape (testgen_arch.h), [--layers N] of its layers;
  *                    [--ctx N]: the trained context written
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
@@ -229,8 +231,9 @@ int cmd_bench(int argc, char **argv) {
   if (n_tg > 0) tg = summarize(tg_tps, (int)reps);
   double wmib = (double)model_weight_bytes(m) / (1024.0 * 1024.0);
   /* What a generated token reads: every weight once, except an untied
-   * token_embd, of which it reads one row (the bandwidth bound's divisor). */
-  uint64_t tok_bytes = model_weight_bytes(m);
+   * token_embd, of which it reads one row, and the experts it is not
+   * routed to (k of n_expert: the bandwidth bound's divisor). */
+  uint64_t tok_bytes = model_weight_bytes(m) - model_file_idle_expert_bytes(model_gguf(m), model_arch_name(model_arch_of(m)));
   const gguf_tensor *te = gguf_find_tensor(model_gguf(m), "token_embd.weight");
   if (te && gguf_find_tensor(model_gguf(m), "output.weight") && te->n_bytes < tok_bytes && te->dims[1] > 0)
     tok_bytes -= te->n_bytes - te->n_bytes / te->dims[1];
@@ -342,8 +345,8 @@ static int gen_model_llama(const char *out, const char *shape, const char *type,
  * small F32 shape of testgen_arch (bert: an embedding model with mean
  * pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts, top-2),
  * optionally with a real vocabulary and chat template. */
-static int gen_model_arch(const char *out, const char *arch, const char *vocab, const char *tmpl_text, int64_t seed,
-                          int64_t n_ctx) {
+static int gen_model_arch(const char *out, const char *arch, const char *shape, int64_t n_layer, const char *vocab,
+                          const char *tmpl_text, int64_t seed, int64_t n_ctx) {
   /* 0 is llama, written by testgen.c; LLAMA_MOE's name is "llama" too,
    * so it goes by mixtral */
   int a = 1;
@@ -357,6 +360,16 @@ static int gen_model_arch(const char *out, const char *arch, const char *vocab, 
     return 2;
   }
   model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
+  if (strcmp(shape, "small") != 0) {
+    if (model_testgen_arch_moe_shape(shape, n_layer, &g)) {
+      fprintf(stderr, "parley gen-model: %s\n", err_detail());
+      return 2;
+    }
+    if (g.arch != (enum model_arch)a) {
+      fprintf(stderr, "parley gen-model: --shape %s is a %s model, not %s\n", shape, model_arch_name(g.arch), arch);
+      return 2;
+    }
+  }
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
   g.chat_template = tmpl_text;
@@ -392,7 +405,7 @@ static int gen_model_whisper(const char *out, const char *shape, const char *typ
 int cmd_gen_model(int argc, char **argv) {
   const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama",
              *gname = NULL;
-  int64_t seed = 1, n_ctx = 0;
+  int64_t seed = 1, n_ctx = 0, n_layer = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') {
@@ -409,6 +422,7 @@ int cmd_gen_model(int argc, char **argv) {
     else if (strcmp(a, "--vocab") == 0) vocab = v;
     else if (strcmp(a, "--arch") == 0) arch = v;
     else if (strcmp(a, "--ctx") == 0 && parse_i64(v, 8, 1 << 20, &n_ctx) == 0) continue;
+    else if (strcmp(a, "--layers") == 0 && parse_i64(v, 1, 4096, &n_layer) == 0) continue;
     else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--name") == 0) gname = v;
     else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
@@ -421,13 +435,15 @@ int cmd_gen_model(int argc, char **argv) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
             "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|whisper] [--ctx N]\n"
-            "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n");
+            "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
+            "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
+            "        released types, [--layers N] of its layers)\n");
     return 2;
   }
   if (strcmp(arch, "whisper") == 0) return gen_model_whisper(out, shape, type, seed);
   char *tmpl_text = NULL;
   if (tmpl_file && !(tmpl_text = read_template(tmpl_file))) return 1;
-  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, vocab, tmpl_text, seed, n_ctx)
+  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, shape, n_layer, vocab, tmpl_text, seed, n_ctx)
                                       : gen_model_llama(out, shape, type, vocab, tmpl_text, gname, seed, n_ctx);
   free(tmpl_text);
   return rc;

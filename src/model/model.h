@@ -148,6 +148,9 @@ int model_open(const char *path, model **out);
  * embeddings and output count whole. A dense file (no expert_count) has
  * active = total. Never fails: missing keys make the file dense. */
 void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active);
+/* The bytes of those skipped experts: what a generated token does not read
+ * of the file (0 for a dense file). */
+uint64_t model_file_idle_expert_bytes(const gguf_file *f, const char *arch);
 /* Loads from an opened file, which the model takes over (closed by
  * model_free, also on failure). */
 int model_load(gguf_file *f, model **out);

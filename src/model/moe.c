@@ -465,15 +465,31 @@ static uint64_t key_count(const gguf_file *f, const char *arch, const char *suff
   return 0;
 }
 
-void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active) {
-  uint64_t sum = 0, idle = 0; /* idle: elements of the experts a token skips */
+/* The elements of all tensors (*sum), and the elements and bytes of the
+ * experts one token skips (*idle, *idle_bytes), by model_file_params's
+ * rule. */
+static void expert_split(const gguf_file *f, const char *arch, uint64_t *sum, uint64_t *idle, uint64_t *idle_bytes) {
+  *sum = *idle = *idle_bytes = 0;
   const uint64_t X = arch ? key_count(f, arch, "expert_count") : 0, k = arch ? key_count(f, arch, "expert_used_count") : 0;
   for (size_t i = 0; i < gguf_n_tensors(f); i++) {
     const gguf_tensor *t = gguf_tensor_at(f, i);
-    sum += t->n_elements;
-    if (X > 0 && k <= X && strstr(t->name, "_exps.") && t->n_dims >= 2 && t->dims[t->n_dims - 1] == X)
-      idle += t->n_elements / X * (X - k);
+    *sum += t->n_elements;
+    if (X > 0 && k <= X && strstr(t->name, "_exps.") && t->n_dims >= 2 && t->dims[t->n_dims - 1] == X) {
+      *idle += t->n_elements / X * (X - k);
+      *idle_bytes += t->n_bytes / X * (X - k);
+    }
   }
+}
+
+uint64_t model_file_idle_expert_bytes(const gguf_file *f, const char *arch) {
+  uint64_t sum, idle, bytes;
+  expert_split(f, arch, &sum, &idle, &bytes);
+  return bytes;
+}
+
+void model_file_params(const gguf_file *f, const char *arch, uint64_t *total, uint64_t *active) {
+  uint64_t sum, idle, idle_bytes; /* idle: elements of the experts a token skips */
+  expert_split(f, arch, &sum, &idle, &idle_bytes);
   uint64_t stated = 0;
   *total = gguf_get_u64(f, "general.parameter_count", &stated) == 0 && stated >= idle ? stated : sum;
   *active = *total - idle;

@@ -125,6 +125,53 @@ model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m) {
   return g;
 }
 
+int model_testgen_arch_moe_shape(const char *name, int64_t n_layer, model_testgen_arch *out) {
+  model_testgen_arch g;
+  if (strcmp(name, "gpt-oss-20b") == 0) {
+    g = model_testgen_arch_small(MODEL_ARCH_GPT_OSS);
+    g.n_embd = 2880;
+    g.n_layer = 24;
+    g.n_head = 64;
+    g.n_head_kv = 8;
+    g.head_dim = 64;
+    g.n_ff = g.n_ff_exp = 2880;
+    g.n_expert = 32;
+    g.n_expert_used = 4;
+    g.sliding_window = 128;
+    g.n_vocab = 201088;
+    g.rope_freq_base = 150000.0f;
+    g.rope_yarn = 32.0f;
+    g.n_ctx_orig = 4096;
+    g.norm_eps = 1e-5f;
+    g.type = g.type_embd = TENSOR_TYPE_Q8_0;
+    g.type_exps = TENSOR_TYPE_MXFP4;
+  } else if (strcmp(name, "qwen3-30b-a3b") == 0) {
+    g = model_testgen_arch_small(MODEL_ARCH_QWEN3MOE);
+    g.n_embd = 2048;
+    g.n_layer = 48;
+    g.n_head = 32;
+    g.n_head_kv = 4;
+    g.head_dim = 128;
+    g.n_ff = 6144;
+    g.n_ff_exp = 768;
+    g.n_expert = 128;
+    g.n_expert_used = 8;
+    g.n_vocab = 151936;
+    g.rope_freq_base = 1000000.0f;
+    g.type = g.type_embd = TENSOR_TYPE_Q4_K;
+    g.mixed = true;
+    g.type_v[0] = g.type_down[0] = TENSOR_TYPE_Q4_K;
+    g.type_v[1] = g.type_down[1] = TENSOR_TYPE_Q6_K;
+  } else {
+    return err_set(ERR_NOT_FOUND, "testgen: no mixture-of-experts shape '%s' (gpt-oss-20b, qwen3-30b-a3b)", name);
+  }
+  g.n_ctx = 4096;
+  g.tied = false;
+  if (n_layer > 0 && n_layer < g.n_layer) g.n_layer = n_layer;
+  *out = g;
+  return 0;
+}
+
 void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
   g->type = TENSOR_TYPE_Q5_0;
   g->type_embd = TENSOR_TYPE_Q8_0;

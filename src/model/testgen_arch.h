@@ -150,6 +150,20 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch);
  * Q6_K / Q4_K likewise, token_embd Q8_0. */
 model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
 
+/* Released mixture-of-experts shapes for the benchmarks, with n_layer of
+ * their layers (0: all; fewer keep each layer's real shape where the whole
+ * file would not fit the machine), context written as 4096:
+ *   "gpt-oss-20b": n_embd 2880, 24 layers, 64 query heads and 8 KV heads of
+ *     64, 32 experts of width 2880, top-4, window 128, vocab 201088, rope
+ *     base 150000 with YaRN x32 over 4096, untied; experts MXFP4 as
+ *     released, every other matrix and the embeddings Q8_0;
+ *   "qwen3-30b-a3b": qwen3moe, n_embd 2048, 48 layers, 32 query heads and 4
+ *     KV heads of 128, 128 experts of width 768, top-8, vocab 151936, rope
+ *     base 1e6, untied; a Q4_K_M-like mix: Q4_K, attn_v and ffn_down(_exps)
+ *     Q6_K in llama.cpp's "more bits" layers.
+ * ERR_NOT_FOUND naming the shape for any other name. */
+int model_testgen_arch_moe_shape(const char *name, int64_t n_layer, model_testgen_arch *out);
+
 /* The tensor types of that Q4_K_M mix on any shape: type Q5_0, type_embd
  * Q8_0, mixed, type_v {Q5_0, Q8_0}, type_down {Q4_K, Q6_K}. ffn_down rows
  * (n_ff columns) must hold whole 256-blocks. */

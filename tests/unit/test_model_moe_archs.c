@@ -256,3 +256,40 @@ TEST(model_file_params_counts_experts) {
   EXPECT_TRUE(t > 0 && a == t);
   gguf_close(f);
 }
+
+/* model_file_idle_expert_bytes on the small gpt-oss file with MXFP4
+ * experts: per layer gate / up / down [64 x 32 x 4] of 17-byte blocks of 32
+ * (8192 elements: 4352 bytes each) and the F32 biases [32 x 4] (gate, up:
+ * 512 bytes) and [64 x 4] (down: 1024); a token skips 2 of the 4 experts. */
+TEST(model_file_idle_expert_bytes_counts_blocks) {
+  char path[512];
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_GPT_OSS);
+  g.type_exps = TENSOR_TYPE_MXFP4;
+  ASSERT_TRUE(ref_write_arch(&g, "oss_idle", path, sizeof path));
+  ASSERT_INT_EQ(g.n_embd * g.n_ff_exp * g.n_expert, 8192); /* the shape the bytes assume */
+  const uint64_t per_layer = 3 * 4352 + 2 * 512 + 1024;
+  gguf_file *f = NULL;
+  ASSERT_INT_EQ(gguf_open(path, &f), 0);
+  EXPECT_INT_EQ((int64_t)model_file_idle_expert_bytes(f, "gpt-oss"), (int64_t)(2 * per_layer / 2));
+  EXPECT_INT_EQ((int64_t)model_file_idle_expert_bytes(f, NULL), 0);
+  gguf_close(f);
+}
+
+/* The released MoE shapes of the benchmarks: their defining numbers, the
+ * layer cut, and an unknown name refused by name. */
+TEST(model_testgen_moe_shapes) {
+  model_testgen_arch g;
+  ASSERT_INT_EQ(model_testgen_arch_moe_shape("gpt-oss-20b", 0, &g), 0);
+  EXPECT_INT_EQ(g.arch, MODEL_ARCH_GPT_OSS);
+  EXPECT_INT_EQ(g.n_layer, 24);
+  EXPECT_INT_EQ(g.n_embd, 2880);
+  EXPECT_INT_EQ(g.n_expert * 100 + g.n_expert_used, 3204);
+  EXPECT_INT_EQ(g.type_exps, TENSOR_TYPE_MXFP4);
+  ASSERT_INT_EQ(model_testgen_arch_moe_shape("qwen3-30b-a3b", 3, &g), 0);
+  EXPECT_INT_EQ(g.arch, MODEL_ARCH_QWEN3MOE);
+  EXPECT_INT_EQ(g.n_layer, 3);
+  EXPECT_INT_EQ(g.n_expert * 100 + g.n_expert_used, 12808);
+  EXPECT_INT_EQ(g.n_ff_exp, 768);
+  EXPECT_INT_EQ(model_testgen_arch_moe_shape("mixtral-8x7b", 0, &g), ERR_NOT_FOUND);
+  EXPECT_STR_CONTAINS(err_detail(), "'mixtral-8x7b'");
+}
