@@ -297,7 +297,7 @@ static int ll_forward(model_ctx *c, const model_step *st, float *logits) {
     if (w->temp_scale != 0.0f) /* Llama 4 temperature, after RoPE (k is stored as rotated) */
       for (int64_t t = 0; t < n; t++)
         model_scale_rows(b->q + t * Q, Q,
-                   1.0f + w->temp_scale * logf(floorf((float)st->pos[t] / (float)w->temp_len) + 1.0f));
+                         1.0f + w->temp_scale * logf(floorf((float)st->pos[t] / (float)w->temp_len) + 1.0f));
     model_kv_store(c, l, st, b->k, b->v);
     model_prof_mark(c, MODEL_PROF_ROPE_KV);
     if ((rc = model_attention(c, l, st, b->q, b->att, w->sc.attn))) return rc;

@@ -29,7 +29,8 @@
  *
  * Expert tensors stay in the file mapping (model_experts): no repacked
  * copy, so a token faults in only the experts it uses. Start reading at
- * model_moe_ffn().
+ * model_moe_ffn(). At the end, model_file_params (model.h): a file's total
+ * and active parameter counts from its header, for the registry.
  */
 #include "model/moe.h"
 
