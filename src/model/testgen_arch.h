@@ -143,6 +143,11 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch);
  * 12 "more bits" layers and Q5_0 in the others, ffn_down (4864 columns)
  * Q6_K / Q4_K likewise, token_embd Q8_0. */
 model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
+/* LFM2-1.2B's shape (16 layers of 2048, attention at 2, 5, 8, 10, 12, 14,
+ * 32 heads on 8 KV heads, n_ff 8192, 3 taps, 65536 tokens unless a
+ * vocabulary is copied), random weights of type t or llama.cpp's Q4_K_M
+ * mix (k_m). */
+model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m);
 
 /* The tensor types of that Q4_K_M mix on any shape: type Q5_0, type_embd
  * Q8_0, mixed, type_v {Q5_0, Q8_0}, type_down {Q4_K, Q6_K}. ffn_down rows

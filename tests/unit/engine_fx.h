@@ -50,19 +50,31 @@ typedef struct fx_result {
   char bad_delta[64]; /* a delta that contained this string (stop check) */
 } fx_result;
 
+/* The generated files (written once into the test directory): a small
+ * llama (model_testgen_small, n_ctx 2048) and a gemma3 with sliding layers. */
 const char *fx_model_path(void);
+/* f->t: the synthetic vocabulary. */
 int fx_vocab_build(fx *f);
 const char *fx_gemma_path(void);
+/* Opens the model at p (fx_open: the llama) and the vocabulary; false
+ * (a failure recorded) when either fails. */
 bool fx_open_path(fx *f, const char *p);
 bool fx_open(fx *f);
 void fx_close(fx *f);
+/* An engine with an F32 cache; NULL (a failure recorded) on error. */
 engine *fx_engine(fx *f, int32_t n_slots, int64_t n_ctx, int64_t n_batch, int32_t queue_max);
+/* The reference: prompt, then n_gen greedy tokens and their log-softmax
+ * (double), by model_forward on a fresh one-sequence context. */
 bool fx_greedy(fx *f, const int32_t *prompt, int n_prompt, int n_gen, fx_ref *out);
+/* n tokens 3..N_VOCAB-1 from seed. */
 void fx_make_prompt(int32_t *p, int n, uint64_t seed);
+/* Pops h's events until FINISH (10 s at most), checking their order. */
 void fx_collect(engine_req *h, fx_result *r, const char *must_not_contain);
 void fx_result_free(fx_result *r);
+/* A greedy request that ignores end tokens. */
 engine_request fx_greedy_req(const int32_t *prompt, size_t n, int64_t max_tokens);
 bool fx_tokens_equal(const fx_result *r, const fx_ref *ref, int n);
+/* Submits fx_greedy_req and collects it. */
 void fx_run_one(engine *e, const int32_t *prompt, size_t n, int64_t max_tokens, fx_result *r);
 
 #endif
