@@ -94,6 +94,7 @@ static enum outparse_format parser_format(family_parser p) {
     case FAMILY_PARSER_HARMONY: return OUTPARSE_HARMONY;
     case FAMILY_PARSER_GRANITE: return OUTPARSE_GRANITE;
     case FAMILY_PARSER_FUNCTIONARY: return OUTPARSE_FUNCTIONARY_V31;
+    case FAMILY_PARSER_LFM2: return OUTPARSE_LFM2;
     default: return OUTPARSE_PLAIN;
   }
 }
@@ -422,6 +423,8 @@ static const struct force_fmt *force_fmt_of(family_parser p) {
   static const struct force_fmt MISTRAL = {false, "[TOOL_CALLS]", "[", "", "]", "arguments"};
   static const struct force_fmt GRANITE = {false, "<|tool_call|>", "[", "", "]", "arguments"};
   static const struct force_fmt FUNCTIONARY = {true, "", "<function=", ">", "</function>", NULL};
+  /* LFM2's list holds JSON call objects as well as its Python calls */
+  static const struct force_fmt LFM2 = {false, "<|tool_call_start|>", "[", "", "]", "arguments"};
   /* DeepSeek R1's form (the parser also reads V3.1's, whose name sits
    * before a special token); the closing tokens are left to the model or
    * to the parser's end-of-output rule. */
@@ -439,6 +442,7 @@ static const struct force_fmt *force_fmt_of(family_parser p) {
     case FAMILY_PARSER_MISTRAL: return &MISTRAL;
     case FAMILY_PARSER_GRANITE: return &GRANITE;
     case FAMILY_PARSER_FUNCTIONARY: return &FUNCTIONARY;
+    case FAMILY_PARSER_LFM2: return &LFM2;
     case FAMILY_PARSER_DEEPSEEK: return &DEEPSEEK;
     case FAMILY_PARSER_HARMONY: return &HARMONY;
     default: return NULL;

@@ -345,8 +345,8 @@ static int gen_model_llama(const char *out, const char *shape, const char *type,
  * small F32 shape of testgen_arch (bert: an embedding model with mean
  * pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts, top-2),
  * optionally with a real vocabulary and chat template. */
-static int gen_model_arch(const char *out, const char *arch, const char *shape, int64_t n_layer, const char *vocab,
-                          const char *tmpl_text, int64_t seed, int64_t n_ctx) {
+static int gen_model_arch(const char *out, const char *arch, const char *shape, const char *type, int64_t n_layer,
+                          const char *vocab, const char *tmpl_text, int64_t seed, int64_t n_ctx) {
   /* 0 is llama, written by testgen.c; LLAMA_MOE's name is "llama" too,
    * so it goes by mixtral */
   int a = 1;
@@ -360,7 +360,15 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
     return 2;
   }
   model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
-  if (strcmp(shape, "small") != 0) {
+  if (a == MODEL_ARCH_LFM2 && strcmp(shape, "lfm2-1.2b") == 0) {
+    bool k_m = strcasecmp(type, "Q4_K_M") == 0;
+    enum tensor_type t = TENSOR_TYPE_F32;
+    if (!k_m && tensor_type_from_name(type, &t)) {
+      fprintf(stderr, "parley gen-model: unknown type '%s'\n", type);
+      return 2;
+    }
+    g = model_testgen_arch_lfm2_12b(t, k_m);
+  } else if (strcmp(shape, "small") != 0 && strcasecmp(type, "F32") == 0) {
     if (model_testgen_arch_moe_shape(shape, n_layer, &g)) {
       fprintf(stderr, "parley gen-model: %s\n", err_detail());
       return 2;
@@ -369,6 +377,10 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
       fprintf(stderr, "parley gen-model: --shape %s is a %s model, not %s\n", shape, model_arch_name(g.arch), arch);
       return 2;
     }
+  } else if (strcmp(shape, "small") != 0 || strcasecmp(type, "F32") != 0) {
+    fprintf(stderr, "parley gen-model: --arch %s takes --shape small%s (or a MoE shape) and --type F32 only%s\n", arch,
+            a == MODEL_ARCH_LFM2 ? " or lfm2-1.2b" : "", a == MODEL_ARCH_LFM2 ? " (any type with lfm2-1.2b)" : "");
+    return 2;
   }
   g.seed = (uint64_t)seed;
   g.vocab_path = vocab;
@@ -433,7 +445,7 @@ int cmd_gen_model(int argc, char **argv) {
   }
   if (!out) {
     fprintf(stderr,
-            "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
+            "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b|lfm2-1.2b (--arch lfm2)] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
             "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|whisper] [--ctx N]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
@@ -443,7 +455,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (strcmp(arch, "whisper") == 0) return gen_model_whisper(out, shape, type, seed);
   char *tmpl_text = NULL;
   if (tmpl_file && !(tmpl_text = read_template(tmpl_file))) return 1;
-  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, shape, n_layer, vocab, tmpl_text, seed, n_ctx)
+  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, shape, type, n_layer, vocab, tmpl_text, seed, n_ctx)
                                       : gen_model_llama(out, shape, type, vocab, tmpl_text, gname, seed, n_ctx);
   free(tmpl_text);
   return rc;

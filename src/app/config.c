@@ -95,6 +95,9 @@ static const struct opt OPTS[] = {
    "requests one loaded model runs at once (engine slots)"},
   {"queue-max", "PARLEY_QUEUE_MAX", OPT_KIND_INT, "64", 1, 65536, OFF(queue_max),
    "requests that may wait for a loaded model's slots; more get the dialect's overloaded error"},
+  {"rs-checkpoints", "PARLEY_RS_CHECKPOINTS", OPT_KIND_INT, "8", 0, 64, OFF(rs_checkpoints),
+   "recurrent-state checkpoints per slot of a hybrid model (LFM2), so a re-sent chat history resumes from the "
+   "longest one (0 = none)"},
   {"ctx-size", "PARLEY_CTX_SIZE", OPT_KIND_INT, "0", 0, INT64_C(1) << 24, OFF(ctx_size),
    "context positions per slot (0 = the model's trained context)"},
   {"keep-alive", "PARLEY_KEEP_ALIVE", OPT_KIND_DURATION, "5m", 0, 0, OFF(keep_alive_ms),

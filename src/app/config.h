@@ -43,6 +43,7 @@ typedef struct config {
   char *default_model;     /* model used when a request names none */
   int64_t parallel;        /* engine slots per loaded model */
   int64_t queue_max;       /* requests waiting per loaded model */
+  int64_t rs_checkpoints;  /* recurrent-state checkpoints per slot (0 = none) */
   int64_t ctx_size;        /* positions per slot; 0 = the trained context */
   int64_t keep_alive_ms;   /* idle time before a model unloads; -1 = never,
                               0 = as soon as idle */

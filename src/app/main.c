@@ -233,6 +233,7 @@ static int cmd_serve(int argc, char **argv) {
   };
   manager_params mp = {.n_slots = (int32_t)cfg.parallel,
                        .queue_max = (int32_t)cfg.queue_max,
+                       .n_checkpoints = cfg.rs_checkpoints ? (int32_t)cfg.rs_checkpoints : -1,
                        .n_ctx = cfg.ctx_size,
                        .n_threads = 0,
                        .keep_alive_set = true,

@@ -18,6 +18,10 @@
  *   - slot.hist[0..n_hist) are exactly the tokens whose keys and values are
  *     in the slot's sequence (n_hist == model_ctx_seq_n_past(seq)). A free
  *     slot keeps them: that is the prefix cache.
+ *   - With recurrent layers, a slot's checkpoints (ck_pos, ck_state) are
+ *     states after prefixes of hist: each ck_pos <= n_hist, and the cache
+ *     below it unchanged since it was saved (cutting hist drops those past
+ *     the cut). The prefix cache resumes only from them or the whole hist.
  *   - A running slot is either prefilling (n_hist < n_prompt; the prompt's
  *     remaining tokens are fed in chunks), decoding (next_token is the
  *     sampled token whose keys and values are not yet computed; it goes into
@@ -218,6 +222,12 @@ typedef struct slot {
                             cache is copied from there, see step_run) */
   uint64_t admitted;     /* admission order (prefill goes oldest first) */
   uint64_t last_used;    /* for choosing among equally good free slots */
+  /* recurrent-state checkpoints (models with recurrent layers): the state
+   * after ck_pos[i] positions of hist is ck_state + i * e->ck_bytes;
+   * ascending, all <= n_hist, dropped when hist is cut below them */
+  int64_t *ck_pos;       /* [e->n_ck] */
+  uint8_t *ck_state;     /* [e->n_ck][e->ck_bytes] */
+  int32_t n_ck;          /* checkpoints held */
   tok_stream ts;
   buf text;              /* detokenized, not yet emitted (stop-string hold) */
   int32_t *p_tok;        /* tokens not yet reported in a delta */
@@ -232,6 +242,8 @@ struct engine {
   int32_t n_slots, queue_max, n_vocab;
   int64_t n_ctx, n_batch, n_chunk;
   uint64_t chunk_budget_ns; /* engine_params.chunk_budget_ms */
+  int32_t n_ck;             /* checkpoints per slot (0: none) */
+  size_t ck_bytes;          /* bytes of one (model_rs_seq_bytes) */
   chunk_cost cost;          /* measured step costs (chunk.h), engine thread */
 
   pthread_t thread;
@@ -275,6 +287,11 @@ engine_request engine_request_default(void) {
   memset(&r, 0, sizeof(r));
   r.sample = sample_default_params();
   return r;
+}
+
+int32_t engine_n_checkpoints(const model *m, int32_t n) {
+  if (!model_is_recurrent(m) || n < 0) return 0;
+  return n == 0 ? ENGINE_CHECKPOINTS : n;
 }
 
 int64_t engine_n_ctx(const engine *e) { return e->n_ctx; }
@@ -503,35 +520,89 @@ static void slot_start(engine *e, slot *s, engine_req *h, int32_t choice) {
   e->n_active++;
 }
 
-/* Choice 0 goes to the free slot whose cache shares the longest prefix with
- * the prompt (ties: the least recently used), keeping at most n_prompt - 1
- * tokens so that the last prompt token is decoded for its logits. A model
- * with recurrent layers holds state only for a slot's whole sequence, so
- * there a slot's prefix counts only when it is the slot's entire history
- * (the prompt continues it: a chat whose new prompt extends the last
- * exchange token for token); any shorter match is 0 and the slot restarts
- * (model_ctx_seq_truncate zeroes its state). Choices
- * 1..n-1 take the least recently used of the other free slots and wait for
- * choice 0's prompt (the caller checked that n_choices slots are free). */
+/* ---- recurrent-state checkpoints ----------------------------------------- */
+
+/* The slot's history was cut to n positions: checkpoints past it no longer
+ * describe it. */
+static void ck_drop_after(slot *s, int64_t n) {
+  while (s->n_ck > 0 && s->ck_pos[s->n_ck - 1] > n) s->n_ck--;
+}
+
+/* Index of the slot's longest checkpoint at or below n positions; -1 when none. */
+static int32_t ck_find(const slot *s, int64_t n) {
+  int32_t k = s->n_ck - 1;
+  while (k >= 0 && s->ck_pos[k] > n) k--;
+  return k;
+}
+
+/* Keeps the state after the slot's n_hist positions (a prompt chunk just
+ * ended there, or the next one starts there). When all e->n_ck are taken, the checkpoint nearest its
+ * predecessor goes, which keeps them spread over the history (a long
+ * prompt's chunk ends thin out; the newest always stays). */
+static void ck_save(engine *e, slot *s, int32_t seq) {
+  if (e->n_ck == 0 || s->n_hist == 0 || (s->n_ck && s->ck_pos[s->n_ck - 1] >= s->n_hist)) return;
+  if (s->n_ck == e->n_ck) {
+    int32_t drop = 0;
+    int64_t gap = INT64_MAX;
+    for (int32_t i = 0; i < s->n_ck; i++) {
+      int64_t g = s->ck_pos[i] - (i ? s->ck_pos[i - 1] : 0);
+      if (g < gap) gap = g, drop = i;
+    }
+    memmove(s->ck_pos + drop, s->ck_pos + drop + 1, (size_t)(s->n_ck - drop - 1) * sizeof *s->ck_pos);
+    memmove(s->ck_state + (size_t)drop * e->ck_bytes, s->ck_state + (size_t)(drop + 1) * e->ck_bytes,
+            (size_t)(s->n_ck - drop - 1) * e->ck_bytes);
+    s->n_ck--;
+  }
+  if (model_ctx_seq_state_save(e->ctx, seq, s->ck_state + (size_t)s->n_ck * e->ck_bytes)) return;
+  s->ck_pos[s->n_ck++] = s->n_hist;
+}
+
+/* The prefix of h's prompt the free slot s can resume: the common prefix,
+ * at most n_prompt - 1 tokens (the last one is decoded for its logits). A
+ * recurrent state exists only at the slot's whole history and at its
+ * checkpoints, so there it is the history when the prompt continues it,
+ * else the longest checkpoint inside the common prefix, else 0. */
+static int64_t slot_reusable(const engine *e, const slot *s, const engine_req *h) {
+  int64_t c = common_prefix(s->hist, s->n_hist, h->prompt, h->n_prompt);
+  if (c > h->n_prompt - 1) c = h->n_prompt - 1;
+  if (!model_is_recurrent(e->m) || c == s->n_hist) return c;
+  int32_t k = ck_find(s, c);
+  return k < 0 ? 0 : s->ck_pos[k];
+}
+
+/* Choice 0 goes to the free slot that can resume the longest prefix of the
+ * prompt (slot_reusable; ties: the least recently used); its sequence is
+ * cut there (a recurrent one restored from the checkpoint, or restarted
+ * with its state zeroed). Choices 1..n-1 take the least recently used of
+ * the other free slots and wait for choice 0's prompt (the caller checked
+ * that n_choices slots are free). */
 static void slot_admit(engine *e, engine_req *h) {
-  const bool recurrent = model_is_recurrent(e->m);
   slot *best = NULL;
   int64_t best_n = -1;
   for (int32_t i = 0; i < e->n_slots; i++) {
     slot *s = &e->slots[i];
     if (s->req) continue;
-    int64_t c = common_prefix(s->hist, s->n_hist, h->prompt, h->n_prompt);
-    if (recurrent && (c < s->n_hist || c > h->n_prompt - 1)) c = 0;
+    int64_t c = slot_reusable(e, s, h);
     if (c > best_n || (c == best_n && s->last_used < best->last_used)) {
       best = s;
       best_n = c;
     }
   }
   int32_t seq = (int32_t)(best - e->slots);
-  int64_t keep = best_n < h->n_prompt - 1 ? best_n : h->n_prompt - 1;
-  model_ctx_seq_truncate(e->ctx, seq, keep);
-  keep = model_ctx_seq_n_past(e->ctx, seq); /* 0 when a recurrent slot restarted */
+  if (best_n < best->n_hist) {
+    int32_t k = model_is_recurrent(e->m) ? ck_find(best, best_n) : -1;
+    if (k >= 0 && best->ck_pos[k] == best_n && best_n > 0 &&
+        model_ctx_seq_state_restore(e->ctx, seq, best_n, best->ck_state + (size_t)k * e->ck_bytes) == 0)
+      e->acc.n_rs_restores++;
+    else
+      model_ctx_seq_truncate(e->ctx, seq, best_n); /* a recurrent sequence restarts at 0 */
+  }
+  int64_t keep = model_ctx_seq_n_past(e->ctx, seq);
+  ck_drop_after(best, keep);
   best->n_hist = keep;
+  /* where this prompt's first chunk starts (the last answer's end, when the
+   * live state continues): a regenerated answer resumes here */
+  if (e->n_ck) ck_save(e, best, seq);
   h->n_cached = keep;
   h->n_live = h->n_choices;
   slot_start(e, best, h, 0);
@@ -742,11 +813,19 @@ static void step_fork(engine *e, slot *src, const float *lg) {
     int rc = model_ctx_seq_copy(e->ctx, i, src_seq, src->n_hist);
     if (rc) {
       s->n_hist = model_ctx_seq_n_past(e->ctx, i);
+      ck_drop_after(s, s->n_hist);
       slot_finish(e, s, ENGINE_FINISH_ERROR, -1, rc, err_detail());
       continue;
     }
     memcpy(s->hist, src->hist, (size_t)src->n_hist * sizeof(int32_t));
     s->n_hist = src->n_hist;
+    /* the same history: the source's checkpoints hold for the copy (copied,
+     * never shared) */
+    s->n_ck = src->n_ck;
+    if (src->n_ck) {
+      memcpy(s->ck_pos, src->ck_pos, (size_t)src->n_ck * sizeof *s->ck_pos);
+      memcpy(s->ck_state, src->ck_state, (size_t)src->n_ck * e->ck_bytes);
+    }
     s->waiting = false;
     slot_take_token(e, s, lg);
   }
@@ -779,6 +858,7 @@ static void step_run(engine *e) {
     for (int32_t i = 0; i < e->n_slots; i++) {
       slot *s = &e->slots[i];
       s->n_hist = model_ctx_seq_n_past(e->ctx, i);
+      ck_drop_after(s, s->n_hist);
       for (int64_t k = 0; k < n; k++)
         if (e->b_seq[k] == i && s->req) {
           failed[n_failed++] = s->req;
@@ -796,6 +876,8 @@ static void step_run(engine *e) {
   for (int64_t k = 0; k < n; k++) {
     slot *s = &e->slots[e->b_seq[k]];
     s->hist[s->n_hist++] = e->b_tokens[k];
+    /* the end of a prompt chunk (a run of one slot's tokens): checkpoint */
+    if (e->n_ck && !s->decoding && (k + 1 == n || e->b_seq[k + 1] != e->b_seq[k])) ck_save(e, s, e->b_seq[k]);
   }
   int64_t row = 0;
   for (int64_t k = 0; k < n; k++) {
@@ -893,6 +975,8 @@ static void engine_release(engine *e) {
   if (e->slots) {
     for (int32_t i = 0; i < e->n_slots; i++) {
       free(e->slots[i].hist);
+      free(e->slots[i].ck_pos);
+      free(e->slots[i].ck_state);
       free(e->slots[i].p_tok);
       free(e->slots[i].p_lp);
       buf_free(&e->slots[i].text);
@@ -926,6 +1010,7 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   if (d.chunk_budget_ms < 0 || d.chunk_budget_ms > 3600000)
     return err_set(ERR_RANGE, "chunk_budget_ms %lld is outside 0..3600000", (long long)d.chunk_budget_ms);
   if (d.queue_max < 0) return err_set(ERR_RANGE, "queue_max %d is negative", d.queue_max);
+  if (d.n_checkpoints > 64) return err_set(ERR_RANGE, "n_checkpoints %d is more than 64", d.n_checkpoints);
   if (d.n_threads < 0 || d.n_threads > 256) return err_set(ERR_RANGE, "n_threads %d is outside 1..256", d.n_threads);
   int32_t n_slots = d.n_slots ? d.n_slots : 4;
   int64_t n_batch = d.n_batch ? d.n_batch : 512;
@@ -951,6 +1036,8 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   e->n_chunk = d.n_chunk;
   e->chunk_budget_ns = (uint64_t)d.chunk_budget_ms * 1000000ull;
   e->queue_max = d.queue_max ? d.queue_max : 64;
+  e->n_ck = engine_n_checkpoints(m, d.n_checkpoints);
+  e->ck_bytes = (size_t)model_rs_seq_bytes(hp);
   e->n_vocab = n_vocab;
   model_ctx_params cp = model_ctx_default_params();
   cp.n_ctx = d.n_ctx;
@@ -979,6 +1066,11 @@ int engine_new(model *m, const tok *t, const engine_params *p, engine **out) {
   for (int32_t i = 0; ok && i < n_slots; i++) {
     e->slots[i].hist = malloc((size_t)e->n_ctx * sizeof(int32_t));
     ok = e->slots[i].hist != NULL;
+    if (ok && e->n_ck) {
+      e->slots[i].ck_pos = malloc((size_t)e->n_ck * sizeof(int64_t));
+      e->slots[i].ck_state = malloc((size_t)e->n_ck * e->ck_bytes);
+      ok = e->slots[i].ck_pos && e->slots[i].ck_state;
+    }
   }
   if (!ok) {
     engine_release(e);

@@ -58,6 +58,12 @@ typedef struct engine_req engine_req;
  * (2026-12-03 11:28), so 160 leaves that ~35% overshoot room. */
 #define ENGINE_CHUNK_BUDGET_MS 160
 
+/* Recurrent-state checkpoints per slot by default (engine_params.
+ * n_checkpoints): the end of the last prompt is the one a chat's next turn
+ * needs; the others keep earlier turns and long prompts' chunk ends for
+ * regenerations and edited histories. Each costs model_rs_seq_bytes. */
+#define ENGINE_CHECKPOINTS 8
+
 typedef struct engine_params {
   int32_t n_slots;      /* parallel sequences (--parallel); 0 = 4 */
   int64_t n_ctx;        /* positions per slot; 0 = the trained context */
@@ -76,6 +82,14 @@ typedef struct engine_params {
                            stays within this many ms: the delay a long
                            prompt adds to other streams' next token, on any
                            machine and load; 0 = no time cap */
+  int32_t n_checkpoints; /* models with recurrent layers: recurrent-state
+                           checkpoints kept per slot at prompt-chunk ends,
+                           so a prompt sharing a prefix with the slot's
+                           history resumes from the longest one inside it
+                           (docs/engine.md, "Recurrent models and the prefix
+                           cache"); 0 = ENGINE_CHECKPOINTS, < 0 = none (a
+                           history is then reused only when the prompt
+                           continues it whole); at most 64 */
   int32_t queue_max;    /* requests waiting for a slot; 0 = 64. A submit
                            beyond it gets ERR_OVERLOADED */
   int n_threads;        /* compute threads of the engine's pool; 0 = 1 */
@@ -85,6 +99,9 @@ typedef struct engine_params {
 
 /* All zero: the defaults above. */
 engine_params engine_default_params(void);
+/* Checkpoints per slot that engine_params.n_checkpoints n gives on model m
+ * (0 for a model without recurrent layers). */
+int32_t engine_n_checkpoints(const model *m, int32_t n);
 
 /* Creates the context and starts the engine thread. m and t are borrowed.
  * t may be NULL (benchmarks, raw token streams): deltas then carry tokens
@@ -114,6 +131,8 @@ typedef struct engine_stats {
   uint64_t n_requests;           /* requests that ran in slots and finished */
   uint64_t n_prompt_tokens;      /* of those requests */
   uint64_t n_cached_tokens;      /* of which reused from the prefix cache */
+  uint64_t n_rs_restores;        /* admissions that resumed a recurrent
+                                    state from a checkpoint */
   uint64_t n_completion_tokens;  /* sampled, all choices */
   uint64_t n_steps;              /* model_decode calls */
   uint64_t n_batch_tokens;       /* tokens in those batches */

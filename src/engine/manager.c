@@ -256,7 +256,9 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
    * state per slot instead, which does not grow with the context */
   uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer_kv, (uint64_t)hp->n_head_kv), pad),
                         sat_mul(kv_row, n_seq));
-  uint64_t rs = sat_mul(model_rs_seq_bytes(hp), n_seq);
+  /* ... and its checkpoints (engine_params.n_checkpoints) */
+  uint64_t n_states = 1 + (uint64_t)engine_n_checkpoints(mm->m, mg->p.n_checkpoints);
+  uint64_t rs = sat_mul(sat_mul(model_rs_seq_bytes(hp), n_seq), n_states);
   uint64_t nb = sat_mul(n_ctx, n_seq);
   if (nb > 512) nb = 512;
   if (encoder) /* bert's rows hold a batch of inputs: max(n_ctx, 512) */
@@ -341,6 +343,7 @@ static int model_start(manager *mg, manager_model *mm) {
     ep.n_ctx = mm->n_ctx;
     ep.n_threads = mg->p.n_threads;
     ep.kv_type = mg->p.kv_type;
+    ep.n_checkpoints = mg->p.n_checkpoints;
     /* a long prompt delays other streams' next token by about this much
      * (issue 5 asks <= 250 ms; engine.h) */
     ep.chunk_budget_ms = ENGINE_CHUNK_BUDGET_MS;

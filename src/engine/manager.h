@@ -89,6 +89,9 @@ typedef struct manager_params {
   enum model_kv_type kv_type; /* the engines' KV cache (--cache-type); 0 = F16 */
   int32_t queue_max;     /* requests waiting per engine before new ones get
                             ERR_OVERLOADED (--queue-max); 0 = 64 */
+  int32_t n_checkpoints; /* recurrent-state checkpoints per slot of a hybrid
+                            model (--rs-checkpoints; engine_params.
+                            n_checkpoints: 0 = ENGINE_CHECKPOINTS, < 0 = none) */
 } manager_params;
 
 /* Per-request / per-load options (all zero = the defaults). */

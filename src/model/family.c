@@ -174,13 +174,21 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     /* OLMoE-1B-7B-Instruct's template is the Tulu one OLMo 2 uses */
     [FAMILY_OLMOE] = {"olmoe", "OLMoE", {"olmoe"}, {NULL}, {"olmoe"}, {"<|assistant|>"}, "gpt2", {NULL}, {NULL},
                       false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
+    /* LFM2's converter writes tokenizer.ggml.pre "lfm2"; the 8B-A1B MoE is
+     * architecture lfm2moe (not run yet). Its templates list the tools in
+     * the system turn ("List of tools: [...]", LFM2 wraps them in
+     * <|tool_list_start|>); calls come back as a Python list (parse_py.c). */
+    [FAMILY_LFM2] = {"lfm2", "LFM2", {"lfm2", "lfm2moe"}, {NULL}, {"lfm2"},
+                     {"<|tool_list_start|>", "List of tools: [", "<|tool_call_start|>"}, "gpt2", {"lfm2"},
+                     {"<|tool_call_start|>", "<|im_start|>"}, false, C_CHAT | C_TOOLS, FAMILY_PARSER_LFM2,
+                     TMPL_DEFAULT_CHATML, THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
 static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",    "bert",       "gemma2",
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
-                                                "qwen2moe", "olmoe",  "granitemoe"};
+                                                "qwen2moe", "olmoe",  "granitemoe", "lfm2"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -191,6 +199,7 @@ static const char *const PARSER_NAMES[FAMILY_PARSER_COUNT] = {
     [FAMILY_PARSER_LLAMA3] = "llama3",       [FAMILY_PARSER_MISTRAL] = "mistral",
     [FAMILY_PARSER_DEEPSEEK] = "deepseek",   [FAMILY_PARSER_HARMONY] = "harmony",
     [FAMILY_PARSER_GRANITE] = "granite",     [FAMILY_PARSER_FUNCTIONARY] = "functionary",
+    [FAMILY_PARSER_LFM2] = "lfm2",
 };
 
 static const char *const CAP_NAMES[FAMILY_CAP_COUNT_] = {
@@ -509,7 +518,7 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe and granitemoe",
+             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe and lfm2",
              ev->arch, row->display);
     append_missing(out, text);
   }

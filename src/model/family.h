@@ -60,6 +60,7 @@ typedef enum family_id {
   FAMILY_OLMO2,            /* AI2 OLMo 2 */
   FAMILY_GLM4,             /* GLM-4 dense (0414, Z1) */
   FAMILY_OLMOE,            /* AI2 OLMoE (mixture of experts) */
+  FAMILY_LFM2,             /* LiquidAI LFM2, LFM2.5 (hybrid: short convolutions + attention) */
   FAMILY_COUNT
 } family_id;
 
@@ -93,6 +94,7 @@ typedef enum family_parser {
   FAMILY_PARSER_HARMONY,
   FAMILY_PARSER_GRANITE,
   FAMILY_PARSER_FUNCTIONARY,
+  FAMILY_PARSER_LFM2,      /* <|tool_call_start|>[name(k=v, ...)]<|tool_call_end|> */
   FAMILY_PARSER_COUNT
 } family_parser;
 
@@ -126,7 +128,7 @@ const char *family_display(family_id id);
 /* The id whose name is `name`; FAMILY_UNKNOWN when none. */
 family_id family_by_name(const char *name);
 /* "hermes", "llama3", "mistral", "deepseek", "harmony", "granite",
- * "functionary", "plain". */
+ * "functionary", "lfm2", "plain". */
 const char *family_parser_name(family_parser p);
 /* Name of one capability bit ("chat", "tools", "reasoning", "vision",
  * "audio_in", "audio_out", "transcribe", "realtime", "embeddings", "insert"),

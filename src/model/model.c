@@ -902,6 +902,35 @@ void model_ctx_seq_truncate(model_ctx *c, int32_t seq, int64_t n) {
 }
 void model_ctx_truncate(model_ctx *c, int64_t n) { model_ctx_seq_truncate(c, 0, n); }
 
+static int rs_check(const model_ctx *c, int32_t seq) {
+  if (!c->rs) return err_set(ERR_UNSUPPORTED, "the model has no recurrent layers: no state to save or restore");
+  if (seq < 0 || seq >= c->n_seq)
+    return err_set(ERR_RANGE, "sequence %d is not in 0..%d", seq, c->n_seq - 1);
+  return 0;
+}
+
+int model_ctx_seq_state_save(const model_ctx *c, int32_t seq, void *dst) {
+  int rc = rs_check(c, seq);
+  if (rc) return rc;
+  const uint64_t per = model_rs_seq_bytes(&c->m->hp);
+  memcpy(dst, (const uint8_t *)c->rs + (size_t)seq * per, (size_t)per);
+  return 0;
+}
+
+/* The attention layers' cache needs nothing: positions >= n are forgotten
+ * by n_past, those below are the caller's promise. */
+int model_ctx_seq_state_restore(model_ctx *c, int32_t seq, int64_t n, const void *src) {
+  int rc = rs_check(c, seq);
+  if (rc) return rc;
+  if (n < 0 || n > c->n_past[seq])
+    return err_set(ERR_RANGE, "restore sequence %d to %lld positions, but it holds %lld", seq, (long long)n,
+                   (long long)c->n_past[seq]);
+  const uint64_t per = model_rs_seq_bytes(&c->m->hp);
+  memcpy((uint8_t *)c->rs + (size_t)seq * per, src, (size_t)per);
+  c->n_past[seq] = n;
+  return 0;
+}
+
 /* Position of token i: given, or where its sequence continues (seq_next
  * holds -1 before the sequence's first token in the batch). */
 static inline int64_t batch_pos(const model_ctx *c, const model_batch *b, int64_t i, int32_t s) {

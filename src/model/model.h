@@ -233,6 +233,17 @@ void model_ctx_truncate(model_ctx *c, int64_t n);
  * n_past. With recurrent layers the state is copied too, which only
  * exists for the whole sequence: n must equal src's n_past (ERR_RANGE). */
 int model_ctx_seq_copy(model_ctx *c, int32_t dst, int32_t src, int64_t n);
+/* Recurrent-state checkpoints (models with recurrent layers; the engine's
+ * prefix cache, docs/engine.md). model_ctx_seq_state_save copies sequence
+ * seq's whole recurrent state - model_rs_seq_bytes(hp) bytes, the state
+ * after its n_past positions - to dst. model_ctx_seq_state_restore makes
+ * seq hold its first n positions again with state src: the caller promises
+ * that src was saved when seq held exactly those n positions and that its
+ * cache of positions < n has not been rewritten since (the sequence only
+ * grew, or was cut back to n or more). ERR_UNSUPPORTED without recurrent
+ * layers; ERR_RANGE for a sequence out of range or n outside 0..n_past. */
+int model_ctx_seq_state_save(const model_ctx *c, int32_t seq, void *dst);
+int model_ctx_seq_state_restore(model_ctx *c, int32_t seq, int64_t n, const void *src);
 /* The cache type the context uses (the requested one after
  * model_kv_type_for's fallback). */
 enum model_kv_type model_ctx_kv_type(const model_ctx *c);

@@ -172,6 +172,31 @@ int model_testgen_arch_moe_shape(const char *name, int64_t n_layer, model_testge
   return 0;
 }
 
+model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m) {
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_LFM2);
+  g.n_embd = 2048;
+  g.n_layer = 16;
+  g.n_head = 32;
+  g.n_head_kv = 8;
+  g.n_ff = 8192;
+  g.n_vocab = 65536;
+  g.n_ctx = 128000;
+  g.attn_layers = (1u << 2) | (1u << 5) | (1u << 8) | (1u << 10) | (1u << 12) | (1u << 14);
+  g.d_conv = 3;
+  g.tied = true;
+  g.rope_freq_base = 1000000.0f;
+  g.norm_eps = 1e-5f;
+  g.type = g.type_embd = t;
+  if (k_m) { /* llama.cpp's Q4_K_M mix: Q6_K for the embedding and the more-bits layers' v and down */
+    g.type = TENSOR_TYPE_Q4_K;
+    g.type_embd = TENSOR_TYPE_Q6_K;
+    g.mixed = true;
+    g.type_v[0] = g.type_down[0] = TENSOR_TYPE_Q4_K;
+    g.type_v[1] = g.type_down[1] = TENSOR_TYPE_Q6_K;
+  }
+  return g;
+}
+
 void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
   g->type = TENSOR_TYPE_Q5_0;
   g->type_embd = TENSOR_TYPE_Q8_0;

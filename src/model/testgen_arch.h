@@ -149,6 +149,11 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch);
  * 12 "more bits" layers and Q5_0 in the others, ffn_down (4864 columns)
  * Q6_K / Q4_K likewise, token_embd Q8_0. */
 model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
+/* LFM2-1.2B's shape (16 layers of 2048, attention at 2, 5, 8, 10, 12, 14,
+ * 32 heads on 8 KV heads, n_ff 8192, 3 taps, 65536 tokens unless a
+ * vocabulary is copied), random weights of type t or llama.cpp's Q4_K_M
+ * mix (k_m). */
+model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m);
 
 /* Released mixture-of-experts shapes for the benchmarks, with n_layer of
  * their layers (0: all; fewer keep each layer's real shape where the whole

@@ -49,6 +49,7 @@ enum outparse_format {
   OUTPARSE_GLM,            /* GLM 4.5-4.7: <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call> */
   OUTPARSE_SEED_OSS,       /* Seed-OSS: Qwen3-Coder's XML inside <seed:tool_call>...</seed:tool_call> */
   OUTPARSE_MINIMAX_M1,     /* MiniMax-M1: <tool_calls>\n{"name":..,"arguments":..}\n{..}\n</tool_calls> */
+  OUTPARSE_LFM2,           /* LFM2: <|tool_call_start|>[name(k='v', n=1), ...]<|tool_call_end|> (or JSON objects in the list) */
   OUTPARSE_FORMAT_COUNT_
 };
 #define OUTPARSE_FUNCTIONARY OUTPARSE_FUNCTIONARY_V31
@@ -113,7 +114,7 @@ size_t outparse_held(const outparse *p);
 
 /* Name of a format ("hermes", "llama3", "mistral", "deepseek", "harmony",
  * "granite", "functionary-v3.1", "functionary-v3.2", "kimi-k2", "command-r7b",
- * "qwen3-coder", "glm", "seed-oss", "minimax-m1", "plain"), for logs,
+ * "qwen3-coder", "glm", "seed-oss", "minimax-m1", "lfm2", "plain"), for logs,
  * configuration and tests; "unknown" for a bad value. */
 const char *outparse_format_name(enum outparse_format f);
 /* The format of a name above (ASCII case-insensitive); ERR_NOT_FOUND with a

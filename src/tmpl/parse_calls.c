@@ -509,16 +509,11 @@ static int st_l3_after(outparse *p, const char *s, size_t n) {
   return 0;
 }
 
-static bool ident_char(char c, bool first) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-         (!first && c >= '0' && c <= '9');
-}
-
 /* Is s a Llama 3 built-in tool call, `name.call(`? MATCH_FULL with the name's
  * length in *name_len, MATCH_PARTIAL to wait, MATCH_NONE. */
 static int bi_peek(const outparse *p, const char *s, size_t n, size_t *name_len) {
   size_t i = 0;
-  while (i < n && i <= WS_MAX && ident_char(s[i], i == 0)) i++;
+  while (i < n && i <= WS_MAX && op_ident_char(s[i], i == 0)) i++;
   if (i == 0 || i > WS_MAX) return MATCH_NONE;
   if (i == n) return p->eof ? MATCH_NONE : MATCH_PARTIAL;
   *name_len = i;
@@ -542,152 +537,10 @@ static int st_py_start(outparse *p, const char *s, size_t n) {
   }
   if (m == MATCH_FULL && p->cfg.format == OUTPARSE_LLAMA3) {
     /* brave_search.call(query="x") -> brave_search {"query": "x"} */
-    if ((rc = op_call_set_name(p, s, nl))) return rc;
     op_consume(p, nl + 6);
-    op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "{", 1);
-    p->call_has_args = true;
-    p->bi_n_args = 0;
-    p->state = S_BI_KEY;
-    return 0;
+    return op_py_call_begin(p, s, nl);
   }
   return op_code_begin(p, "<|eom_id|>", S_SKIP_WS); /* Llama's end-of-message token, if fed */
-}
-
-static int bi_end(outparse *p) {
-  op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "}", 1);
-  int rc = op_call_close(p);
-  if (rc) return rc;
-  p->expect = "<|eom_id|>";
-  p->expect_next = S_SKIP_WS;
-  p->state = S_EXPECT;
-  return 0;
-}
-
-/* Built-in call arguments: `name = value` pairs, values in JSON or Python
- * literal syntax ('single quoted', True, False, None), until ')'. */
-static int st_bi_key(outparse *p, const char *s, size_t n) {
-  size_t w = op_ws_len(s, n);
-  if (w == n) {
-    op_consume(p, w);
-    return 0;
-  }
-  if (s[w] == ')') {
-    op_consume(p, w + 1);
-    return bi_end(p);
-  }
-  if (p->state == S_BI_SEP) {
-    if (s[w] != ',')
-      return err_set(ERR_PARSE, "tool call %d (%s): expected ',' or ')' in the built-in call",
-                     p->call_index, p->call_name);
-    op_consume(p, w + 1);
-    p->state = S_BI_KEY;
-    return 0;
-  }
-  size_t i = w;
-  while (i < n && i - w <= WS_MAX && ident_char(s[i], i == w)) i++;
-  size_t kl = i - w;
-  size_t j = i + op_ws_len(s + i, n - i);
-  if (j == n && kl <= WS_MAX && !p->eof) return 0; /* wait for the '=' */
-  if (kl == 0 || kl > WS_MAX || j == n || s[j] != '=')
-    return err_set(ERR_PARSE, "tool call %d (%s): expected name=value in the built-in call",
-                   p->call_index, p->call_name);
-  char key[WS_MAX + 8];
-  int kn = snprintf(key, sizeof key, "%s\"%.*s\": ", p->bi_n_args ? ", " : "", (int)kl, s + w);
-  op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, key, (size_t)kn);
-  p->bi_n_args++;
-  op_consume(p, j + 1);
-  jscan_init(&p->js);
-  p->bi_quote = false;
-  p->state = S_BI_VAL;
-  return 0;
-}
-
-static int st_bi_val(outparse *p, const char *s, size_t n) {
-  int rc;
-  if (p->js.off == 0 && !p->bi_quote) {
-    size_t w = op_ws_len(s, n);
-    op_consume(p, w);
-    s += w, n -= w;
-    if (n == 0) return 0;
-    static const char *const py[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
-    for (size_t k = 0; k < 3; k++) {
-      int m = op_match_at(p, s, n, py[k][0]);
-      if (m == MATCH_PARTIAL) return 0;
-      if (m == MATCH_FULL) {
-        op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, py[k][1], strlen(py[k][1]));
-        op_consume(p, strlen(py[k][0]));
-        p->state = S_BI_SEP;
-        return 0;
-      }
-    }
-    if (s[0] == '\'') { /* Python single-quoted string -> JSON string */
-      op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-      op_consume(p, 1);
-      p->bi_quote = true;
-      p->bi_esc = false;
-      return 0;
-    }
-  }
-  if (p->bi_quote) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-      char c = s[i];
-      if (p->bi_esc) { /* \' is a quote; escapes JSON shares pass; others are a backslash */
-        p->bi_esc = false;
-        if (c == '\'') {
-          op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "'", 1);
-        } else if (c && strchr("ntrbf\\\"/u", c)) {
-          char e[2] = {'\\', c};
-          op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, e, 2);
-        } else {
-          op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\\\\", 2);
-          i--; /* c again, as itself */
-        }
-      } else if (c == '\\') {
-        p->bi_esc = true;
-      } else if (c == '\'') {
-        op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\"", 1);
-        op_consume(p, i + 1);
-        p->bi_quote = false;
-        p->state = S_BI_SEP;
-        return 0;
-      } else if (c == '"') {
-        op_emit_call(p, OUTPARSE_TOOL_CALL_ARGS, "\\\"", 2);
-      } else {
-        size_t j = i;
-        while (j < n && s[j] != '\\' && s[j] != '\'' && s[j] != '"') j++;
-        if ((rc = op_json_str_emit(p, s + i, j - i))) return rc;
-        i = j - 1;
-      }
-    }
-    op_consume(p, n);
-    return 0;
-  }
-  size_t run = 0;
-  for (size_t i = 0; i < n; i++) {
-    int nd = -1;
-    unsigned f = jscan_byte(&p->js, (unsigned char)s[i], NULL, &nd);
-    if (f & JF_ERR) {
-      op_call_args(p, s + run, i - run);
-      op_consume(p, i);
-      return op_json_error(p, "a built-in call argument");
-    }
-    if ((f & JF_NUMEND) && nd == 0) { /* s[i] is the delimiter after a number */
-      if ((rc = op_call_args(p, s + run, i - run))) return rc;
-      op_consume(p, i);
-      p->state = S_BI_SEP;
-      return 0;
-    }
-    if (f & JF_DONE) {
-      if ((rc = op_call_args(p, s + run, i + 1 - run))) return rc;
-      op_consume(p, i + 1);
-      p->state = S_BI_SEP;
-      return 0;
-    }
-  }
-  if ((rc = op_call_args(p, s + run, n - run))) return rc;
-  op_consume(p, n);
-  return 0;
 }
 
 static int st_mi_start(outparse *p, const char *s, size_t n) {
@@ -1013,8 +866,11 @@ int op_step_call(outparse *p, const char *s, size_t n) {
   case S_L3_AFTER: return st_l3_after(p, s, n);
   case S_PY_START: return st_py_start(p, s, n);
   case S_BI_KEY:
-  case S_BI_SEP: return st_bi_key(p, s, n);
-  case S_BI_VAL: return st_bi_val(p, s, n);
+  case S_BI_SEP:
+  case S_BI_VAL:
+  case S_PL_START:
+  case S_PL_NAME:
+  case S_PL_SEP: return op_st_py(p, s, n);
   case S_MI_START: return st_mi_start(p, s, n);
   case S_MI_NAME:
   case S_MI_CALLID: return st_mi_name(p, s, n);

@@ -95,6 +95,9 @@ enum op_state {
   S_BI_KEY,       /* Llama 3 built-in call: argument name or ')' */
   S_BI_VAL,       /* Llama 3 built-in call: argument value */
   S_BI_SEP,       /* Llama 3 built-in call: ',' or ')' */
+  S_PL_START,     /* LFM2: '[' after <|tool_call_start|> */
+  S_PL_NAME,      /* LFM2: a call's name and '(' (or a JSON call object), or ']' */
+  S_PL_SEP,       /* LFM2: ',' or ']' after a call */
   S_MI_START,     /* after [TOOL_CALLS] */
   S_MI_NAME,      /* name until [ARGS] or [CALL_ID] */
   S_MI_CALLID,    /* id until [ARGS] (discarded) */
@@ -125,7 +128,7 @@ enum op_state {
 };
 
 /* What a marker found in answer text does. */
-enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML, A_GLM, A_JSONL };
+enum op_action { A_HERMES, A_PYTAG, A_MISTRAL, A_DS_CALLS, A_DS_CALL, A_LIST, A_DROP, A_FUNC, A_QXML, A_GLM, A_JSONL, A_PYLIST };
 
 struct outparse {
   outparse_config cfg;
@@ -169,8 +172,9 @@ struct outparse {
   const char *expect;
   enum op_state expect_next;
   enum outparse_event_kind h_kind; /* harmony: kind of the current content */
-  int bi_n_args;       /* Llama 3 built-in call: arguments emitted */
-  bool bi_quote, bi_esc; /* inside a Python '...' string, after its backslash */
+  int bi_n_args;       /* Python-syntax call: arguments emitted */
+  char bi_quote;       /* Python-syntax call: the quote of the string being read, or 0 */
+  bool bi_esc;         /* ... after that string's backslash */
   bool reason_ws_long; /* the reasoning whitespace run at the input's start was already emitted */
 };
 
@@ -215,6 +219,13 @@ int op_code_end(outparse *p);
 int op_json_str_emit(outparse *p, const char *s, size_t n);
 /* One step of a tool-call state (every state from S_CALLOBJ on). */
 int op_step_call(outparse *p, const char *s, size_t n);
+
+/* parse_py.c: Python-syntax calls, name(k=v, ...) (Llama 3 built-ins, LFM2) */
+bool op_ident_char(char c, bool first);
+/* The open call is named s[0..n) and its arguments follow: emits BEGIN and "{". */
+int op_py_call_begin(outparse *p, const char *name, size_t n);
+/* One step of S_BI_KEY, S_BI_VAL, S_BI_SEP and the S_PL_* states. */
+int op_st_py(outparse *p, const char *s, size_t n);
 
 /* parse_xml.c: the S_QX_* (Qwen3-Coder) and S_GL_* (GLM) states */
 int op_st_qx(outparse *p, const char *s, size_t n);

@@ -66,6 +66,7 @@ static const struct marker MK_QWEN3_CODER[] = {{"<tool_call>", A_QXML, false}};
 static const struct marker MK_GLM[] = {{"<tool_call>", A_GLM, false}};
 static const struct marker MK_SEED[] = {{"<seed:tool_call>", A_QXML, false}};
 static const struct marker MK_MINIMAX[] = {{"<tool_calls>", A_JSONL, false}};
+static const struct marker MK_LFM2[] = {{"<|tool_call_start|>", A_PYLIST, false}};
 static const struct marker MK_FUNC31[] = {{"<function=", A_FUNC, false},
                                           {"<|python_tag|>", A_PYTAG, false}};
 
@@ -89,6 +90,7 @@ static const struct {
     [OUTPARSE_GLM] = {"glm", MK_GLM, ARRAY_LEN(MK_GLM)},
     [OUTPARSE_SEED_OSS] = {"seed-oss", MK_SEED, ARRAY_LEN(MK_SEED)},
     [OUTPARSE_MINIMAX_M1] = {"minimax-m1", MK_MINIMAX, ARRAY_LEN(MK_MINIMAX)},
+    [OUTPARSE_LFM2] = {"lfm2", MK_LFM2, ARRAY_LEN(MK_LFM2)},
 };
 
 /* ---------- small helpers ---------- */
@@ -327,6 +329,9 @@ static int st_text(outparse *p, const char *s, size_t n) {
   case A_LIST:
     p->state = S_ARR_START;
     return 0;
+  case A_PYLIST:
+    p->state = S_PL_START;
+    return 0;
   case A_FUNC:
     buf_reset(&p->tmp);
     p->state = S_FN_NAME;
@@ -445,7 +450,8 @@ int outparse_finish(outparse *p) {
     return p->err = err_set(ERR_PARSE, "tool call %d (%s): output ended inside the call",
                             p->call_index, op_call_label(p));
   } else if (p->state == S_MI_NAME || p->state == S_MI_CALLID || p->state == S_DS_HEAD ||
-             p->state == S_FN_NAME || p->state == S_H_HEAD ||
+             p->state == S_FN_NAME || p->state == S_H_HEAD || p->state == S_PL_START ||
+             p->state == S_PL_NAME || p->state == S_PL_SEP ||
              (p->state == S_DS_AFTER_SEP)) {
     return p->err = err_set(ERR_PARSE, "output ended inside a tool-call header (%s format)",
                             outparse_format_name(p->cfg.format));

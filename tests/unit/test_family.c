@@ -535,6 +535,25 @@ TEST(family_olmo2_glm4) {
   EXPECT_FALSE(fi.executable);
 }
 
+/* LFM2: a hybrid architecture run by lfm2.c; the MoE lfm2moe is named but
+ * not run. */
+TEST(family_lfm2) {
+  family_info fi;
+  fake_model l = {.arch = "lfm2", .name = "LFM2.5 1.2B Instruct", .tok_model = "gpt2", .tok_pre = "lfm2",
+                  .tokens = {"<|im_start|>", "<|tool_call_start|>"}};
+  ASSERT_INT_EQ(detect(&l, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_LFM2);
+  EXPECT_STR_EQ(family_parser_name(fi.parser), "lfm2");
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* ChatML default renders tools */
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model m = {.arch = "lfm2moe", .name = "LFM2 8B A1B", .tok_model = "gpt2", .tok_pre = "lfm2"};
+  ASSERT_INT_EQ(detect(&m, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_LFM2);
+  EXPECT_FALSE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) != NULL && strstr(family_missing(&fi), "lfm2moe"));
+}
+
 TEST(family_bert_embedders) {
   family_info fi;
   fake_model b = {.arch = "bert", .name = "All MiniLM L6 v2", .tok_model = "bert", .pooling = true,
@@ -702,6 +721,9 @@ TEST(family_real_templates) {
       {"microsoft-Phi-3.5-mini-instruct", "phi3", NULL, FAMILY_PHI3, 0, -1},
       {"ibm-granite-granite-3.3-2B-Instruct", "granite", "refact", FAMILY_GRANITE, -1, 0},
       {"meetkai-functionary-medium-v3.2", "llama", "llama-bpe", FAMILY_FUNCTIONARY, -1, -1},
+      {"LFM2.5-Instruct", "lfm2", "lfm2", FAMILY_LFM2, 0, -1},
+      {"LFM2-8B-A1B", "lfm2moe", "lfm2", FAMILY_LFM2, 0, -1},
+      {"LFM2.5-8B-A1B", "lfm2moe", "lfm2", FAMILY_LFM2, 1, 0},
   };
   char dir[512];
   if (!test_shared_path("templates", dir, sizeof dir)) TEST_SKIP("../shared/templates is absent");

@@ -53,6 +53,7 @@ static enum outparse_format format_of(family_parser p) {
     case FAMILY_PARSER_HARMONY: return OUTPARSE_HARMONY;
     case FAMILY_PARSER_GRANITE: return OUTPARSE_GRANITE;
     case FAMILY_PARSER_FUNCTIONARY: return OUTPARSE_FUNCTIONARY_V31;
+    case FAMILY_PARSER_LFM2: return OUTPARSE_LFM2;
     default: return OUTPARSE_PLAIN;
   }
 }
@@ -171,6 +172,13 @@ TEST(gen_force_functionary) {
         "{\"a\":10,\"b\":20}");
   check(FAMILY_PARSER_FUNCTIONARY, false, GEN_TOOL_FUNCTION, "get_weather", "{\"city\": \"Kyiv\"}</function>",
         "{\"city\": 5}</function>", "<function=get_weather>", "get_weather", "{\"city\":\"Kyiv\"}");
+}
+
+/* LFM2: the special token prefilled, then a JSON call object in its list */
+TEST(gen_force_lfm2) {
+  check(FAMILY_PARSER_LFM2, false, GEN_TOOL_REQUIRED, NULL,
+        "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+        "[get_weather(city='Oslo')]", "<|tool_call_start|>", "get_weather", "{\"city\":\"Oslo\"}");
 }
 
 #define DS_OPEN                                                                                              \

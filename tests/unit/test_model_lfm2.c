@@ -320,3 +320,96 @@ TEST(model_lfm2_load_errors) {
   g.attn_layers = 0; /* no attention layer at all: still a valid lfm2 */
   EXPECT_INT_EQ(ref_open_arch(&g, "lfm2_all_conv"), 0);
 }
+
+/* Checkpoints (model_ctx_seq_state_save / _restore): a sequence saved at a
+ * chunk end, run on past it with another history, then restored there and
+ * continued differently gives the logits of that continuation computed from
+ * scratch - against numpy (the token-by-token reference) and bit for bit
+ * against a fresh context fed the same chunks; restoring one sequence
+ * leaves the other alone; bad calls are refused by name. */
+TEST(model_lfm2_checkpoint_resume_matches_fresh) {
+  NEED_PY();
+  model_testgen_arch g = shape_b();
+  char path[512];
+  ASSERT_TRUE(ref_write_arch(&g, "lfm2_ckpt", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  const model_hparams *hp = model_get_hparams(m);
+  const int64_t V = hp->n_vocab;
+  const size_t per = (size_t)model_rs_seq_bytes(hp);
+  EXPECT_INT_EQ((int64_t)per, 4 * (int64_t)sizeof(float) * (g.d_conv - 1) * g.n_embd);
+  enum { P = 14, NX = 12 };
+  const int32_t *X = PROMPT + 26; /* the continuation after the checkpoint */
+  int32_t full[P + NX];
+  memcpy(full, PROMPT, P * sizeof *full);
+  memcpy(full + P, X, NX * sizeof *full);
+  model_ctx *c = new_ctx(m, 2, 0, MODEL_KV_F32);
+  ASSERT_TRUE(c != NULL);
+  float *lg = malloc((size_t)(P + NX) * (size_t)V * sizeof *lg);
+  float *fresh = malloc((size_t)(P + NX) * (size_t)V * sizeof *fresh);
+  void *ck = malloc(per), *ck1 = malloc(per), *other = malloc(per);
+  ASSERT_TRUE(lg && fresh && ck && ck1 && other);
+  /* sequence 1 holds its own history throughout */
+  int32_t seq1[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  model_batch b1 = {.n = 9, .tokens = PROMPT + 3, .seq = seq1, .logits = MODEL_LOGITS_NONE};
+  ASSERT_INT_EQ(model_decode(c, &b1, NULL), 0);
+  ASSERT_INT_EQ(model_ctx_seq_state_save(c, 1, ck1), 0);
+  /* sequence 0: chunks of 7 to P, checkpoint, then another history to 26 */
+  ASSERT_INT_EQ(model_forward(c, PROMPT, 7, 0, lg, MODEL_LOGITS_ALL), 0);
+  ASSERT_INT_EQ(model_forward(c, PROMPT + 7, 7, 7, lg + 7 * (size_t)V, MODEL_LOGITS_ALL), 0);
+  ASSERT_INT_EQ(model_ctx_seq_state_save(c, 0, ck), 0);
+  ASSERT_INT_EQ(model_forward(c, PROMPT + P, 26 - P, P, NULL, MODEL_LOGITS_NONE), 0);
+  ASSERT_INT_EQ(model_ctx_seq_state_save(c, 0, other), 0);
+  EXPECT_TRUE(memcmp(ck, other, per) != 0); /* the state moved on */
+  /* refused: past n_past, a sequence out of range */
+  EXPECT_INT_EQ(model_ctx_seq_state_restore(c, 0, 27, ck), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "holds 26");
+  EXPECT_INT_EQ(model_ctx_seq_state_restore(c, 2, 3, ck), ERR_RANGE);
+  EXPECT_INT_EQ(model_ctx_seq_state_save(c, -1, ck), ERR_RANGE);
+  /* restore to P and continue with X in chunks of 5 */
+  ASSERT_INT_EQ(model_ctx_seq_state_restore(c, 0, P, ck), 0);
+  EXPECT_INT_EQ(model_ctx_n_past(c), P);
+  for (int i = 0; i < NX; i += 5) {
+    int k = NX - i < 5 ? NX - i : 5;
+    ASSERT_INT_EQ(model_forward(c, X + i, k, P + i, lg + (size_t)(P + i) * (size_t)V, MODEL_LOGITS_ALL), 0);
+  }
+  /* sequence 1 was not touched */
+  ASSERT_INT_EQ(model_ctx_seq_state_save(c, 1, other), 0);
+  EXPECT_MEM_EQ(other, ck1, per);
+  EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 9);
+  /* the same chunks in a fresh context */
+  model_ctx *f = new_ctx(m, 1, 0, MODEL_KV_F32);
+  ASSERT_TRUE(f != NULL);
+  ASSERT_INT_EQ(model_forward(f, PROMPT, 7, 0, fresh, MODEL_LOGITS_ALL), 0);
+  ASSERT_INT_EQ(model_forward(f, PROMPT + 7, 7, 7, fresh + 7 * (size_t)V, MODEL_LOGITS_ALL), 0);
+  for (int i = 0; i < NX; i += 5) {
+    int k = NX - i < 5 ? NX - i : 5;
+    ASSERT_INT_EQ(model_forward(f, X + i, k, P + i, fresh + (size_t)(P + i) * (size_t)V, MODEL_LOGITS_ALL), 0);
+  }
+  EXPECT_MEM_EQ(lg + (size_t)P * (size_t)V, fresh + (size_t)P * (size_t)V, (size_t)NX * (size_t)V * sizeof *lg);
+  float *ref = ref_logits(REF, path, full, P + NX, V, false);
+  ASSERT_TRUE(ref != NULL);
+  double e = ref_nmse(lg + (size_t)P * (size_t)V, ref + (size_t)P * (size_t)V, (size_t)NX * (size_t)V);
+  printf("    resumed from the checkpoint at %d against numpy: nmse %.3g\n", P, e);
+  EXPECT_TRUE(e < 1e-8);
+  free(ref);
+  model_ctx_free(f);
+  free(lg);
+  free(fresh);
+  free(ck);
+  free(ck1);
+  free(other);
+  model_ctx_free(c);
+  model_free(m);
+  /* a model without recurrent layers has no state to save */
+  model_testgen_arch q = model_testgen_arch_small(MODEL_ARCH_QWEN3);
+  ASSERT_TRUE(ref_write_arch(&q, "lfm2_ckpt_qwen3", path, sizeof path));
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  c = new_ctx(m, 1, 0, MODEL_KV_F32);
+  ASSERT_TRUE(c != NULL);
+  char dummy[16];
+  EXPECT_INT_EQ(model_ctx_seq_state_save(c, 0, dummy), ERR_UNSUPPORTED);
+  EXPECT_INT_EQ(model_ctx_seq_state_restore(c, 0, 0, dummy), ERR_UNSUPPORTED);
+  model_ctx_free(c);
+  model_free(m);
+}

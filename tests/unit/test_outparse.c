@@ -561,6 +561,35 @@ TEST(outparse_minimax_m1) {
   check(&c, "<tool_calls>\nnope", "", ERR_PARSE);
 }
 
+/* LFM2: a Python-syntax list of calls between <|tool_call_start|> and
+ * <|tool_call_end|>, as LFM2.5's template writes them (strings in single
+ * quotes, lists by str(), dicts by tojson); a JSON call object in the list
+ * is read too. */
+TEST(outparse_lfm2) {
+  outparse_config c = cfg_of(OUTPARSE_LFM2, "<think>", "</think>", false, true);
+  check(&c, "Checking.<|tool_call_start|>[get_weather(city='Paris', days=3)]<|tool_call_end|>",
+        "|T:Checking.|B0:get_weather|A0:{\"city\": \"Paris\", \"days\": 3}|E0", 0);
+  check(&c,
+        "<think>Two.</think><|tool_call_start|>[a(s='it\\'s \"x\" \xc3\xa9\\n', n=[1, 2.5, True, None, 'y'], "
+        "d={\"k\": false}), b.c-d(), e(x=-1e3)]<|tool_call_end|>Done.",
+        "|R:Two.|B0:a|A0:{\"s\": \"it's \\\"x\\\" \xc3\xa9\\n\", \"n\": [1, 2.5, true, null, \"y\"], "
+        "\"d\": {\"k\": false}}|E0|B1:b.c-d|A1:{}|E1|B2:e|A2:{\"x\": -1e3}|E2|T:Done.", 0);
+  check(&c, "<|tool_call_start|>[{\"name\": \"f\", \"arguments\": {\"a\": 1}}, g(b=\"z\")]<|tool_call_end|>",
+        "|B0:f|A0:{\"a\": 1}|E0|B1:g|A1:{\"b\": \"z\"}|E1", 0);
+  check(&c, "<|tool_call_start|>[]<|tool_call_end|>", "", 0);
+  check(&c, "<|tool_call_start|>[f(a=1)]", "|B0:f|A0:{\"a\": 1}|E0", 0); /* no end marker: lenient */
+  /* not Python literals, or not the list's shape: errors naming it */
+  check(&c, "<|tool_call_start|>[f(a=(1, 2))]", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+  check(&c, "<|tool_call_start|>[f(a=x)]", "|B0:f|A0:{\"a\": ", ERR_PARSE);
+  check(&c, "<|tool_call_start|>[f(a=1.)]", "|B0:f|A0:{\"a\": 1.", ERR_PARSE);
+  check(&c, "<|tool_call_start|>f(a=1)", "", ERR_PARSE);
+  check(&c, "<|tool_call_start|>[f(a=1) g()]", "|B0:f|A0:{\"a\": 1}|E0", ERR_PARSE);
+  check(&c, "<|tool_call_start|>[f(a='x'", "|B0:f|A0:{\"a\": \"x\"", ERR_PARSE);
+  check(&c, "<|tool_call_start|>[f(a=1),", "|B0:f|A0:{\"a\": 1}|E0", ERR_PARSE);
+  outparse_config off = cfg_of(OUTPARSE_LFM2, NULL, NULL, false, false);
+  check(&off, "<|tool_call_start|>[f()]", "|T:<|tool_call_start|>[f()]", 0);
+}
+
 /* Hold-back is minimal: what cannot start a marker is out at once. */
 TEST(outparse_holdback_minimal) {
   outparse_config c = cfg_of(OUTPARSE_HERMES, "<think>", "</think>", false, true);
@@ -725,7 +754,7 @@ static const char *const FRAGS[] = {
     KM_A, KM_E, KM_SE, "functions.f:0", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
     "\"tool_name\"", "<parameter=k>", "</parameter>", "<function=", "True", "<arg_key>", "</arg_key>",
     "<arg_value>", "</arg_value>", "<seed:tool_call>", "</seed:tool_call>", "<tool_calls>", "</tool_calls>",
-    "[1, True, 'x']",
+    "[1, True, 'x']", "<|tool_call_start|>", "<|tool_call_end|>", "f(a='x', b=[1, None])", "g(", ")",
 };
 
 TEST(outparse_random_split_invariance) {
@@ -733,7 +762,7 @@ TEST(outparse_random_split_invariance) {
       OUTPARSE_PLAIN, OUTPARSE_HERMES, OUTPARSE_LLAMA3, OUTPARSE_MISTRAL, OUTPARSE_DEEPSEEK,
       OUTPARSE_HARMONY, OUTPARSE_GRANITE, OUTPARSE_FUNCTIONARY_V31, OUTPARSE_FUNCTIONARY_V32,
       OUTPARSE_KIMI_K2, OUTPARSE_COMMAND_R7B, OUTPARSE_QWEN3_CODER, OUTPARSE_GLM, OUTPARSE_SEED_OSS,
-      OUTPARSE_MINIMAX_M1};
+      OUTPARSE_MINIMAX_M1, OUTPARSE_LFM2};
   unsigned seed = 12345;
   int n_failed = 0;
   for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {

@@ -62,6 +62,7 @@ static const struct row {
     {"GLM-4.7-Flash", OUTPARSE_GLM, "<think>", "</think>", "<think>", 5, true},
     {"ByteDance-Seed-OSS", OUTPARSE_SEED_OSS, "<seed:think>", "</seed:think>", NULL, 5, false},
     {"MiniMax-M1", OUTPARSE_MINIMAX_M1, "<think>", "</think>", NULL, 15, false},
+    {"LFM2.5-8B-A1B", OUTPARSE_LFM2, "<think>", "</think>", NULL, 5, false},
 };
 
 /* End-of-turn tokens a render puts after the calls (never fed by the engine,
