@@ -192,20 +192,17 @@ void whisper_filter_logits(const whisper_vocab *v, const whisper_decode_opts *o,
       if (last + 1 < V) mask(x, last + 1, V);
     }
   }
-  /* when the timestamps together outweigh every single text token, emit one */
-  double *lp = malloc((size_t)V * sizeof *lp);
-  if (!lp) return;
-  log_softmax(x, V, lp);
+  /* when the timestamps together outweigh every single text token, emit
+   * one (log-sum-exp against max: the softmax's normalizer cancels) */
   double mx_ts = -INFINITY, sum = 0, mx_text = -INFINITY;
   for (int32_t i = tb; i < V; i++)
-    if (lp[i] > mx_ts) mx_ts = lp[i];
+    if (x[i] > mx_ts) mx_ts = x[i];
   if (mx_ts > -INFINITY)
-    for (int32_t i = tb; i < V; i++) sum += exp(lp[i] - mx_ts);
-  double ts_lp = mx_ts > -INFINITY ? mx_ts + log(sum) : -INFINITY;
+    for (int32_t i = tb; i < V; i++) sum += exp((double)x[i] - mx_ts);
+  double ts_lse = mx_ts > -INFINITY ? mx_ts + log(sum) : -INFINITY;
   for (int32_t i = 0; i < tb; i++)
-    if (lp[i] > mx_text) mx_text = lp[i];
-  if (ts_lp > mx_text) mask(x, 0, tb);
-  free(lp);
+    if (x[i] > mx_text) mx_text = x[i];
+  if (ts_lse > mx_text) mask(x, 0, tb);
 }
 
 int whisper_detect_language(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, float *probs, int *lang,

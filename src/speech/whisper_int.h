@@ -60,8 +60,8 @@ struct whisper_model {
   const float *dec_ln_w, *dec_ln_b; /* [S] */
 };
 
-/* Per-thread attention scratch (floats): qt, ot [hd][C]; m, l, lim [C]; st
- * [WM_TILE][C], each part rounded to 16 floats. */
+/* Per-thread attention scratch (floats): qt, ot [hd][C]; m, l [C]; st
+ * [WM_TILE][C], each part rounded to 16 floats (so 64-byte aligned). */
 struct whisper_state {
   const whisper_model *m;
   thread_pool *tp;

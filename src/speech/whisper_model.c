@@ -40,18 +40,12 @@ typedef struct loader {
   size_t used, cap; /* floats of m->f32 */
 } loader;
 
-static const whisper_tensor *need(const whisper_model *m, const char *name) {
-  /* whisper_file_open checked that every tensor of the table is present */
-  const whisper_tensor *t = whisper_file_find(m->file, name);
-  return t;
-}
-
 /* The tensor called fmt (with block index blk) decoded to f32 into the
  * block; NULL with the error set. */
 static const float *load_vec(loader *ld, const char *fmt, int blk) {
   char name[WHISPER_NAME_MAX + 1];
   snprintf(name, sizeof name, fmt, blk);
-  const whisper_tensor *t = need(ld->m, name);
+  const whisper_tensor *t = whisper_file_find(ld->m->file, name);
   if (!t) {
     err_set(ERR_NOT_FOUND, "whisper model: tensor '%s' is missing", name);
     return NULL;
@@ -75,7 +69,7 @@ static const float *load_vec(loader *ld, const char *fmt, int blk) {
 static int load_lin(loader *ld, wm_lin *l, const char *fmt, const char *bias_fmt, int blk) {
   char name[WHISPER_NAME_MAX + 1];
   snprintf(name, sizeof name, fmt, blk);
-  const whisper_tensor *t = need(ld->m, name);
+  const whisper_tensor *t = whisper_file_find(ld->m->file, name);
   if (!t) return err_set(ERR_NOT_FOUND, "whisper model: tensor '%s' is missing", name);
   l->type = (int)t->type;
   l->n_out = t->dims[t->n_dims - 1];
@@ -148,6 +142,13 @@ int whisper_model_new(const whisper_file *f, whisper_model **out) {
   m->file = f;
   m->hp = *whisper_file_hparams(f);
   const whisper_hparams *h = &m->hp;
+  if (h->n_text_head != h->n_audio_head) {
+    /* one head split serves both halves; released models always agree */
+    int rc = err_set(ERR_UNSUPPORTED, "whisper model: n_text_head %d differs from n_audio_head %d", h->n_text_head,
+                     h->n_audio_head);
+    free(m);
+    return rc;
+  }
   const size_t S = (size_t)h->n_audio_state, pad = 16;
   /* vectors: per encoder block 13 S (two norms, q/v/out biases, mlp
    * biases 4S + S), per decoder block 5 S more for the cross-attention;
@@ -218,18 +219,12 @@ int whisper_state_new(const whisper_model *m, thread_pool *tp, whisper_state **o
   s->S = h->n_audio_state;
   s->H = h->n_audio_head;
   s->hd = s->S / s->H;
-  if (h->n_text_head != h->n_audio_head) {
-    /* one head split serves both halves; whisper models always agree */
-    free(s);
-    return err_set(ERR_UNSUPPORTED, "whisper state: n_text_head %d differs from n_audio_head %d", h->n_text_head,
-                   h->n_audio_head);
-  }
   const size_t S = (size_t)s->S, actx = (size_t)h->n_audio_ctx, P = (size_t)h->n_text_ctx;
   const size_t Ld = (size_t)h->n_text_layer, wide = (size_t)(h->n_mels > h->n_audio_state ? h->n_mels : h->n_audio_state);
   s->n_rows = (int64_t)(actx > P ? actx : P);
   const size_t R = (size_t)s->n_rows;
   size_t hd16 = ((size_t)s->hd * C + 15) / 16 * 16;
-  s->att_floats = (int64_t)(2 * hd16 + 3 * 16 + (size_t)WM_TILE * C);
+  s->att_floats = (int64_t)(2 * hd16 + 2 * 16 + (size_t)WM_TILE * C);
   s->enc_out = falloc(actx * S);
   s->cross_k = falloc(Ld * actx * S);
   s->cross_v = falloc(Ld * actx * S);
@@ -387,7 +382,7 @@ static void att_task(void *ctx, int ith, int nth) {
   const whisper_state *s = j->s;
   const int64_t hd = s->hd, S = s->S, hd16 = (hd * C + 15) / 16 * 16;
   float *qt = s->att + (size_t)ith * (size_t)s->att_floats, *ot = qt + hd16, *mx = ot + hd16, *l = mx + 16,
-        *st = l + 32;
+        *st = l + 16;
   const float scale = 1.0f / sqrtf((float)hd);
   int32_t lim[C];
   const int64_t n_tasks = s->H * j->n_blk;

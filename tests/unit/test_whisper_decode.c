@@ -262,8 +262,7 @@ TEST(whisper_decode_filters) {
  * EOT; the played token gets s->peak, the rest 0. */
 static void rule_play(script *s, const int32_t *seq, int n, int k, float *x) {
   (void)seq, (void)n;
-  int32_t t = k < s->n_text ? s->text[k] : s->v.eot;
-  if (k >= 0) x[t] = s->peak;
+  if (k >= 0) x[k < s->n_text ? s->text[k] : s->v.eot] = s->peak;
 }
 
 static whisper_decode_opts opts_en(void) {
