@@ -14,7 +14,7 @@
 CC ?= cc
 SAN ?= 0
 TSAN ?= 0
-PKGS := libmicrohttpd jansson sqlite3 libpcre2-8 libutf8proc libcurl gnutls
+PKGS := libmicrohttpd jansson sqlite3 libpcre2-8 libutf8proc libcurl gnutls zlib
 # audio/ and speech/: FFmpeg, pocketsphinx, espeak-ng; flite has no .pc file.
 PKGS += libavformat libavcodec libavutil libswresample pocketsphinx sphinxbase espeak-ng
 FLITE_LIBS := -lflite_cmu_us_slt -lflite_cmu_us_kal16 -lflite_cmu_us_kal -lflite_cmu_us_awb \

@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config clang llvm libclang-rt-14-dev
   libmicrohttpd-dev libwslay-dev libjansson-dev libsqlite3-dev
-  libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libgnutls28-dev
+  libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libgnutls28-dev zlib1g-dev
   python3 python3-numpy python3-jinja2 python3-regex
   libavformat-dev libavcodec-dev libavutil-dev libswresample-dev
   flite1-dev libespeak-ng-dev espeak-ng-data

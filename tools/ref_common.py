@@ -12,13 +12,14 @@ is a textbook building block they all use, kept once:
   arch_key        the ARCH.* hyper-parameter lookup with defaults
   Decoder         the dimensions, RoPE keys and embedding/output tensors every
                   decoder-only reference reads, and its RMS norm
-  rms_norm, layer_norm, softmax, silu, gelu_tanh, swiglu
+  rms_norm, layer_norm, softmax, silu, gelu_tanh, gelu_erf, swiglu
   rope            RoPE as a multiplication by complex numbers, NeoX halves
                   (i, i + n_rot/2) or adjacent pairs (2i, 2i+1)
   attention       the full attention matrix: grouped heads, scale, optional
                   soft-cap and mask, keys/values optionally rounded to f16
   pool, cli       the command line the tests call (logits, greedy, embed)
 """
+import math
 import os
 import sys
 
@@ -190,6 +191,14 @@ def swiglu(h, gate, up, down):
 
 def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_erf(x):
+    """The exact GELU, x/2 (1 + erf(x / sqrt 2)) (PyTorch's nn.GELU)."""
+    return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
 
 
 def rope(x, n_rot, base, freq_scale=1.0, neox=True, factors=None, mscale=1.0, yarn=None):

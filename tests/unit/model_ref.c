@@ -44,8 +44,7 @@ void ref_toks_str(const int32_t *t, int n, char *out, size_t cap) {
   for (int i = 0; i < n && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", t[i]);
 }
 
-float *ref_run_floats(const char *cmd, const char *path, size_t n) {
-  if (system(cmd) != 0) return NULL;
+float *ref_read_floats(const char *path, size_t n) {
   float *v = malloc(n * sizeof *v);
   FILE *fp = fopen(path, "rb");
   if (!v || !fp) {
@@ -61,6 +60,11 @@ float *ref_run_floats(const char *cmd, const char *path, size_t n) {
     return NULL;
   }
   return v;
+}
+
+float *ref_run_floats(const char *cmd, const char *path, size_t n) {
+  if (system(cmd) != 0) return NULL;
+  return ref_read_floats(path, n);
 }
 
 float *ref_logits(const char *script, const char *model_path, const int32_t *toks, int n, int64_t n_vocab,

@@ -50,6 +50,8 @@ void ref_toks_str(const int32_t *t, int n, char *out, size_t cap);
  * into a malloc'd array; NULL when the command fails or the file holds
  * another count. */
 float *ref_run_floats(const char *cmd, const char *path, size_t n);
+/* The same without a command: exactly n floats from path, or NULL. */
+float *ref_read_floats(const char *path, size_t n);
 
 /* script's logits [n][n_vocab] for toks (kv_f16: its cache rounded to f16
  * as the C side's); NULL on failure. */
