@@ -29,10 +29,9 @@
  * (bert_embed_batch, what the serving engine's embedding batcher uses): the
  * rows of all sequences go through each weight matrix together, so the
  * weights are read once per batch rather than once per input, while
- * attention runs one task per (sequence, head) on the pool; a task gathers
- * its head's q, k and v of its sequence into contiguous scratch and
- * computes S = Q K^T and S V with kern_matmul (F32), so the scratch per
- * thread holds an n x n score matrix for n up to the context. Row buffers
+ * attention (enc_attn.c, shared with gemma-embedding) runs one task per
+ * (sequence, head) on the pool, S = Q K^T and S V as F32 kern_matmul
+ * calls over chunks of 64 queries. Row buffers
  * hold max(n_ctx, BERT_BATCH_MIN) tokens (bert contexts are short, 512
  * positions for most models).
  */
@@ -87,7 +86,7 @@ typedef struct bert_bufs {
   float *att;  /* [n][n_head*head_dim] */
   float *u;    /* [n][n_ff] */
   float *g;    /* nomic-bert: [n][n_ff] the gate; NULL for bert */
-  float *scr;  /* per thread: scr_floats, see bert_att_task() */
+  float *scr;  /* per thread: scr_floats (model_enc_att_scratch_floats) */
   size_t scr_floats;
 } bert_bufs;
 
@@ -110,12 +109,8 @@ static int bert_load(model *m) {
   w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
   if (!w->layers) return err_set(ERR_NOMEM, "bert: out of memory");
 
-  int64_t pooling = 0, def_pool = MODEL_POOLING_MEAN;
-  if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
-  if (pooling > MODEL_POOLING_LAST)
-    return err_set(ERR_UNSUPPORTED,
-                   "key '%s.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
-                   m->ops->name, (long long)pooling);
+  int64_t pooling = 0;
+  if ((rc = model_load_pooling(m, MODEL_POOLING_MEAN, false, &pooling))) return rc;
   w->pooling = (enum model_pooling)pooling;
   bool causal = false;
   char key[96];
@@ -197,10 +192,10 @@ static int bert_ctx_init(model_ctx *c) {
   b->rows = c->n_ctx > BERT_BATCH_MIN ? c->n_ctx : BERT_BATCH_MIN;
   const size_t N = (size_t)c->n_ctx, R = (size_t)b->rows, E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim,
                Q = (size_t)hp->n_head * hd, KV = (size_t)hp->n_head_kv * hd, F = (size_t)hp->n_ff;
-  /* attention scratch per thread: Qh, Kh, Vt, O of n x hd and S of n x n */
-  size_t s1 = 0, s2 = 0, per = 0, all = 0;
-  if (!size_mul(N, 4 * hd, &s1) || !size_mul(N, N, &s2) || !size_add(s1, s2, &per) ||
-      !size_mul(per, (size_t)c->n_threads, &all) || !size_mul(all, sizeof(float), &all))
+  /* attention scratch per thread (enc_attn.c) */
+  const size_t per = model_enc_att_scratch_floats(c->n_ctx, hp->head_dim);
+  size_t all = 0;
+  if (!size_mul(per, (size_t)c->n_threads, &all) || !size_mul(all, sizeof(float), &all))
     return err_set(ERR_TOO_LARGE, "bert context: attention scratch for %zu positions overflows", N);
   b->scr_floats = per;
   b->off = malloc((R + 1) * sizeof *b->off);
@@ -246,55 +241,6 @@ static int bert_linear(model_ctx *c, const model_tensor *t, const float *bias, c
   return 0;
 }
 
-/* ---- attention (bidirectional) --------------------------------------------- */
-
-struct bert_att_job {
-  model_ctx *c;
-  int64_t n_seq; /* sequences; b->off[s] .. b->off[s + 1] are s's rows */
-  atomic_long next; /* next task: sequence task / n_head, head task % n_head */
-  atomic_int err;
-};
-
-/* Head h of sequence s (rows r0..r0+n-1 of the batch):
- * out[t][h] = sum_p softmax_p(q[t][h] . k[p][g] / sqrt(hd)) v[p][g],
- * g = h / (n_head / n_head_kv), over the sequence's rows p. */
-static int bert_att_task(struct bert_att_job *j, float *scr, int64_t s_idx, int64_t h) {
-  model_ctx *c = j->c;
-  bert_bufs *b = c->arch_data;
-  const model_hparams *hp = &c->m->hp;
-  const int64_t r0 = b->off[s_idx], n = b->off[s_idx + 1] - r0, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd;
-  const int64_t g = h / (hp->n_head / hp->n_head_kv);
-  const float scale = 1.0f / sqrtf((float)hd);
-  float *qh = scr, *kh = qh + n * hd, *vt = kh + n * hd, *o = vt + n * hd, *s = o + n * hd;
-  const float *q = b->q + r0 * Q, *k = b->k + r0 * KV, *v = b->v + r0 * KV;
-  for (int64_t t = 0; t < n; t++)
-    for (int64_t d = 0; d < hd; d++) {
-      qh[t * hd + d] = q[t * Q + h * hd + d] * scale;
-      kh[t * hd + d] = k[t * KV + g * hd + d];
-      vt[d * n + t] = v[t * KV + g * hd + d];
-    }
-  int rc = kern_matmul(NULL, TENSOR_TYPE_F32, kh, n, hd, qh, n, s); /* s[t][p] */
-  if (rc) return rc;
-  for (int64_t t = 0; t < n; t++) ops_softmax(s + t * n, n);
-  if ((rc = kern_matmul(NULL, TENSOR_TYPE_F32, vt, hd, n, s, n, o))) return rc; /* o[t][d] */
-  for (int64_t t = 0; t < n; t++) memcpy(b->att + (r0 + t) * Q + h * hd, o + t * hd, (size_t)hd * sizeof(float));
-  return 0;
-}
-
-static void bert_att_worker(void *ctx, int ith, int nth) {
-  (void)nth;
-  struct bert_att_job *j = ctx;
-  bert_bufs *b = j->c->arch_data;
-  float *scr = b->scr + (size_t)ith * b->scr_floats;
-  const int64_t n_head = j->c->m->hp.n_head;
-  for (;;) {
-    long t = atomic_fetch_add(&j->next, 1);
-    if (t >= j->n_seq * n_head) break;
-    int rc = bert_att_task(j, scr, t / n_head, t % n_head);
-    if (rc) atomic_store(&j->err, rc);
-  }
-}
-
 /* ---- forward ----------------------------------------------------------------- */
 
 /* Encodes n_seq sequences (their rows laid one after another in the
@@ -312,9 +258,7 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
   b->off[0] = 0;
   for (int64_t s = 0; s < n_seq; s++) b->off[s + 1] = b->off[s] + lens[s];
   const int64_t n = b->off[n_seq]; /* rows of the whole batch */
-  int64_t att_work = 0;             /* multiply-adds of attention, n^2 hd per sequence and head */
   for (int64_t s = 0; s < n_seq; s++) {
-    att_work += lens[s] * lens[s] * hp->head_dim;
     for (int64_t t = 0; t < lens[s]; t++) {
       float *x = b->x + (b->off[s] + t) * E, *tmp = b->tmp + (b->off[s] + t) * E;
       const uint8_t *row = (const uint8_t *)w->tok_embd.data + (size_t)tokens[s][t] * w->tok_embd.row_bytes;
@@ -347,14 +291,10 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
           ops_rope_apply(&hp->rope, b->k + r * hp->n_head_kv * hp->head_dim, (int32_t)hp->n_head_kv,
                          (int32_t)hp->head_dim, t);
         }
-    struct bert_att_job j = {.c = c, .n_seq = n_seq};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.err, 0);
-    if (att_work < 32768)
-      bert_att_worker(&j, 0, 1);
-    else
-      tpool_run(c->tp, bert_att_worker, &j);
-    if ((rc = atomic_load(&j.err))) return rc;
+    const model_enc_att att = {.n_seq = n_seq, .off = b->off, .q = b->q, .k = b->k, .v = b->v, .out = b->att,
+                               .scale = 1.0f / sqrtf((float)hp->head_dim), .scr = b->scr,
+                               .scr_floats = b->scr_floats};
+    if ((rc = model_enc_attention(c, &att))) return rc;
     if ((rc = bert_linear(c, &L->wo, L->bo, b->att, n, b->tmp))) return rc;
     ops_add(b->x, b->tmp, n * E);
     for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->att_norm_w, L->att_norm_b, E, eps);
@@ -373,29 +313,8 @@ static int bert_encode(model_ctx *c, int64_t n_seq, const int32_t *const *tokens
     for (int64_t t = 0; t < n; t++) ops_layernorm(b->x + t * E, b->x + t * E, L->out_norm_w, L->out_norm_b, E, eps);
   }
 
-  for (int64_t s = 0; s < n_seq; s++) {
-    const float *xs = b->x + b->off[s] * E;
-    const int64_t ns = lens[s];
-    float *o = out + s * E;
-    switch (w->pooling) {
-    case MODEL_POOLING_NONE: /* model_embed only: one sequence */
-      memcpy(out, b->x, (size_t)(n * E) * sizeof(float));
-      break;
-    case MODEL_POOLING_CLS:
-      memcpy(o, xs, (size_t)E * sizeof(float));
-      break;
-    case MODEL_POOLING_LAST:
-      memcpy(o, xs + (ns - 1) * E, (size_t)E * sizeof(float));
-      break;
-    case MODEL_POOLING_MEAN:
-      for (int64_t d = 0; d < E; d++) {
-        double sum = 0;
-        for (int64_t t = 0; t < ns; t++) sum += xs[t * E + d];
-        o[d] = (float)(sum / (double)ns);
-      }
-      break;
-    }
-  }
+  for (int64_t s = 0; s < n_seq; s++) /* NONE: model_embed only, one sequence */
+    model_pool_rows(w->pooling, b->x + b->off[s] * E, lens[s], E, out + s * E);
   return 0;
 }
 

@@ -31,9 +31,11 @@
 
 int64_t model_ffn_rows(const model_ctx *c) { return c->n_batch < MODEL_FFN_ROWS ? c->n_batch : MODEL_FFN_ROWS; }
 
-int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b) {
+int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b) { return model_dense_bufs_init_rows(c, b, c->n_batch); }
+
+int model_dense_bufs_init_rows(model_ctx *c, model_dense_bufs *b, int64_t rows) {
   const model_hparams *hp = &c->m->hp;
-  const size_t B = (size_t)c->n_batch, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
+  const size_t B = (size_t)rows, E = (size_t)hp->n_embd, Q = (size_t)(hp->n_head * hp->head_dim),
                KV = (size_t)(hp->n_head_kv * hp->head_dim), F = (size_t)hp->n_ff,
                FR = (size_t)model_ffn_rows(c);
   const size_t att = B * (2 * Q + 2 * KV), ffn = FR * 2 * F, work = att > ffn ? att : ffn;

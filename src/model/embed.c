@@ -11,6 +11,7 @@
  * every token inside the vocabulary, out not NULL).
  */
 #include <math.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "model/model_int.h"
@@ -26,6 +27,38 @@ static void normalize_rows(float *out, int64_t rows, int64_t E) {
       for (int64_t d = 0; d < E; d++) v[d] *= inv;
     }
   }
+}
+
+void model_pool_rows(enum model_pooling p, const float *x, int64_t n, int64_t E, float *o) {
+  switch (p) {
+  case MODEL_POOLING_NONE:
+    memcpy(o, x, (size_t)(n * E) * sizeof(float));
+    break;
+  case MODEL_POOLING_CLS:
+    memcpy(o, x, (size_t)E * sizeof(float));
+    break;
+  case MODEL_POOLING_LAST:
+    memcpy(o, x + (n - 1) * E, (size_t)E * sizeof(float));
+    break;
+  case MODEL_POOLING_MEAN:
+    for (int64_t d = 0; d < E; d++) {
+      double sum = 0;
+      for (int64_t t = 0; t < n; t++) sum += x[t * E + d];
+      o[d] = (float)(sum / (double)n);
+    }
+    break;
+  }
+}
+
+int model_load_pooling(model *m, enum model_pooling def, bool allow_rank, int64_t *out) {
+  int64_t d = def;
+  int rc = model_key_i64(m, "pooling_type", &d, 0, 1 << 16, out);
+  if (rc) return rc;
+  if (*out > MODEL_POOLING_LAST && !allow_rank)
+    return err_set(ERR_UNSUPPORTED,
+                   "key '%s.pooling_type' is %lld: only 0 (none), 1 (mean), 2 (cls) and 3 (last) are supported",
+                   m->ops->name, (long long)*out);
+  return 0;
 }
 
 enum model_pooling model_embed_pooling(const model *m) {

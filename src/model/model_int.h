@@ -271,6 +271,36 @@ int model_attention_sinks(model_ctx *c, int64_t l, const model_step *s, const fl
 /* Floats of per-thread scratch model_attention needs (a multiple of 16). */
 size_t model_att_scratch_floats(const model_hparams *hp);
 
+/* ---- encoders' bidirectional attention (enc_attn.c) and pooling (embed.c) - */
+
+/* One layer's attention over a batch of n_seq sequences whose rows lie one
+ * after another (sequence s is rows off[s] .. off[s + 1] - 1):
+ *   out[t][h] = sum_p softmax_p(scale q[t][h] . k[p][g]) v[p][g],
+ *   g = h / (n_head / n_head_kv), p over t's sequence, and with window W > 0
+ *   only |p - t| <= W / 2 (a symmetric sliding window: gemma-embedding). */
+typedef struct model_enc_att {
+  int64_t n_seq;
+  const int64_t *off;    /* [n_seq + 1] first row of each sequence */
+  const float *q;        /* [rows][n_head*head_dim] */
+  const float *k, *v;    /* [rows][n_head_kv*head_dim] */
+  float *out;            /* [rows][n_head*head_dim] */
+  float scale;           /* the query scale */
+  int64_t window;        /* 0: every position of the sequence */
+  float *scr;            /* per thread: scr_floats, model_enc_att_scratch_floats */
+  size_t scr_floats;
+} model_enc_att;
+/* Floats of scratch one thread needs for sequences of up to n_max tokens. */
+size_t model_enc_att_scratch_floats(int64_t n_max, int64_t head_dim);
+/* Runs a on the context's pool. */
+int model_enc_attention(model_ctx *c, const model_enc_att *a);
+/* The pooled vector of one sequence's n rows x [n][E] into o[E] (MEAN,
+ * CLS = the first, LAST); NONE copies all n rows to o [n][E]. */
+void model_pool_rows(enum model_pooling p, const float *x, int64_t n, int64_t E, float *o);
+/* ARCH.pooling_type into *out, def when absent: 0..3 (none, mean, cls,
+ * last); rank (4) and beyond are ERR_UNSUPPORTED naming the key when
+ * !allow_rank, else kept (qwen: loadable for generation). */
+int model_load_pooling(model *m, enum model_pooling def, bool allow_rank, int64_t *out);
+
 /* Architecture rows. */
 extern const model_arch_ops model_arch_llama;
 extern const model_arch_ops model_arch_qwen2; /* qwen.c */
@@ -324,6 +354,8 @@ int64_t model_ffn_rows(const model_ctx *c);
 /* Allocates b's buffers for c's batch (counted in c->buf_bytes). On error
  * what was allocated stays in b for model_dense_bufs_free. */
 int model_dense_bufs_init(model_ctx *c, model_dense_bufs *b);
+/* The same for `rows` tokens (encoders: a whole batch of sequences). */
+int model_dense_bufs_init_rows(model_ctx *c, model_dense_bufs *b, int64_t rows);
 void model_dense_bufs_free(model_dense_bufs *b);
 /* Returns the pages of b's buffers to the system (contents lost: every
  * step writes them before reading). */

@@ -90,8 +90,8 @@ static int qwen_load(model *m) {
   if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
 
   const int64_t E = hp->n_embd, hd = hp->head_dim, Q = hp->n_head * hd, KV = hp->n_head_kv * hd, F = hp->n_ff;
-  int64_t pooling = 0, def_pool = MODEL_POOLING_LAST;
-  if ((rc = model_key_i64(m, "pooling_type", &def_pool, 0, 1 << 16, &pooling))) return rc;
+  int64_t pooling = 0;
+  if ((rc = model_load_pooling(m, MODEL_POOLING_LAST, true, &pooling))) return rc;
   /* 4 (rank, rerankers) and beyond: loadable for generation, refused by qwen_embed */
   w->pooling = (enum model_pooling)pooling;
   /* Tied (no output.weight): token_embd is also the output matrix, read
