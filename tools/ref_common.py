@@ -284,7 +284,9 @@ def cli(argv, load, usage, options=("--kv",)):
       NAME greedy MODEL.gguf 1,2,3 N OUT.txt the N greedily chosen tokens
                                              after the prompt, comma-separated
       NAME embed MODEL.gguf 1,2,3 OUT.f32 [--pooling P] [--normalize]
-                                             pool(model.hidden(tokens)), raw f32
+                                             pool(model.hidden(tokens)), then
+                                             model.project when it has one,
+                                             then normalized; raw f32
     load(path, opts) builds the model from the options (options: those that
     take a value; "--pooling" and "--normalize" are always understood).
     The model has forward(tokens) -> logits and, for embed, hidden(tokens)
@@ -320,4 +322,9 @@ def cli(argv, load, usage, options=("--kv",)):
             f.write(",".join(map(str, seq[len(toks):])) + "\n")
     else:
         pooling = POOLING[opts["--pooling"]] if "--pooling" in opts else m.pooling
-        pool(m.hidden(toks), pooling, "--normalize" in opts).astype("<f4").tofile(args[4])
+        v = pool(m.hidden(toks), pooling, False)
+        if hasattr(m, "project"):  # projections after pooling (gemma-embedding's dense_2, dense_3)
+            v = m.project(v)
+        if "--normalize" in opts:
+            v = v / np.linalg.norm(v, axis=-1, keepdims=True)
+        v.astype("<f4").tofile(args[4])

@@ -26,8 +26,9 @@
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
  *                    [--arch NAME]: testgen_arch's small shape of that general.architecture
  *                    (qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, lfm2, olmo2,
- *                    glm4, nomic-bert, mistral3, gpt-oss; mixtral: a llama file with experts; whisper: a whisper.cpp file)
- *                    instead;
+ *                    glm4, nomic-bert, mistral3, gpt-oss, gemma-embedding; mixtral: a llama file with experts;
+ *                    whisper: a whisper.cpp file) instead, [--pooling none|mean|cls|last] written as its
+ *                    ARCH.pooling_type;
  *                    [--shape gpt-oss-20b|qwen3-30b-a3b] with --arch gpt-oss|qwen3moe: a released
  *                    MoE shape (testgen_arch.h), [--layers N] of its layers;
  *                    [--ctx N]: the trained context written
@@ -346,7 +347,7 @@ static int gen_model_llama(const char *out, const char *shape, const char *type,
  * pooling; gemma, phi3: sliding window 8; qwen3moe: 4 experts, top-2),
  * optionally with a real vocabulary and chat template. */
 static int gen_model_arch(const char *out, const char *arch, const char *shape, const char *type, int64_t n_layer,
-                          const char *vocab, const char *tmpl_text, int64_t seed, int64_t n_ctx) {
+                          const char *vocab, const char *tmpl_text, int64_t seed, int64_t n_ctx, int pooling) {
   /* 0 is llama, written by testgen.c; LLAMA_MOE's name is "llama" too,
    * so it goes by mixtral */
   int a = 1;
@@ -386,6 +387,7 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
   g.vocab_path = vocab;
   g.chat_template = tmpl_text;
   if (n_ctx) g.n_ctx = n_ctx;
+  if (pooling >= 0) g.pooling_type = pooling;
   if (model_testgen_arch_write(&g, out)) {
     fprintf(stderr, "parley gen-model: %s\n", err_detail());
     return 1;
@@ -418,6 +420,8 @@ int cmd_gen_model(int argc, char **argv) {
   const char *out = NULL, *shape = "small", *type = "F32", *vocab = NULL, *tmpl_file = NULL, *arch = "llama",
              *gname = NULL;
   int64_t seed = 1, n_ctx = 0, n_layer = 0;
+  int pooling = -1; /* the architecture's own */
+  static const char *const POOLINGS[] = {"none", "mean", "cls", "last"};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') {
@@ -437,7 +441,13 @@ int cmd_gen_model(int argc, char **argv) {
     else if (strcmp(a, "--layers") == 0 && parse_i64(v, 1, 4096, &n_layer) == 0) continue;
     else if (strcmp(a, "--chat-template") == 0) tmpl_file = v;
     else if (strcmp(a, "--name") == 0) gname = v;
-    else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
+    else if (strcmp(a, "--pooling") == 0) {
+      for (pooling = 3; pooling >= 0 && strcmp(v, POOLINGS[pooling]); pooling--) {}
+      if (pooling < 0) {
+        fprintf(stderr, "parley gen-model: --pooling is none, mean, cls or last, not '%s'\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--seed") == 0 && parse_i64(v, 0, INT64_MAX, &seed) == 0) continue;
     else {
       fprintf(stderr, "parley gen-model: bad option '%s'\n", a);
       return 2;
@@ -446,7 +456,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b|lfm2-1.2b (--arch lfm2)] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|whisper] [--ctx N]\n"
+            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
             "        released types, [--layers N] of its layers)\n");
@@ -455,7 +465,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (strcmp(arch, "whisper") == 0) return gen_model_whisper(out, shape, type, seed);
   char *tmpl_text = NULL;
   if (tmpl_file && !(tmpl_text = read_template(tmpl_file))) return 1;
-  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, shape, type, n_layer, vocab, tmpl_text, seed, n_ctx)
+  int rc = strcmp(arch, "llama") != 0 ? gen_model_arch(out, arch, shape, type, n_layer, vocab, tmpl_text, seed, n_ctx, pooling)
                                       : gen_model_llama(out, shape, type, vocab, tmpl_text, gname, seed, n_ctx);
   free(tmpl_text);
   return rc;

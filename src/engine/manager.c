@@ -254,8 +254,9 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   uint64_t Q = sat_mul((uint64_t)hp->n_head, hd), KV = sat_mul((uint64_t)hp->n_head_kv, hd);
   /* attention layers only: recurrent ones (hybrid models) keep a fixed
    * state per slot instead, which does not grow with the context */
-  uint64_t kv = sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer_kv, (uint64_t)hp->n_head_kv), pad),
-                        sat_mul(kv_row, n_seq));
+  uint64_t kv = encoder ? 0 /* no cache (model_ctx_new) */
+                        : sat_mul(sat_mul(sat_mul(2 * (uint64_t)hp->n_layer_kv, (uint64_t)hp->n_head_kv), pad),
+                                  sat_mul(kv_row, n_seq));
   /* ... and its checkpoints (engine_params.n_checkpoints) */
   uint64_t n_states = 1 + (uint64_t)engine_n_checkpoints(mm->m, mg->p.n_checkpoints);
   uint64_t rs = sat_mul(sat_mul(model_rs_seq_bytes(hp), n_seq), n_states);
@@ -267,6 +268,8 @@ static void estimate(const manager *mg, manager_model *mm, int64_t n_ctx_req) {
   width = sat_add(width, (uint64_t)hp->rope.n_rot + 8);
   uint64_t gqa = hp->n_head_kv > 0 ? (uint64_t)(hp->n_head / hp->n_head_kv) : 1;
   uint64_t att = sat_mul(sat_mul((uint64_t)mg->p.n_threads, 16 * gqa), sat_add(3 * hd, 2 * 128 + 3));
+  if (encoder) /* enc_attn.c's per thread: keys and values of a sequence, 64 queries' scores */
+    att = sat_mul((uint64_t)mg->p.n_threads, sat_add(sat_mul(2 * n_ctx, hd), sat_mul(64, 2 * hd + n_ctx)));
   if (model_kv_type_for(hp->head_dim, mg->p.kv_type) == MODEL_KV_Q8_0 && !encoder) /* dequantized value tile */
     att = sat_add(att, sat_mul((uint64_t)mg->p.n_threads, sat_mul(hd, 128)));
   uint64_t bufs = sat_mul(sat_add(sat_mul(nb, width), att), sizeof(float));

@@ -182,13 +182,17 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                      {"<|tool_list_start|>", "List of tools: [", "<|tool_call_start|>"}, "gpt2", {"lfm2"},
                      {"<|tool_call_start|>", "<|im_start|>"}, false, C_CHAT | C_TOOLS, FAMILY_PARSER_LFM2,
                      TMPL_DEFAULT_CHATML, THINK, false, NULL},
+    [FAMILY_EMBEDDINGGEMMA] = {"embeddinggemma", "EmbeddingGemma", {"gemma-embedding"}, {NULL},
+                               {"embeddinggemma"}, {NULL}, "llama", {NULL}, {"<start_of_turn>"}, false, C_EMBED,
+                               FAMILY_PARSER_PLAIN, TMPL_DEFAULT_NONE, NO_THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
 static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",    "bert",       "gemma2",
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
-                                                "qwen2moe", "olmoe",  "granitemoe", "lfm2"};
+                                                "qwen2moe", "olmoe",  "granitemoe", "lfm2",
+                                                "gemma-embedding"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -518,7 +522,7 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe and lfm2",
+             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2 and gemma-embedding",
              ev->arch, row->display);
     append_missing(out, text);
   }

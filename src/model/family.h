@@ -61,6 +61,7 @@ typedef enum family_id {
   FAMILY_GLM4,             /* GLM-4 dense (0414, Z1) */
   FAMILY_OLMOE,            /* AI2 OLMoE (mixture of experts) */
   FAMILY_LFM2,             /* LiquidAI LFM2, LFM2.5 (hybrid: short convolutions + attention) */
+  FAMILY_EMBEDDINGGEMMA,   /* EmbeddingGemma (gemma-embedding) */
   FAMILY_COUNT
 } family_id;
 

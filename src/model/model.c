@@ -75,6 +75,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_QWEN2MOE] = &model_arch_qwen2moe,
     [MODEL_ARCH_OLMOE] = &model_arch_olmoe,
     [MODEL_ARCH_GRANITEMOE] = &model_arch_granitemoe,
+    [MODEL_ARCH_GEMMA_EMBEDDING] = &model_arch_gemma_embedding,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }
@@ -797,9 +798,10 @@ int model_ctx_new(model *m, const model_ctx_params *p, model_ctx **out) {
   c->n_threads = tpool_n_threads(c->tp);
 
   size_t per_layer = 0, kv_total = 0;
-  /* positions rounded up to whole attention tiles (the v layout) */
+  /* positions rounded up to whole attention tiles (the v layout); an
+   * encoder keeps no cache (its rows are the row's own buffers) */
   c->n_ctx_pad = (c->n_ctx + ATT_TILE_POS - 1) / ATT_TILE_POS * ATT_TILE_POS;
-  if (!size_mul((size_t)hp->n_head_kv * c->kv_row, (size_t)c->n_ctx_pad, &per_layer) ||
+  if (!size_mul(m->ops->encoder ? 0 : (size_t)hp->n_head_kv * c->kv_row, (size_t)c->n_ctx_pad, &per_layer) ||
       !size_mul(per_layer, 2 * (size_t)hp->n_layer_kv, &kv_total) ||
       !size_mul(kv_total, (size_t)c->n_seq, &kv_total)) {
     rc = err_set(ERR_TOO_LARGE, "model context: KV cache for %d x %lld positions overflows", c->n_seq,

@@ -59,6 +59,7 @@ enum model_arch {
   MODEL_ARCH_QWEN2MOE,  /* qwen2moe.c: experts + a gated shared expert */
   MODEL_ARCH_OLMOE,     /* olmoe.c: experts, whole-row q/k norms */
   MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
+  MODEL_ARCH_GEMMA_EMBEDDING, /* gemma.c: EmbeddingGemma, an encoder: model_embed() */
   MODEL_ARCH_COUNT
 };
 

@@ -308,6 +308,7 @@ extern const model_arch_ops model_arch_qwen3; /* qwen.c */
 extern const model_arch_ops model_arch_bert;  /* bert.c */
 extern const model_arch_ops model_arch_gemma2; /* gemma.c */
 extern const model_arch_ops model_arch_gemma3; /* gemma.c */
+extern const model_arch_ops model_arch_gemma_embedding; /* gemma.c */
 extern const model_arch_ops model_arch_phi3;    /* llamalike.c */
 extern const model_arch_ops model_arch_granite; /* llamalike.c */
 extern const model_arch_ops model_arch_smollm3; /* llamalike.c */

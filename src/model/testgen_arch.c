@@ -52,8 +52,8 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
   g.sliding_window = -1;
   g.rope_finetuned = -1;
   g.seed = 1;
-  if (arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3) {
-    const bool g3 = arch == MODEL_ARCH_GEMMA3;
+  if (arch == MODEL_ARCH_GEMMA2 || arch == MODEL_ARCH_GEMMA3 || arch == MODEL_ARCH_GEMMA_EMBEDDING) {
+    const bool g3 = arch != MODEL_ARCH_GEMMA2;
     g.tied = true;
     g.head_dim = g3 ? 32 : 16;
     g.n_layer = g3 ? 6 : 2;
@@ -61,6 +61,11 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.attn_softcap = g3 ? 0.0f : 5.0f;
     g.final_softcap = g3 ? 0.0f : 8.0f;
     g.rope_freq_base = g3 ? 1000000.0f : 10000.0f;
+  }
+  if (arch == MODEL_ARCH_GEMMA_EMBEDDING) {
+    g.pooling_type = MODEL_POOLING_MEAN;
+    g.n_dense = 96;
+    g.dense_keys = 1;
   }
   if (arch == MODEL_ARCH_PHI3) {
     g.head_dim = 16;
@@ -270,6 +275,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_BERT   ? "bert"
                    : g->arch == MODEL_ARCH_GEMMA2 ? "gemma2"
                    : g->arch == MODEL_ARCH_GEMMA3 ? "gemma3"
+                   : g->arch == MODEL_ARCH_GEMMA_EMBEDDING ? "gemma-embedding"
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
                            g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch) ||
                            g->arch == MODEL_ARCH_QWEN2MOE || g->arch == MODEL_ARCH_OLMOE ||
@@ -282,11 +288,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                        : NULL;
   if (!an)
     return err_set(ERR_UNSUPPORTED,
-                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, "
+                   "testgen: architecture %d is not qwen2, qwen3, bert, gemma2, gemma3, gemma-embedding, phi3, granite, smollm3, qwen3moe, "
                    "olmo2, glm4, nomic-bert, mistral3, gpt-oss, qwen2moe, olmoe, granitemoe or llama with experts",
                    (int)g->arch);
   const bool phi3 = g->arch == MODEL_ARCH_PHI3;
-  const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3;
+  const bool gemma = g->arch == MODEL_ARCH_GEMMA2 || g->arch == MODEL_ARCH_GEMMA3 ||
+                     g->arch == MODEL_ARCH_GEMMA_EMBEDDING;
   const bool oss = g->arch == MODEL_ARCH_GPT_OSS;
   const bool moe = testgen_moe_arch(g->arch);
   /* olmoe and granitemoe files carry the experts' width as
@@ -371,6 +378,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   if (g->attn_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("attn_logit_softcapping"), g->attn_softcap));
   if (g->final_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("final_logit_softcapping"), g->final_softcap));
   if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));
+  if (g->n_dense > 0 && g->dense_keys) {
+    CK(gguf_writer_add_u32(s.w, KEY("dense_2_feat_in"), (uint32_t)E));
+    CK(gguf_writer_add_u32(s.w, KEY("dense_2_feat_out"), (uint32_t)(g->n_dense + (g->dense_keys == 2))));
+    CK(gguf_writer_add_u32(s.w, KEY("dense_3_feat_in"), (uint32_t)g->n_dense));
+    CK(gguf_writer_add_u32(s.w, KEY("dense_3_feat_out"), (uint32_t)E));
+  }
   if (g->n_rot > 0) CK(gguf_writer_add_u32(s.w, KEY("rope.dimension_count"), (uint32_t)g->n_rot));
   if (g->n_ctx_orig > 0)
     CK(gguf_writer_add_u32(s.w, KEY("rope.scaling.original_context_length"), (uint32_t)g->n_ctx_orig));
@@ -458,6 +471,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.attn_k.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
       } else if (!conv_layer && (g->arch == MODEL_ARCH_QWEN3 || g->arch == MODEL_ARCH_GEMMA3 ||
+                                 g->arch == MODEL_ARCH_GEMMA_EMBEDDING ||
                                  g->arch == MODEL_ARCH_QWEN3MOE || lfm2)) {
         T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
         T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, hd, 0, 1.0f, 0.3f);
@@ -490,6 +504,10 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     }
     T0(lfm2 ? "token_embd_norm.weight" : "output_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
     if (!g->tied) T0("output.weight", g->type, E, g->n_vocab, 0.0f, 3.0f * a_e);
+    if (g->n_dense > 0) { /* sentence-transformers' Dense modules, after pooling */
+      T0("dense_2.weight", g->type, E, g->n_dense, 0.0f, a_e);
+      T0("dense_3.weight", g->type, g->n_dense, E, 0.0f, sqrtf(3.0f / (float)g->n_dense));
+    }
   }
 #undef T
 #undef T0

@@ -103,6 +103,12 @@ typedef struct model_testgen_arch {
    * +-1), and the experts' gate / up matrices scaled by gate_gain (0: 1;
    * larger pushes the clamped SwiGLU past its limit of 7) */
   float sink_mid, sink_spread, gate_gain;
+  int64_t n_dense;         /* gemma-embedding: dense_2.weight [n_dense][n_embd]
+                              and dense_3.weight [n_embd][n_dense] after
+                              pooling; 0 = neither */
+  int dense_keys;          /* gemma-embedding: 1 = write ARCH.dense_{2,3}_feat_
+                              {in,out} with n_dense; 2 = dense_2_feat_out one
+                              larger than the tensor (tests); 0 = no keys */
   uint32_t type_exps;      /* MoE: the expert matrices' type (gpt-oss ships
                               them MXFP4, the rest not); 0 (F32) = type */
   uint64_t seed;
@@ -137,7 +143,10 @@ typedef struct model_testgen_arch {
  * global), 4 experts of width 32, top-2, sinks +-1. qwen2moe, olmoe,
  * granitemoe: 2 KV heads, 4 experts of width 32, top-2 (granitemoe tied,
  * the others untied); qwen2moe with a shared expert of width 48; olmoe and
- * granitemoe with n_ff 32; granitemoe with granite's multipliers. */
+ * granitemoe with n_ff 32; granitemoe with granite's multipliers.
+ * gemma-embedding: gemma3's shape and window 8 (symmetric: 4 positions
+ * on each side), mean pooling, dense projections through 96 features with
+ * their keys. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV

@@ -581,6 +581,21 @@ TEST(family_bert_embedders) {
   }
 }
 
+/* EmbeddingGemma: gemma3's tokenizer, its own (encoder) architecture, run
+ * by gemma.c's gemma-embedding row: embeddings only, no chat template. */
+TEST(family_embeddinggemma) {
+  family_info fi;
+  fake_model e = {.arch = "gemma-embedding", .name = "Embeddinggemma 300m", .tok_model = "llama", .pooling = true,
+                  .tokens = {"<start_of_turn>", "<end_of_turn>"}};
+  ASSERT_INT_EQ(detect(&e, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_EMBEDDINGGEMMA);
+  EXPECT_STR_EQ(fi.name, "embeddinggemma");
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_EMBED);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_NONE);
+}
+
 TEST(family_unknown_never_crashes) {
   family_info fi;
   fake_model m = {.arch = "rwkv7", .name = "RWKV7 Goose World 1.5B", .tmpl = tmpl_default_source(TMPL_DEFAULT_CHATML)};

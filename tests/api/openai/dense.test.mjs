@@ -7,11 +7,17 @@
 // mistral3 with their real chat templates from ../shared/templates (GLM-4.7,
 // Ministral 3 Reasoning; olmo2 has none there: its family's default), and
 // embeddings from nomic-bert on /v1/embeddings
-// and /api/embed. Random weights: the tests check that each request runs
-// end to end through the family's template and model, not what it says.
+// and /api/embed, and from gemma-embedding (EmbeddingGemma, gemma.c) and a
+// qwen3 file with last-token pooling (Qwen3-Embedding's layout) on
+// /v1/embeddings, /api/embed and LM Studio's /api/v0/embeddings, the
+// vectors of token-id inputs held against the numpy references in tools/
+// (ref_gemma.py, ref_qwen.py). Random weights: the chat tests check that
+// each request runs end to end through the family's template and model,
+// not what it says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
@@ -24,6 +30,9 @@ const GLM_TEMPLATE = path.join(SHARED, 'templates/GLM-4.7-Flash.jinja');
 const MINISTRAL_TEMPLATE = path.join(SHARED, 'templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja');
 const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3'];
 const EMBED_MODEL = 'dense/nomic';
+const GEMB_MODEL = 'dense/embeddinggemma';
+const QWEMB_MODEL = 'dense/qwen3-embedding';
+const TOOLS = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../tools');
 let srv, dir, skip;
 
 before(async () => {
@@ -37,6 +46,8 @@ before(async () => {
     ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, '--chat-template', MINISTRAL_TEMPLATE,
       '--ctx', '1024'],
     ['dense/nomic.gguf', '--arch', 'nomic-bert', '--vocab', BERT_VOCAB],
+    ['dense/embeddinggemma.gguf', '--arch', 'gemma-embedding', '--vocab', LLAMA_VOCAB],
+    ['dense/qwen3-embedding.gguf', '--arch', 'qwen3', '--vocab', LLAMA_VOCAB, '--pooling', 'last'],
   ];
   for (const [out, ...args] of gen) {
     const r = await runCli(['gen-model', path.join(dir, out), ...args]);
@@ -57,7 +68,7 @@ test('the models are listed as runnable on /v1/models', async (t) => {
   const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
   const ids = [];
   for await (const m of client.models.list()) ids.push(m.id);
-  for (const m of [...CHAT_MODELS, EMBED_MODEL]) assert.ok(ids.includes(m), `no ${m} in ${JSON.stringify(ids)}`);
+  for (const m of [...CHAT_MODELS, EMBED_MODEL, GEMB_MODEL, QWEMB_MODEL]) assert.ok(ids.includes(m), `no ${m} in ${JSON.stringify(ids)}`);
 });
 
 test('dense/mistral3: /api/show reports it runnable, with thinking from the [THINK] template', async (t) => {
@@ -145,4 +156,74 @@ test('nomic-bert: embeddings through the openai and ollama SDKs, normalized and 
   assert.equal(o.embeddings.length, 1);
   const dot = o.embeddings[0].reduce((s, x, i) => s + x * a[i], 0);
   assert.ok(dot > 0.9999, `cosine ${dot}`);
+});
+
+const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+const cos = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm(a) * norm(b));
+
+// The numpy reference's pooled, normalized vector of token ids (null when
+// /usr/bin/python3 has no numpy: the comparison is then skipped).
+function refEmbed(script, file, ids, extra = []) {
+  if (spawnSync('/usr/bin/python3', ['-c', 'import numpy']).status !== 0) return null;
+  const out = path.join(dir, 'ref.f32');
+  const r = spawnSync('/usr/bin/python3', [path.join(TOOLS, script), 'embed', file, ids.join(','), out, '--normalize',
+    ...extra]);
+  if (r.status !== 0) throw new Error(`${script} failed: ${r.stderr}`);
+  const b = readFileSync(out);
+  return Array.from(new Float32Array(b.buffer, b.byteOffset, b.length / 4));
+}
+
+const IDS = [2, 17, 42, 299, 3, 150, 150, 7, 88, 254, 12, 31, 64, 102, 11, 19];
+
+test('gemma-embedding: one vector through /v1/embeddings, /api/embed and /api/v0/embeddings, and numpy\'s', async (t) => {
+  if (skip) return t.skip(skip);
+  const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const r = await client.embeddings.create({ model: GEMB_MODEL, input: ['red and blue', 'green'], encoding_format: 'float' });
+  assert.equal(r.data.length, 2);
+  const [a, b] = r.data.map((d) => d.embedding);
+  assert.equal(a.length, 64);
+  assert.ok(Math.abs(norm(a) - 1) < 1e-4 && Math.abs(norm(b) - 1) < 1e-4);
+  assert.notDeepEqual(a, b);
+  const o = await new Ollama({ host: srv.url }).embed({ model: GEMB_MODEL, input: 'red and blue' });
+  assert.equal(o.embeddings.length, 1);
+  assert.ok(cos(o.embeddings[0], a) > 0.9999, `ollama vs openai cosine ${cos(o.embeddings[0], a)}`);
+  const res = await fetch(`${srv.url}/api/v0/embeddings`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: GEMB_MODEL, input: 'red and blue' }),
+  });
+  const lm = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(lm));
+  assert.ok(cos(lm.data[0].embedding, a) > 0.9999, `lmstudio vs openai cosine ${cos(lm.data[0].embedding, a)}`);
+  // token ids (longer than the sliding window of 8) against the numpy encoder
+  const ids = await client.embeddings.create({ model: GEMB_MODEL, input: [IDS], encoding_format: 'float' });
+  const ref = refEmbed('ref_gemma.py', path.join(dir, 'dense/embeddinggemma.gguf'), IDS);
+  if (ref) assert.ok(cos(ids.data[0].embedding, ref) >= 0.9999, `vs numpy: cosine ${cos(ids.data[0].embedding, ref)}`);
+});
+
+test('gemma-embedding: /v0/models types it as embeddings, /api/show as an embedding model', async (t) => {
+  if (skip) return t.skip(skip);
+  const res = await fetch(`${srv.url}/api/v0/models`);
+  const entry = (await res.json()).data.find((m) => m.id === GEMB_MODEL);
+  assert.equal(entry?.type, 'embeddings', JSON.stringify(entry));
+  const show = await new Ollama({ host: srv.url }).show({ model: GEMB_MODEL });
+  assert.deepEqual(show.capabilities, ['embedding']);
+});
+
+test('qwen3 with pooling_type last (Qwen3-Embedding): the last token\'s normalized state, as numpy has it', async (t) => {
+  if (skip) return t.skip(skip);
+  const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  const r = await client.embeddings.create({ model: QWEMB_MODEL, input: [IDS, IDS.slice(0, 5)], encoding_format: 'float' });
+  const [a, b] = r.data.map((d) => d.embedding);
+  assert.equal(a.length, 64);
+  assert.ok(Math.abs(norm(a) - 1) < 1e-4);
+  const o = await new Ollama({ host: srv.url }).embed({ model: QWEMB_MODEL, input: 'red and blue' });
+  assert.ok(Math.abs(norm(o.embeddings[0]) - 1) < 1e-4);
+  const file = path.join(dir, 'dense/qwen3-embedding.gguf');
+  const ref = refEmbed('ref_qwen.py', file, IDS);
+  if (!ref) return;
+  assert.ok(cos(a, ref) >= 0.9999, `vs numpy last: cosine ${cos(a, ref)}`);
+  assert.ok(cos(b, refEmbed('ref_qwen.py', file, IDS.slice(0, 5))) >= 0.9999);
+  // the file's pooling is what decides: numpy's mean of the same tokens is another vector
+  const mean = refEmbed('ref_qwen.py', file, IDS, ['--pooling', 'mean']);
+  assert.ok(cos(a, mean) < 0.99, `mean pooling would give cosine ${cos(a, mean)}`);
 });
