@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""ref_dense.py - an independent numpy implementation of the olmo2 and glm4
-forward passes.
+"""ref_dense.py - an independent numpy implementation of the olmo2, exaone4
+and glm4 forward passes.
 
 It reads the GGUF file itself (ref_common.Gguf: gguf_ref's byte reader and
 quant_ref's decoders, independent of the C code) and computes logits in
@@ -24,6 +24,12 @@ n(v, w) = v / sqrt(mean(v^2) + eps) * w over the last axis:
       q = n(Wq x, q_norm), k = n(Wk x, k_norm), v = Wv x
       h = x + n(Wo attn(rope_neox(q), rope_neox(k), v), post_attention_norm)
       x = h + n(Wdown (silu(Wgate h) * Wup h), post_ffw_norm)
+  exaone4: olmo2's block with q/k norms per head ([head_dim]); with 64
+      layers (the 32B) layer l is sliding (key j visible to query i when
+      i - j < sliding_window, 4096 when absent) unless l % P == P - 1 (P =
+      sliding_window_pattern, 4 when absent), and only sliding layers apply
+      RoPE; other depths: every layer global with RoPE; rope_freqs.weight
+      divides the frequencies when present
   glm4, per block:
       a = n(x, attn_norm); q, k, v = Wq a + bq, Wk a + bk, Wv a + bv
         (or one attn_qkv [Q + 2 KV] split in that order)
@@ -47,9 +53,14 @@ from ref_common import Decoder, attention, causal, cli, rope, silu  # noqa: E402
 
 class Dense(Decoder):
     def __init__(self, path, kv_f16=False):
-        super().__init__(path, ("olmo2", "glm4"), kv_f16)
+        super().__init__(path, ("olmo2", "glm4", "exaone4"), kv_f16)
         g, arch = self.g, self.arch
         self.n_ff = self.key("feed_forward_length")
+        self.window, self.pattern = 0, 0
+        if arch == "exaone4" and self.n_layer == 64:
+            self.window = self.key("attention.sliding_window", 4096)
+            self.pattern = self.key("attention.sliding_window_pattern", 4)
+        self.factors = g.tensor("rope_freqs.weight") if g.has("rope_freqs.weight") else None
         self.layers = []
         Q, KV = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
         for i in range(self.n_layer):
@@ -60,7 +71,7 @@ class Dense(Decoder):
                 return g.has("blk.%d.%s" % (i, name))
             L = {k: t(k) for k in ("attn_output.weight", "post_attention_norm.weight", "ffn_up.weight",
                                    "ffn_down.weight", "post_ffw_norm.weight")}
-            if arch == "olmo2":
+            if arch != "glm4":
                 for k in ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q_norm.weight",
                           "attn_k_norm.weight", "ffn_gate.weight"):
                     L[k] = t(k)
@@ -78,33 +89,42 @@ class Dense(Decoder):
                         L[k + ".bias"] = t(k + ".bias") if has(k + ".bias") else 0.0
             self.layers.append(L)
 
-    def attention(self, q, k, v):
-        """q [n][H*d], k, v [n][Hkv*d] -> [n][H*d], causal; olmo2 rotates
-        NeoX halves, glm4 adjacent pairs."""
+    def attention(self, q, k, v, l):
+        """q [n][H*d], k, v [n][Hkv*d] -> [n][H*d], causal; olmo2 and
+        exaone4 rotate NeoX halves, glm4 adjacent pairs; exaone4's layer l
+        may slide (and only then rotate)."""
         n = q.shape[0]
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
-        neox = self.arch == "olmo2"
-        kw = dict(neox=neox, mscale=self.mscale, yarn=self.yarn)
-        q = rope(q.reshape(n, H, d), self.n_rot, self.base, self.freq_scale, **kw)
-        k = rope(k.reshape(n, Hkv, d), self.n_rot, self.base, self.freq_scale, **kw)
-        return attention(q, k, v.reshape(n, Hkv, d), 1.0 / np.sqrt(d), causal(n), kv_f16=self.kv_f16)
+        q, k = q.reshape(n, H, d), k.reshape(n, Hkv, d)
+        sliding = self.window > 0 and l % self.pattern < self.pattern - 1
+        if self.window == 0 or sliding:
+            kw = dict(neox=self.arch != "glm4", mscale=self.mscale, yarn=self.yarn, factors=self.factors)
+            q = rope(q, self.n_rot, self.base, self.freq_scale, **kw)
+            k = rope(k, self.n_rot, self.base, self.freq_scale, **kw)
+        mask = causal(n, self.window) if sliding else causal(n)
+        return attention(q, k, v.reshape(n, Hkv, d), 1.0 / np.sqrt(d), mask, kv_f16=self.kv_f16)
 
     def forward(self, tokens):
         x = self.embd[np.array(tokens)]
-        F = self.n_ff
-        for L in self.layers:
+        n, F = len(tokens), self.n_ff
+        H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
+        for l, L in enumerate(self.layers):
             if self.arch == "olmo2":
                 q = self.norm(x @ L["attn_q.weight"].T, L["attn_q_norm.weight"])
                 k = self.norm(x @ L["attn_k.weight"].T, L["attn_k_norm.weight"])
+                v = x @ L["attn_v.weight"].T
+            elif self.arch == "exaone4":  # per head
+                q = self.norm((x @ L["attn_q.weight"].T).reshape(n, H, d), L["attn_q_norm.weight"]).reshape(n, -1)
+                k = self.norm((x @ L["attn_k.weight"].T).reshape(n, Hkv, d), L["attn_k_norm.weight"]).reshape(n, -1)
                 v = x @ L["attn_v.weight"].T
             else:
                 a = self.norm(x, L["attn_norm.weight"])
                 q = a @ L["attn_q.weight"].T + L["attn_q.bias"]
                 k = a @ L["attn_k.weight"].T + L["attn_k.bias"]
                 v = a @ L["attn_v.weight"].T + L["attn_v.bias"]
-            att = self.attention(q, k, v) @ L["attn_output.weight"].T
+            att = self.attention(q, k, v, l) @ L["attn_output.weight"].T
             h = x + self.norm(att, L["post_attention_norm.weight"])
-            if self.arch == "olmo2":
+            if self.arch != "glm4":
                 gt, up = h @ L["ffn_gate.weight"].T, h @ L["ffn_up.weight"].T
             else:
                 gu = self.norm(h, L["ffn_norm.weight"]) @ L["ffn_up.weight"].T

@@ -185,6 +185,9 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     [FAMILY_EMBEDDINGGEMMA] = {"embeddinggemma", "EmbeddingGemma", {"gemma-embedding"}, {NULL},
                                {"embeddinggemma"}, {NULL}, "llama", {NULL}, {"<start_of_turn>"}, false, C_EMBED,
                                FAMILY_PARSER_PLAIN, TMPL_DEFAULT_NONE, NO_THINK, false, NULL},
+    [FAMILY_EXAONE4] = {"exaone4", "EXAONE 4.0", {"exaone4"}, {NULL}, {"exaone4", "exaone"},
+                        {"[|assistant|]", "[|endofturn|]"}, "gpt2", {"exaone4"}, {"[|endofturn|]", "[|assistant|]"},
+                        false, C_CHAT | C_TOOLS, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
@@ -192,7 +195,7 @@ static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",   
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
                                                 "qwen2moe", "olmoe",  "granitemoe", "lfm2",
-                                                "gemma-embedding"};
+                                                "gemma-embedding", "exaone4"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -522,7 +525,7 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2 and gemma-embedding",
+             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding and exaone4",
              ev->arch, row->display);
     append_missing(out, text);
   }

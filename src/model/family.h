@@ -62,6 +62,7 @@ typedef enum family_id {
   FAMILY_OLMOE,            /* AI2 OLMoE (mixture of experts) */
   FAMILY_LFM2,             /* LiquidAI LFM2, LFM2.5 (hybrid: short convolutions + attention) */
   FAMILY_EMBEDDINGGEMMA,   /* EmbeddingGemma (gemma-embedding) */
+  FAMILY_EXAONE4,          /* LG EXAONE 4.0 */
   FAMILY_COUNT
 } family_id;
 

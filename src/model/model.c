@@ -76,6 +76,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_OLMOE] = &model_arch_olmoe,
     [MODEL_ARCH_GRANITEMOE] = &model_arch_granitemoe,
     [MODEL_ARCH_GEMMA_EMBEDDING] = &model_arch_gemma_embedding,
+    [MODEL_ARCH_EXAONE4] = &model_arch_exaone4,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }

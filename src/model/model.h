@@ -60,6 +60,7 @@ enum model_arch {
   MODEL_ARCH_OLMOE,     /* olmoe.c: experts, whole-row q/k norms */
   MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
   MODEL_ARCH_GEMMA_EMBEDDING, /* gemma.c: EmbeddingGemma, an encoder: model_embed() */
+  MODEL_ARCH_EXAONE4,   /* olmo2.c: LG EXAONE 4.0 */
   MODEL_ARCH_COUNT
 };
 

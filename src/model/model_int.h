@@ -316,6 +316,7 @@ extern const model_arch_ops model_arch_qwen3moe; /* qwen3moe.c */
 extern const model_arch_ops model_arch_llama_moe; /* llama_moe.c */
 extern const model_arch_ops model_arch_lfm2;      /* lfm2.c */
 extern const model_arch_ops model_arch_olmo2; /* olmo2.c */
+extern const model_arch_ops model_arch_exaone4; /* olmo2.c */
 extern const model_arch_ops model_arch_glm4;  /* glm4.c */
 extern const model_arch_ops model_arch_mistral3; /* llamalike.c */
 extern const model_arch_ops model_arch_nomic_bert; /* bert.c */

@@ -21,6 +21,21 @@
  * (ARCH.attention.sliding_window); those are refused by name until this
  * file runs per-layer windows.
  *
+ * exaone4 (general.architecture = "exaone4": LG's EXAONE 4.0 1.2B and 32B)
+ * is the same block with two differences, as llama.cpp reads its files:
+ *   - q and k are RMS-normalized per head (attn_{q,k}_norm [head_dim]), as
+ *     qwen3 does, before RoPE;
+ *   - the 64-layer file (32B) alternates three sliding-window layers and
+ *     one global layer (ARCH.attention.sliding_window, 4096 when absent;
+ *     ARCH.attention.sliding_window_pattern, 4 when absent), and only the
+ *     sliding layers rotate: the global ones are NoPE (hp.nope_step =
+ *     the pattern, so layer l skips RoPE when (l + 1) % 4 == 0). Files of
+ *     other depths (1.2B, 30 layers) attend globally with RoPE everywhere,
+ *     whatever sliding_window says. Every layer rotates with rope.freq_base
+ *     (llama.cpp's graph ignores rope.freq_base_swa here), with
+ *     rope_freqs.weight when the file has one.
+ * MTP layers (ARCH.nextn_predict_layers > 0) are refused by name.
+ *
  * Start reading at olmo2_forward(); buffers are model_dense_bufs (dense.c):
  * the block's products read b->x directly (there is no input norm), and
  * the feed-forward, which replaces its input rows, gets a copy of h in xn.
@@ -36,8 +51,8 @@ typedef struct olmo2_layer {
   model_tensor wq;         /* [n_head*head_dim rows][n_embd cols] */
   model_tensor wk;         /* [n_head_kv*head_dim][n_embd] */
   model_tensor wv;         /* [n_head_kv*head_dim][n_embd] */
-  const float *q_norm;     /* [n_head*head_dim] */
-  const float *k_norm;     /* [n_head_kv*head_dim] */
+  const float *q_norm;     /* [n_head*head_dim]; exaone4 [head_dim] */
+  const float *k_norm;     /* [n_head_kv*head_dim]; exaone4 [head_dim] */
   model_tensor wo;         /* [n_embd][n_head*head_dim] */
   const float *post_attn;  /* [n_embd] post_attention_norm */
   model_tensor gate;       /* [n_ff][n_embd] */
@@ -47,18 +62,42 @@ typedef struct olmo2_layer {
 } olmo2_layer;
 
 typedef struct olmo2_weights {
+  bool qk_whole;             /* the q and k norms cover the whole projection
+                                (olmo2), not one head (exaone4) */
   model_tensor tok_embd;     /* [n_vocab][n_embd] */
   olmo2_layer *layers;       /* [n_layer] */
   const float *output_norm;  /* [n_embd] */
   model_tensor output;       /* [n_vocab][n_embd]; tok_embd when tied */
 } olmo2_weights;
 
+/* exaone4's keys beyond the common ones (see the header). */
+static int exaone4_hparams(model *m) {
+  model_hparams *hp = &m->hp;
+  int64_t nextn = 0, zero = 0;
+  int rc = model_key_i64(m, "nextn_predict_layers", &zero, 0, INT32_MAX, &nextn);
+  if (rc) return rc;
+  if (nextn > 0)
+    return err_set(ERR_UNSUPPORTED, "key 'exaone4.nextn_predict_layers' is %lld: MTP layers are not supported",
+                   (long long)nextn);
+  if (hp->n_layer != 64) return 0; /* 1.2B: global attention, RoPE on every layer */
+  const int64_t def_window = 4096;
+  if ((rc = model_load_swa_hparams(m, 4, &def_window, 0.0f))) return rc;
+  hp->rope_swa = hp->rope; /* the graph rotates every layer with the main base */
+  hp->nope_step = hp->swa_pattern; /* the global layers (l % P == P - 1) skip RoPE */
+  return 0;
+}
+
 static int olmo2_load(model *m) {
   model_hparams *hp = &m->hp;
+  const bool exaone4 = m->arch == MODEL_ARCH_EXAONE4;
   int rc = model_load_common_hparams(m, OPS_ROPE_NEOX);
   if (rc) return rc;
   int64_t window = 0, zero = 0;
-  if ((rc = model_key_i64(m, "attention.sliding_window", &zero, 0, INT64_MAX, &window))) return rc;
+  if (exaone4) {
+    if ((rc = exaone4_hparams(m))) return rc;
+  } else if ((rc = model_key_i64(m, "attention.sliding_window", &zero, 0, INT64_MAX, &window))) {
+    return rc;
+  }
   if (window > 0)
     return err_set(ERR_UNSUPPORTED,
                    "key 'olmo2.attention.sliding_window' is %lld: sliding-window olmo2 files (OLMo 3) are not "
@@ -72,11 +111,13 @@ static int olmo2_load(model *m) {
   hp->n_vocab = (int64_t)te->dims[1];
 
   olmo2_weights *w = calloc(1, sizeof *w);
-  if (!w) return err_set(ERR_NOMEM, "olmo2: out of memory");
+  if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   m->arch_data = w;
   w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
-  if (!w->layers) return err_set(ERR_NOMEM, "olmo2: out of memory");
+  if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+  w->qk_whole = !exaone4;
+  const int64_t qn = exaone4 ? hp->head_dim : Q, kn = exaone4 ? hp->head_dim : KV; /* the norms' widths */
   /* tied: token_embd is also the output matrix (see qwen.c) */
   const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
   if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
@@ -87,8 +128,8 @@ static int olmo2_load(model *m) {
     if ((rc = model_bind_matrix(m, &L->wq, E, Q, 0, "blk.%d.attn_q.weight", i)) ||
         (rc = model_bind_matrix(m, &L->wk, E, KV, 0, "blk.%d.attn_k.weight", i)) ||
         (rc = model_bind_matrix(m, &L->wv, E, KV, 0, "blk.%d.attn_v.weight", i)) ||
-        (rc = model_bind_vector(m, &L->q_norm, Q, 0, "blk.%d.attn_q_norm.weight", i)) ||
-        (rc = model_bind_vector(m, &L->k_norm, KV, 0, "blk.%d.attn_k_norm.weight", i)) ||
+        (rc = model_bind_vector(m, &L->q_norm, qn, 0, "blk.%d.attn_q_norm.weight", i)) ||
+        (rc = model_bind_vector(m, &L->k_norm, kn, 0, "blk.%d.attn_k_norm.weight", i)) ||
         (rc = model_bind_matrix(m, &L->wo, Q, E, 0, "blk.%d.attn_output.weight", i)) ||
         (rc = model_bind_vector(m, &L->post_attn, E, 0, "blk.%d.post_attention_norm.weight", i)) ||
         (rc = model_bind_matrix(m, &L->gate, E, F, 0, "blk.%d.ffn_gate.weight", i)) ||
@@ -113,7 +154,7 @@ static void olmo2_unload(model *m) {
 
 static int olmo2_ctx_init(model_ctx *c) {
   model_dense_bufs *b = calloc(1, sizeof *b);
-  if (!b) return err_set(ERR_NOMEM, "olmo2 context: out of memory");
+  if (!b) return err_set(ERR_NOMEM, "%s context: out of memory", c->m->ops->name);
   c->arch_data = b;
   return model_dense_bufs_init(c, b);
 }
@@ -144,14 +185,17 @@ static int olmo2_forward(model_ctx *c, const model_step *st, float *logits) {
     float *const qkv_y[3] = {b->q, b->k, b->v};
     if ((rc = model_matmul_multi(c, 3, qkv, qkv_y, b->x, n))) return rc; /* no input norm */
     model_prof_mark(c, MODEL_PROF_QKV);
-    model_qk_norm(hp, b->q, b->k, n, L->q_norm, L->k_norm, true); /* the whole q row: all heads */
-    for (int64_t t = 0; t < n; t++) {
-      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
-      ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv, (int32_t)hd);
-    }
+    /* olmo2: the whole q row (all heads) at once; exaone4: each head */
+    model_qk_norm(hp, b->q, b->k, n, L->q_norm, L->k_norm, w->qk_whole);
+    if (model_layer_rope(hp, l)) /* exaone4's global layers: NoPE */
+      for (int64_t t = 0; t < n; t++) {
+        ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->q + t * Q, (int32_t)hp->n_head, (int32_t)hd);
+        ops_rope_apply_cached(&hp->rope, c->rope_cs + t * n_rot, b->k + t * KV, (int32_t)hp->n_head_kv,
+                              (int32_t)hd);
+      }
     model_kv_store(c, l, st, b->k, b->v);
     model_prof_mark(c, MODEL_PROF_ROPE_KV);
-    if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc;
+    if ((rc = model_attention(c, l, st, b->q, b->att, scale))) return rc; /* windows from hp (exaone4 32B) */
     model_prof_mark(c, MODEL_PROF_ATTN);
     if ((rc = model_matmul(c, &L->wo, b->att, n, b->xn))) return rc;
     model_prof_mark(c, MODEL_PROF_WO);
@@ -172,6 +216,16 @@ static int olmo2_forward(model_ctx *c, const model_step *st, float *logits) {
 
 const model_arch_ops model_arch_olmo2 = {
     .name = "olmo2",
+    .load = olmo2_load,
+    .unload = olmo2_unload,
+    .ctx_init = olmo2_ctx_init,
+    .ctx_free = olmo2_ctx_free,
+    .forward = olmo2_forward,
+    .trim = olmo2_ctx_trim,
+};
+
+const model_arch_ops model_arch_exaone4 = {
+    .name = "exaone4",
     .load = olmo2_load,
     .unload = olmo2_unload,
     .ctx_init = olmo2_ctx_init,

@@ -375,6 +375,9 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   }
   if (g->sliding_window >= 0)
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));
+  if (g->swa_pattern > 0)
+    CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window_pattern"), (uint32_t)g->swa_pattern));
+  if (g->nextn > 0) CK(gguf_writer_add_u32(s.w, KEY("nextn_predict_layers"), (uint32_t)g->nextn));
   if (g->attn_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("attn_logit_softcapping"), g->attn_softcap));
   if (g->final_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("final_logit_softcapping"), g->final_softcap));
   if (g->pooling_type >= 0) CK(gguf_writer_add_u32(s.w, KEY("pooling_type"), (uint32_t)g->pooling_type));

@@ -56,6 +56,8 @@ typedef struct model_testgen_arch {
                              written when != 0 */
   int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
                              leave the key out (0 is written, for tests) */
+  int64_t swa_pattern;    /* > 0: ARCH.attention.sliding_window_pattern */
+  int64_t nextn;          /* > 0: ARCH.nextn_predict_layers (tests) */
   float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
   float final_softcap;    /* gemma: ARCH.final_logit_softcapping; 0 = absent */
   float norm_eps;         /* 0 = 1e-6 (decoders), 1e-12 (bert) */

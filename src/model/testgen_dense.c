@@ -1,6 +1,6 @@
 /*
  * testgen_dense.c - the tensors (and the few keys beyond the common ones)
- * of random-weight olmo2, glm4 and nomic-bert files, for model_testgen_arch_write
+ * of random-weight olmo2, exaone4, glm4 and nomic-bert files, for model_testgen_arch_write
  * (testgen_arch.c writes the shared keys, then calls testgen_dense_write).
  * Kept in its own file so each architecture's tensor list is one block
  * here rather than branches through the qwen/bert generator.
@@ -17,7 +17,7 @@
 #include "kernels/tensor_type.h"
 
 bool testgen_dense_arch(enum model_arch a) {
-  return a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_GLM4 || a == MODEL_ARCH_NOMIC_BERT;
+  return a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_GLM4 || a == MODEL_ARCH_NOMIC_BERT || a == MODEL_ARCH_EXAONE4;
 }
 
 /* nomic-bert: token embeddings and types, the embedding LayerNorm, then per
@@ -84,12 +84,14 @@ int testgen_dense_write(testgen_gen *s, const model_testgen_arch *g) {
         T("blk.%d.attn_v.bias", TENSOR_TYPE_F32, KV, 0, 0.0f, 0.5f);
       }
     } else {
-      /* olmo2: no input norm, so q and k see x of order one */
+      /* olmo2, exaone4: no input norm, so q and k see x of order one;
+       * q/k norms over the whole projection (olmo2) or one head (exaone4) */
+      const bool ex = g->arch == MODEL_ARCH_EXAONE4;
       T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
       T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);
       T("blk.%d.attn_v.weight", g->type, E, KV, 0.0f, a_e);
-      T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, Q, 0, 1.0f, 0.3f);
-      T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, KV, 0, 1.0f, 0.3f);
+      T("blk.%d.attn_q_norm.weight", TENSOR_TYPE_F32, ex ? hd : Q, 0, 1.0f, 0.3f);
+      T("blk.%d.attn_k_norm.weight", TENSOR_TYPE_F32, ex ? hd : KV, 0, 1.0f, 0.3f);
     }
     T("blk.%d.attn_output.weight", g->type, Q, E, 0.0f, a_q);
     T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);

@@ -60,7 +60,7 @@ static const pre_def pre_table[] = {
     {"default", false,
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
     {"gpt-2|phi-2|gpt-neox|mpt|olmo|jais|trillion|granite-docling|jina-es|jina-de|gigachat|"
-     "jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-bpe",
+     "jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|roberta-bpe|exaone4",
      false, {RE_GPT2}},
     {PRE_LLAMA3_NAMES, true, {RE_LLAMA3}},
     {"dbrx|smaug-bpe|chatglm-bpe", false, {RE_LLAMA3}},

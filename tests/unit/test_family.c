@@ -596,6 +596,28 @@ TEST(family_embeddinggemma) {
   EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_NONE);
 }
 
+/* EXAONE 4.0: its own architecture (olmo2.c's exaone4 row); the real
+ * template's think markers make it a reasoning model. */
+TEST(family_exaone4) {
+  family_info fi;
+  fake_model e = {.arch = "exaone4", .name = "EXAONE 4.0 1.2B", .tok_model = "gpt2", .tok_pre = "exaone4",
+                  .tokens = {"[|endofturn|]", "[|assistant|]", "<think>", "</think>"},
+                  .tmpl = "{% for m in messages %}[|{{ m.role }}|]{{ m.content }}[|endofturn|]\n{% endfor %}"
+                          "{% if add_generation_prompt %}[|assistant|]<think>\n{% endif %}{# </think> #}"};
+  ASSERT_INT_EQ(detect(&e, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_EXAONE4);
+  EXPECT_STR_EQ(fi.name, "exaone4");
+  EXPECT_TRUE(CAPS(fi) & FAMILY_CAP_CHAT);
+  EXPECT_TRUE(CAPS(fi) & FAMILY_CAP_REASONING);
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model bare = {.arch = "exaone4", .tok_model = "gpt2"}; /* no template: the default, chat only */
+  ASSERT_INT_EQ(detect(&bare, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_EXAONE4);
+  EXPECT_FALSE(CAPS(fi) & FAMILY_CAP_REASONING);
+  EXPECT_INT_EQ(fi.default_template, TMPL_DEFAULT_CHATML);
+}
+
 TEST(family_unknown_never_crashes) {
   family_info fi;
   fake_model m = {.arch = "rwkv7", .name = "RWKV7 Goose World 1.5B", .tmpl = tmpl_default_source(TMPL_DEFAULT_CHATML)};

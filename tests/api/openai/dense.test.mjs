@@ -1,11 +1,12 @@
-// dense.test.mjs - the olmo2, glm4 and mistral3 decoders (src/model/olmo2.c,
-// glm4.c, llamalike.c) and the nomic-bert encoder (bert.c) served through
+// dense.test.mjs - the olmo2, exaone4, glm4 and mistral3 decoders
+// (src/model/olmo2.c, glm4.c, llamalike.c) and the nomic-bert encoder (bert.c) served through
 // every dialect with the
 // vendors' own SDKs: a chat request to /v1/chat/completions (openai),
 // /v1/messages (@anthropic-ai/sdk), /api/chat (ollama) and LM Studio's
 // /api/v1/chat (fetch: it has no JS client) for each decoder, glm4 and
 // mistral3 with their real chat templates from ../shared/templates (GLM-4.7,
-// Ministral 3 Reasoning; olmo2 has none there: its family's default), and
+// Ministral 3 Reasoning; olmo2 and exaone4 have none there: their
+// families' default), and
 // embeddings from nomic-bert on /v1/embeddings
 // and /api/embed, and from gemma-embedding (EmbeddingGemma, gemma.c) and a
 // qwen3 file with last-token pooling (Qwen3-Embedding's layout) on
@@ -28,7 +29,7 @@ import { SHARED, LLAMA_VOCAB, BERT_VOCAB } from '../lib/models.mjs';
 
 const GLM_TEMPLATE = path.join(SHARED, 'templates/GLM-4.7-Flash.jinja');
 const MINISTRAL_TEMPLATE = path.join(SHARED, 'templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja');
-const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3'];
+const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3', 'dense/exaone4'];
 const EMBED_MODEL = 'dense/nomic';
 const GEMB_MODEL = 'dense/embeddinggemma';
 const QWEMB_MODEL = 'dense/qwen3-embedding';
@@ -45,6 +46,7 @@ before(async () => {
     ['dense/glm4.gguf', '--arch', 'glm4', '--vocab', LLAMA_VOCAB, '--chat-template', GLM_TEMPLATE, '--ctx', '1024'],
     ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, '--chat-template', MINISTRAL_TEMPLATE,
       '--ctx', '1024'],
+    ['dense/exaone4.gguf', '--arch', 'exaone4', '--vocab', LLAMA_VOCAB, '--ctx', '1024'],
     ['dense/nomic.gguf', '--arch', 'nomic-bert', '--vocab', BERT_VOCAB],
     ['dense/embeddinggemma.gguf', '--arch', 'gemma-embedding', '--vocab', LLAMA_VOCAB],
     ['dense/qwen3-embedding.gguf', '--arch', 'qwen3', '--vocab', LLAMA_VOCAB, '--pooling', 'last'],
