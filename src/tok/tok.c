@@ -293,8 +293,7 @@ int tok_load(const gguf_file *f, tok **out) {
   if (strcmp(model, "llama") == 0) kind = TOK_MODEL_SPM;
   else if (strcmp(model, "gpt2") == 0) kind = TOK_MODEL_BPE;
   else if (strcmp(model, "bert") == 0) kind = TOK_MODEL_WPM;
-  else if (strcmp(model, "t5") == 0)
-    return err_set(ERR_UNSUPPORTED, "tokenizer.ggml.model \"t5\" (Unigram) is not supported yet");
+  else if (strcmp(model, "t5") == 0) kind = TOK_MODEL_UGM;
   else if (strcmp(model, "rwkv") == 0)
     return err_set(ERR_UNSUPPORTED, "tokenizer.ggml.model \"rwkv\" (RWKV trie tokenizer) is not supported yet");
   else if (strcmp(model, "none") == 0 || strcmp(model, "no_vocab") == 0)
@@ -330,6 +329,13 @@ int tok_load(const gguf_file *f, tok **out) {
     break;
   case TOK_MODEL_BPE:
     t->add_bos = tok_bpe_pre_adds_bos(t->pre_name);
+    break;
+  case TOK_MODEL_UGM: /* T5's; XLM-RoBERTa files write their own ids and add_bos */
+    t->special[TOK_SPECIAL_PAD] = 0;
+    t->special[TOK_SPECIAL_EOS] = 1;
+    t->special[TOK_SPECIAL_UNK] = 2;
+    t->add_eos = true;
+    t->add_space_prefix = true;
     break;
   case TOK_MODEL_WPM:
     t->special[TOK_SPECIAL_UNK] = 100;
@@ -401,6 +407,7 @@ int tok_load(const gguf_file *f, tok **out) {
     if ((rc = load_merges(t, f))) goto fail;
     if ((rc = tok_bpe_init(t))) goto fail;
   }
+  if (kind == TOK_MODEL_UGM && (rc = tok_ugm_init(t, f))) goto fail;
   *out = t;
   return 0;
 fail:
@@ -411,6 +418,7 @@ fail:
 void tok_free(tok *t) {
   if (!t) return;
   tok_bpe_free(t);
+  tok_ugm_free(t);
   free(t->pre_name);
   free(t->blob);
   free(t->off);
@@ -430,7 +438,7 @@ void tok_free(tok *t) {
 enum tok_model tok_model_kind(const tok *t) { return t->model; }
 
 const char *tok_model_name(const tok *t) {
-  static const char *const names[] = {"llama", "gpt2", "bert"};
+  static const char *const names[] = {"llama", "gpt2", "bert", "t5"};
   return names[t->model];
 }
 
@@ -588,6 +596,9 @@ int tok_encode(const tok *t, const char *text, size_t len, unsigned flags, tok_i
     case TOK_MODEL_WPM:
       rc = tok_wpm_encode_piece(t, text + fr.off, fr.len, out);
       break;
+    case TOK_MODEL_UGM: /* every raw fragment gets its own space prefix (llama.cpp's) */
+      rc = tok_ugm_encode_piece(t, text + fr.off, fr.len, out);
+      break;
     }
     if (rc) goto fail;
     prev_special = false;
@@ -732,7 +743,8 @@ int tok_stream_feed(tok_stream *s, int32_t id, buf *out) {
   bool is_text = ty == TOK_TYPE_NORMAL || ty == TOK_TYPE_BYTE || ty == TOK_TYPE_USER_DEFINED;
   if (n && !s->started && is_text) { /* a BOS shown as "<s>" does not count */
     s->started = true;
-    bool prefixed = s->t->model == TOK_MODEL_WPM || (s->t->model == TOK_MODEL_SPM && s->t->add_space_prefix);
+    bool prefixed = s->t->model == TOK_MODEL_WPM ||
+                  ((s->t->model == TOK_MODEL_SPM || s->t->model == TOK_MODEL_UGM) && s->t->add_space_prefix);
     if ((s->flags & TOK_DECODE_STRIP_SPACE) && prefixed && p[0] == ' ') {
       p++;
       n--;

@@ -35,6 +35,7 @@ enum tok_model {
   TOK_MODEL_SPM = 0, /* "llama": SentencePiece BPE with scores, byte fallback */
   TOK_MODEL_BPE = 1, /* "gpt2":  byte-level BPE with merges */
   TOK_MODEL_WPM = 2, /* "bert":  WordPiece */
+  TOK_MODEL_UGM = 3, /* "t5":    SentencePiece unigram (T5, XLM-RoBERTa) */
 };
 
 /* Token types as stored in tokenizer.ggml.token_type. */
@@ -96,7 +97,7 @@ int tok_load(const gguf_file *f, tok **out);
 void tok_free(tok *t);
 
 enum tok_model tok_model_kind(const tok *t);
-/* "llama", "gpt2", "bert". */
+/* "llama", "gpt2", "bert", "t5". */
 const char *tok_model_name(const tok *t);
 /* The tokenizer.ggml.pre name in use ("default" when absent). */
 const char *tok_pre_name(const tok *t);

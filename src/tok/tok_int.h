@@ -1,7 +1,7 @@
 /*
  * tok_int.h - the tokenizer's internal state, shared by tok.c (loading,
- * special-token splitting, decoding, streaming) and the three algorithms
- * (tok_spm.c, tok_bpe.c, tok_wpm.c). Not for use outside src/tok/.
+ * special-token splitting, decoding, streaming) and the four algorithms
+ * (tok_spm.c, tok_bpe.c, tok_wpm.c, tok_ugm.c). Not for use outside src/tok/.
  */
 #ifndef PARLEY_TOK_INT_H
 #define PARLEY_TOK_INT_H
@@ -9,6 +9,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "gguf/gguf.h"
 #include "tok/tok.h"
 
 #define TOK_MAX_REGEX 6
@@ -54,6 +55,16 @@ struct tok {
    * when it is split out of the text (NULL when no token has them). */
   uint8_t *strip;
 
+  /* UGM (tok_ugm.c): the precompiled charsmap's double array [ugm_xcda_n]
+   * and replacement strings [ugm_repl_n] (copies; NULL when the file has
+   * none), the normalizer's switches, the unknown token's score. */
+  uint32_t *ugm_xcda;
+  size_t ugm_xcda_n;
+  char *ugm_repl;
+  size_t ugm_repl_n;
+  bool ugm_escape_ws, ugm_merge_ws, ugm_has_user;
+  float ugm_unk_score;
+
   /* BPE pre-tokenizer: regexes applied in sequence (each splits every piece
    * the previous ones left, keeping matches and the gaps between them). */
   pcre2_code *re[TOK_MAX_REGEX];
@@ -79,6 +90,11 @@ static inline size_t tok_utf8_len(uint8_t c) {
 int tok_spm_encode_piece(const tok *t, const char *text, size_t len, bool add_prefix, tok_ids *out);
 int tok_bpe_encode_piece(const tok *t, const char *text, size_t len, tok_ids *out);
 int tok_wpm_encode_piece(const tok *t, const char *text, size_t len, tok_ids *out);
+int tok_ugm_encode_piece(const tok *t, const char *text, size_t len, tok_ids *out);
+/* UGM setup at load (after the tokens, types, scores and specials): the
+ * charsmap and the normalizer keys. */
+int tok_ugm_init(tok *t, const gguf_file *f);
+void tok_ugm_free(tok *t);
 
 /* BPE setup at load: pick the pre-tokenizer by name and compile it. */
 int tok_bpe_init(tok *t);

@@ -51,6 +51,14 @@ before(async () => {
     ['dense/embeddinggemma.gguf', '--arch', 'gemma-embedding', '--vocab', LLAMA_VOCAB],
     ['dense/qwen3-embedding.gguf', '--arch', 'qwen3', '--vocab', LLAMA_VOCAB, '--pooling', 'last'],
   ];
+  // an XLM-RoBERTa-layout bert file (bge-m3's): the unigram vocabulary
+  // tools/ref_ugm.py writes (../shared/vocab has none), when python has numpy
+  if (spawnSync('/usr/bin/python3', ['-c', 'import numpy']).status === 0) {
+    const vocab = path.join(dir, 'ugm-vocab.gguf');
+    const r = spawnSync('/usr/bin/python3', [path.join(TOOLS, 'ref_ugm.py'), 'make', vocab, '7']);
+    if (r.status !== 0) throw new Error(`ref_ugm.py make failed: ${r.stderr}`);
+    gen.push(['dense/xlmr-bert.gguf', '--arch', 'bert', '--vocab', vocab]);
+  }
   for (const [out, ...args] of gen) {
     const r = await runCli(['gen-model', path.join(dir, out), ...args]);
     if (r.code !== 0) throw new Error(`gen-model ${out} failed: ${r.stderr}`);
@@ -228,4 +236,24 @@ test('qwen3 with pooling_type last (Qwen3-Embedding): the last token\'s normaliz
   // the file's pooling is what decides: numpy's mean of the same tokens is another vector
   const mean = refEmbed('ref_qwen.py', file, IDS, ['--pooling', 'mean']);
   assert.ok(cos(a, mean) < 0.99, `mean pooling would give cosine ${cos(a, mean)}`);
+});
+
+test('bert with a unigram ("t5") vocabulary, as bge-m3: text embeds as its unigram ids do', async (t) => {
+  if (skip) return t.skip(skip);
+  if (!existsSync(path.join(dir, 'dense/xlmr-bert.gguf'))) return t.skip('/usr/bin/python3 has no numpy');
+  const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  // "hello world" is <s> ▁hello ▁world </s> in that vocabulary (ids from tools/ref_ugm.py's lattice)
+  const ids = spawnSync('/usr/bin/python3', ['-c', `import sys; sys.path.insert(0, ${JSON.stringify(TOOLS)});
+from ref_ugm import Unigram; print(",".join(map(str, Unigram(sys.argv[1]).encode(b"hello world"))))`,
+  path.join(dir, 'ugm-vocab.gguf')]).stdout.toString().trim().split(',').map(Number);
+  assert.equal(ids.length, 4, JSON.stringify(ids));
+  const r = await client.embeddings.create({ model: 'dense/xlmr-bert', input: 'hello world', encoding_format: 'float' });
+  const a = r.data[0].embedding;
+  assert.ok(Math.abs(norm(a) - 1) < 1e-4);
+  assert.equal(r.usage.prompt_tokens, 4);
+  const r2 = await client.embeddings.create({ model: 'dense/xlmr-bert', input: [ids], encoding_format: 'float' });
+  const b = r2.data[0].embedding;
+  assert.ok(cos(a, b) > 0.99999, `text vs its ids: cosine ${cos(a, b)}`);
+  const o = await new Ollama({ host: srv.url }).embed({ model: 'dense/xlmr-bert', input: 'hello world' });
+  assert.ok(cos(o.embeddings[0], a) > 0.9999);
 });
