@@ -27,7 +27,9 @@ bench_models_ensure() {
   for m in $1; do
     m=$(bench_model_name "$m")
     f=$(bench_model_path "$m")
-    if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -aq tokenizer.ggml.model; then
+    # grep reads all 64 KiB (no -q): an early exit would kill head with
+    # SIGPIPE, which pipefail turns into "missing" and a rewrite each run
+    if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -a tokenizer.ggml.model >/dev/null; then
       echo "generating $f"
       if [ -n "$(bench_model_arch "$m")" ]; then
         "$BIN" gen-model "$f" --arch "$(bench_model_arch "$m")" --shape "${m%%:*}" --layers "$MOE_LAYERS" >/dev/null
