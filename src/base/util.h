@@ -44,4 +44,17 @@ char *str_ndup(const char *s, size_t n);
 bool str_starts_with(const char *s, const char *prefix);
 bool str_ends_with(const char *s, const char *suffix);
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1-4), or 0 when the
+ * bytes there are not one (a stray continuation byte, a cut sequence, an
+ * overlong form, a surrogate, past U+10FFFF): the same rule as jansson's,
+ * which refuses to make a JSON string of such bytes. */
+size_t utf8_seq_len(const char *s, size_t n);
+/* True when all of s[0..n) is well-formed UTF-8. */
+bool utf8_valid(const char *s, size_t n);
+/* A malloc'd copy of the NUL-terminated s with every byte that does not
+ * start a well-formed sequence replaced by U+FFFD; NULL for NULL or out of
+ * memory. For text that echoes client bytes into a JSON answer (an error
+ * message quoting a bad query value, or cut at a byte count). */
+char *str_utf8_lossy(const char *s);
+
 #endif

@@ -101,3 +101,27 @@ TEST(file_map_ro_maps_and_names_what_is_wrong) {
   EXPECT_MEM_EQ(base, "abc", 3);
   munmap((void *)base, size);
 }
+
+TEST(utf8_lossy_replaces_what_json_cannot_hold) {
+  static const struct {
+    const char *in, *want;
+  } k_cases[] = {
+      {"plain", "plain"},
+      {"caf\xC3\xA9 \xE2\x98\x83 \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x98\x83 \xF0\x9F\x98\x80"}, /* kept whole */
+      /* the fuzz input's bytes: CA lacks its continuation, D9 93 is U+0653, 9E is stray */
+      {"v\xCA\xD9\x93\x9Eng", "v\xEF\xBF\xBD\xD9\x93\xEF\xBF\xBDng"},
+      {"cut \xE2\x98", "cut \xEF\xBF\xBD\xEF\xBF\xBD"},                            /* a sequence cut short */
+      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                                    /* overlong '/' */
+      {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},                    /* a surrogate */
+      {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},    /* past U+10FFFF */
+  };
+  for (size_t i = 0; i < ARRAY_LEN(k_cases); i++) {
+    char *got = str_utf8_lossy(k_cases[i].in);
+    ASSERT_TRUE(got != NULL);
+    TEST_CHECK_(strcmp(got, k_cases[i].want) == 0, 0, "case %zu", i);
+    EXPECT_TRUE(utf8_valid(got, strlen(got)));
+    EXPECT_INT_EQ(utf8_valid(k_cases[i].in, strlen(k_cases[i].in)), strcmp(k_cases[i].in, k_cases[i].want) == 0);
+    free(got);
+  }
+  EXPECT_TRUE(str_utf8_lossy(NULL) == NULL);
+}
