@@ -5,6 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,6 +108,14 @@ bool str_starts_with(const char *s, const char *prefix) { return strncmp(s, pref
 bool str_ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+void malloc_bound_arenas(int n) {
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+  if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, n);
+#else
+  (void)n;
+#endif
 }
 
 size_t utf8_seq_len(const char *s, size_t n) {

@@ -38,6 +38,14 @@ static inline bool size_add(size_t a, size_t b, size_t *out) { return !__builtin
  * it is "not a <kind>"). */
 int file_map_ro(const char *path, const char *who, const char *kind, size_t min_size, const void **base, size_t *size);
 
+/* Caps glibc's malloc arenas at n (mallopt M_ARENA_MAX) unless the
+ * environment set MALLOC_ARENA_MAX; a no-op elsewhere. glibc's default (8 per
+ * core) gives each thread that allocates while another holds an arena a new
+ * one, and a server that starts a thread per stream keeps adding arenas and
+ * scattering small blocks over them: resident memory grew without bound
+ * under a soak (docs/perf.md "Soak"). Call before starting threads. */
+void malloc_bound_arenas(int n);
+
 /* strdup that returns NULL for NULL. */
 char *str_dup(const char *s);
 char *str_ndup(const char *s, size_t n);

@@ -1,6 +1,8 @@
 /* test_base.c - tests of base/: buffers, errors, ids, constant-time compare. */
 #include "test.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -124,4 +126,42 @@ TEST(utf8_lossy_replaces_what_json_cannot_hold) {
     free(got);
   }
   EXPECT_TRUE(str_utf8_lossy(NULL) == NULL);
+}
+
+/* Threads that allocate at once: each would get an arena of its own. */
+static pthread_barrier_t g_arena_barrier;
+static void *arena_churn(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_arena_barrier);
+  void *keep[64]; /* held until every thread has allocated (a malloc/free pair alone is optimised away) */
+  for (int i = 0; i < 64; i++) keep[i] = malloc(64 + (size_t)(i % 7) * 200);
+  pthread_barrier_wait(&g_arena_barrier);
+  for (int i = 0; i < 64; i++) free(keep[i]);
+  return NULL;
+}
+
+/* Counts the arenas glibc reports (malloc_info's <heap nr=...> elements). */
+static int arena_count(void) {
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  if (!f) return -1;
+  malloc_info(0, f);
+  fclose(f);
+  int count = 0;
+  for (const char *p = text; (p = strstr(p, "<heap nr=")); p++) count++;
+  free(text);
+  return count;
+}
+
+TEST(malloc_bound_arenas_keeps_allocating_threads_to_two_arenas) {
+  if (getenv("MALLOC_ARENA_MAX")) return; /* the environment decides then */
+  malloc_bound_arenas(2);
+  enum { N = 8 };
+  pthread_t t[N];
+  pthread_barrier_init(&g_arena_barrier, NULL, N);
+  for (int i = 0; i < N; i++) ASSERT_INT_EQ(pthread_create(&t[i], NULL, arena_churn, NULL), 0);
+  for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&g_arena_barrier);
+  EXPECT_INT_LE(arena_count(), 2); /* under a sanitizer's allocator glibc reports one */
 }
