@@ -13,6 +13,7 @@
 //   - uploads: files.create of a 64-256 KiB file, then files.del
 //   - WebSockets: Deepgram /v1/speak, Speak + Flush read to Flushed, then
 //     Close; every third socket is dropped mid-synthesis instead
+// SOAK_KINDS=chat,cancel,embed,upload,ws picks the loops (default all).
 // RSS is read from /proc/PID/status every SAMPLE_MS (env SOAK_SAMPLE_MS,
 // default 5000). The slope is a least-squares fit over the samples after
 // the warm-up (the first fifth of the run, at least 60 s: allocator arenas,
@@ -149,13 +150,18 @@ const sampler = setInterval(() => {
 }, sampleMs);
 samples.push([0, rssKiB() / 1024]);
 
-await Promise.all([
-  loop('chat', chatStream), loop('chat', chatStream),
-  loop('chat_cancelled', chatCancel),
-  loop('embed', embed),
-  loop('upload', upload),
-  loop('ws', speakWs),
-]);
+// SOAK_KINDS (comma-separated, default all) runs only some loops, to find
+// which load kind a growth comes from.
+const LOOPS = {
+  chat: () => [loop('chat', chatStream), loop('chat', chatStream)],
+  cancel: () => [loop('chat_cancelled', chatCancel)],
+  embed: () => [loop('embed', embed)],
+  upload: () => [loop('upload', upload)],
+  ws: () => [loop('ws', speakWs)],
+};
+const kinds = (process.env.SOAK_KINDS || Object.keys(LOOPS).join(',')).split(',').map((k) => k.trim()).filter(Boolean);
+for (const k of kinds) if (!LOOPS[k]) { console.error(`soak: unknown SOAK_KINDS entry ${k} (${Object.keys(LOOPS).join(', ')})`); process.exit(2); }
+await Promise.all(kinds.flatMap((k) => LOOPS[k]()));
 clearInterval(sampler);
 samples.push([(Date.now() - t0) / 1000, rssKiB() / 1024]);
 
@@ -180,7 +186,7 @@ const out = {
   rss_mib: { start: +samples[0][1].toFixed(1), after_warmup: +(pts[0]?.[1] ?? NaN).toFixed(1),
     end: +samples[samples.length - 1][1].toFixed(1), max: +Math.max(...samples.map((s) => s[1])).toFixed(1) },
   slope_mib_per_hour: +perHour.toFixed(2), slope_se_mib_per_hour: +sePerHour.toFixed(2), max_mib_per_hour: maxPerHour,
-  counts, errors, health,
+  kinds, counts, errors, health,
 };
 // Flat: the growth is not shown, at two standard errors, to exceed the
 // limit. A short run's noise (a few MiB of allocator churn) leaves a wide

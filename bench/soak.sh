@@ -10,7 +10,8 @@
 # embeddings, uploads, Deepgram speak WebSockets, some dropped mid-audio)
 # for SECONDS and prints its JSON line plus the machine. SOAK_SAMPLE_MS and
 # SOAK_MAX_MIB_PER_HOUR tune the sampling and the verdict (see soak.mjs);
-# SOAK_SAMPLES=1 prints every sample (seconds, MiB) to stderr. Exits non-zero
+# SOAK_SAMPLES=1 prints every sample (seconds, MiB) to stderr; SOAK_KINDS=upload
+# (or chat, cancel, embed, ws, comma-separated) runs only those loops. Exits non-zero
 # unless the verdict is "flat" and the server then stops cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -159,6 +159,13 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   }
   if (status == 0) status = api_status_for(code);
   if (!message) message = err_message(code);
+  /* A message may quote client bytes (a bad query value) or be cut inside a
+   * character by a '%.32s': jansson makes no string of bytes that are not
+   * UTF-8, which would turn a 400 into a 500, so such bytes become U+FFFD. */
+  char *clean_msg = utf8_valid(message, strlen(message)) ? NULL : str_utf8_lossy(message);
+  char *clean_param = !param || utf8_valid(param, strlen(param)) ? NULL : str_utf8_lossy(param);
+  if (clean_msg) message = clean_msg;
+  if (clean_param) param = clean_param;
   const struct status_types *t = types_for(status);
   if (!retry_can_help(status)) http_resp_header(req, "x-should-retry", "false");
   if (status == 429 || status == 503 || status == 529) {
@@ -170,6 +177,8 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   if (d == API_DIALECT_OLLAMA && (status == 404 || status == 405) && http_req_route_name(req) == NULL) {
     const char *text = status == 404 ? "404 page not found" : "405 method not allowed";
     http_respond(req, status, "text/plain", text, strlen(text));
+    free(clean_msg);
+    free(clean_param);
     return;
   }
   json_t *body = NULL;
@@ -198,6 +207,8 @@ void api_error(http_req *req, int status, int code, const char *message, const c
                        json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
       break;
   }
+  free(clean_msg);
+  free(clean_param);
   if (!body) {
     static const char fallback[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
     http_respond(req, 500, "application/json", fallback, sizeof fallback - 1);

@@ -148,6 +148,11 @@ static int serve_registry(const config *cfg, registry **out) {
 }
 
 static int cmd_serve(int argc, char **argv) {
+  /* Two malloc arenas, before any thread starts: with glibc's default (16
+   * on 2 cores) resident memory grew ~30 MiB/h under the soak, the growth
+   * all in arena heaps as streams' producer threads came and went; with two
+   * it is flat (docs/perf.md "Soak"). MALLOC_ARENA_MAX overrides. */
+  malloc_bound_arenas(2);
   config cfg;
   if (config_load(&cfg, argc, argv)) {
     fprintf(stderr, "parley: %s\n", err_detail());

@@ -5,6 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -105,6 +108,62 @@ bool str_starts_with(const char *s, const char *prefix) { return strncmp(s, pref
 bool str_ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+void malloc_bound_arenas(int n) {
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+  if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, n);
+#else
+  (void)n;
+#endif
+}
+
+size_t utf8_seq_len(const char *s, size_t n) {
+  const uint8_t *u = (const uint8_t *)s;
+  if (n == 0) return 0;
+  if (u[0] < 0x80) return 1;
+  size_t len = u[0] >= 0xF0 ? 4 : u[0] >= 0xE0 ? 3 : u[0] >= 0xC0 ? 2 : 0;
+  if (!len || u[0] > 0xF4 || u[0] == 0xC0 || u[0] == 0xC1 || len > n) return 0;
+  uint32_t cp = u[0] & (0x7F >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((u[i] & 0xC0) != 0x80) return 0;
+    cp = cp << 6 | (u[i] & 0x3F);
+  }
+  static const uint32_t MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < MIN[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+bool utf8_valid(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq_len(s + i, n - i);
+    if (!k) return false;
+    i += k;
+  }
+  return true;
+}
+
+char *str_utf8_lossy(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s), cap;
+  if (!size_mul(n, 3, &cap) || !size_add(cap, 1, &cap)) return NULL; /* each byte may become 3 */
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_seq_len(s + i, n - i);
+    if (k) {
+      memcpy(out + o, s + i, k);
+      o += k;
+      i += k;
+    } else {
+      memcpy(out + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      i++;
+    }
+  }
+  out[o] = '\0';
+  return out;
 }
 
 int file_map_ro(const char *path, const char *who, const char *kind, size_t min_size, const void **base, size_t *size) {

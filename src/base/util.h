@@ -38,10 +38,31 @@ static inline bool size_add(size_t a, size_t b, size_t *out) { return !__builtin
  * it is "not a <kind>"). */
 int file_map_ro(const char *path, const char *who, const char *kind, size_t min_size, const void **base, size_t *size);
 
+/* Caps glibc's malloc arenas at n (mallopt M_ARENA_MAX) unless the
+ * environment set MALLOC_ARENA_MAX; a no-op elsewhere. glibc's default (8 per
+ * core) gives each thread that allocates while another holds an arena a new
+ * one, and a server that starts a thread per stream keeps adding arenas and
+ * scattering small blocks over them: resident memory grew without bound
+ * under a soak (docs/perf.md "Soak"). Call before starting threads. */
+void malloc_bound_arenas(int n);
+
 /* strdup that returns NULL for NULL. */
 char *str_dup(const char *s);
 char *str_ndup(const char *s, size_t n);
 bool str_starts_with(const char *s, const char *prefix);
 bool str_ends_with(const char *s, const char *suffix);
+
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1-4), or 0 when the
+ * bytes there are not one (a stray continuation byte, a cut sequence, an
+ * overlong form, a surrogate, past U+10FFFF): the same rule as jansson's,
+ * which refuses to make a JSON string of such bytes. */
+size_t utf8_seq_len(const char *s, size_t n);
+/* True when all of s[0..n) is well-formed UTF-8. */
+bool utf8_valid(const char *s, size_t n);
+/* A malloc'd copy of the NUL-terminated s with every byte that does not
+ * start a well-formed sequence replaced by U+FFFD; NULL for NULL or out of
+ * memory. For text that echoes client bytes into a JSON answer (an error
+ * message quoting a bad query value, or cut at a byte count). */
+char *str_utf8_lossy(const char *s);
 
 #endif

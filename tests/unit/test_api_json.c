@@ -1,12 +1,16 @@
 /* test_api_json.c - request-body decoding and typed field access name the
- * JSON path, line and column of what is wrong. */
+ * JSON path, line and column of what is wrong; an error message quoting
+ * client bytes that are not UTF-8 is still a JSON answer. */
 #include "test.h"
 
 #include <stdlib.h>
 
 #include "api/api.h"
 #include "api/openai/openai.h"
+#include "api/deepgram/deepgram.h"
 #include "base/err.h"
+#include "base/util.h"
+#include "loopback.h"
 
 TEST(api_json_decode_reports_line_and_column) {
   json_t *v = NULL;
@@ -143,4 +147,32 @@ TEST(api_json_field_tables_ranges_and_odd_parents) {
   EXPECT_INT_EQ(api_json_check_fields(v, F, 1, param, sizeof param), ERR_TYPE);
   EXPECT_STR_EQ(param, "options");
   json_decref(v);
+}
+
+/* Deepgram's text-intelligence query flags, parsed as /v1/read does; the
+ * error quotes the bad value. */
+static void h_read_flags(http_req *req, void *ctx) {
+  (void)ctx;
+  dg_intel in;
+  if (dg_intel_parse(req, &in) == 0) http_respond(req, 200, "application/json", "{}", 2);
+}
+
+TEST(api_error_quoting_bytes_that_are_not_utf8_answers_400) {
+  static const http_route routes[] = {{"POST", "/deepgram/v1/read", h_read_flags, NULL, HTTP_ROUTE_PUBLIC, "read"}};
+  http_server *srv = NULL;
+  ASSERT_INT_EQ(loopback_start(routes, ARRAY_LEN(routes), test_tmpdir(), &srv), 0);
+  int port = http_server_port(srv);
+  buf out = BUF_INIT;
+  /* the fuzz input: a value with bytes that are not UTF-8 (was 500 "out of memory") */
+  EXPECT_INT_EQ(loopback_request(port, "POST", "/deepgram/v1/read?summarize=v%CA%D9%93%9Eng", NULL, NULL, "{}", &out),
+                400);
+  EXPECT_STR_CONTAINS(out.data ? out.data : "", "\"err_msg\":\"summarize: expected true or false, got 'v\xEF\xBF\xBD");
+  /* valid UTF-8 cut inside a character by the message's '%.32s' */
+  EXPECT_INT_EQ(loopback_request(port, "POST", "/deepgram/v1/read?topics=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa%C3%A9", NULL,
+                                 NULL, "{}", &out),
+                400);
+  EXPECT_STR_CONTAINS(out.data ? out.data : "", "got 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xEF\xBF\xBD'");
+  EXPECT_TRUE(out.data && utf8_valid(out.data, out.len));
+  buf_free(&out);
+  http_server_free(srv);
 }

@@ -1,6 +1,8 @@
 /* test_base.c - tests of base/: buffers, errors, ids, constant-time compare. */
 #include "test.h"
 
+#include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -100,4 +102,66 @@ TEST(file_map_ro_maps_and_names_what_is_wrong) {
   EXPECT_INT_EQ((long long)size, 3);
   EXPECT_MEM_EQ(base, "abc", 3);
   munmap((void *)base, size);
+}
+
+TEST(utf8_lossy_replaces_what_json_cannot_hold) {
+  static const struct {
+    const char *in, *want;
+  } k_cases[] = {
+      {"plain", "plain"},
+      {"caf\xC3\xA9 \xE2\x98\x83 \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x98\x83 \xF0\x9F\x98\x80"}, /* kept whole */
+      /* the fuzz input's bytes: CA lacks its continuation, D9 93 is U+0653, 9E is stray */
+      {"v\xCA\xD9\x93\x9Eng", "v\xEF\xBF\xBD\xD9\x93\xEF\xBF\xBDng"},
+      {"cut \xE2\x98", "cut \xEF\xBF\xBD\xEF\xBF\xBD"},                            /* a sequence cut short */
+      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                                    /* overlong '/' */
+      {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},                    /* a surrogate */
+      {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},    /* past U+10FFFF */
+  };
+  for (size_t i = 0; i < ARRAY_LEN(k_cases); i++) {
+    char *got = str_utf8_lossy(k_cases[i].in);
+    ASSERT_TRUE(got != NULL);
+    TEST_CHECK_(strcmp(got, k_cases[i].want) == 0, 0, "case %zu", i);
+    EXPECT_TRUE(utf8_valid(got, strlen(got)));
+    EXPECT_INT_EQ(utf8_valid(k_cases[i].in, strlen(k_cases[i].in)), strcmp(k_cases[i].in, k_cases[i].want) == 0);
+    free(got);
+  }
+  EXPECT_TRUE(str_utf8_lossy(NULL) == NULL);
+}
+
+/* Threads that allocate at once: each would get an arena of its own. */
+static pthread_barrier_t g_arena_barrier;
+static void *arena_churn(void *arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_arena_barrier);
+  void *keep[64]; /* held until every thread has allocated (a malloc/free pair alone is optimised away) */
+  for (int i = 0; i < 64; i++) keep[i] = malloc(64 + (size_t)(i % 7) * 200);
+  pthread_barrier_wait(&g_arena_barrier);
+  for (int i = 0; i < 64; i++) free(keep[i]);
+  return NULL;
+}
+
+/* Counts the arenas glibc reports (malloc_info's <heap nr=...> elements). */
+static int arena_count(void) {
+  char *text = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&text, &n);
+  if (!f) return -1;
+  malloc_info(0, f);
+  fclose(f);
+  int count = 0;
+  for (const char *p = text; (p = strstr(p, "<heap nr=")); p++) count++;
+  free(text);
+  return count;
+}
+
+TEST(malloc_bound_arenas_keeps_allocating_threads_to_two_arenas) {
+  if (getenv("MALLOC_ARENA_MAX")) return; /* the environment decides then */
+  malloc_bound_arenas(2);
+  enum { N = 8 };
+  pthread_t t[N];
+  pthread_barrier_init(&g_arena_barrier, NULL, N);
+  for (int i = 0; i < N; i++) ASSERT_INT_EQ(pthread_create(&t[i], NULL, arena_churn, NULL), 0);
+  for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&g_arena_barrier);
+  EXPECT_INT_LE(arena_count(), 2); /* under a sanitizer's allocator glibc reports one */
 }

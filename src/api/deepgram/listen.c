@@ -627,6 +627,9 @@ void dg_listen_post(http_req *req, void *ctx) {
   }
   j->o = o;
   memset(&o, 0, sizeof o); /* moved into the job */
+  /* Once the thread runs, j is its own (it frees j when done, maybe before
+   * api_speech_spawn returns here): nothing below reads j after a spawn. */
+  bool streaming = j->s != NULL;
   if (api_speech_spawn(sp, listen_main, j)) {
     if (j->s) {
       http_stream_close(j->s);
@@ -636,7 +639,7 @@ void dg_listen_post(http_req *req, void *ctx) {
     listen_opts_free(&j->o);
     goto fail_job;
   }
-  if (!j->s) {
+  if (!streaming) {
     json_t *accepted = json_pack("{s:s}", "request_id", request_id);
     api_speech_respond_json(req, 200, accepted);
     json_decref(accepted);
