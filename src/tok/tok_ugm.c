@@ -132,22 +132,6 @@ static size_t user_prefix(const tok *t, const char *text, size_t n) {
   return 0;
 }
 
-/* Length of the valid UTF-8 character at text[0..n), or 0 when invalid. */
-static size_t utf8_valid(const uint8_t *p, size_t n) {
-  size_t need = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-                : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : 0;
-  if (!need || need > n) return 0;
-  for (size_t k = 1; k < need; k++) {
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (k == 1 && p[0] == 0xE0) lo = 0xA0;
-    if (k == 1 && p[0] == 0xED) hi = 0x9F;
-    if (k == 1 && p[0] == 0xF0) lo = 0x90;
-    if (k == 1 && p[0] == 0xF4) hi = 0x8F;
-    if (p[k] < lo || p[k] > hi) return 0;
-  }
-  return need;
-}
-
 /* Step 1 of the header into out. */
 static int normalize(const tok *t, const char *text, size_t len, buf *out) {
   bool prepended = false, in_word = false;
@@ -158,7 +142,7 @@ static int normalize(const tok *t, const char *text, size_t len, buf *out) {
     if (t->ugm_has_user && (used = user_prefix(t, text + off, len - off))) {
       piece_n = used;
     } else if ((used = charsmap_prefix(t, text + off, len - off, &piece, &piece_n))) {
-    } else if ((used = utf8_valid((const uint8_t *)text + off, len - off))) {
+    } else if ((used = utf8_seq_len(text + off, len - off))) {
       piece_n = used;
     } else {
       piece = REPLACEMENT, piece_n = 3, used = 1;
