@@ -33,14 +33,4 @@ static const model_moe_dec_spec GPT_OSS = {
     .moe = {.gating = MODEL_MOE_SOFTMAX_WEIGHT, .norm_w = false, .act = MODEL_MOE_ACT_SWIGLU_OAI, .biases = true},
 };
 
-const model_arch_ops model_arch_gpt_oss = {
-    .name = "gpt-oss",
-    .load = model_moe_dec_load,
-    .unload = model_moe_dec_unload,
-    .ctx_init = model_moe_dec_ctx_init,
-    .ctx_free = model_moe_dec_ctx_free,
-    .forward = model_moe_dec_forward,
-    .trim = model_moe_dec_trim,
-    .moe = true,
-    .spec = &GPT_OSS,
-};
+const model_arch_ops model_arch_gpt_oss = MODEL_MOE_DEC_ROW("gpt-oss", &GPT_OSS);

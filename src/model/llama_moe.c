@@ -22,14 +22,4 @@ static const model_moe_dec_spec LLAMA_MOE = {
     .moe = {.gating = MODEL_MOE_SOFTMAX, .norm_w = true},
 };
 
-const model_arch_ops model_arch_llama_moe = {
-    .name = "llama",
-    .load = model_moe_dec_load,
-    .unload = model_moe_dec_unload,
-    .ctx_init = model_moe_dec_ctx_init,
-    .ctx_free = model_moe_dec_ctx_free,
-    .forward = model_moe_dec_forward,
-    .trim = model_moe_dec_trim,
-    .moe = true,
-    .spec = &LLAMA_MOE,
-};
+const model_arch_ops model_arch_llama_moe = MODEL_MOE_DEC_ROW("llama", &LLAMA_MOE);

@@ -19,14 +19,4 @@ static const model_moe_dec_spec QWEN3MOE = {
     .moe = {.gating = MODEL_MOE_SOFTMAX, .norm_w = true},
 };
 
-const model_arch_ops model_arch_qwen3moe = {
-    .name = "qwen3moe",
-    .load = model_moe_dec_load,
-    .unload = model_moe_dec_unload,
-    .ctx_init = model_moe_dec_ctx_init,
-    .ctx_free = model_moe_dec_ctx_free,
-    .forward = model_moe_dec_forward,
-    .trim = model_moe_dec_trim,
-    .moe = true,
-    .spec = &QWEN3MOE,
-};
+const model_arch_ops model_arch_qwen3moe = MODEL_MOE_DEC_ROW("qwen3moe", &QWEN3MOE);
