@@ -471,6 +471,19 @@ int cmd_gen_model(int argc, char **argv) {
   return rc;
 }
 
+/* gen-vocab OUT.gguf spm|wpm: a vocabulary file for --vocab (testgen_vocab.c). */
+int cmd_gen_vocab(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: parley gen-vocab OUT.gguf spm|wpm\n");
+    return 2;
+  }
+  if (model_testgen_vocab_write(argv[0], argv[1])) {
+    fprintf(stderr, "parley gen-vocab: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
+
 /* gen-model for the llama writer (testgen.h) and qwen2.5-0.5b's shape. */
 static int gen_model_llama(const char *out, const char *shape, const char *type, const char *vocab,
                            const char *tmpl_text, const char *gname, int64_t seed, int64_t n_ctx) {

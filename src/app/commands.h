@@ -26,6 +26,7 @@ int cmd_bench(int argc, char **argv);
 /* parley gen-model OUT.gguf [--shape small|tinyllama] [--type T] [--seed S]
  * (cmd_bench.c): a random-weight llama model for benchmarks and tests. */
 int cmd_gen_model(int argc, char **argv);
+int cmd_gen_vocab(int argc, char **argv);
 
 /* parley list [--json] [--model [NAME=]PATH]... [--alias NAME=MODEL]...
  *   [--default NAME] [config options] (cmd_list.c): the merged model list of

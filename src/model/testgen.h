@@ -56,6 +56,12 @@ int model_testgen_copy_vocab(struct gguf_writer *w, const char *vocab_path, bool
  * need to load the file (llama.cpp's, in bench/llamacpp.sh). */
 int model_testgen_mark_no_vocab(struct gguf_writer *w, const char *arch, int64_t n_vocab);
 
+/* Writes a vocabulary-only GGUF of the project's own (testgen_vocab.c):
+ * kind "spm" (a SentencePiece "llama" tokenizer with byte fallback) or "wpm"
+ * (an uncased BERT WordPiece one), for --vocab where ../shared/vocab is
+ * absent. ERR_INVALID for another kind. */
+int model_testgen_vocab_write(const char *path, const char *kind);
+
 /* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
  * cannot hold (row lengths must be multiples of the block size). */
 int model_testgen_write(const model_testgen *g, const char *path);

@@ -781,3 +781,77 @@ TEST(tok_decode_strip_after_bos) {
   tok_free(t);
   built_free(&b);
 }
+
+/* ---- the vocabularies parley writes itself (model/testgen_vocab.c) -------
+ * The API tests tokenize with these, so they must behave as real
+ * SentencePiece and WordPiece vocabularies: words in the table come out as
+ * one piece, other text through byte fallback (SPM) or [UNK] (WPM), and
+ * decoding gives the text back. */
+#include "model/testgen.h"
+
+/* The pieces of text, decoded one by one and joined with '|'. */
+static void pieces_of(const tok *t, const char *text, unsigned flags, buf *out) {
+  tok_ids ids = TOK_IDS_INIT;
+  buf_reset(out);
+  if (tok_encode(t, text, strlen(text), flags, &ids) == 0)
+    for (size_t i = 0; i < ids.n; i++) {
+      if (i) buf_append(out, "|", 1);
+      tok_decode_piece(t, ids.ids[i], TOK_DECODE_SPECIAL, out);
+    }
+  buf_append(out, "", 1);
+  tok_ids_free(&ids);
+}
+
+static tok *load_generated_vocab(const char *kind, gguf_file **f) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/gen-vocab-%s.gguf", test_tmpdir(), kind);
+  tok *t = NULL;
+  if (model_testgen_vocab_write(path, kind) || gguf_open(path, f) || tok_load(*f, &t)) return NULL;
+  return t;
+}
+
+TEST(tok_generated_spm_vocabulary) {
+  gguf_file *f = NULL;
+  tok *t = load_generated_vocab("spm", &f);
+  ASSERT_TRUE(t != NULL);
+  buf p = BUF_INIT;
+  pieces_of(t, "hello world", TOK_ENCODE_ADD_SPECIAL, &p);
+  EXPECT_STR_EQ(p.data, "<s>| hello| world");
+  pieces_of(t, "the weathering", 0, &p);
+  EXPECT_STR_EQ(p.data, " the| weather|ing");
+  /* bytes no piece holds fall back to one token each: é is C3 A9 */
+  pieces_of(t, "\xc3\xa9", 0, &p);
+  EXPECT_STR_EQ(p.data, " |\xc3|\xa9");
+  const char *text = "Tools: {\"city\": \"Paris\"} \xc3\x9cn\xc3\xaf" "code \xf0\x9f\x98\x80\ttab";
+  tok_ids ids = TOK_IDS_INIT;
+  EXPECT_INT_EQ(tok_encode(t, text, strlen(text), 0, &ids), 0);
+  buf d = BUF_INIT;
+  EXPECT_INT_EQ(tok_decode(t, ids.ids, ids.n, TOK_DECODE_STRIP_SPACE, &d), 0);
+  buf_append(&d, "", 1);
+  EXPECT_STR_EQ(d.data, text);
+  EXPECT_TRUE(tok_is_eog(t, 2));
+  tok_ids_free(&ids);
+  buf_free(&d);
+  buf_free(&p);
+  tok_free(t);
+  gguf_close(f);
+}
+
+TEST(tok_generated_wpm_vocabulary) {
+  gguf_file *f = NULL;
+  tok *t = load_generated_vocab("wpm", &f);
+  ASSERT_TRUE(t != NULL);
+  buf p = BUF_INIT;
+  /* lowercased, split at punctuation, [CLS] ... [SEP] around */
+  pieces_of(t, "Hello, World!", TOK_ENCODE_ADD_SPECIAL, &p);
+  EXPECT_STR_EQ(p.data, "[CLS]| hello| ,| world| !|[SEP]");
+  pieces_of(t, "testing", 0, &p);
+  EXPECT_STR_EQ(p.data, " test|ing");
+  /* a character no piece holds makes its word [UNK] */
+  pieces_of(t, "\xce\xa9mega", 0, &p);
+  EXPECT_STR_EQ(p.data, "[UNK]");
+  buf_free(&p);
+  tok_free(t);
+  gguf_close(f);
+  EXPECT_INT_EQ(model_testgen_vocab_write("/nonexistent/x.gguf", "bpe"), ERR_INVALID);
+}
