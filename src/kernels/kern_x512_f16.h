@@ -37,7 +37,7 @@
  * kern_rect_scratch, 120 KiB, not on the stack). Token
  * blocks and groups are cut near-equal (8 tokens: 4 + 4, not 6 + 2).
  * The X5_KC, X5_TB, X5_RB defaults may be overridden with -D for tuning
- * (measured on Emerald Rapids, loaded: docs/perf-journal.md). Chunk limits are
+ * (measured on Emerald Rapids, loaded: docs/perf-decisions.md). Chunk limits are
  * multiples of 32 and parked accumulators are stored exactly, so the
  * chunking does not change any result.
  */
@@ -146,8 +146,8 @@ X5_DEFINE_TILE(x512_tile_bf16, 2)
  * (huge pages, CPU time): about 14 uops per 64-byte line wait in the
  * scheduler behind their loads, which caps the lines in flight, and the
  * hardware prefetcher alone does not run far enough ahead. 8 rows alone
- * gave 0.86-0.92, with this prefetch 1.05-1.09 (docs/perf-journal.md, "Session 8:
- * F16 decode"). Prefetches past the matrix are harmless (no fault). */
+ * gave 0.86-0.92, with this prefetch 1.05-1.09 (docs/perf-decisions.md,
+ * "One-token float products"). Prefetches past the matrix are harmless (no fault). */
 #ifndef X5_G
 #define X5_G 8 /* rows per one-token group (4 or 8: the remainder goes 4, 2, 1) */
 #endif

@@ -9,8 +9,8 @@
  * block of 32 columns x 8 rows x token. vpdpbusd multiplies u8 x s8 and
  * adds the 4 products of a dword lane to an int32 accumulator in one
  * operation, so a block's exact int32 sums take 8 of them and nothing
- * else. Measured on this Emerald Rapids guest (inline-asm loops,
- * docs/perf-journal.md): vpdpbusd issues twice per cycle in ymm AND in zmm, as do
+ * else. Measured on an Emerald Rapids guest (inline-asm loops,
+ * docs/perf-decisions.md): vpdpbusd issues twice per cycle in ymm AND in zmm, as do
  * the f32 FMA / multiply / convert, so a zmm operation does twice the work
  * of a ymm one at the same cost. A zmm register here holds the same 4-byte
  * word of TWO consecutive row groups (group g in the low 256 bits, g + 1
@@ -96,7 +96,7 @@ _Static_assert(sizeof(x512_block_q8) == sizeof(kern_block_q8s), "40-byte activat
  * vpsrlw fewer per block, 2 operations more per token (vpsrad, vpaddd),
  * and each token's dependent vpdpbusd chain split in two. Measured
  * (1024 x 2048 in L2, one thread): 1.09-1.12x at 1 and 2 tokens, even at
- * 3, slower from 4 on (docs/perf-journal.md session 9). */
+ * 3, slower from 4 on (docs/perf-decisions.md, "Fewer vector operations"). */
 #ifndef X512_Q4_HX16_NT
 #define X512_Q4_HX16_NT 2
 #endif
@@ -122,7 +122,7 @@ enum { X512_K_Q4, X512_K_Q8, X512_K_Q5, X512_K_Q5G };
  *   w[4 + i] = y's bits 4..7 to 0..3 and bit 0 to 4 (vgf2p8affineqb,
  *       X512_GF_HI).
  * 4 operations per vector where the plain path takes 7 and a one-bit
- * matrix per half-vector took 5 (session 7). Written as asm so the variant
+ * matrix per half-vector takes 5. Written as asm so the variant
  * needs no GFNI target (kern_ops_avx512 picks this kind only on CPUs that
  * report GFNI).
  * X512_GF_ROW(b, m): the matrix row making result bit b the source bits m. */
@@ -200,7 +200,7 @@ TGT_INL void x512_unpack2(int kind, const uint8_t *blk, size_t gb, int hx16, __m
  * the broadcast embedded ({1to16}): one fused load + multiply-add. GCC
  * turns _mm512_set1_epi32 from memory into a separate vpbroadcastd, one
  * more micro-op per vpdpbusd (measured: 1.06-1.13x at 4-8 tokens, docs/
- * perf-journal.md session 9). Asm, like x512_gf_z. */
+ * perf-decisions.md). Asm, like x512_gf_z. */
 TGT_INL __m512i x512_dpb(__m512i acc, __m512i w, const int32_t *p) {
   __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*p));
   return acc;

@@ -6,8 +6,8 @@
  * activation quantizers); x512_fill_packed_qk_ops overrides their ptile
  * entries.
  *
- * Why: on Intel server cores (Emerald Rapids measured, docs/perf-journal.md
- * "Session 7") vpdpbusd zmm issues 2 per cycle (ports 0 and 5): 128 u8 x s8
+ * Why: on Intel server cores (Emerald Rapids measured, docs/perf-decisions.md,
+ * "AVX-512 K-quants") vpdpbusd zmm issues 2 per cycle (ports 0 and 5): 128 u8 x s8
  * multiply-adds per cycle with the accumulation, against the 64 of the
  * AVX2 vpmaddubsw, which also needs its 16-bit adds and vpmaddwd.
  *
@@ -39,7 +39,7 @@
  * sub-block sums in two int32 accumulators (x512_body_q6k_g): one token's
  * chain of 36 dependent vpdpwssd per super-block (5 cycles each) bounded
  * it, not the ports. Measured (1024 x 2048 in L2, one thread): 1.1x at
- * 1 token, 1.03x at 2, none from 4 on (docs/perf-journal.md session 9). */
+ * 1 token, 1.03x at 2, none from 4 on (docs/perf-decisions.md). */
 #ifndef X512_Q6K_SPLIT_NT
 #define X512_Q6K_SPLIT_NT 2
 #endif
@@ -56,7 +56,7 @@
  * 16 instead (x512_body_q4k_pf says why that is exact): 4 vpsrlw fewer per
  * sub-block pair, one vpsrad more per token. Measured (1024 x 2048 in L2,
  * one thread): 1.05-1.07x at 1 token, even at 2 and 3, 0.98x at 8 tokens
- * if used there (docs/perf-journal.md session 9). */
+ * if used there (docs/perf-decisions.md). */
 #ifndef X512_Q4K_HX16_NT
 #define X512_Q4K_HX16_NT 2
 #endif

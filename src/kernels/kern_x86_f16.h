@@ -230,8 +230,8 @@ static void x86_fill_ops_rect(struct kern_ops *ops) {
  * KG_PF_DIST bytes to the next group's row (KG_G - 1 rows further on),
  * which is read next. Why: a call of the one-row tile per row keeps one
  * row's loads in flight and leaves the run-ahead to the hardware
- * prefetcher (docs/perf-journal.md "Session 8: F16 decode" measured that limit
- * for the 512-bit tile). 4 rows: 8 accumulators + 2 activation vectors +
+ * prefetcher (docs/perf-decisions.md, "One-token float products", has that
+ * limit measured for the 512-bit tile). 4 rows: 8 accumulators + 2 activation vectors +
  * converted weights fit the 16 ymm registers. Installed by kern_avx2.c
  * (x86_fill_ops_gemv); the AVX-512 variant has its own (x512_gemv_*). */
 #ifndef KG_G

@@ -33,23 +33,23 @@
  * packed Q4_K (bench/kernels_cpu.sh, ROTATE_MB=300 HUGE=1, one thread, CPU
  * time) read 0.69-0.81 of the one-thread read probe without prefetch and
  * 0.83-0.95 with 2048-8192 in the quieter windows, no better in others
- * (a loaded machine; docs/perf-journal.md).
+ * (a loaded machine; docs/perf-decisions.md, "Software prefetch").
  * Written as volatile asm, unlike x8_prefetch (kern_x86_q4x8.h), which the
  * x8 and Q6_K tiles call: here gcc hoists _mm_prefetch intrinsics into one
  * burst of 18 at the super-block's start, which measured no gain; the asm
- * stays spread, 2 lines per sub-block. At every nt (session 6): the
- * 2..4-token bodies had none until then, and from DRAM (same method, 5632 x
- * 2048, 2048 x 5632 and 2048 x 2048, medians of 6 alternating rounds) they
- * cost 1.48-1.63x one token without it against 0.98-1.37x with it; 4096,
- * 8192 and 16384 bytes measured alike (docs/perf-journal.md, "Session 6: batch
- * tiles from DRAM"). */
+ * stays spread, 2 lines per sub-block. At every nt: from DRAM (same
+ * method, 5632 x 2048, 2048 x 5632 and 2048 x 2048, medians of 6
+ * alternating rounds) the 2..4-token bodies cost 1.48-1.63x one token
+ * without it against 0.98-1.37x with it; 4096,
+ * 8192 and 16384 bytes measured alike (docs/perf-decisions.md,
+ * "Distances"). */
 #ifndef Q4KX8_PF_DIST
 #define Q4KX8_PF_DIST 4096
 #endif
-/* The distance for one token (decode) since session 12: on the Zen 3
+/* The distance for one token (decode): on the Zen 3
  * guest, TinyLlama Q4_K_M's Q4_K gateup read 0.84-0.88 of a plain read of
  * its bytes at 4096 and 0.90-0.93 at 2048 (bench/decode_wall, 4
- * alternated rounds; decode 39.9 -> 42.7 t/s median; docs/perf-journal.md). The
+ * alternated rounds; decode 39.9 -> 42.7 t/s median; docs/perf-decisions.md). The
  * AVX-512 tiles keep Q4KX8_PF_DIST. */
 #ifndef Q4KX8_PF_DIST1
 #define Q4KX8_PF_DIST1 2048
@@ -148,14 +148,14 @@ TGT_INL void body_q4kx8(const void *wg, int64_t n, const void *x, size_t xs, int
   for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ys, acc[t]);
 }
 
-/* One tile for every call: until session 13 a prompt's later token tiles
- * of a group (kern_ops.ptile_warm) ran a copy without the prefetches
- * (measured ~2% faster at 64 tokens in cache when written), but on the Zen
- * 3 guest that copy ran 110-165 GFLOP/s where this tile runs 175-191 on
+/* One tile for every call: a copy without the prefetches for a prompt's
+ * later token tiles of a group (kern_ops.ptile_warm, ~2% faster at 64
+ * tokens in cache in isolation) ran 110-165 GFLOP/s on the Zen 3 guest
+ * where this tile runs 175-191 on
  * the same calls (PACK=1 bench/kernels_cpu.sh Q4_K 2048 2048 64, one
  * thread, 3 alternated rounds; at 4 tokens, one call per group, both
- * ~175): the prompt's later tiles now take this one (packed.c falls back
- * to ptile when ptile_warm is NULL). */
+ * ~175; docs/perf-decisions.md): the prompt's later tiles take this one
+ * (packed.c falls back to ptile when ptile_warm is NULL). */
 X8_PTILE(ptile_q4kx8, body_q4kx8, Q4KX8_NT)
 
 /* Packed-Q4_K activations: quant_q8_K_x86's blocks (bit-identical to

@@ -57,10 +57,10 @@
 #ifndef X8_PF_DIST
 #define X8_PF_DIST 2048
 #endif
-/* The AVX2 bodies' distances for one token (decode) since session 13,
- * from bench/decode_wall on the Zen 3 guest (products against a plain
- * read of their bytes, 4 alternated rounds of 1024 / 1536 / 2048;
- * docs/perf-journal.md, "Session 13"): Q8_0 (272-byte blocks) read 0.93-0.96 at
+/* The AVX2 bodies' distances for one token (decode), from
+ * bench/decode_wall on the Zen 3 guest (products against a plain read of
+ * their bytes, 4 alternated rounds of 1024 / 1536 / 2048;
+ * docs/perf-decisions.md, "Distances"): Q8_0 (272-byte blocks) read 0.93-0.96 at
  * 2048 and 0.97-0.99 at 1024 (TinyLlama), Qwen2.5-0.5B's 0.93-0.96 and
  * 0.94-0.98; Q4_0 (144-byte blocks) 0.94-0.98 at 2048, 0.95-0.97 at 1536,
  * 0.94-0.96 at 1024. Q5_0 (176) takes Q4_0's. The AVX-512 tiles keep
@@ -194,12 +194,13 @@ X8_PTILE(ptile_q8x8, body_q8x8, Q8X8_NT)
  * -16 x over those to come, 16 terms of at most 16 x 127 each, so no
  * partial sum leaves 16 bits (|.| <= 32512) and the last one is the exact
  * sum (q - 16) x. One vpmaddwd per block and token then gives the int32
- * row sums. Until session 5 the block went in two halves (4 products each,
- * so that sum q x fit), each widened by its own vpmaddwd, the int32 halves
- * added and 2 s8 subtracted: two more operations per block x 8 rows x
- * token, one of them on the multiply pipes (Q5_0 2048 x 2048 x 64 tokens,
- * one thread: 158-163 -> 171-177 GFLOP/s). Per (row, token) the result is
- * the same exact int32 block sum and x8_tail, so results did not change. */
+ * row sums. The alternative, the block in two halves (4 products each,
+ * so that sum q x fits), each widened by its own vpmaddwd, the int32
+ * halves added and 2 s8 subtracted, costs two more operations per block x
+ * 8 rows x token, one of them on the multiply pipes (Q5_0 2048 x 2048 x 64
+ * tokens, one thread: 158-163 against 171-177 GFLOP/s this way;
+ * docs/perf-decisions.md). Per (row, token) both give the same exact int32
+ * block sum and x8_tail, so the results are the same. */
 #ifndef Q5X8_NT
 #define Q5X8_NT 8 /* tokens per tile call */
 #endif

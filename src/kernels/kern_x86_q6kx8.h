@@ -30,15 +30,15 @@
 #ifndef Q6KX8_NT
 #define Q6KX8_NT 4 /* tokens per tile call (as Q4KX8_NT) */
 #endif
-/* Software prefetch distance in bytes (2048 until session 6, X8_PF_DIST
- * of kern_x86_q4x8.h). From DRAM at 4 tokens, 6 alternating rounds, one
- * thread: 2048 x 5632 0.94 -> 0.87 ms, 256 x 2048 0.048 -> 0.043, the
- * 32000 x 2048 output 5.78 -> 5.31; one token unchanged within the noise
- * (docs/perf-journal.md, "Session 6: batch tiles from DRAM"). */
+/* Software prefetch distance in bytes, twice X8_PF_DIST of
+ * kern_x86_q4x8.h. From DRAM at 4 tokens, 6 alternating rounds, one
+ * thread, 2048 -> 4096: 2048 x 5632 0.94 -> 0.87 ms, 256 x 2048 0.048 ->
+ * 0.043, the 32000 x 2048 output 5.78 -> 5.31; one token unchanged within
+ * the noise (docs/perf-decisions.md, "Distances"). */
 #ifndef Q6KX8_PF_DIST
 #define Q6KX8_PF_DIST 4096
 #endif
-/* One token (decode) since session 12, as Q4KX8_PF_DIST1: TinyLlama
+/* One token (decode), as Q4KX8_PF_DIST1: TinyLlama
  * Q4_K_M's Q6_K output product read 0.84-0.93 of a plain read at 4096,
  * 0.96-0.99 at 2048 (bench/decode_wall, 3 alternated rounds). */
 #ifndef Q6KX8_PF_DIST1
@@ -48,14 +48,14 @@
 /* One group of 8 interleaved Q6_K rows (n columns) x nt <= Q6KX8_NT tokens
  * of plain block_q8_K activations: y[t * ys + r] for r < 8.
  *
- * Scheduling (session 5): the sub-blocks run as a loop of 4 x 4 (one scale
+ * Scheduling: the sub-blocks run as a loop of 4 x 4 (one scale
  * vector each), not unrolled 16 times, the -32 offsets go after the
  * sub-blocks (when the 6-bit q registers are dead) and the float
  * accumulators live in y (read and written once per super-block). Fully
  * unrolled with the offsets inline, gcc kept ~20 vectors live and spilled
  * partial sums inside the sub-block loop (128 cycles per super-block and
- * token at 4 tokens against ~75 now, docs/perf-journal.md). The integer sums are
- * exact, so the result is bit-identical to the old order. */
+ * token at 4 tokens against ~75 this way, docs/perf-decisions.md). The
+ * integer sums are exact, so either order gives the same bits. */
 TGT_INL void body_q6kx8(const void *wg, int64_t n, const void *x, size_t xs, int nt, float *y,
                         size_t ys) {
   const int64_t nsb = n / QK_K;

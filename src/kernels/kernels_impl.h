@@ -324,15 +324,16 @@ void kern_split_tokens(int nth, int64_t n_row_chunks, int64_t n_tokens, int tnt,
  * one token chunk (generation, or a prompt whose units alone give enough
  * chunks) and at least nth * 16 * min_units units, the
  * threads finish together only as closely as the last chunk is short, so
- * the split is guided (since session 13): each claim takes 1 / (2 nth) of
- * the units still unclaimed, at least min_units, so the first chunks are
- * long (few prefetch ramps) and the last ones min_units long (the threads
- * end within one short chunk). Until then about 3/4 of the units went in
- * ~3 big chunks per thread and the rest in ~8 small ones per thread, whose
- * last chunk was 1/64 of the product (Qwen2.5-0.5B's gate/up: 145 KiB, ~9
- * us at one thread's share of the bandwidth; its logits 2.3 MB); session 11
- * had tried ~2 small chunks per thread: +1-2% on a quiet host, but 2-5x the
- * threads' end imbalance and a loss under load (docs/perf-journal.md). Every chunk
+ * the split is guided: each claim takes 1 / (2 nth) of the units still
+ * unclaimed, at least min_units, so the first chunks are long (few
+ * prefetch ramps) and the last ones min_units long (the threads end
+ * within one short chunk). A fixed plan of ~3 big chunks per thread for
+ * 3/4 of the units and ~8 small ones per thread for the rest ends on a
+ * chunk of 1/64 of the product (Qwen2.5-0.5B's gate/up: 145 KiB, ~9 us at
+ * one thread's share of the bandwidth; its logits 2.3 MB); ~2 small chunks
+ * per thread measured +1-2% on a quiet host, but 2-5x the threads' end
+ * imbalance and a loss under load (docs/perf-decisions.md, "Guided
+ * one-token split"). Every chunk
  * but the last starts and ends at a multiple of align units (chunk sizes
  * rounded up to it): packed drivers pass 2 when the type has a two-group
  * tile, so no chunk splits a pair of groups and sends both halves through
@@ -356,7 +357,7 @@ void kern_split_plan(struct kern_split *s, int nth, int64_t n_units, int64_t min
  * stream (its first lines are demand misses, its prefetch ramps up), and
  * a small product (Qwen2.5-0.5B's 896 x 896 wo: 0.5-0.9 MiB) cut into ~20
  * chunks of ~10 KiB read at 0.6-0.7 of a plain read of its bytes; with
- * the minimum 0.73-0.8 (session 12, docs/perf-journal.md). It is also the least
+ * the minimum 0.73-0.8 (docs/perf-decisions.md). It is also the least
  * claim of the guided one-token plan. */
 int64_t kern_split_min_units(size_t unit_bytes, int64_t n_tokens);
 

@@ -6,8 +6,8 @@
  *
  * Why: on a 512-token prompt the plain loops (libm expf per element for
  * SwiGLU, a scalar double sum of squares for RMSNorm) took about 4% of
- * TinyLlama's and 9% of Qwen2.5-0.5B's time (perf, docs/perf-journal.md "Session
- * 6: prompt attention"). Differences from the plain forms: SiLU's exp is
+ * TinyLlama's and 9% of Qwen2.5-0.5B's time (perf, docs/perf-decisions.md,
+ * "AVX2 element-wise ops"). Differences from the plain forms: SiLU's exp is
  * the polynomial of vexp_x86.h (relative error < 4e-7, where libm's is
  * ~1 ulp), and RMSNorm's double sum of squares is summed in four lanes
  * (same value to double rounding; the output then differs from the plain

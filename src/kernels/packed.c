@@ -173,7 +173,7 @@ static void x8_unpack_row(int type, const uint8_t *grp, int64_t nb, int r, uint8
  * are advised, so the tail never rounds the resident size up (a tail huge
  * page would cost up to 2 MiB per tensor). Measured: one thread, Q4_0
  * TinyLlama generation, 47-52 against 56-69 ms CPU per token (loaded
- * machine, docs/perf-journal.md). */
+ * machine, docs/perf-decisions.md, "Weights in huge pages"). */
 void *kern_weights_alloc(size_t n) {
   if (n < PK_HUGE) {
     void *p = NULL;

@@ -14,9 +14,9 @@
  * column, 2 weight loads (converted once) and for each of 12 tokens one
  * broadcast of x[t][k] and 2 FMAs into 24 accumulators that stay in
  * registers for the whole row: FMA-bound. A stand-alone probe of that loop
- * read 178-186 GFLOP/s per core with F16 panels (docs/perf-journal.md, session 9),
- * against a 2-core FMA peak of ~365. Decode (one token) reads the same
- * bytes as before (a group is n_cols x 32 values, no padding inside), as one
+ * read 178-186 GFLOP/s per core with F16 panels (docs/perf-decisions.md,
+ * "Float panels"), against a 2-core FMA peak of ~365. Decode (one token)
+ * reads the same bytes as GGUF rows (a group is n_cols x 32 values, no padding inside), as one
  * forward stream per group.
  *
  * Result order (every kernel, every token count): acc = fma(w, x, acc)
@@ -29,7 +29,7 @@
  * set, and the panel kernel broadcasts from 12 of them at once (the probe:
  * 153-167 GFLOP/s unpadded, 175-180 padded).
  *
- * Prompts (session 10): the panel kernel converting F16/BF16 in its inner
+ * Prompts: the panel kernel converting F16/BF16 in its inner
  * loop spends 2 of every 26 FMA-port slots on vcvtph2ps; over f32 weights
  * the same loop read 1.1-1.5x more GFLOP/s (stand-alone, alternated). So
  * the rows of XPF_GB groups are widened to f32 once, in chunks of XPF_KC
