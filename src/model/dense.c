@@ -9,12 +9,13 @@
  * Why the feed-forward runs in sub-batches of MODEL_FFN_ROWS (512) tokens:
  * its two n_ff-wide activations are the largest buffers of a context (at
  * n_batch 512 and n_ff 4864, 20 MiB of the 23 MiB a Qwen2.5-0.5B context
- * needs), so a larger n_batch does not grow them further. Sessions 5-10 ran
- * 128-token sub-batches to keep them small while generating; that cost F16
+ * needs), so a larger n_batch does not grow them further. 128-token
+ * sub-batches would keep them small while generating, but cost F16
  * prompts ~6%: each sub-batch widens every FFN weight to f32 again
- * (packed_f.c), from DRAM, for only 128 tokens (session 11, docs/perf-journal.md).
- * Now the buffers' pages are returned after any step of more than
- * MODEL_TRIM_TOKENS tokens instead (model_dense_bufs_trim, called through
+ * (packed_f.c), from DRAM, for only 128 tokens (docs/perf-decisions.md,
+ * "The FFN runs in 512-token sub-batches"). Instead the buffers' pages are
+ * returned after any step of more than
+ * MODEL_TRIM_TOKENS tokens (model_dense_bufs_trim, called through
  * model_arch_ops.trim by model_decode), so what stays resident while
  * generating is what one-token steps touch. Results are the same for any
  * sub-batch size: every kernel's output for a token does not depend on the
