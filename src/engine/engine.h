@@ -54,8 +54,9 @@ typedef struct engine_req engine_req;
 /* The server's chunk_budget_ms (manager.c; bench/serve.c's default). Issue 5
  * asks a long prompt to delay other streams' next token by <= 250 ms; a
  * step is sized from measured costs but overshoots its estimate by noise,
- * and with a 200 ms budget the largest gap measured idle was 0.271 s
- * (2026-12-03 11:28), so 160 leaves that ~35% overshoot room. */
+ * and with a 200 ms budget the largest gap measured idle was 0.271 s, so
+ * 160 leaves that ~35% overshoot room (docs/perf-decisions.md, "Steps
+ * sized from measured costs"). */
 #define ENGINE_CHUNK_BUDGET_MS 160
 
 /* Recurrent-state checkpoints per slot by default (engine_params.
