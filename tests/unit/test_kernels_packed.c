@@ -580,7 +580,7 @@ TEST(kernels_packed_x8_avx512_vs_avx2) {
   tpool_free(tp);
 }
 
-/* The same comparison at the integer extremes (session 9, qv): every
+/* The same comparison at the integer extremes: every
  * weight at its lowest or highest code (Q4_0 nibbles 0 and 15, Q5_0 0 and
  * 31, Q8_0 -128 and 127, in row-dependent patterns, so both the low and
  * the high nibbles of a byte take both values) against activations all at
@@ -647,7 +647,7 @@ TEST(kernels_packed_x8_avx512_extremes) {
   kern_use_isa(NULL);
 }
 
-/* ---- AVX-512 packed K-quant tiles against the AVX2 ones (session 7, qkx512)
+/* ---- AVX-512 packed K-quant tiles against the AVX2 ones
  * kern_x512_qk.h promises the AVX2 tiles' results bit for bit (the same
  * exact integers, then the same float steps). Same packed weights, both
  * variants, memcmp of every output; on random GGUF bytes (every scale and
@@ -731,7 +731,7 @@ TEST(kernels_packed_k_x512_vs_avx2) {
 
 /* kernels_packed_k_x512_vs_avx2 again with PARLEY_NO_GFNI (read when a
  * variant is filled): on a GFNI machine the test above runs Q6_K's GFNI
- * tile, this one the plain AVX-512 one (session 9, qv). */
+ * tile, this one the plain AVX-512 one. */
 TEST(kernels_packed_k_x512_no_gfni_vs_avx2) {
   static const int64_t rows[] = {1, 13, 24};
   if (!kern_use_isa("avx512-vnni") || !kern_use_isa("avx2")) {
