@@ -9,16 +9,16 @@
  * --quick: 1 GiB (or -m, before or after it), 5 runs, huge pages, the
  * thread count given only: one to three seconds, so the bound can be
  * measured again next to every model in the same run (bench/model.sh
- * gives -m the model file's size when that is larger). It was 256 MiB
- * (8x the 32 MiB L3 of the AMD machine it was written on); the session-7
- * Intel machine has a 260 MiB L3 shared with other guests, which 256 MiB
+ * gives -m the model file's size when that is larger), not 256 MiB
+ * (8x the 32 MiB L3 of the AMD machine): an Emerald Rapids guest has a
+ * 260 MiB L3 shared with other guests, which 256 MiB
  * could partly stay in on a quiet host, while the weights a decode step
  * reads (0.4-2.2 GB, the whole model every token) cannot. Measured there
  * (loaded host) the medians of 64 MiB .. 2 GiB agreed (5-8 GB/s, 1 or 2
- * threads): no size read from L3, and the runs of 135-10424 GB/s seen at
- * first were the old timing's artifact (bw_probe.h). 1 GiB (4x the L3)
- * removes the question at the price of a second (docs/perf-journal.md, session 7
- * tg7).
+ * threads): no size read from L3, and runs of 135-10424 GB/s were an
+ * artifact of timing by the caller's clock (bw_probe.h). 1 GiB (4x the
+ * L3) removes the question at the price of a second
+ * (docs/perf-decisions.md, "The bandwidth bound").
  * -w 128|256|512: load width (bw_probe.h); by default the widest the CPU
  * has (512 bits with AVX-512F: more than 256 in 26 of 28 adjacent pairs
  * on that machine, by 0-25%).

@@ -75,10 +75,10 @@ typedef uint64_t bwp_v64 __attribute__((vector_size(64), may_alias));
 
 /* Load width bwp_read uses: 0 the widest the CPU has (512 bits with
  * AVX-512F), else 128, 256 or 512 (capped at what the CPU has).
- * bench/bandwidth.c -w sets it. Widest by default because on the
- * session-7 Emerald Rapids guest 512-bit loads read more than 256-bit
- * ones (in 26 of 28 adjacent pairs of 64 MiB .. 2 GiB, by 0-25%;
- * docs/perf-journal.md session 7 tg7), and the bound must be what the machine
+ * bench/bandwidth.c -w sets it. Widest by default because on an
+ * Emerald Rapids guest 512-bit loads read more than 256-bit ones (in 26
+ * of 28 adjacent pairs of 64 MiB .. 2 GiB, by 0-25%;
+ * docs/perf-decisions.md, "The bandwidth bound"), and the bound must be what the machine
  * can read, not less. */
 static int bwp_width_bits = 0;
 /* Software prefetch distance in bytes of the 512-bit loop (0: none, the

@@ -11,13 +11,13 @@
 # the model file's size or 1 GiB, whichever is larger): the model's bound
 # uses the median of those RUNS + 1 probes, taken in the same minutes as
 # its generation runs (one probe alone swung 15-38 GB/s between minutes on
-# a shared machine; until session 9 one pair of probes framed all runs,
-# in session 9 each run used the mean of its two, which a single low
-# probe could skew), and tg is the median of the runs. The probe read a fixed 256 MiB until session 7, whose Intel
-# machine has a 260 MiB L3 (shared with other guests) that 256 MiB could
-# partly stay in on a quiet host: a bound too high for weights of 0.4-2.2
-# GB that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
-# 5-8 GB/s: docs/perf-journal.md, session 7 tg7). PARLEY_BIN overrides the binary
+# a shared machine; one pair of probes framing all runs, or each run's
+# mean of its two, lets a single low probe skew the bound), and tg is the
+# median of the runs. The probe does not read a fixed 256 MiB: an Intel
+# machine with a 260 MiB L3 (shared with other guests) could keep part of
+# it there on a quiet host, a bound too high for weights of 0.4-2.2 GB
+# that a token reads whole (on the loaded host 64 MiB .. 2 GiB all read
+# 5-8 GB/s: docs/perf-decisions.md, "The bandwidth bound"). PARLEY_BIN overrides the binary
 # (A/B of two builds). Models are generated once
 # into build/bench-models/ by `parley gen-model` (bench/models.sh).
 #   bench/model.sh [RUNS=3] [MODELS="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"] [THREADS=2]
