@@ -393,6 +393,14 @@ static int st_expect(outparse *p, const char *s, size_t n) {
     op_consume(p, w + strlen(p->expect));
     p->state = p->expect_next;
   } else if (m == MATCH_NONE) {
+    size_t k = strlen(p->expect);
+    if (p->eof && n - w < k && memcmp(s + w, p->expect, n - w) == 0) {
+      /* The output was cut inside the closing marker (max_tokens): the call
+       * is complete, and "</tool_c" is no answer text. */
+      op_consume(p, n);
+      p->state = p->expect_next;
+      return 0;
+    }
     /* Lenient: the call is complete; whatever follows is text. */
     if (w < n || p->eof) {
       op_consume(p, w);

@@ -25,7 +25,8 @@
  *
  * Invariants: `pos` <= in.len; events never carry bytes that a later byte
  * could reinterpret. At eof (outparse_finish) every state resolves what it
- * holds: partial markers become text.
+ * holds: partial markers become text, except a closing marker cut right
+ * after a complete call (parse_calls.c st_expect), which is dropped.
  *
  * Start reading at outparse_feed -> drive -> step; one state per case.
  */

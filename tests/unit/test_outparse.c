@@ -277,6 +277,9 @@ TEST(outparse_hermes_errors) {
   check(&c, "<tool_call>{\"name\": 5}</tool_call>", "", ERR_PARSE);
   check(&c, "<tool_call>{\"arguments\": {}}</tool_call>", "", ERR_PARSE);
   check(&c, "<tool_call>{\"name\": \"f\", \"argu", "|B0:f", ERR_PARSE); /* cut inside the JSON */
+  /* cut inside the closing tag: the call stands, the cut tag is not text */
+  check(&c, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_c", "|B0:f|A0:{}|E0", 0);
+  check(&c, "<tool_call>{\"name\": \"f\"}</", "|B0:f|A0:{}|E0", 0);
   check(&c, "<tool_call>{\"name\": \"\"}", "", ERR_PARSE);
   check(&c, "<tool_call>{\"name\": \"a\\nb\"}", "", ERR_PARSE);   /* control character in the name */
   check(&c, "<tool_call>{\"name\": \"a\\u0000b\"}", "", ERR_PARSE); /* NUL */
