@@ -471,16 +471,19 @@ int cmd_gen_model(int argc, char **argv) {
   return rc;
 }
 
-/* gen-vocab OUT.gguf spm|wpm: a vocabulary file for --vocab (testgen_vocab.c). */
+/* gen-vocab OUT.gguf spm|wpm: a vocabulary file for --vocab (testgen_vocab.c);
+ * prints its token count. */
 int cmd_gen_vocab(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: parley gen-vocab OUT.gguf spm|wpm\n");
     return 2;
   }
-  if (model_testgen_vocab_write(argv[0], argv[1])) {
+  int64_t n = 0;
+  if (model_testgen_vocab_write(argv[0], argv[1], &n)) {
     fprintf(stderr, "parley gen-vocab: %s\n", err_detail());
     return 1;
   }
+  printf("%lld tokens\n", (long long)n); /* the tests size their expectations by it */
   return 0;
 }
 

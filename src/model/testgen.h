@@ -59,8 +59,9 @@ int model_testgen_mark_no_vocab(struct gguf_writer *w, const char *arch, int64_t
 /* Writes a vocabulary-only GGUF of the project's own (testgen_vocab.c):
  * kind "spm" (a SentencePiece "llama" tokenizer with byte fallback) or "wpm"
  * (an uncased BERT WordPiece one), for --vocab where ../shared/vocab is
- * absent. ERR_INVALID for another kind. */
-int model_testgen_vocab_write(const char *path, const char *kind);
+ * absent; *n_tokens (if not NULL) gets its token count. ERR_INVALID for
+ * another kind. */
+int model_testgen_vocab_write(const char *path, const char *kind, int64_t *n_tokens);
 
 /* Writes the file (path.tmp, then renamed). ERR_RANGE for shapes a type
  * cannot hold (row lengths must be multiples of the block size). */

@@ -8,14 +8,16 @@
  *        tokens <0x00>..<0xFF> (type 6), then pieces with log-probability
  *        scores: common English words behind the "▁" word marker with every
  *        prefix of them (SentencePiece merges pairs of pieces, so a word is
- *        reachable only through its prefixes), suffixes, and every printable
- *        ASCII character. A piece's score grows with its length, so merges
+ *        reachable only through its prefixes), suffixes, every printable
+ *        ASCII character, runs of spaces, JSON punctuation pairs and every
+ *        string of two or three lowercase letters. A piece's score grows with its length, so merges
  *        build whole words before they settle for parts.
  *   wpm  tokenizer.ggml.model "bert" (an uncased WordPiece vocabulary):
  *        [PAD] [UNK] [CLS] [SEP] [MASK] at their usual ids 0/100/101/102/103
  *        (the ids between are [unusedN]); in the converter's form, a
  *        word-initial piece is "▁word" and a continuation ("##ing") is bare:
- *        every printable character both ways, the words and the suffixes.
+ *        every printable character both ways, the words, the suffixes,
+ *        two-letter strings both ways and three-letter continuations.
  * The pieces are fixed tables, so the same command writes the same bytes.
  */
 #include "model/testgen.h"
@@ -48,6 +50,12 @@ static const char *const WORDS[] = {
 static const char *const SUFFIXES[] = {
     "s", "ed", "ing", "er", "ly", "es", "en", "est", "tion", "al", "ment", "ness", "able", "ful", "th",
     "on", "an", "in", "at", "or", "re", "le", "ll", "nd", "st",
+};
+
+/* JSON punctuation pieces (spm). */
+static const char *const JSON_PIECES[] = {
+    "\":", "\",", "{\"", "\"}", "},", "[{", "}]", "\":\"", "\",\"", "\xe2\x96\x81\"", "\xe2\x96\x81{", "\":\xe2\x96\x81\"",
+    "\xe2\x96\x81}", "[]", "{}", "\xe2\x96\x81[",
 };
 
 /* A growable list of owned piece strings with their scores and types, and
@@ -161,6 +169,14 @@ static int build_spm(piece_list *l) {
   if (!rc) rc = add_piece(l, "\xe2\x96\x81", 1);
   for (int c = 'A'; !rc && c <= 'Z'; c++) rc = add_marked(l, (char[]){(char)c, 0});
   for (int c = 0x21; !rc && c < 0x7f; c++) rc = add_piece(l, (char[]){(char)c, 0}, 1);
+  /* runs of 2..16 spaces and JSON's punctuation pairs, as real vocabularies
+   * have them: indentation and structure cost few tokens */
+  char run[3 * 16 + 1] = "";
+  for (int k = 1; !rc && k <= 16; k++) {
+    strcat(run, "\xe2\x96\x81");
+    if (k >= 2) rc = add_piece(l, run, 1);
+  }
+  for (size_t i = 0; !rc && i < sizeof JSON_PIECES / sizeof *JSON_PIECES; i++) rc = add_piece(l, JSON_PIECES[i], 1);
   if (!rc) rc = add_letter_strings(l, 2, true);
   if (!rc) rc = add_letter_strings(l, 2, false);
   if (!rc) rc = add_letter_strings(l, 3, false);
@@ -192,7 +208,7 @@ static int build_wpm(piece_list *l) {
   return rc;
 }
 
-int model_testgen_vocab_write(const char *path, const char *kind) {
+int model_testgen_vocab_write(const char *path, const char *kind, int64_t *n_tokens) {
   bool spm = strcmp(kind, "spm") == 0;
   if (!spm && strcmp(kind, "wpm") != 0) return err_set(ERR_INVALID, "gen-vocab: kind is spm or wpm, not '%s'", kind);
   piece_list l = {0};
@@ -222,6 +238,7 @@ int model_testgen_vocab_write(const char *path, const char *kind) {
     if (!rc) rc = gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 0);
   }
   if (!rc) rc = gguf_writer_write_file(w, path);
+  if (!rc && n_tokens) *n_tokens = (int64_t)l.n;
   gguf_writer_free(w);
   free_pieces(&l);
   return rc;

@@ -806,7 +806,7 @@ static tok *load_generated_vocab(const char *kind, gguf_file **f) {
   char path[600];
   snprintf(path, sizeof path, "%s/gen-vocab-%s.gguf", test_tmpdir(), kind);
   tok *t = NULL;
-  if (model_testgen_vocab_write(path, kind) || gguf_open(path, f) || tok_load(*f, &t)) return NULL;
+  if (model_testgen_vocab_write(path, kind, NULL) || gguf_open(path, f) || tok_load(*f, &t)) return NULL;
   return t;
 }
 
@@ -853,5 +853,5 @@ TEST(tok_generated_wpm_vocabulary) {
   buf_free(&p);
   tok_free(t);
   gguf_close(f);
-  EXPECT_INT_EQ(model_testgen_vocab_write("/nonexistent/x.gguf", "bpe"), ERR_INVALID);
+  EXPECT_INT_EQ(model_testgen_vocab_write("/nonexistent/x.gguf", "bpe", NULL), ERR_INVALID);
 }

