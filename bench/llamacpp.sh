@@ -24,6 +24,14 @@
 # (a bare type in MODELS means tinyllama:TYPE; PARLEY_BIN overrides parley;
 # DEPTH > 0: both tests start with DEPTH positions cached, -d for both
 # engines; depth + 640 must fit the model's context)
+# Each parley run sits between two read-bandwidth probes (bench/bandwidth.c
+# --quick, THREADS threads, a working set of the file's size or 1 GiB):
+# the table's bound is the median of a model's probes over the bytes a
+# generated token reads (parley bench's figure), tg / bound parley's
+# median tg128 against it, and "RSS gen" parley's resident memory right
+# after generating against weights + KV cache + 64 MiB (issue #26's
+# memory bar; the KV cache as parley sized it, sliding layers to their
+# window).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -63,15 +71,28 @@ if [ ! -x "$LB" ] || [ "$(cat "$lc/cpu" 2>/dev/null)" != "$cpu" ]; then
 fi
 
 bench_models_ensure "$MODELS"
+mkdir -p build/bench
+cc -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -pthread bench/bandwidth.c -o build/bench/bandwidth
+probe() {
+  local mib=$(( ($(stat -c %s "$1") + 1048575) / 1048576 ))
+  [ "$mib" -ge 1024 ] || mib=1024
+  ./build/bench/bandwidth --quick -t "$THREADS" -m "$mib" | awk '/^bw_gbs/ {print $2}'
+}
 
 echo "machine: $(nproc) cores, ${cpu% *}, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "llama.cpp: $("$LB" --version 2>&1 | grep -m1 -i version || true), built -march=native"
-# one round of one engine on one model: prints "PP TG" (tokens/s)
+# one round of one engine on one model: prints "PP TG" (tokens/s); parley
+# also "BW_BEFORE BW_AFTER TOKEN_BYTES RSS_GEN_MIB WEIGHTS_MIB KV_MIB"
 run_parley() {
-  "$BIN" bench "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 |
-    awk -v f="$1" '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
-      END {if (pp == "" || tg == "") {print "llamacpp.sh: parley bench gave no pp/tg result for " f > "/dev/stderr"; exit 1}
-           print pp, tg}'
+  local b0 b1 out
+  b0=$(probe "$1")
+  out=$("$BIN" bench "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1)
+  b1=$(probe "$1")
+  printf '%s\n' "$out" | awk -v f="$1" -v b0="$b0" -v b1="$b1" '/^pp[0-9]/ {pp = $2} /^tg[0-9]/ {tg = $2}
+      /each generated token reads/ {b = $(NF - 1); sub(/\(/, "", b)}
+      /^RSS while generating/ {rss = $4; w = $8; kv = $12}
+      END {if (pp == "" || tg == "" || b == "" || rss == "") {print "llamacpp.sh: parley bench gave no pp/tg/bytes/RSS result for " f > "/dev/stderr"; exit 1}
+           print pp, tg, b0, b1, b, rss, w, kv}'
 }
 run_llama() {
   "$LB" -m "$1" -p 512 -n 128 -d "$DEPTH" -t "$THREADS" -r 1 -o jsonl 2>/dev/null | python3 -c '
@@ -93,20 +114,26 @@ for r in $(seq 1 "$ROUNDS"); do
     f=$(bench_model_path "$m")
     if [ $((r % 2)) -eq 1 ]; then p=$(run_parley "$f"); l=$(run_llama "$f")
     else l=$(run_llama "$f"); p=$(run_parley "$f"); fi
-    echo "  round $r $m: parley pp512/tg128 $p, llama.cpp $l (load $(cut -d' ' -f1 /proc/loadavg))"
-    results="$results$m $p $l"$'\n'
+    set -- $p
+    echo "  round $r $m: parley pp512/tg128 $1 $2 (probes $3 $4 GB/s, RSS gen $6 MiB), llama.cpp $l (load $(cut -d' ' -f1 /proc/loadavg))"
+    results="$results$m $1 $2 $l $3 $4 $5 $6 $7 $8"$'\n'
   done
 done
 printf '%s' "$results" | python3 -c '
 import statistics, sys
 rows = {}
 for line in sys.stdin:
-    m, pp, tg, lpp, ltg = line.split()
-    rows.setdefault(m, []).append(tuple(map(float, (pp, tg, lpp, ltg))))
+    m, *v = line.split()
+    rows.setdefault(m, []).append(tuple(map(float, v)))
 print()
-print("| model | parley pp512 | llama.cpp pp512 | pp ratio | parley tg128 | llama.cpp tg128 | tg ratio |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| model | parley pp512 | llama.cpp pp512 | pp ratio | parley tg128 | llama.cpp tg128 | tg ratio"
+      " | bound | tg / bound | RSS gen / (weights + KV + 64) MiB |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for m, rs in rows.items():
-    pp, tg, lpp, ltg = (statistics.median(c) for c in zip(*rs))
-    print("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f |" % (m, pp, lpp, pp / lpp, tg, ltg, tg / ltg))
+    pp, tg, lpp, ltg = (statistics.median(r[i] for r in rs) for i in range(4))
+    bw = statistics.median([r[4] for r in rs] + [r[5] for r in rs])
+    bound = bw * 1e9 / rs[0][6]
+    rss, w, kv = (max(r[i] for r in rs) for i in (7, 8, 9))
+    print("| %s | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.1f (%.1f GB/s, %.0f MB/token) | %.0f%% | %.0f / %.0f |"
+          % (m, pp, lpp, pp / lpp, tg, ltg, tg / ltg, bound, bw, rs[0][6] / 1e6, 100 * tg / bound, rss, w + kv + 64))
 print("(medians of %d rounds, tokens/s, %s threads, depth %s)" % (len(next(iter(rows.values()))), sys.argv[1], sys.argv[2]))' "$THREADS" "$DEPTH"

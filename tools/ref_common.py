@@ -255,6 +255,16 @@ def attention(q, k, v, scale, visible=None, softcap=0.0, kv_f16=False, sinks=Non
     return (softmax(s) @ v).transpose(1, 0, 2).reshape(n, H * d)
 
 
+def slides(pattern, l):
+    """Whether layer l is a sliding-window layer under the file's
+    sliding_window_pattern: a period P (P - 1 sliding layers, then one
+    global) or, as the converter writes from a layer_types list, one bool
+    per layer (true = sliding)."""
+    if isinstance(pattern, list):
+        return bool(pattern[l])
+    return l % pattern < pattern - 1
+
+
 def causal(n, window=0):
     """[n][n] (query i, key j): j <= i, and i - j < window when window > 0."""
     i = np.arange(n)[:, None]

@@ -48,7 +48,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import Decoder, attention, causal, cli, rope, silu  # noqa: E402
+from ref_common import Decoder, attention, causal, cli, rope, silu, slides  # noqa: E402
 
 
 class Dense(Decoder):
@@ -96,7 +96,7 @@ class Dense(Decoder):
         n = q.shape[0]
         H, Hkv, d = self.n_head, self.n_head_kv, self.head_dim
         q, k = q.reshape(n, H, d), k.reshape(n, Hkv, d)
-        sliding = self.window > 0 and l % self.pattern < self.pattern - 1
+        sliding = self.window > 0 and slides(self.pattern, l)
         if self.window == 0 or sliding:
             kw = dict(neox=self.arch != "glm4", mscale=self.mscale, yarn=self.yarn, factors=self.factors)
             q = rope(q, self.n_rot, self.base, self.freq_scale, **kw)

@@ -56,7 +56,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import Decoder, attention, causal, cli, gelu_tanh, rope  # noqa: E402
+from ref_common import Decoder, attention, causal, cli, gelu_tanh, rope, slides  # noqa: E402
 
 
 class Gemma(Decoder):
@@ -87,7 +87,7 @@ class Gemma(Decoder):
             self.dense = [g.tensor(t) for t in ("dense_2.weight", "dense_3.weight") if g.has(t)]
 
     def sliding(self, l):
-        return self.window > 0 and l % self.pattern < self.pattern - 1
+        return self.window > 0 and slides(self.pattern, l)
 
     def blocks(self, tokens):
         """The residual stream after the last block."""

@@ -31,6 +31,8 @@
  *                    ARCH.pooling_type;
  *                    [--shape gpt-oss-20b|qwen3-30b-a3b] with --arch gpt-oss|qwen3moe: a released
  *                    MoE shape (testgen_arch.h), [--layers N] of its layers;
+ *                    [--shape gemma-3-1b|phi-4-mini] with --arch gemma3|phi3 and any --type
+ *                    (Q4_K_M: llama.cpp's mix): a released dense shape;
  *                    [--ctx N]: the trained context written
  *
  * The numbers are tokens per second of wall-clock time (CLOCK_MONOTONIC).
@@ -361,6 +363,7 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
     return 2;
   }
   model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
+  int dense = ERR_NOT_FOUND;
   if (a == MODEL_ARCH_LFM2 && strcmp(shape, "lfm2-1.2b") == 0) {
     bool k_m = strcasecmp(type, "Q4_K_M") == 0;
     enum tensor_type t = TENSOR_TYPE_F32;
@@ -369,6 +372,16 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
       return 2;
     }
     g = model_testgen_arch_lfm2_12b(t, k_m);
+  } else if (strcmp(shape, "small") != 0 && (dense = model_testgen_arch_dense_shape(shape, type, &g)) != ERR_NOT_FOUND) {
+    if (dense) {
+      fprintf(stderr, "parley gen-model: %s\n", err_detail());
+      return 2;
+    }
+    if (g.arch != (enum model_arch)a) {
+      fprintf(stderr, "parley gen-model: --shape %s is a %s model, not %s\n", shape, model_arch_name(g.arch), arch);
+      return 2;
+    }
+    if (n_layer > 0 && n_layer < g.n_layer) g.n_layer = n_layer;
   } else if (strcmp(shape, "small") != 0 && strcasecmp(type, "F32") == 0) {
     if (model_testgen_arch_moe_shape(shape, n_layer, &g)) {
       fprintf(stderr, "parley gen-model: %s\n", err_detail());
@@ -459,7 +472,8 @@ int cmd_gen_model(int argc, char **argv) {
             "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
-            "        released types, [--layers N] of its layers)\n");
+            "        released types, [--layers N] of its layers)\n"
+            "       (--arch gemma3 --shape gemma-3-1b, --arch phi3 --shape phi-4-mini: the released shape, any --type)\n");
     return 2;
   }
   if (strcmp(arch, "whisper") == 0) return gen_model_whisper(out, shape, type, seed);

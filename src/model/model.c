@@ -403,15 +403,64 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   return 0;
 }
 
+/* ARCH.attention.sliding_window_pattern into *out (model_hparams.
+ * swa_pattern; def when absent). The converter writes it either as the
+ * period P (an integer) or, from a Hugging Face layer_types list, as one
+ * bool per layer (true = sliding: exaone4 and the newer families). An
+ * array becomes the smallest P whose "P - 1 sliding, then one global"
+ * repetition gives the same layers (0 when every layer slides); an
+ * array no period describes is refused, naming the first layer it breaks
+ * on for the nearest period. */
+static int swa_pattern_key(model *m, int32_t def, int32_t *out) {
+  char key[160];
+  arch_key(m, "attention.sliding_window_pattern", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  if (!v || v->type != GGUF_TYPE_ARRAY) {
+    int64_t pat = def;
+    int rc = model_key_i64(m, "attention.sliding_window_pattern", &pat, 1, 4096, &pat);
+    *out = (int32_t)pat;
+    return rc;
+  }
+  const int64_t n = m->hp.n_layer;
+  const enum gguf_type et = v->v.arr.elem_type;
+  if (et != GGUF_TYPE_BOOL && gguf_type_size(et) == 0)
+    return err_set(ERR_TYPE, "key '%s' is an array of %s, expected bools (one per layer) or an integer", key,
+                   gguf_type_name(et));
+  if (v->v.arr.n != (uint64_t)n)
+    return err_set(ERR_RANGE, "key '%s' has %llu entries, expected one per layer (%lld)", key,
+                   (unsigned long long)v->v.arr.n, (long long)n);
+  bool all = true;
+  for (int64_t l = 0; l < n; l++) all = all && gguf_arr_u64(v, (uint64_t)l) != 0;
+  if (all) {
+    *out = 0;
+    return 0;
+  }
+  int64_t best_bad = -1, best_p = 0;
+  for (int64_t p = 1; p <= n; p++) {
+    int64_t l = 0;
+    while (l < n && (gguf_arr_u64(v, (uint64_t)l) != 0) == (l % p < p - 1)) l++;
+    if (l == n) {
+      *out = (int32_t)p;
+      return 0;
+    }
+    if (l > best_bad) {
+      best_bad = l;
+      best_p = p;
+    }
+  }
+  return err_set(ERR_UNSUPPORTED,
+                 "key '%s' is a per-layer list that no repeating pattern of sliding layers then one global "
+                 "layer describes (layer %lld breaks the nearest, period %lld)",
+                 key, (long long)best_bad, (long long)best_p);
+}
+
 int model_load_swa_hparams(model *m, int32_t pattern, const int64_t *def_window, float def_base_swa) {
   model_hparams *hp = &m->hp;
   int rc;
   /* a window larger than the trained context would never slide: such a
    * file is mislabelled, so it is refused rather than run as global */
   if ((rc = model_key_i64(m, "attention.sliding_window", def_window, 1, hp->n_ctx_train, &hp->n_swa))) return rc;
-  int64_t pat = pattern;
-  if ((rc = model_key_i64(m, "attention.sliding_window_pattern", &pat, 1, 4096, &pat))) return rc;
-  hp->swa_pattern = (int32_t)pat;
+  if ((rc = swa_pattern_key(m, pattern, &hp->swa_pattern))) return rc;
   /* the sliding layers' RoPE: the same rotation with their own base and
    * no scaling (def_base_swa 0: the global layers' base and scaling) */
   hp->rope_swa = hp->rope;

@@ -83,7 +83,9 @@ static int exaone4_hparams(model *m) {
   const int64_t def_window = 4096;
   if ((rc = model_load_swa_hparams(m, 4, &def_window, 0.0f))) return rc;
   hp->rope_swa = hp->rope; /* the graph rotates every layer with the main base */
-  hp->nope_step = hp->swa_pattern; /* the global layers (l % P == P - 1) skip RoPE */
+  /* the global layers (l % P == P - 1) skip RoPE; P = 1 (an array of all
+   * global layers) is a file without sliding, where every layer rotates */
+  hp->nope_step = hp->swa_pattern > 1 ? hp->swa_pattern : 0;
   return 0;
 }
 

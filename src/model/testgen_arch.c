@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -173,6 +174,56 @@ int model_testgen_arch_moe_shape(const char *name, int64_t n_layer, model_testge
   g.n_ctx = 4096;
   g.tied = false;
   if (n_layer > 0 && n_layer < g.n_layer) g.n_layer = n_layer;
+  *out = g;
+  return 0;
+}
+
+int model_testgen_arch_dense_shape(const char *name, const char *type, model_testgen_arch *out) {
+  const bool k_m = strcasecmp(type, "Q4_K_M") == 0;
+  enum tensor_type t = TENSOR_TYPE_F32;
+  if (!k_m && tensor_type_from_name(type, &t)) return err_set(ERR_RANGE, "testgen: unknown type '%s'", type);
+  model_testgen_arch g;
+  if (strcmp(name, "gemma-3-1b") == 0) {
+    g = model_testgen_arch_small(MODEL_ARCH_GEMMA3);
+    g.n_embd = 1152;
+    g.n_layer = 26;
+    g.n_head = 4;
+    g.n_head_kv = 1;
+    g.head_dim = 256;
+    g.n_ff = 6912;
+    g.n_vocab = 262144;
+    g.n_ctx = 32768;
+    g.sliding_window = 512;
+    g.type = g.type_embd = t;
+    if (k_m) model_testgen_arch_qwen_k_m(&g);
+  } else if (strcmp(name, "phi-4-mini") == 0) {
+    g = model_testgen_arch_small(MODEL_ARCH_PHI3);
+    g.n_embd = 3072;
+    g.n_layer = 32;
+    g.n_head = 24;
+    g.n_head_kv = 8;
+    g.head_dim = 128;
+    g.n_rot = 96;
+    g.n_ff = 8192;
+    g.n_vocab = 200064;
+    g.n_ctx = 131072;
+    g.n_ctx_orig = 4096;
+    g.rope_attn_factor = 1.1902381f; /* sqrt(1 + ln(131072 / 4096) / ln 4096), as the converter computes */
+    g.sliding_window = 262144;
+    g.norm_eps = 1e-5f;
+    g.tied = true;
+    g.type = g.type_embd = t;
+    if (k_m) {
+      g.type = TENSOR_TYPE_Q4_K;
+      g.type_qkv = TENSOR_TYPE_Q5_K;
+      g.type_embd = TENSOR_TYPE_Q6_K;
+      g.mixed = true;
+      g.type_v[0] = g.type_down[0] = TENSOR_TYPE_Q4_K;
+      g.type_v[1] = g.type_down[1] = TENSOR_TYPE_Q6_K;
+    }
+  } else {
+    return err_set(ERR_NOT_FOUND, "testgen: no dense shape '%s' (gemma-3-1b, phi-4-mini)", name);
+  }
   *out = g;
   return 0;
 }
@@ -375,8 +426,12 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   }
   if (g->sliding_window >= 0)
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window"), (uint32_t)g->sliding_window));
-  if (g->swa_pattern > 0)
+  if (g->swa_layers) {
+    CK(gguf_writer_add_arr(s.w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, g->swa_layers,
+                           (size_t)(g->swa_layers_n ? g->swa_layers_n : g->n_layer)));
+  } else if (g->swa_pattern > 0) {
     CK(gguf_writer_add_u32(s.w, KEY("attention.sliding_window_pattern"), (uint32_t)g->swa_pattern));
+  }
   if (g->nextn > 0) CK(gguf_writer_add_u32(s.w, KEY("nextn_predict_layers"), (uint32_t)g->nextn));
   if (g->attn_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("attn_logit_softcapping"), g->attn_softcap));
   if (g->final_softcap != 0) CK(gguf_writer_add_f32(s.w, KEY("final_logit_softcapping"), g->final_softcap));
@@ -463,7 +518,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
         T("blk.%d.shortconv.conv.weight", TENSOR_TYPE_F32, g->d_conv, E, 0.0f, 0.6f);
         T("blk.%d.shortconv.out_proj.weight", g->type, E, E, 0.0f, 2.0f * a_e);
       } else if (phi3 && !g->separate_qkv) { /* [q | k | v] rows */
-        T("blk.%d.attn_qkv.weight", g->type, E, Q + 2 * KV, 0.0f, a_e);
+        T("blk.%d.attn_qkv.weight", g->type_qkv ? g->type_qkv : g->type, E, Q + 2 * KV, 0.0f, a_e);
       } else {
         T("blk.%d.attn_q.weight", g->type, E, Q, 0.0f, a_e);
         T("blk.%d.attn_k.weight", g->type, E, KV, 0.0f, a_e);

@@ -35,6 +35,7 @@ typedef struct model_testgen_arch {
   uint32_t type;          /* enum tensor_type of the layer matrices */
   uint32_t type_embd;     /* token_embd.weight (and bert's position and
                              token type embeddings) */
+  uint32_t type_qkv;      /* phi3's fused attn_qkv; 0 (F32) = type */
   bool tied;              /* decoders: no output.weight */
   bool mixed;             /* attn_v and ffn_down take type_v / type_down
                              below instead of type: [1] in llama.cpp's
@@ -57,6 +58,10 @@ typedef struct model_testgen_arch {
   int64_t sliding_window; /* gemma: ARCH.attention.sliding_window; < 0 =
                              leave the key out (0 is written, for tests) */
   int64_t swa_pattern;    /* > 0: ARCH.attention.sliding_window_pattern */
+  const uint8_t *swa_layers; /* non-NULL: that key instead as n_layer (or
+                             swa_layers_n, tests) bools, 1 = sliding, the
+                             form the converter writes from layer_types */
+  int64_t swa_layers_n;
   int64_t nextn;          /* > 0: ARCH.nextn_predict_layers (tests) */
   float attn_softcap;     /* gemma2: ARCH.attn_logit_softcapping; 0 = absent */
   float final_softcap;    /* gemma: ARCH.final_logit_softcapping; 0 = absent */
@@ -179,6 +184,23 @@ model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m);
  *     Q6_K in llama.cpp's "more bits" layers.
  * ERR_NOT_FOUND naming the shape for any other name. */
 int model_testgen_arch_moe_shape(const char *name, int64_t n_layer, model_testgen_arch *out);
+
+/* Released dense shapes for the benchmarks (issue #26), all layers,
+ * random weights; type is a tensor type name (every matrix and the
+ * embedding in it) or "Q4_K_M" (llama.cpp's mix for that model):
+ *   "gemma-3-1b": gemma3, n_embd 1152, 26 layers, 4 query heads on 1 KV
+ *     head of 256, n_ff 6912, vocab 262144 tied (the 262k-row output
+ *     head), window 512 on five of six layers, rope base 1e6 (10000 on
+ *     the sliding layers), context 32768; Q4_K_M: 1152-column rows cannot
+ *     hold 256-blocks, so it is model_testgen_arch_qwen_k_m's fallback mix;
+ *   "phi-4-mini": phi3, n_embd 3072, 32 layers, 24 query heads on 8 KV
+ *     heads of 128, 96 of them rotated, n_ff 8192, vocab 200064 tied,
+ *     LongRoPE factors over an original 4096 of 131072 (attn_factor
+ *     1.19), the file's window 262144 (past the context: never slides);
+ *     Q4_K_M: Q4_K, fused attn_qkv Q5_K, ffn_down Q6_K in the "more bits"
+ *     layers, token_embd Q6_K (the tied output's type).
+ * ERR_NOT_FOUND for any other name, ERR_RANGE for an unknown type. */
+int model_testgen_arch_dense_shape(const char *name, const char *type, model_testgen_arch *out);
 
 /* The tensor types of that Q4_K_M mix on any shape: type Q5_0, type_embd
  * Q8_0, mixed, type_v {Q5_0, Q8_0}, type_down {Q4_K, Q6_K}. ffn_down rows

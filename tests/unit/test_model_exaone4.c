@@ -202,3 +202,42 @@ TEST(model_exaone4_load_errors) {
   EXPECT_INT_EQ(model_get_hparams(m)->n_swa, 4096);
   model_free(m);
 }
+
+/* The pattern key as the converter writes it from config.json's
+ * layer_types: one bool per layer. "two sliding, one global" repeated
+ * loads as period 3 and gives numpy's logits (numpy reads the list itself,
+ * layer by layer); a list of only sliding layers is period 0 (every layer
+ * slides and rotates); a list no period describes and one of the wrong
+ * length are refused by name. */
+TEST(model_exaone4_pattern_array) {
+  NEED_PY();
+  uint8_t layers[64];
+  for (int l = 0; l < 64; l++) layers[l] = l % 3 < 2;
+  model_testgen_arch g = shape_b();
+  g.swa_layers = layers;
+  g.sliding_window = 5;
+  g.seed = 93;
+  char path[512];
+  ASSERT_TRUE(ref_write_arch(&g, "exaone4_pattern_arr", path, sizeof path));
+  model *m = NULL;
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_get_hparams(m)->swa_pattern, 3);
+  EXPECT_INT_EQ(model_get_hparams(m)->nope_step, 3);
+  model_free(m);
+  check_logits(g, "exaone4_pattern_arr");
+  memset(layers, 1, sizeof layers);
+  ASSERT_TRUE(ref_write_arch(&g, "exaone4_pattern_all", path, sizeof path));
+  ASSERT_INT_EQ(model_open(path, &m), 0);
+  EXPECT_INT_EQ(model_get_hparams(m)->swa_pattern, 0);
+  EXPECT_INT_EQ(model_get_hparams(m)->nope_step, 0);
+  EXPECT_TRUE(model_layer_window(model_get_hparams(m), 63) == 5 && model_layer_rope(model_get_hparams(m), 63));
+  model_free(m);
+  layers[10] = 0; /* one global layer, then sliding ones again: no period */
+  EXPECT_INT_EQ(ref_open_arch(&g, "exaone4_pattern_odd"), ERR_UNSUPPORTED);
+  EXPECT_STR_CONTAINS(err_detail(), "exaone4.attention.sliding_window_pattern' is a per-layer list");
+  EXPECT_STR_CONTAINS(err_detail(), "period 11");
+  for (int l = 0; l < 64; l++) layers[l] = l % 4 < 3;
+  g.swa_layers_n = 63;
+  EXPECT_INT_EQ(ref_open_arch(&g, "exaone4_pattern_short"), ERR_RANGE);
+  EXPECT_STR_CONTAINS(err_detail(), "has 63 entries, expected one per layer (64)");
+}
