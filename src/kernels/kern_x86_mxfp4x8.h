@@ -37,6 +37,17 @@
 #define PARLEY_KERNELS_KERN_X86_MXFP4X8_H
 
 #define MX8_NT 8 /* tokens per 8-row tile call */
+/* One token: 8 rows read side by side are 8 streams, which the hardware
+ * prefetcher followed worse than the one-row tile's single stream (2880 x
+ * 2880 from L3, one thread: 0.86 ms against the one-row tile's 0.52);
+ * prefetching each row 1024 bytes ahead brought it level with it in the
+ * same minutes (bench/kernels_cpu.sh, a loaded machine: noisy). */
+#ifndef MX8_PF_DIST
+#define MX8_PF_DIST 1024 /* software prefetch, bytes ahead in each row (decode) */
+#endif
+#ifndef MX8_PF_NT
+#define MX8_PF_NT 1 /* ... for calls of at most this many tokens */
+#endif
 
 /* |level| and level of the 16 MXFP4 nibbles (kvalues_mxfp4), for
  * vpshufb in both 128-bit lanes. */
@@ -74,6 +85,9 @@ TGT_INL void body_mx8(const uint8_t *w, size_t rb, int64_t n, const void *x, siz
   for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *q = w + 17 * b + 1;
+    if (nt <= MX8_PF_NT) /* decode: the 8 rows are 8 streams; see MX8_PF_DIST */
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; r++) _mm_prefetch((const char *)q + (size_t)r * rb + MX8_PF_DIST, _MM_HINT_T0);
     /* rows r and r + 4 in the two lanes of a[r], then per lane a 4 x 4
      * transpose of dwords: v[i] = dword i of rows 0..3 | rows 4..7 */
     __m256i a[4], v[4];
