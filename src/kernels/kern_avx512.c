@@ -31,6 +31,7 @@
 #include "kernels/kern_x86_body.h"
 #include "kernels/kern_x86_f16.h"
 #include "kernels/kern_x86_q4x8.h"
+#include "kernels/kern_x86_mxfp4x8.h"
 #include "kernels/kern_x86_q4kx8.h"
 #include "kernels/kern_x86_q6kx8.h"
 #include "kernels/kern_x512_q4x8.h"
@@ -50,6 +51,7 @@ int kern_ops_avx512(struct kern_ops *ops) {
   x86_fill_ops(ops);
   x86_fill_iq_ops(ops); /* IQ4_XS, IQ3_*, IQ2_* */
   x86_fill_ops_rect(ops);
+  x86_fill_mxfp4_ops(ops); /* MXFP4: 8-row tiles from the GGUF rows */
   x512_fill_f16_ops(ops); /* 512-bit F32/F16/BF16 tile and rect */
   x86_fill_packed_ops(ops);
   x86_fill_packed_k_ops(ops);

@@ -196,7 +196,26 @@ GEN_Q32(q5_0, 2)
 GEN_Q32(q4_1, 3)
 GEN_Q32(q5_1, 4)
 GEN_Q32(iq4_nl, 5)
-GEN_Q32(mxfp4, 6)
+
+/* MXFP4 keeps the x86 8-row tile's arithmetic (kern_x86_mxfp4x8.h): per
+ * block the exact integer sum of level x q_x, then one fused multiply-add
+ * by d_w * d_x, blocks in order. */
+GEN_FN static void gen_tile_mxfp4(const void *w, int64_t n, const void *x, size_t xs, int nt, float *y,
+                                  size_t ys) {
+  for (int t = 0; t < nt; t++) {
+    const kern_block_q8 *xb = (const kern_block_q8 *)((const char *)x + t * xs);
+    float acc = 0.0f;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+      int q[32];
+      float d, m = 0.0f;
+      gen_unpack32(w, ib, 6, q, &d, &m);
+      int32_t s = 0;
+      for (int j = 0; j < 32; j++) s += q[j] * xb[ib].qs[j];
+      acc = fmaf((float)s, d * xb[ib].d, acc);
+    }
+    y[t * ys] = acc;
+  }
+}
 
 /* Q4_0 x kern_pair_q8 (kern_x86_body.h body_q4_0p): per pair of blocks,
  * lane l belongs to block 2p + l / 4 and sums (q - 8) x over elements

@@ -437,7 +437,7 @@ BODY_Q32(q5_0, 2)
 BODY_Q32(q4_1, 3)
 BODY_Q32(q5_1, 4)
 BODY_Q32(iq4_nl, 5)
-BODY_Q32(mxfp4, 6)
+/* MXFP4 (kind 6 of unpack32) has its own tiles: kern_x86_mxfp4x8.h */
 
 /* ---- Q4_0 x kern_pair_q8: two blocks per 256-bit register -------------- */
 
@@ -997,9 +997,6 @@ static void x86_fill_ops(struct kern_ops *ops) {
   ops->tile[TENSOR_TYPE_IQ4_NL] = tile_iq4_nl;
   ops->tile2[TENSOR_TYPE_IQ4_NL] = tile2_iq4_nl;
   ops->act[TENSOR_TYPE_IQ4_NL] = KERN_ACT_Q8;
-  ops->tile[TENSOR_TYPE_MXFP4] = tile_mxfp4;
-  ops->tile2[TENSOR_TYPE_MXFP4] = tile2_mxfp4;
-  ops->act[TENSOR_TYPE_MXFP4] = KERN_ACT_Q8;
   ops->act[TENSOR_TYPE_F32] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_F16] = KERN_ACT_F32;
   ops->act[TENSOR_TYPE_BF16] = KERN_ACT_F32;
