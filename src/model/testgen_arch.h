@@ -98,7 +98,19 @@ typedef struct model_testgen_arch {
   uint64_t attn_layers;    /* lfm2: bit l set = layer l attends (its
                               head_count_kv entry is n_head_kv), clear = a
                               short convolution (entry 0) */
-  int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
+  int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps); qwen35,
+                              qwen35moe, qwen3next: ARCH.ssm.conv_kernel */
+  /* qwen35, qwen35moe, qwen3next (testgen_qwen35.c): the gated delta-net
+   * layers' ssm.state_size (key head width), group_count (key heads),
+   * time_step_rank (value heads), inner_size (value heads x width);
+   * full_attention_interval (0: key absent, read as 4; < 0: written as 0,
+   * for tests); rope.dimension_sections (all 0: absent); positive_a: the
+   * ssm_a decays drawn > 0 (tests) */
+  struct {
+    int64_t d_state, n_group, dt_rank, d_inner, interval;
+    int32_t sections[4];
+    bool positive_a;
+  } gdn;
   bool fused_qkv;         /* glm4: one attn_qkv tensor (and bias) instead
                              of attn_q/k/v */
   /* gpt-oss: attention sinks uniform in sink_mid +- sink_spread (both 0:
