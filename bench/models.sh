@@ -10,15 +10,20 @@
 # (testgen_arch.h: released shapes and types) are written with
 # MOE_LAYERS (default 2) of their layers, the count in the file name:
 # each layer keeps its real shape, so bytes per token and the bound are
-# those of a shallower model of the same width.
+# those of a shallower model of the same width. qwen3.5-4b:Q4_K_M
+# (issue #30's hybrid, testgen_arch.h) is written whole.
 MOE_LAYERS=${MOE_LAYERS:-2}
 BIN=${PARLEY_BIN:-./build/parley} # the parley binary (PARLEY_BIN: A/B of two builds)
 BENCH_MODELS_DEFAULT="tinyllama:F16 tinyllama:Q8_0 tinyllama:Q4_0 tinyllama:Q4_K_M qwen2.5-0.5b:Q8_0 qwen2.5-0.5b:Q4_K_M"
 bench_model_name() { case $1 in *:*) echo "$1" ;; *) echo "tinyllama:$1" ;; esac; }
-bench_model_arch() { case ${1%%:*} in gpt-oss-20b) echo gpt-oss ;; qwen3-30b-a3b) echo qwen3moe ;; esac; }
+bench_model_arch() {
+  case ${1%%:*} in gpt-oss-20b) echo gpt-oss ;; qwen3-30b-a3b) echo qwen3moe ;; qwen3.5-4b) echo qwen35 ;; esac
+}
+# the shapes written with MOE_LAYERS of their layers (the others whole)
+bench_model_cut() { case ${1%%:*} in gpt-oss-20b | qwen3-30b-a3b) return 0 ;; esac; return 1; }
 bench_model_path() {
   local m; m=$(bench_model_name "$1")
-  if [ -n "$(bench_model_arch "$m")" ]; then echo "build/bench-models/${m%%:*}-${m#*:}-L$MOE_LAYERS.gguf"
+  if bench_model_cut "$m"; then echo "build/bench-models/${m%%:*}-${m#*:}-L$MOE_LAYERS.gguf"
   else echo "build/bench-models/${m%%:*}-${m#*:}.gguf"; fi
 }
 bench_models_ensure() {
@@ -31,8 +36,10 @@ bench_models_ensure() {
     # SIGPIPE, which pipefail turns into "missing" and a rewrite each run
     if [ ! -f "$f" ] || ! head -c 65536 "$f" | grep -a tokenizer.ggml.model >/dev/null; then
       echo "generating $f"
-      if [ -n "$(bench_model_arch "$m")" ]; then
+      if bench_model_cut "$m"; then
         "$BIN" gen-model "$f" --arch "$(bench_model_arch "$m")" --shape "${m%%:*}" --layers "$MOE_LAYERS" >/dev/null
+      elif [ -n "$(bench_model_arch "$m")" ]; then # a hybrid's real shape, whole: qwen3.5-4b:Q4_K_M
+        "$BIN" gen-model "$f" --arch "$(bench_model_arch "$m")" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
       else
         "$BIN" gen-model "$f" --shape "${m%%:*}" --type "${m#*:}" >/dev/null
       fi

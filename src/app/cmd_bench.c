@@ -369,6 +369,14 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
       return 2;
     }
     g = model_testgen_arch_lfm2_12b(t, k_m);
+  } else if (a == MODEL_ARCH_QWEN35 && strcmp(shape, "qwen3.5-4b") == 0) {
+    bool k_m = strcasecmp(type, "Q4_K_M") == 0;
+    enum tensor_type t = TENSOR_TYPE_F32;
+    if (!k_m && tensor_type_from_name(type, &t)) {
+      fprintf(stderr, "parley gen-model: unknown type '%s'\n", type);
+      return 2;
+    }
+    g = model_testgen_arch_qwen35_4b(t, k_m);
   } else if (strcmp(shape, "small") != 0 && strcasecmp(type, "F32") == 0) {
     if (model_testgen_arch_moe_shape(shape, n_layer, &g)) {
       fprintf(stderr, "parley gen-model: %s\n", err_detail());
@@ -456,7 +464,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b|lfm2-1.2b (--arch lfm2)] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
+            "(--shape qwen3.5-4b with --arch qwen35) [--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
             "        released types, [--layers N] of its layers)\n");

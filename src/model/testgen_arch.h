@@ -177,6 +177,14 @@ model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
  * vocabulary is copied), random weights of type t or llama.cpp's Q4_K_M
  * mix (k_m). */
 model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m);
+/* Qwen3.5-4B's shape (qwen35: n_embd 2560, 32 layers, every fourth
+ * attending with 16 query and 4 KV heads of 256, 64 of them rotated in
+ * M-RoPE sections 11/11/10/0, rope base 1e7; 24 delta-net layers of 16 key
+ * and 32 value heads of 128, 4 taps; n_ff 9216, vocab 248320 unless a
+ * vocabulary is copied, tied embeddings, context written as 4096), random
+ * weights of type t, or with k_m Q4_K matrices and a Q6_K embedding
+ * (testgen_qwen35.c). */
+model_testgen_arch model_testgen_arch_qwen35_4b(uint32_t t, bool k_m);
 
 /* Released mixture-of-experts shapes for the benchmarks, with n_layer of
  * their layers (0: all; fewer keep each layer's real shape where the whole

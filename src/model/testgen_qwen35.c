@@ -19,6 +19,35 @@
 #include "gguf/gguf.h"
 #include "kernels/tensor_type.h"
 
+model_testgen_arch model_testgen_arch_qwen35_4b(uint32_t t, bool k_m) {
+  model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_QWEN35);
+  g.n_embd = 2560;
+  g.n_layer = 32;
+  g.n_head = 16;
+  g.n_head_kv = 4;
+  g.head_dim = 256;
+  g.n_rot = 64;
+  g.n_ff = 9216;
+  g.n_vocab = 248320;
+  g.n_ctx = 4096;
+  g.rope_freq_base = 10000000.0f;
+  g.d_conv = 4;
+  g.gdn.d_state = 128;
+  g.gdn.n_group = 16;
+  g.gdn.dt_rank = 32;
+  g.gdn.d_inner = 32 * 128;
+  g.gdn.interval = 4;
+  g.gdn.sections[0] = g.gdn.sections[1] = 11;
+  g.gdn.sections[2] = 10;
+  g.tied = true;
+  g.type = g.type_embd = t;
+  if (k_m) {
+    g.type = TENSOR_TYPE_Q4_K;
+    g.type_embd = TENSOR_TYPE_Q6_K;
+  }
+  return g;
+}
+
 bool testgen_qwen35_arch(enum model_arch a) {
   return a == MODEL_ARCH_QWEN35 || a == MODEL_ARCH_QWEN35MOE || a == MODEL_ARCH_QWEN3NEXT;
 }
