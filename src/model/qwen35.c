@@ -522,10 +522,12 @@ static const q35_spec QWEN35MOE = {
 static const q35_spec QWEN3NEXT = {
     .grouped_v = true, .fused_ba = true, .moe = {.gating = MODEL_MOE_SOFTMAX, .norm_w = true, .shexp = true}};
 
+/* Not .hybrid: the recurrent layers are the interval's, so a per-layer
+ * head_count_kv array with zeros is refused rather than half obeyed. */
 #define Q35_ROW(nm, sp, experts)                                                                              \
   {                                                                                                           \
     .name = nm, .load = q35_load, .unload = q35_unload, .ctx_init = q35_ctx_init, .ctx_free = q35_ctx_free, \
-    .forward = q35_forward, .trim = q35_ctx_trim, .moe = experts, .hybrid = true, .spec = (sp),            \
+    .forward = q35_forward, .trim = q35_ctx_trim, .moe = experts, .spec = (sp),                            \
   }
 
 const model_arch_ops model_arch_qwen35 = Q35_ROW("qwen35", &QWEN35, false);
