@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ref_common import Decoder, arch_key, attention, causal, cli, rope, softmax, swiglu  # noqa: E402
 
-NORM_W_DEFAULT = ("qwen3moe", "llama", "granitemoe")
+NORM_W_DEFAULT = ("qwen3moe", "llama", "granitemoe", "qwen35moe", "qwen3next")
 
 
 def load(g, arch, i):

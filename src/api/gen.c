@@ -95,6 +95,7 @@ static enum outparse_format parser_format(family_parser p) {
     case FAMILY_PARSER_GRANITE: return OUTPARSE_GRANITE;
     case FAMILY_PARSER_FUNCTIONARY: return OUTPARSE_FUNCTIONARY_V31;
     case FAMILY_PARSER_LFM2: return OUTPARSE_LFM2;
+    case FAMILY_PARSER_QWEN3_CODER: return OUTPARSE_QWEN3_CODER;
     default: return OUTPARSE_PLAIN;
   }
 }
@@ -437,7 +438,8 @@ static const struct force_fmt *force_fmt_of(family_parser p) {
   static const struct force_fmt HARMONY = {true, "<|channel|>commentary to=functions.", "",
                                            " <|constrain|>json<|message|>", "", NULL};
   switch (p) {
-    case FAMILY_PARSER_HERMES: return &HERMES;
+    case FAMILY_PARSER_HERMES: /* the Qwen3-Coder parser reads Hermes JSON calls too */
+    case FAMILY_PARSER_QWEN3_CODER: return &HERMES;
     case FAMILY_PARSER_LLAMA3: return &LLAMA3;
     case FAMILY_PARSER_MISTRAL: return &MISTRAL;
     case FAMILY_PARSER_GRANITE: return &GRANITE;

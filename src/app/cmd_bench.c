@@ -343,6 +343,17 @@ static char *read_template(const char *path) {
 static int gen_model_llama(const char *out, const char *shape, const char *type, const char *vocab,
                            const char *tmpl_text, const char *gname, int64_t seed, int64_t n_ctx);
 
+/* The hybrids' released shapes, written whole in any tensor type or
+ * llama.cpp's Q4_K_M mix (testgen_arch.h): the #30 benchmark files. */
+static const struct hybrid_shape {
+  int arch;
+  const char *shape;
+  model_testgen_arch (*make)(uint32_t type, bool k_m);
+} HYBRID_SHAPES[] = {
+    {MODEL_ARCH_LFM2, "lfm2-1.2b", model_testgen_arch_lfm2_12b},
+    {MODEL_ARCH_QWEN35, "qwen3.5-4b", model_testgen_arch_qwen35_4b},
+};
+
 /* gen-model --arch NAME (any architecture but llama, by its
  * general.architecture name, or mixtral: a "llama" file with experts): the
  * small F32 shape of testgen_arch (bert: an embedding model with mean
@@ -364,14 +375,17 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
   }
   model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
   int dense = ERR_NOT_FOUND;
-  if (a == MODEL_ARCH_LFM2 && strcmp(shape, "lfm2-1.2b") == 0) {
+  const struct hybrid_shape *hs = NULL;
+  for (size_t i = 0; i < sizeof HYBRID_SHAPES / sizeof *HYBRID_SHAPES; i++)
+    if (HYBRID_SHAPES[i].arch == a && strcmp(shape, HYBRID_SHAPES[i].shape) == 0) hs = &HYBRID_SHAPES[i];
+  if (hs) {
     bool k_m = strcasecmp(type, "Q4_K_M") == 0;
     enum tensor_type t = TENSOR_TYPE_F32;
     if (!k_m && tensor_type_from_name(type, &t)) {
       fprintf(stderr, "parley gen-model: unknown type '%s'\n", type);
       return 2;
     }
-    g = model_testgen_arch_lfm2_12b(t, k_m);
+    g = hs->make(t, k_m);
   } else if (strcmp(shape, "small") != 0 && (dense = model_testgen_arch_dense_shape(shape, type, &g)) != ERR_NOT_FOUND) {
     if (dense) {
       fprintf(stderr, "parley gen-model: %s\n", err_detail());
@@ -469,7 +483,7 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b|lfm2-1.2b (--arch lfm2)] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "[--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
+            "(--shape qwen3.5-4b with --arch qwen35) [--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
             "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
             "        released types, [--layers N] of its layers)\n"

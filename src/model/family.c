@@ -188,6 +188,15 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     [FAMILY_EXAONE4] = {"exaone4", "EXAONE 4.0", {"exaone4"}, {NULL}, {"exaone4", "exaone"},
                         {"[|assistant|]", "[|endofturn|]"}, "gpt2", {"exaone4"}, {"[|endofturn|]", "[|assistant|]"},
                         false, C_CHAT | C_TOOLS, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
+    /* Qwen3.5 (dense and MoE) and Qwen3-Next, run by qwen35.c. Qwen3.5's
+     * template (../shared/templates/Qwen3.5-4B.jinja) opens <think> in the
+     * generation prompt and teaches Qwen3-Coder's XML calls
+     * (<function=..><parameter=..>); Qwen3-Next's Hermes JSON calls, which
+     * the same parser also reads. */
+    [FAMILY_QWEN35] = {"qwen3.5", "Qwen3.5 / Qwen3-Next", {"qwen35", "qwen35moe", "qwen3next"}, {NULL},
+                       {"qwen35", "qwen3next"}, {"<parameter=", "enable_thinking"}, "gpt2", {"qwen35", "qwen2"},
+                       {"<|im_start|>", "<think>"}, false, C_CHAT | C_TOOLS | C_REASON, FAMILY_PARSER_QWEN3_CODER,
+                       TMPL_DEFAULT_CHATML, THINK, true, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
@@ -195,7 +204,7 @@ static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",   
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
                                                 "qwen2moe", "olmoe",  "granitemoe", "lfm2",
-                                                "gemma-embedding", "exaone4"};
+                                                "gemma-embedding", "exaone4", "qwen35", "qwen35moe", "qwen3next"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -206,7 +215,7 @@ static const char *const PARSER_NAMES[FAMILY_PARSER_COUNT] = {
     [FAMILY_PARSER_LLAMA3] = "llama3",       [FAMILY_PARSER_MISTRAL] = "mistral",
     [FAMILY_PARSER_DEEPSEEK] = "deepseek",   [FAMILY_PARSER_HARMONY] = "harmony",
     [FAMILY_PARSER_GRANITE] = "granite",     [FAMILY_PARSER_FUNCTIONARY] = "functionary",
-    [FAMILY_PARSER_LFM2] = "lfm2",
+    [FAMILY_PARSER_LFM2] = "lfm2",           [FAMILY_PARSER_QWEN3_CODER] = "qwen3-coder",
 };
 
 static const char *const CAP_NAMES[FAMILY_CAP_COUNT_] = {
@@ -510,7 +519,7 @@ int family_detect(const gguf_file *f, family_info *out) {
    * that needs nothing more (a transcription-only model needs its encoder) */
   out->executable = best != FAMILY_UNKNOWN && family_arch_executable(ev->arch) &&
                     (row->caps & (FAMILY_CAP_CHAT | FAMILY_CAP_EMBED));
-  char text[320];
+  char text[640];
   if (!ev->arch[0]) {
     append_missing(out, "the file has no general.architecture");
   } else if (best == FAMILY_UNKNOWN) {
@@ -525,7 +534,7 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding and exaone4",
+             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding, exaone4, qwen35, qwen35moe and qwen3next",
              ev->arch, row->display);
     append_missing(out, text);
   }

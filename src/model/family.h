@@ -63,6 +63,7 @@ typedef enum family_id {
   FAMILY_LFM2,             /* LiquidAI LFM2, LFM2.5 (hybrid: short convolutions + attention) */
   FAMILY_EMBEDDINGGEMMA,   /* EmbeddingGemma (gemma-embedding) */
   FAMILY_EXAONE4,          /* LG EXAONE 4.0 */
+  FAMILY_QWEN35,           /* Qwen3.5, Qwen3.5-MoE, Qwen3-Next (hybrid: gated delta net + attention) */
   FAMILY_COUNT
 } family_id;
 
@@ -97,6 +98,7 @@ typedef enum family_parser {
   FAMILY_PARSER_GRANITE,
   FAMILY_PARSER_FUNCTIONARY,
   FAMILY_PARSER_LFM2,      /* <|tool_call_start|>[name(k=v, ...)]<|tool_call_end|> */
+  FAMILY_PARSER_QWEN3_CODER, /* <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call> (or Hermes JSON) */
   FAMILY_PARSER_COUNT
 } family_parser;
 
@@ -130,7 +132,7 @@ const char *family_display(family_id id);
 /* The id whose name is `name`; FAMILY_UNKNOWN when none. */
 family_id family_by_name(const char *name);
 /* "hermes", "llama3", "mistral", "deepseek", "harmony", "granite",
- * "functionary", "lfm2", "plain". */
+ * "functionary", "lfm2", "qwen3-coder", "plain". */
 const char *family_parser_name(family_parser p);
 /* Name of one capability bit ("chat", "tools", "reasoning", "vision",
  * "audio_in", "audio_out", "transcribe", "realtime", "embeddings", "insert"),

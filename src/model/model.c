@@ -77,6 +77,9 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_GRANITEMOE] = &model_arch_granitemoe,
     [MODEL_ARCH_GEMMA_EMBEDDING] = &model_arch_gemma_embedding,
     [MODEL_ARCH_EXAONE4] = &model_arch_exaone4,
+    [MODEL_ARCH_QWEN35] = &model_arch_qwen35,
+    [MODEL_ARCH_QWEN35MOE] = &model_arch_qwen35moe,
+    [MODEL_ARCH_QWEN3NEXT] = &model_arch_qwen3next,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }

@@ -61,6 +61,9 @@ enum model_arch {
   MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
   MODEL_ARCH_GEMMA_EMBEDDING, /* gemma.c: EmbeddingGemma, an encoder: model_embed() */
   MODEL_ARCH_EXAONE4,   /* olmo2.c: LG EXAONE 4.0 */
+  MODEL_ARCH_QWEN35,    /* qwen35.c: Qwen3.5 (gated delta net + gated attention, hybrid) */
+  MODEL_ARCH_QWEN35MOE, /* qwen35.c: Qwen3.5 with experts */
+  MODEL_ARCH_QWEN3NEXT, /* qwen35.c: Qwen3-Next (experts, fused beta/alpha) */
   MODEL_ARCH_COUNT
 };
 

@@ -324,6 +324,9 @@ extern const model_arch_ops model_arch_gpt_oss; /* gptoss.c */
 extern const model_arch_ops model_arch_qwen2moe; /* qwen2moe.c */
 extern const model_arch_ops model_arch_olmoe;    /* olmoe.c */
 extern const model_arch_ops model_arch_granitemoe; /* granitemoe.c */
+extern const model_arch_ops model_arch_qwen35;     /* qwen35.c */
+extern const model_arch_ops model_arch_qwen35moe;  /* qwen35.c */
+extern const model_arch_ops model_arch_qwen3next;  /* qwen35.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -12,6 +12,7 @@
 #include "model/testgen_int.h"
 #include "model/testgen.h"
 #include "model/testgen_dense.h"
+#include "model/testgen_qwen35.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -88,6 +89,23 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.attn_layers = 1u << 2;
     g.d_conv = 3;
     g.tied = true;
+  }
+  if (testgen_qwen35_arch(arch)) { /* 4 layers, the last attends (interval 4) */
+    g.n_layer = 4;
+    g.head_dim = 16;
+    g.n_rot = 8;
+    g.d_conv = 4;
+    g.gdn.d_state = 16;
+    g.gdn.n_group = 2;
+    g.gdn.dt_rank = 4;
+    g.gdn.d_inner = 64;
+    g.gdn.interval = 4;
+    g.gdn.sections[0] = 2; /* Qwen3.5's 11/11/10 of 32 pairs, scaled to 4 */
+    g.gdn.sections[1] = g.gdn.sections[2] = 1;
+    if (arch == MODEL_ARCH_QWEN3NEXT) g.gdn.sections[0] = g.gdn.sections[1] = g.gdn.sections[2] = 0;
+    g.tied = arch == MODEL_ARCH_QWEN35;
+    g.n_ctx = 256;
+    if (arch != MODEL_ARCH_QWEN35) g.n_ff_shexp = 48;
   }
   if (arch == MODEL_ARCH_GPT_OSS) {
     g.sliding_window = 8;
@@ -265,7 +283,7 @@ void model_testgen_arch_qwen_k_m(model_testgen_arch *g) {
 
 bool testgen_moe_arch(enum model_arch a) {
   return a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_LLAMA_MOE || a == MODEL_ARCH_GPT_OSS || a == MODEL_ARCH_QWEN2MOE ||
-         a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_GRANITEMOE;
+         a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_GRANITEMOE || a == MODEL_ARCH_QWEN35MOE || a == MODEL_ARCH_QWEN3NEXT;
 }
 
 /* llama.cpp's use_more_bits: the layers a K_M mix gives more bits. */
@@ -276,7 +294,7 @@ static bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8
  * several units: the top-k choice is clear-cut, not a near tie that
  * rounding could flip. Experts' down matrices are scaled up by sqrt(k) so
  * the weighted sum keeps the residual of order one. */
-static int add_experts(testgen_gen *s, const model_testgen_arch *g, int i, int mb) {
+int testgen_add_experts(testgen_gen *s, const model_testgen_arch *g, int i, int mb) {
   const int64_t E = g->n_embd, F = g->n_ff_exp, X = g->n_expert, S = g->n_ff_shexp;
   const float a_e = sqrtf(3.0f / (float)E), a_f = sqrtf(3.0f / (float)F);
   const uint32_t tx = g->type_exps ? g->type_exps : g->type, td = g->mixed ? g->type_down[mb] : tx;
@@ -330,7 +348,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
                            g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch) ||
                            g->arch == MODEL_ARCH_QWEN2MOE || g->arch == MODEL_ARCH_OLMOE ||
-                           g->arch == MODEL_ARCH_GRANITEMOE
+                           g->arch == MODEL_ARCH_GRANITEMOE || testgen_qwen35_arch(g->arch)
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -473,6 +491,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
 #define T0(nm, type, cols, rows, c, a) CK(testgen_add_tensor(&s, nm, type, cols, rows, c, a))
   if (testgen_dense_arch(g->arch)) {
     CK(testgen_dense_write(&s, g));
+  } else if (testgen_qwen35_arch(g->arch)) {
+    CK(testgen_qwen35_write(&s, g));
   } else if (bert) {
     int i;
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);
@@ -548,7 +568,7 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
       if (gemma) T("blk.%d.post_attention_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       T(oss ? "blk.%d.post_attention_norm.weight" : "blk.%d.ffn_norm.weight", TENSOR_TYPE_F32, E, 0, 1.0f, 0.1f);
       if (moe) {
-        CK(add_experts(&s, g, i, mb));
+        CK(testgen_add_experts(&s, g, i, mb));
         continue;
       }
       if (phi3) { /* [gate | up] rows */

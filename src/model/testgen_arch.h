@@ -103,7 +103,19 @@ typedef struct model_testgen_arch {
   uint64_t attn_layers;    /* lfm2: bit l set = layer l attends (its
                               head_count_kv entry is n_head_kv), clear = a
                               short convolution (entry 0) */
-  int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps) */
+  int64_t d_conv;          /* lfm2: ARCH.shortconv.l_cache (taps); qwen35,
+                              qwen35moe, qwen3next: ARCH.ssm.conv_kernel */
+  /* qwen35, qwen35moe, qwen3next (testgen_qwen35.c): the gated delta-net
+   * layers' ssm.state_size (key head width), group_count (key heads),
+   * time_step_rank (value heads), inner_size (value heads x width);
+   * full_attention_interval (0: key absent, read as 4; < 0: written as 0,
+   * for tests); rope.dimension_sections (all 0: absent); positive_a: the
+   * ssm_a decays drawn > 0 (tests) */
+  struct {
+    int64_t d_state, n_group, dt_rank, d_inner, interval;
+    int32_t sections[4];
+    bool positive_a;
+  } gdn;
   bool fused_qkv;         /* glm4: one attn_qkv tensor (and bias) instead
                              of attn_q/k/v */
   /* gpt-oss: attention sinks uniform in sink_mid +- sink_spread (both 0:
@@ -170,6 +182,14 @@ model_testgen_arch model_testgen_arch_qwen25_05b(uint32_t t, bool k_m);
  * vocabulary is copied), random weights of type t or llama.cpp's Q4_K_M
  * mix (k_m). */
 model_testgen_arch model_testgen_arch_lfm2_12b(uint32_t t, bool k_m);
+/* Qwen3.5-4B's shape (qwen35: n_embd 2560, 32 layers, every fourth
+ * attending with 16 query and 4 KV heads of 256, 64 of them rotated in
+ * M-RoPE sections 11/11/10/0, rope base 1e7; 24 delta-net layers of 16 key
+ * and 32 value heads of 128, 4 taps; n_ff 9216, vocab 248320 unless a
+ * vocabulary is copied, tied embeddings, context written as 4096), random
+ * weights of type t, or with k_m Q4_K matrices and a Q6_K embedding
+ * (testgen_qwen35.c). */
+model_testgen_arch model_testgen_arch_qwen35_4b(uint32_t t, bool k_m);
 
 /* Released mixture-of-experts shapes for the benchmarks, with n_layer of
  * their layers (0: all; fewer keep each layer's real shape where the whole

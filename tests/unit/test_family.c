@@ -554,6 +554,25 @@ TEST(family_lfm2) {
   EXPECT_TRUE(family_missing(&fi) != NULL && strstr(family_missing(&fi), "lfm2moe"));
 }
 
+/* Qwen3.5 (dense, MoE) and Qwen3-Next: the hybrids qwen35.c runs; the
+ * Qwen3-Coder call parser (XML calls, Hermes JSON too); reasoning with a
+ * template that opens <think> (the family default without a template). */
+TEST(family_qwen35) {
+  family_info fi;
+  const char *archs[3] = {"qwen35", "qwen35moe", "qwen3next"};
+  for (int i = 0; i < 3; i++) {
+    fake_model q = {.arch = archs[i], .name = i < 2 ? "Qwen3.5 4B" : "Qwen3 Next 80B A3B Thinking",
+                    .tok_model = "gpt2", .tok_pre = "qwen35", .tokens = {"<|im_start|>", "<think>", "</think>"}};
+    ASSERT_INT_EQ(detect(&q, &fi), 0);
+    EXPECT_INT_EQ(fi.id, FAMILY_QWEN35);
+    EXPECT_STR_EQ(family_parser_name(fi.parser), "qwen3-coder");
+    EXPECT_TRUE(fi.executable);
+    EXPECT_TRUE(family_missing(&fi) == NULL);
+    EXPECT_TRUE(fi.caps & FAMILY_CAP_CHAT);
+    EXPECT_TRUE(fi.caps & FAMILY_CAP_TOOLS);
+  }
+}
+
 TEST(family_bert_embedders) {
   family_info fi;
   fake_model b = {.arch = "bert", .name = "All MiniLM L6 v2", .tok_model = "bert", .pooling = true,
@@ -761,6 +780,8 @@ TEST(family_real_templates) {
       {"LFM2.5-Instruct", "lfm2", "lfm2", FAMILY_LFM2, 0, -1},
       {"LFM2-8B-A1B", "lfm2moe", "lfm2", FAMILY_LFM2, 0, -1},
       {"LFM2.5-8B-A1B", "lfm2moe", "lfm2", FAMILY_LFM2, 1, 0},
+      {"Qwen3.5-4B", "qwen35", "qwen35", FAMILY_QWEN35, 1, 1},
+      {"Qwen3.5-4B", "qwen35moe", "qwen2", FAMILY_QWEN35, 1, 1},
   };
   char dir[512];
   if (!test_shared_path("templates", dir, sizeof dir)) TEST_SKIP("../shared/templates is absent");
