@@ -61,6 +61,9 @@ enum model_arch {
   MODEL_ARCH_GRANITEMOE, /* granitemoe.c: experts with granite's multipliers */
   MODEL_ARCH_GEMMA_EMBEDDING, /* gemma.c: EmbeddingGemma, an encoder: model_embed() */
   MODEL_ARCH_EXAONE4,   /* olmo2.c: LG EXAONE 4.0 */
+  MODEL_ARCH_MAMBA2,    /* mamba2.c: Mamba-2 state-space layers only */
+  MODEL_ARCH_GRANITEHYBRID, /* mamba2.c: Granite 4.0 H (Mamba-2 + attention, experts) */
+  MODEL_ARCH_NEMOTRON_H, /* mamba2.c: Nemotron-H (Mamba-2, attention, MLP layers) */
   MODEL_ARCH_COUNT
 };
 
