@@ -188,6 +188,19 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
     [FAMILY_EXAONE4] = {"exaone4", "EXAONE 4.0", {"exaone4"}, {NULL}, {"exaone4", "exaone"},
                         {"[|assistant|]", "[|endofturn|]"}, "gpt2", {"exaone4"}, {"[|endofturn|]", "[|assistant|]"},
                         false, C_CHAT | C_TOOLS, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK, false, NULL},
+    /* Mamba-2 checkpoints are base models (no chat template; the
+     * GPT-NeoX tokenizer); Mamba-1 ("mamba") is named but not run. */
+    [FAMILY_MAMBA2] = {"mamba2", "Mamba-2", {"mamba2", "mamba"}, {NULL}, {"mamba2", "mambacodestral"}, {NULL},
+                       "gpt2", {NULL}, {NULL}, false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK,
+                       false, NULL},
+    /* Nemotron-H (8B, Nano 9B v2: nemotron_h) and Nemotron 3 Nano
+     * (nemotron_h_moe, not run yet): ChatML turns, <think> reasoning,
+     * tool calls as <tool_call><function=NAME><parameter=...> (the Hermes
+     * parser reads that form, parse_xml.c). */
+    [FAMILY_NEMOTRON_H] = {"nemotron-h", "Nemotron-H", {"nemotron_h", "nemotron_h_moe"}, {NULL},
+                           {"nemotronh", "nemotronnano", "nemotron3"}, {"truncate_history_thinking"}, "gpt2",
+                           {NULL}, {"<|im_start|>", "<think>"}, false, C_CHAT | C_TOOLS | C_REASON,
+                           FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
@@ -195,7 +208,8 @@ static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",   
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
                                                 "qwen2moe", "olmoe",  "granitemoe", "lfm2",
-                                                "gemma-embedding", "exaone4"};
+                                                "gemma-embedding", "exaone4", "mamba2", "granitehybrid",
+                                                "nemotron_h"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -510,7 +524,7 @@ int family_detect(const gguf_file *f, family_info *out) {
    * that needs nothing more (a transcription-only model needs its encoder) */
   out->executable = best != FAMILY_UNKNOWN && family_arch_executable(ev->arch) &&
                     (row->caps & (FAMILY_CAP_CHAT | FAMILY_CAP_EMBED));
-  char text[320];
+  char text[400];
   if (!ev->arch[0]) {
     append_missing(out, "the file has no general.architecture");
   } else if (best == FAMILY_UNKNOWN) {
@@ -525,7 +539,8 @@ int family_detect(const gguf_file *f, family_info *out) {
   } else if (!out->executable) {
     snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
              "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding and exaone4",
+             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding, exaone4, mamba2, "
+             "granitehybrid and nemotron_h",
              ev->arch, row->display);
     append_missing(out, text);
   }

@@ -63,6 +63,8 @@ typedef enum family_id {
   FAMILY_LFM2,             /* LiquidAI LFM2, LFM2.5 (hybrid: short convolutions + attention) */
   FAMILY_EMBEDDINGGEMMA,   /* EmbeddingGemma (gemma-embedding) */
   FAMILY_EXAONE4,          /* LG EXAONE 4.0 */
+  FAMILY_MAMBA2,           /* Mamba-2 / Mamba-Codestral (state-space layers only) */
+  FAMILY_NEMOTRON_H,       /* NVIDIA Nemotron-H, Nemotron Nano 2 / 3 (Mamba-2 + attention) */
   FAMILY_COUNT
 } family_id;
 
