@@ -59,6 +59,25 @@ void ops_ssm_scan_ref(const ops_ssm_io *io, float *state);
 void ops_ssm_scan_chunked(const ops_ssm_io *io, float *state, int64_t chunk, float *work);
 size_t ops_ssm_work_floats(int64_t chunk);
 
+/* The io of heads h0..h1-1 alone, all in one group (n_group 1): the same
+ * sums as in the whole io, so a caller may split heads across threads (the
+ * state of the slice starts at state + h0 * head_dim * d_state). */
+static inline ops_ssm_io ops_ssm_io_heads(const ops_ssm_io *io, int64_t h0, int64_t h1) {
+  const int64_t g = h0 / (io->n_head / io->n_group);
+  ops_ssm_io r = *io;
+  r.n_head = h1 - h0;
+  r.n_group = 1;
+  r.x += h0 * io->head_dim;
+  r.y += h0 * io->head_dim;
+  r.B += g * io->d_state;
+  r.C += g * io->d_state;
+  r.dt += h0;
+  r.dt_bias += h0;
+  r.A += h0;
+  r.D += h0;
+  return r;
+}
+
 /* The gated RMS norm after the scan, in place on n rows of y:
  *   v = y * silu(z);  y = v / rms_group(v) * w
  * where rms_group is over each of n_group consecutive slices of

@@ -45,6 +45,7 @@
 
 #include "base/err.h"
 #include "kernels/conv1d.h"
+#include "kernels/kernels.h"
 #include "kernels/ssm.h"
 #include "model/moe.h"
 
@@ -106,7 +107,7 @@ typedef struct ssm_bufs {
   float *xin;   /* [n_batch][conv_dim] xBC, contiguous for the convolution */
   float *xbc;   /* [n_batch][conv_dim] convolution output */
   float *y;     /* [n_batch][d_inner] scan output */
-  float *work;  /* ops_ssm_work_floats(SSM_CHUNK) */
+  float *work;  /* [n_threads][ops_ssm_work_floats(SSM_CHUNK)] */
   size_t bytes[5];
 } ssm_bufs;
 
@@ -287,7 +288,7 @@ static int ssm_ctx_init(model_ctx *c) {
   if (rc) return rc;
   const size_t nb = (size_t)c->n_batch;
   const size_t floats[5] = {nb * (size_t)w->d_in_proj, nb * (size_t)w->conv_dim, nb * (size_t)w->conv_dim,
-                            nb * (size_t)w->d_inner, ops_ssm_work_floats(SSM_CHUNK)};
+                            nb * (size_t)w->d_inner, ops_ssm_work_floats(SSM_CHUNK) * (size_t)c->n_threads};
   float **ptrs[5] = {&b->zx, &b->xin, &b->xbc, &b->y, &b->work};
   for (int i = 0; i < 5; i++) {
     b->bytes[i] = floats[i] * sizeof(float);
@@ -319,6 +320,30 @@ static void ssm_ctx_trim(model_ctx *c) {
   for (int i = 0; i < 4; i++) model_release_pages(ptrs[i], b->bytes[i]);
 }
 
+/* One run's scan split across the pool: thread ith takes the ith
+ * contiguous slice of every group's heads (each slice computes its group's
+ * C B^T once; the result does not depend on the thread count). */
+typedef struct scan_job {
+  const ops_ssm_io *io;
+  float *S;        /* the run's state [H][P][N] */
+  float *work;     /* [nth][work_floats] */
+  size_t work_floats;
+} scan_job;
+
+static void scan_worker(void *ctx, int ith, int nth) {
+  const scan_job *j = ctx;
+  const ops_ssm_io *io = j->io;
+  const int64_t hpg = io->n_head / io->n_group;
+  for (int64_t g = 0; g < io->n_group; g++) {
+    const int64_t h0 = g * hpg + hpg * ith / nth, h1 = g * hpg + hpg * (ith + 1) / nth;
+    if (h0 == h1) continue;
+    ops_ssm_io sub = ops_ssm_io_heads(io, h0, h1);
+    float *S = j->S + h0 * io->head_dim * io->d_state;
+    if (io->n == 1) ops_ssm_scan_ref(&sub, S);
+    else ops_ssm_scan_chunked(&sub, S, SSM_CHUNK, j->work + (size_t)ith * j->work_floats);
+  }
+}
+
 /* The Mamba-2 mixer of layer l: b->d.xn rows (the normalized input of the
  * step's tokens) become ssm_out y; each sequence's state advances over its
  * tokens. */
@@ -339,9 +364,14 @@ static int mamba_forward(model_ctx *c, const model_step *st, int64_t l, const ss
                      .n_group = w->n_group, .x = xbc, .ldx = CD, .B = xbc + DI, .ldb = CD, .C = xbc + DI + GN,
                      .ldc = CD, .dt = b->zx + t0 * Dp + DI + CD, .lddt = Dp, .dt_bias = L->dt_b, .A = L->A,
                      .D = L->D, .y = b->y + t0 * DI, .ldy = DI};
-    float *S = state + (w->d_conv - 1) * CD;
-    if (t1 - t0 == 1) ops_ssm_scan_ref(&io, S);
-    else ops_ssm_scan_chunked(&io, S, SSM_CHUNK, b->work);
+    scan_job j = {.io = &io, .S = state + (w->d_conv - 1) * CD, .work = b->work,
+                  .work_floats = ops_ssm_work_floats(SSM_CHUNK)};
+    /* the state is read and written once per token: worth the pool's
+     * wake-up from about 64K values on */
+    if ((t1 - t0) * w->n_ssm_head * w->ssm_head_dim * w->d_state >= 65536 && c->n_threads > 1)
+      tpool_run(c->tp, scan_worker, &j);
+    else
+      scan_worker(&j, 0, 1);
     t0 = t1;
   }
   ops_ssm_gated_norm(b->y, DI, b->zx, Dp, n, DI, w->n_group, L->norm, c->m->hp.norm_eps);

@@ -140,6 +140,36 @@ TEST(ssm_reference_and_chunked_match_numpy) {
   free(ref);
 }
 
+/* Heads split in slices (ops_ssm_io_heads, as the model's threads take
+ * them) give the whole scan's bits, chunked and recurrent. */
+TEST(ssm_head_slices_equal_whole) {
+  static inputs in;
+  make_inputs(&in);
+  static float y[N * DI], y2[N * DI], S[H * P * NS], S2[H * P * NS];
+  float *work = malloc(ops_ssm_work_floats(7) * sizeof *work);
+  ASSERT_TRUE(work != NULL);
+  for (int chunked = 0; chunked < 2; chunked++) {
+    ops_ssm_io a = {.n = N, .n_head = H, .head_dim = P, .d_state = NS, .n_group = G, .x = in.x[0], .ldx = DI,
+                    .B = in.B[0], .ldb = G * NS, .C = in.C[0], .ldc = G * NS, .dt = in.dt[0], .lddt = H,
+                    .dt_bias = in.dt_bias, .A = in.A, .D = in.D, .y = y, .ldy = DI};
+    memcpy(S, in.s0, sizeof S);
+    memcpy(S2, in.s0, sizeof S2);
+    if (chunked) ops_ssm_scan_chunked(&a, S, 7, work);
+    else ops_ssm_scan_ref(&a, S);
+    a.y = y2;
+    static const int cuts[][2] = {{0, 1}, {1, 2}, {2, 4}}; /* group 0: heads 0 | 1, group 1: both */
+    for (int k = 0; k < 3; k++) {
+      ops_ssm_io s = ops_ssm_io_heads(&a, cuts[k][0], cuts[k][1]);
+      float *Sk = S2 + cuts[k][0] * P * NS;
+      if (chunked) ops_ssm_scan_chunked(&s, Sk, 7, work);
+      else ops_ssm_scan_ref(&s, Sk);
+    }
+    EXPECT_MEM_EQ(y2, y, sizeof y);
+    EXPECT_MEM_EQ(S2, S, sizeof S);
+  }
+  free(work);
+}
+
 /* The scan's inputs read out of a wider projection row (x, B, C and dt
  * interleaved with other values) equal the contiguous inputs; the other
  * columns of y untouched. */
