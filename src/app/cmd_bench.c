@@ -58,6 +58,7 @@
 #include "model/model.h"
 #include "model/testgen.h"
 #include "model/testgen_arch.h"
+#include "model/testgen_ssm.h"
 #include "model/testgen_whisper.h"
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -353,6 +354,31 @@ static const struct hybrid_shape {
     {MODEL_ARCH_LFM2, "lfm2-1.2b", model_testgen_arch_lfm2_12b},
     {MODEL_ARCH_QWEN35, "qwen3.5-4b", model_testgen_arch_qwen35_4b},
 };
+/* gen-model --arch mamba2|granitehybrid|nemotron_h (testgen_ssm.h): the
+ * small shape ("small", granitehybrid also "small-moe" with experts) in
+ * F32 or F16, optionally with a real vocabulary and chat template. */
+static int gen_model_ssm(enum model_arch a, const char *out, const char *shape, const char *type, const char *vocab,
+                         const char *tmpl_text, int64_t seed, int64_t n_ctx) {
+  const bool moe = a == MODEL_ARCH_GRANITEHYBRID && strcmp(shape, "small-moe") == 0;
+  enum tensor_type t = TENSOR_TYPE_F32;
+  if ((!moe && strcmp(shape, "small") != 0) || tensor_type_from_name(type, &t) ||
+      (t != TENSOR_TYPE_F32 && t != TENSOR_TYPE_F16)) {
+    fprintf(stderr, "parley gen-model: --arch %s takes --shape small%s and --type F32 or F16\n", model_arch_name(a),
+            a == MODEL_ARCH_GRANITEHYBRID ? " or small-moe" : "");
+    return 2;
+  }
+  model_testgen_ssm g = model_testgen_ssm_small(a, moe);
+  g.type = t;
+  g.seed = (uint64_t)seed;
+  g.vocab_path = vocab;
+  g.chat_template = tmpl_text;
+  if (n_ctx) g.n_ctx = n_ctx;
+  if (model_testgen_ssm_write(&g, out)) {
+    fprintf(stderr, "parley gen-model: %s\n", err_detail());
+    return 1;
+  }
+  return 0;
+}
 
 /* gen-model --arch NAME (any architecture but llama, by its
  * general.architecture name, or mixtral: a "llama" file with experts): the
@@ -373,6 +399,8 @@ static int gen_model_arch(const char *out, const char *arch, const char *shape, 
     fprintf(stderr, ")\n");
     return 2;
   }
+  if (a == MODEL_ARCH_MAMBA2 || a == MODEL_ARCH_GRANITEHYBRID || a == MODEL_ARCH_NEMOTRON_H)
+    return gen_model_ssm((enum model_arch)a, out, shape, type, vocab, tmpl_text, seed, n_ctx);
   model_testgen_arch g = model_testgen_arch_small((enum model_arch)a);
   int dense = ERR_NOT_FOUND;
   const struct hybrid_shape *hs = NULL;

@@ -197,6 +197,19 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                        {"qwen35", "qwen3next"}, {"<parameter=", "enable_thinking"}, "gpt2", {"qwen35", "qwen2"},
                        {"<|im_start|>", "<think>"}, false, C_CHAT | C_TOOLS | C_REASON, FAMILY_PARSER_QWEN3_CODER,
                        TMPL_DEFAULT_CHATML, THINK, true, NULL},
+    /* Mamba-2 checkpoints are base models (no chat template; the
+     * GPT-NeoX tokenizer); Mamba-1 ("mamba") is named but not run. */
+    [FAMILY_MAMBA2] = {"mamba2", "Mamba-2", {"mamba2", "mamba"}, {NULL}, {"mamba2", "mambacodestral"}, {NULL},
+                       "gpt2", {NULL}, {NULL}, false, C_CHAT, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_CHATML, NO_THINK,
+                       false, NULL},
+    /* Nemotron-H (8B, Nano 9B v2: nemotron_h) and Nemotron 3 Nano
+     * (nemotron_h_moe, not run yet): ChatML turns, <think> reasoning,
+     * tool calls as <tool_call><function=NAME><parameter=...> (the Hermes
+     * parser reads that form, parse_xml.c). */
+    [FAMILY_NEMOTRON_H] = {"nemotron-h", "Nemotron-H", {"nemotron_h", "nemotron_h_moe"}, {NULL},
+                           {"nemotronh", "nemotronnano", "nemotron3"}, {"truncate_history_thinking"}, "gpt2",
+                           {NULL}, {"<|im_start|>", "<think>"}, false, C_CHAT | C_TOOLS | C_REASON,
+                           FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, THINK, false, NULL},
 };
 
 /* Architectures the runtime executes (model/ implements their graphs). */
@@ -204,7 +217,8 @@ static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",   
                                                 "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
                                                 "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
                                                 "qwen2moe", "olmoe",  "granitemoe", "lfm2",
-                                                "gemma-embedding", "exaone4", "qwen35", "qwen35moe", "qwen3next"};
+                                                "gemma-embedding", "exaone4", "qwen35", "qwen35moe", "qwen3next",
+                                                "mamba2", "granitehybrid", "nemotron_h"};
 
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
@@ -519,7 +533,7 @@ int family_detect(const gguf_file *f, family_info *out) {
    * that needs nothing more (a transcription-only model needs its encoder) */
   out->executable = best != FAMILY_UNKNOWN && family_arch_executable(ev->arch) &&
                     (row->caps & (FAMILY_CAP_CHAT | FAMILY_CAP_EMBED));
-  char text[640];
+  char text[768];
   if (!ev->arch[0]) {
     append_missing(out, "the file has no general.architecture");
   } else if (best == FAMILY_UNKNOWN) {
@@ -532,10 +546,13 @@ int family_detect(const gguf_file *f, family_info *out) {
              "'%.60s' alone", row->display, (row->caps & C_STT) ? "transcription-only" : "non-text", ev->arch);
     append_missing(out, text);
   } else if (!out->executable) {
-    snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes llama, "
-             "qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, olmo2, glm4, nomic-bert, "
-             "mistral3, gpt-oss, qwen2moe, olmoe, granitemoe, lfm2, gemma-embedding, exaone4, qwen35, qwen35moe and qwen3next",
-             ev->arch, row->display);
+    /* the list is EXECUTABLE_ARCHS itself, so a new row cannot leave it stale */
+    int n = snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes ",
+                     ev->arch, row->display);
+    const size_t n_exec = sizeof EXECUTABLE_ARCHS / sizeof *EXECUTABLE_ARCHS;
+    for (size_t i = 0; i < n_exec && n > 0 && (size_t)n < sizeof text; i++)
+      n += snprintf(text + n, sizeof text - (size_t)n, "%s%s", i == 0 ? "" : i + 1 == n_exec ? " and " : ", ",
+                    EXECUTABLE_ARCHS[i]);
     append_missing(out, text);
   }
   if (row->needs) append_missing(out, row->needs);

@@ -64,6 +64,8 @@ typedef enum family_id {
   FAMILY_EMBEDDINGGEMMA,   /* EmbeddingGemma (gemma-embedding) */
   FAMILY_EXAONE4,          /* LG EXAONE 4.0 */
   FAMILY_QWEN35,           /* Qwen3.5, Qwen3.5-MoE, Qwen3-Next (hybrid: gated delta net + attention) */
+  FAMILY_MAMBA2,           /* Mamba-2 / Mamba-Codestral (state-space layers only) */
+  FAMILY_NEMOTRON_H,       /* NVIDIA Nemotron-H, Nemotron Nano 2 / 3 (Mamba-2 + attention) */
   FAMILY_COUNT
 } family_id;
 

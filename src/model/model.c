@@ -80,6 +80,9 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_QWEN35] = &model_arch_qwen35,
     [MODEL_ARCH_QWEN35MOE] = &model_arch_qwen35moe,
     [MODEL_ARCH_QWEN3NEXT] = &model_arch_qwen3next,
+    [MODEL_ARCH_MAMBA2] = &model_arch_mamba2,
+    [MODEL_ARCH_GRANITEHYBRID] = &model_arch_granitehybrid,
+    [MODEL_ARCH_NEMOTRON_H] = &model_arch_nemotron_h,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }
@@ -157,6 +160,10 @@ enum model_arch model_arch_of(const model *m) { return m->arch; }
 bool model_is_recurrent(const model *m) { return m->hp.n_layer_rs > 0; }
 
 int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats) {
+  return model_set_layer_kinds(m, recurrent, NULL, rs_floats);
+}
+
+int model_set_layer_kinds(model *m, const bool *recurrent, const bool *stateless, int64_t rs_floats) {
   model_hparams *hp = &m->hp;
   if (rs_floats <= 0 || rs_floats > ((int64_t)1 << 32))
     return err_set(ERR_RANGE, "%s: recurrent state of %lld values per layer", m->ops->name, (long long)rs_floats);
@@ -169,7 +176,7 @@ int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats) {
   m->layer_rs = map + hp->n_layer;
   hp->n_layer_kv = hp->n_layer_rs = 0;
   for (int64_t l = 0; l < hp->n_layer; l++) {
-    m->layer_kv[l] = recurrent[l] ? -1 : (int32_t)hp->n_layer_kv++;
+    m->layer_kv[l] = recurrent[l] || (stateless && stateless[l]) ? -1 : (int32_t)hp->n_layer_kv++;
     m->layer_rs[l] = recurrent[l] ? (int32_t)hp->n_layer_rs++ : -1;
   }
   hp->rs_floats = rs_floats;
@@ -310,6 +317,38 @@ static int load_head_count_kv(model *m) {
   return 0;
 }
 
+/* ARCH.feed_forward_length: one width, or for a hybrid row one per layer
+ * (0: a layer without a feed-forward; nemotron_h), hp.n_ff then the
+ * largest (model_layer_ff reads each). */
+static int load_ff(model *m, int64_t big) {
+  model_hparams *hp = &m->hp;
+  char key[160];
+  arch_key(m, "feed_forward_length", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  if (!v || v->type != GGUF_TYPE_ARRAY || !m->ops->hybrid)
+    return model_key_i64(m, "feed_forward_length", NULL, 1, big, &hp->n_ff);
+  if (v->v.arr.n != (uint64_t)hp->n_layer || v->v.arr.elem_type == GGUF_TYPE_STRING ||
+      v->v.arr.elem_type == GGUF_TYPE_ARRAY)
+    return err_set(ERR_RANGE, "key '%s' is an array of %llu, expected %lld integers (one per layer)", key,
+                   (unsigned long long)v->v.arr.n, (long long)hp->n_layer);
+  hp->n_ff = 0;
+  for (int64_t l = 0; l < hp->n_layer; l++) {
+    int64_t f = gguf_arr_i64(v, (uint64_t)l);
+    if (f < 0 || f > big)
+      return err_set(ERR_RANGE, "key '%s': layer %lld has width %lld, expected 0..%lld", key, (long long)l,
+                     (long long)f, (long long)big);
+    if (f > hp->n_ff) hp->n_ff = f;
+  }
+  return 0;
+}
+
+int64_t model_layer_ff(model *m, int64_t l) {
+  char key[160];
+  arch_key(m, "feed_forward_length", key, sizeof key);
+  const gguf_value *v = gguf_find(m->f, key);
+  return v && v->type == GGUF_TYPE_ARRAY ? gguf_arr_i64(v, (uint64_t)l) : m->hp.n_ff;
+}
+
 int64_t model_layer_kv_heads(model *m, int64_t l) {
   char key[160];
   arch_key(m, "attention.head_count_kv", key, sizeof key);
@@ -355,7 +394,7 @@ int model_load_common_hparams(model *m, enum ops_rope_style style) {
   if ((rc = model_key_i64(m, "context_length", NULL, 1, (int64_t)1 << 31, &hp->n_ctx_train))) return rc;
   if ((rc = model_key_i64(m, "embedding_length", NULL, 1, big, &hp->n_embd))) return rc;
   if ((rc = model_key_i64(m, "block_count", NULL, 1, 4096, &hp->n_layer))) return rc;
-  if ((rc = model_key_i64(m, "feed_forward_length", NULL, 1, big, &hp->n_ff))) return rc;
+  if ((rc = load_ff(m, big))) return rc;
   if ((rc = model_key_i64(m, "attention.head_count", NULL, 1, 4096, &hp->n_head))) return rc;
   if ((rc = load_head_count_kv(m))) return rc;
   if (hp->n_head % hp->n_head_kv)

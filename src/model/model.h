@@ -64,6 +64,9 @@ enum model_arch {
   MODEL_ARCH_QWEN35,    /* qwen35.c: Qwen3.5 (gated delta net + gated attention, hybrid) */
   MODEL_ARCH_QWEN35MOE, /* qwen35.c: Qwen3.5 with experts */
   MODEL_ARCH_QWEN3NEXT, /* qwen35.c: Qwen3-Next (experts, fused beta/alpha) */
+  MODEL_ARCH_MAMBA2,    /* mamba2.c: Mamba-2 state-space layers only */
+  MODEL_ARCH_GRANITEHYBRID, /* mamba2.c: Granite 4.0 H (Mamba-2 + attention, experts) */
+  MODEL_ARCH_NEMOTRON_H, /* mamba2.c: Nemotron-H (Mamba-2, attention, MLP layers) */
   MODEL_ARCH_COUNT
 };
 

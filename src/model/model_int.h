@@ -222,6 +222,12 @@ static inline float *model_rs_state(model_ctx *c, int32_t seq, int64_t l) {
  * load after model_load_common_hparams): sets hp.n_layer_kv, n_layer_rs,
  * rs_floats and the layer maps. */
 int model_set_recurrent(model *m, const bool *recurrent, int64_t rs_floats);
+/* The same where some layers keep neither a KV cache nor a state
+ * (stateless[l]: nemotron_h's feed-forward-only layers; NULL: none). */
+int model_set_layer_kinds(model *m, const bool *recurrent, const bool *stateless, int64_t rs_floats);
+/* Layer l's feed-forward width: ARCH.feed_forward_length's entry l when
+ * the key is a per-layer array (hybrid rows), else hp.n_ff. */
+int64_t model_layer_ff(model *m, int64_t l);
 /* Layer l's kv head count: ARCH.attention.head_count_kv's entry l when the
  * key is a per-layer array (0: a recurrent layer), else hp.n_head_kv. */
 int64_t model_layer_kv_heads(model *m, int64_t l);
@@ -327,6 +333,9 @@ extern const model_arch_ops model_arch_granitemoe; /* granitemoe.c */
 extern const model_arch_ops model_arch_qwen35;     /* qwen35.c */
 extern const model_arch_ops model_arch_qwen35moe;  /* qwen35.c */
 extern const model_arch_ops model_arch_qwen3next;  /* qwen35.c */
+extern const model_arch_ops model_arch_mamba2;        /* mamba2.c */
+extern const model_arch_ops model_arch_granitehybrid; /* mamba2.c */
+extern const model_arch_ops model_arch_nemotron_h;    /* mamba2.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "engine_fx.h"
 #include "model/testgen_arch.h"
+#include "model/testgen_ssm.h"
 #include "test.h"
 
 /* 4 layers, one of them attention (model_testgen_arch_small), 3 taps. */
@@ -98,9 +99,9 @@ static int64_t turn(fx *f, engine *e, const int32_t *prompt, int n, int n_gen, i
  * history whole uses the live state; an exact repeat resumes from the last
  * chunk end before its final token. Without checkpoints the same turns
  * recompute everything but give the same tokens. */
-TEST(engine_rs_conversation_resumes_from_checkpoints) {
+static void check_conversation(const char *path) {
   fx f;
-  if (!fx_open_path(&f, lfm2_path())) return;
+  if (!fx_open_path(&f, path)) return;
   ASSERT_TRUE(model_is_recurrent(f.m));
   EXPECT_INT_EQ(engine_n_checkpoints(f.m, 0), ENGINE_CHECKPOINTS);
   EXPECT_INT_EQ(engine_n_checkpoints(f.m, -1), 0);
@@ -135,6 +136,23 @@ TEST(engine_rs_conversation_resumes_from_checkpoints) {
     engine_free(e);
   }
   fx_close(&f);
+}
+
+TEST(engine_rs_conversation_resumes_from_checkpoints) { check_conversation(lfm2_path()); }
+
+/* The same turns on a Mamba-2 hybrid (granitehybrid with experts: Mamba-2
+ * layers' conv tails and scan states as the checkpointed state). */
+TEST(engine_rs_mamba2_conversation_resumes_from_checkpoints) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/engine_granitehybrid.gguf", test_tmpdir());
+  model_testgen_ssm g = model_testgen_ssm_small(MODEL_ARCH_GRANITEHYBRID, true);
+  g.n_ctx = 512;
+  g.seed = 9;
+  if (model_testgen_ssm_write(&g, path)) {
+    test_fail_at(__FILE__, __LINE__, "testgen: %s", err_detail());
+    return;
+  }
+  check_conversation(path);
 }
 
 /* Two slots resume the same prefix in the same steps: one from its own

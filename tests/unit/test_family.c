@@ -496,7 +496,34 @@ TEST(family_granite) {
   fake_model h = {.arch = "granitehybrid", .name = "Granite 4.0 H Tiny"};
   ASSERT_INT_EQ(detect(&h, &fi), 0);
   EXPECT_INT_EQ(fi.id, FAMILY_GRANITE);
-  EXPECT_FALSE(fi.executable); /* the hybrid (Mamba) architecture is its own */
+  EXPECT_TRUE(fi.executable); /* the hybrid (Mamba-2) architecture: mamba2.c */
+}
+
+/* The Mamba-2 rows run by mamba2.c; Mamba-1 and the Nemotron-H MoE are
+ * named but not run. */
+TEST(family_mamba2_nemotron_h) {
+  family_info fi;
+  fake_model m = {.arch = "mamba2", .name = "Mamba2 2.7b", .tok_model = "gpt2"};
+  ASSERT_INT_EQ(detect(&m, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_MAMBA2);
+  EXPECT_INT_EQ(CAPS(fi), FAMILY_CAP_CHAT | FAMILY_CAP_TOOLS); /* ChatML default renders tools */
+  EXPECT_TRUE(fi.executable);
+  fake_model m1 = {.arch = "mamba", .name = "Mamba 130m", .tok_model = "gpt2"};
+  ASSERT_INT_EQ(detect(&m1, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_MAMBA2);
+  EXPECT_FALSE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) != NULL && strstr(family_missing(&fi), "'mamba'"));
+  fake_model n = {.arch = "nemotron_h", .name = "NVIDIA Nemotron Nano 9B v2", .tok_model = "gpt2",
+                  .tokens = {"<|im_start|>", "<think>"}};
+  ASSERT_INT_EQ(detect(&n, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_NEMOTRON_H);
+  EXPECT_STR_EQ(family_parser_name(fi.parser), "hermes");
+  EXPECT_TRUE(fi.executable);
+  EXPECT_TRUE(family_missing(&fi) == NULL);
+  fake_model nm = {.arch = "nemotron_h_moe", .name = "NVIDIA Nemotron 3 Nano 30B A3B", .tok_model = "gpt2"};
+  ASSERT_INT_EQ(detect(&nm, &fi), 0);
+  EXPECT_INT_EQ(fi.id, FAMILY_NEMOTRON_H);
+  EXPECT_FALSE(fi.executable);
 }
 
 TEST(family_hermes_functionary) {
@@ -782,6 +809,8 @@ TEST(family_real_templates) {
       {"LFM2.5-8B-A1B", "lfm2moe", "lfm2", FAMILY_LFM2, 1, 0},
       {"Qwen3.5-4B", "qwen35", "qwen35", FAMILY_QWEN35, 1, 1},
       {"Qwen3.5-4B", "qwen35moe", "qwen2", FAMILY_QWEN35, 1, 1},
+      {"ibm-granite-granite-4.1", "granitehybrid", "refact", FAMILY_GRANITE, -1, -1},
+      {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron_h_moe", NULL, FAMILY_NEMOTRON_H, 1, -1},
   };
   char dir[512];
   if (!test_shared_path("templates", dir, sizeof dir)) TEST_SKIP("../shared/templates is absent");
