@@ -103,7 +103,7 @@ if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
     echo "== API tests against the ThreadSanitizer server (build-tsan/parley)"
     tsan_dir=$(mktemp -d)
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4 log_path=$tsan_dir/tsan" \
-      run_api build-tsan/parley
+    PARLEY_START_TIMEOUT_MS=${PARLEY_START_TIMEOUT_MS:-60000} run_api build-tsan/parley
     # A speech worker that dies is the isolation at work (the tests crash
     # them on purpose, with the inputs that crash libespeak-ng or a SIGSEGV
     # sent mid-synthesis): TSan's own "SEGV" report from a worker process
