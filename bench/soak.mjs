@@ -14,7 +14,7 @@
 //   - WebSockets: Deepgram /v1/speak, Speak + Flush read to Flushed, then
 //     Close; every third socket is dropped mid-synthesis instead
 // SOAK_KINDS=chat,cancel,embed,upload,ws picks the loops (default all).
-// RSS is read from /proc/PID/status every SAMPLE_MS (env SOAK_SAMPLE_MS,
+// RSS is read from /proc/PID/status (and the heap split from /metrics) every SAMPLE_MS (env SOAK_SAMPLE_MS,
 // default 5000). The slope is a least-squares fit over the samples after
 // the warm-up (the first fifth of the run, at least 60 s: allocator arenas,
 // the prefix cache and SQLite's page cache fill there). Prints one JSON line
@@ -143,12 +143,24 @@ function rssKiB() {
   return m ? Number(m[1]) : NaN;
 }
 
-const samples = []; // [seconds since start, MiB]
+// [seconds since start, RSS MiB, heap in use MiB, heap free MiB]: the
+// heap split from /metrics tells a structure that grows (in use) from
+// memory the allocator keeps (free).
+const samples = [];
 const t0 = Date.now();
-const sampler = setInterval(() => {
-  try { samples.push([(Date.now() - t0) / 1000, rssKiB() / 1024]); } catch (e) { fail('rss', e); }
-}, sampleMs);
-samples.push([0, rssKiB() / 1024]);
+async function heapMiB() {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const g = (name) => Number((text.match(new RegExp(`^${name} (\\d+)`, 'm')) || [])[1]) / 1048576;
+    return [g('parley_heap_in_use_bytes'), g('parley_heap_free_bytes')];
+  } catch (e) { fail('metrics', e); return [NaN, NaN]; }
+}
+async function sample() {
+  const t = (Date.now() - t0) / 1000, rss = rssKiB() / 1024;
+  samples.push([t, rss, ...(await heapMiB())]);
+}
+const sampler = setInterval(() => { sample().catch((e) => fail('rss', e)); }, sampleMs);
+await sample();
 
 // SOAK_KINDS (comma-separated, default all) runs only some loops, to find
 // which load kind a growth comes from.
@@ -163,21 +175,28 @@ const kinds = (process.env.SOAK_KINDS || Object.keys(LOOPS).join(',')).split(','
 for (const k of kinds) if (!LOOPS[k]) { console.error(`soak: unknown SOAK_KINDS entry ${k} (${Object.keys(LOOPS).join(', ')})`); process.exit(2); }
 await Promise.all(kinds.flatMap((k) => LOOPS[k]()));
 clearInterval(sampler);
-samples.push([(Date.now() - t0) / 1000, rssKiB() / 1024]);
+await sample();
 
 // Least squares over the samples after the warm-up, with the slope's
-// standard error from the residuals.
+// standard error from the residuals; col picks the series.
 const warm = Math.max(60, secs / 5);
 const pts = samples.filter(([t]) => t >= warm);
 const n = pts.length;
-const mx = pts.reduce((a, [t]) => a + t, 0) / n, my = pts.reduce((a, [, v]) => a + v, 0) / n;
-let sxy = 0, sxx = 0;
-for (const [t, v] of pts) { sxy += (t - mx) * (v - my); sxx += (t - mx) ** 2; }
-const slope = sxx ? sxy / sxx : 0; // MiB per second
-let ssr = 0;
-for (const [t, v] of pts) ssr += (v - (my + slope * (t - mx))) ** 2;
-const se = n > 2 && sxx ? Math.sqrt(ssr / (n - 2) / sxx) : Infinity;
-const perHour = slope * 3600, sePerHour = se * 3600;
+function fit(col) {
+  const p = pts.filter((r) => Number.isFinite(r[col]));
+  const k = p.length;
+  if (k < 3) return { perHour: NaN, sePerHour: Infinity };
+  const mx = p.reduce((a, r) => a + r[0], 0) / k, my = p.reduce((a, r) => a + r[col], 0) / k;
+  let sxy = 0, sxx = 0;
+  for (const r of p) { sxy += (r[0] - mx) * (r[col] - my); sxx += (r[0] - mx) ** 2; }
+  const slope = sxx ? sxy / sxx : 0; // MiB per second
+  let ssr = 0;
+  for (const r of p) ssr += (r[col] - (my + slope * (r[0] - mx))) ** 2;
+  const se = sxx ? Math.sqrt(ssr / (k - 2) / sxx) : Infinity;
+  return { perHour: slope * 3600, sePerHour: se * 3600 };
+}
+const { perHour, sePerHour } = fit(1);
+const inUse = fit(2), free = fit(3);
 let health = 0;
 try { health = (await fetch(`${url}/health`)).status; } catch (e) { fail('health', e); }
 
@@ -186,6 +205,9 @@ const out = {
   rss_mib: { start: +samples[0][1].toFixed(1), after_warmup: +(pts[0]?.[1] ?? NaN).toFixed(1),
     end: +samples[samples.length - 1][1].toFixed(1), max: +Math.max(...samples.map((s) => s[1])).toFixed(1) },
   slope_mib_per_hour: +perHour.toFixed(2), slope_se_mib_per_hour: +sePerHour.toFixed(2), max_mib_per_hour: maxPerHour,
+  heap_in_use_mib_per_hour: +inUse.perHour.toFixed(2), heap_in_use_se: +inUse.sePerHour.toFixed(2),
+  heap_free_mib_per_hour: +free.perHour.toFixed(2), heap_free_se: +free.sePerHour.toFixed(2),
+  heap_mib_end: { in_use: +samples[samples.length - 1][2].toFixed(1), free: +samples[samples.length - 1][3].toFixed(1) },
   kinds, counts, errors, health,
 };
 // Flat: the growth is not shown, at two standard errors, to exceed the
@@ -194,5 +216,5 @@ const out = {
 const flat = n >= 3 && perHour - 2 * sePerHour <= maxPerHour;
 out.verdict = flat && !errors.length && health === 200 ? 'flat' : (flat ? 'errors' : 'growing');
 console.log(JSON.stringify(out));
-if (process.env.SOAK_SAMPLES) console.error(samples.map(([t, v]) => `${t.toFixed(0)} ${v.toFixed(1)}`).join('\n'));
+if (process.env.SOAK_SAMPLES) console.error(samples.map((r) => `${r[0].toFixed(0)} ${r.slice(1).map((v) => v.toFixed(2)).join(' ')}`).join('\n'));
 process.exit(out.verdict === 'flat' ? 0 : 1);

@@ -103,10 +103,20 @@ if [ -f tests/api/package.json ] && [ -n "$api_tests" ]; then
     echo "== API tests against the ThreadSanitizer server (build-tsan/parley)"
     tsan_dir=$(mktemp -d)
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4 log_path=$tsan_dir/tsan" \
-      run_api build-tsan/parley
-    if ls "$tsan_dir"/tsan.* >/dev/null 2>&1; then
-      echo "ThreadSanitizer reports from the server:"; cat "$tsan_dir"/tsan.* | head -n 400; bad=1
-    fi
+    PARLEY_START_TIMEOUT_MS=${PARLEY_START_TIMEOUT_MS:-60000} run_api build-tsan/parley
+    # A speech worker that dies is the isolation at work (the tests crash
+    # them on purpose, with the inputs that crash libespeak-ng or a SIGSEGV
+    # sent mid-synthesis): TSan's own "SEGV" report from a worker process
+    # is expected there. Every other report fails the run.
+    for f in "$tsan_dir"/tsan.*; do
+      [ -e "$f" ] || continue
+      if ! grep -q 'WARNING: ThreadSanitizer' "$f" && grep -q 'ERROR: ThreadSanitizer: SEGV' "$f" &&
+         grep -q 'speech_worker_main' "$f"; then
+        echo "(a speech worker died as a test made it: $(basename "$f"))"
+        continue
+      fi
+      echo "ThreadSanitizer report from the server ($(basename "$f")):"; head -n 200 "$f"; bad=1
+    done
     rm -rf "$tsan_dir"
   fi
 fi

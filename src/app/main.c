@@ -327,6 +327,10 @@ static int cmd_serve(int argc, char **argv) {
     free(tls_key);
     return 1;
   }
+  /* Free pages back to the system every 10 s: glibc keeps the pages of
+   * blocks freed below a heap's top resident, and under a long mixed load
+   * that alone grew RSS by ~19 MiB/h (docs/perf.md "Soak"). */
+  if (malloc_trimmer_start(10000)) LOG_WARN("app", "%s", err_detail());
   LOG_INFO("app", "parley %s listening on http://%s:%d (data in %s, %s)", PARLEY_VERSION, cfg.host,
            http_server_port(srv), cfg.data_dir, cfg.n_api_keys ? "API key required" : "no API key");
   /* A line on stdout that tests and scripts wait for (and one for a
@@ -359,6 +363,7 @@ static int cmd_serve(int argc, char **argv) {
     }
     pthread_join(t, NULL);
   }
+  malloc_trimmer_stop();
   gen_wait_streams(5000);
   ollama_free(&olctx); /* waits for its pull progress streams */
   openai_realtime_shutdown(&rctx); /* sessions' threads, speech engines */

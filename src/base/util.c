@@ -4,6 +4,7 @@
 #include "base/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -117,6 +118,87 @@ void malloc_bound_arenas(int n) {
   (void)n;
 #endif
 }
+
+void malloc_stats_read(malloc_stats_bytes *out) {
+  *out = (malloc_stats_bytes){0};
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 mi = mallinfo2();
+  *out = (malloc_stats_bytes){.in_use = mi.uordblks + mi.hblkhd, .free = mi.fordblks, .arena = mi.arena,
+                              .mmapped = mi.hblkhd};
+#endif
+}
+
+#if defined(__GLIBC__)
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  pthread_t thread;
+  bool running, stopping;
+  int period_ms;
+} g_trim = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *trimmer_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_trim.mu);
+  while (!g_trim.stopping) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = ts.tv_nsec + (long long)g_trim.period_ms * 1000000LL;
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    while (!g_trim.stopping && pthread_cond_timedwait(&g_trim.cv, &g_trim.mu, &ts) != ETIMEDOUT) {
+    }
+    if (g_trim.stopping) break;
+    pthread_mutex_unlock(&g_trim.mu);
+    malloc_trim(0);
+    pthread_mutex_lock(&g_trim.mu);
+  }
+  pthread_mutex_unlock(&g_trim.mu);
+  return NULL;
+}
+
+int malloc_trimmer_start(int period_ms) {
+  pthread_mutex_lock(&g_trim.mu);
+  int rc = 0;
+  if (!g_trim.running) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_trim.cv, &a);
+    pthread_condattr_destroy(&a);
+    g_trim.period_ms = period_ms > 0 ? period_ms : 1;
+    g_trim.stopping = false;
+    if (pthread_create(&g_trim.thread, NULL, trimmer_main, NULL) == 0) {
+      g_trim.running = true;
+    } else {
+      pthread_cond_destroy(&g_trim.cv);
+      rc = err_set(ERR_INTERNAL, "cannot start the malloc trimmer thread");
+    }
+  }
+  pthread_mutex_unlock(&g_trim.mu);
+  return rc;
+}
+
+void malloc_trimmer_stop(void) {
+  pthread_mutex_lock(&g_trim.mu);
+  bool was = g_trim.running;
+  g_trim.stopping = true;
+  if (was) pthread_cond_signal(&g_trim.cv);
+  pthread_mutex_unlock(&g_trim.mu);
+  if (!was) return;
+  pthread_join(g_trim.thread, NULL);
+  pthread_mutex_lock(&g_trim.mu);
+  g_trim.running = false;
+  pthread_cond_destroy(&g_trim.cv);
+  pthread_mutex_unlock(&g_trim.mu);
+}
+#else
+int malloc_trimmer_start(int period_ms) {
+  (void)period_ms;
+  return 0;
+}
+void malloc_trimmer_stop(void) {}
+#endif
 
 size_t utf8_seq_len(const char *s, size_t n) {
   const uint8_t *u = (const uint8_t *)s;

@@ -46,6 +46,26 @@ int file_map_ro(const char *path, const char *who, const char *kind, size_t min_
  * under a soak (docs/perf.md "Soak"). Call before starting threads. */
 void malloc_bound_arenas(int n);
 
+/* The allocator's own figures, in bytes: in_use is what live blocks hold,
+ * free what it keeps for reuse (fragmented or not yet returned), arena the
+ * heap it has from the system (in_use + free), mmapped the large blocks
+ * mapped one by one. All 0 where the C library cannot tell (not glibc). */
+typedef struct malloc_stats_bytes {
+  uint64_t in_use, free, arena, mmapped;
+} malloc_stats_bytes;
+void malloc_stats_read(malloc_stats_bytes *out);
+
+/* A thread that hands the allocator's free pages back to the system every
+ * period_ms (glibc's malloc_trim(0): free chunks inside every arena are
+ * madvised away and the heap tops shrunk). glibc returns memory only from
+ * the top of a heap, so under a long mixed load the pages of blocks freed in
+ * the middle stay resident: the soak's RSS grew though nothing leaked and
+ * the heap in use stayed flat (docs/perf.md "Soak"). A no-op returning 0
+ * where the C library has no malloc_trim; ERR_INTERNAL when the thread
+ * cannot start. malloc_trimmer_stop joins it (safe without a start). */
+int malloc_trimmer_start(int period_ms);
+void malloc_trimmer_stop(void);
+
 /* strdup that returns NULL for NULL. */
 char *str_dup(const char *s);
 char *str_ndup(const char *s, size_t n);

@@ -139,6 +139,11 @@ typedef struct http_config {
  * answers only what no ordinary route answers, whenever either was added. */
 int http_server_new(const http_config *cfg, http_server **out);
 int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_routes);
+/* The routes added so far, in the order they were added (i <
+ * http_server_n_routes; NULL past the end). Read after start-up only: the
+ * table does not change once the server runs. */
+size_t http_server_n_routes(const http_server *srv);
+const http_route *http_server_route(const http_server *srv, size_t i);
 /* A path alias (before start): a request path that no route matches and
  * whose leading segments are `from` is routed as if they were `to`, e.g.
  * ("/chat", "/v1/chat") or ("/v1/v1/models", "/v1/models"). The route's

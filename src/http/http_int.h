@@ -61,6 +61,9 @@ void router_free(router *r);
 /* Adds routes (the table must outlive the router). ERR_INVALID for a bad
  * pattern (a rest parameter not last, an empty parameter name). */
 int router_add(router *r, const http_route *routes, size_t n_routes);
+/* The registered routes in registration order (i < router_n_routes). */
+size_t router_n_routes(const router *r);
+const http_route *router_route(const router *r, size_t i);
 /* Adds a path alias: a path with no route of its own whose first segments
  * are `from` ("/chat") is matched as if they were `to` ("/v1/chat"). Both
  * are literal paths; the longest matching `from` wins. ERR_INVALID for a

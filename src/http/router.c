@@ -74,6 +74,10 @@ struct router {
   size_t n_aliases;
 };
 
+size_t router_n_routes(const router *r) { return r->n_routes; }
+
+const http_route *router_route(const router *r, size_t i) { return i < r->n_routes ? r->routes[i].route : NULL; }
+
 int router_new(router **out) {
   *out = calloc(1, sizeof **out);
   return *out ? 0 : err_set(ERR_NOMEM, "router");

@@ -1360,6 +1360,10 @@ int http_server_add_routes(http_server *srv, const http_route *routes, size_t n_
   return router_add(srv->rt, routes, n_routes);
 }
 
+size_t http_server_n_routes(const http_server *srv) { return router_n_routes(srv->rt); }
+
+const http_route *http_server_route(const http_server *srv, size_t i) { return router_route(srv->rt, i); }
+
 int http_server_add_alias(http_server *srv, const char *from, const char *to) {
   if (srv->started) return err_set(ERR_INVALID, "aliases must be added before http_server_start");
   return router_add_alias(srv->rt, from, to);

@@ -51,13 +51,22 @@ static void metrics(http_req *req, void *ctx) {
   admin_ctx *a = ctx;
   buf out = BUF_INIT;
   int rc = http_server_metrics(a->server, &out);
+  /* The allocator's split tells a structure that grows (in use) from
+   * memory the allocator keeps (free): bench/soak.sh samples both. */
+  malloc_stats_bytes ms;
+  malloc_stats_read(&ms);
   if (!rc)
     rc = buf_appendf(&out,
                      "# HELP parley_uptime_seconds Seconds since the server started.\n"
                      "# TYPE parley_uptime_seconds gauge\nparley_uptime_seconds %.3f\n"
                      "# HELP parley_resident_memory_bytes Resident memory of the process.\n"
-                     "# TYPE parley_resident_memory_bytes gauge\nparley_resident_memory_bytes %llu\n",
-                     (double)(time_mono_ns() - a->started_ns) / 1e9, (unsigned long long)rss_bytes());
+                     "# TYPE parley_resident_memory_bytes gauge\nparley_resident_memory_bytes %llu\n"
+                     "# HELP parley_heap_in_use_bytes Bytes held by live allocations (malloc's count).\n"
+                     "# TYPE parley_heap_in_use_bytes gauge\nparley_heap_in_use_bytes %llu\n"
+                     "# HELP parley_heap_free_bytes Bytes malloc keeps free for reuse.\n"
+                     "# TYPE parley_heap_free_bytes gauge\nparley_heap_free_bytes %llu\n",
+                     (double)(time_mono_ns() - a->started_ns) / 1e9, (unsigned long long)rss_bytes(),
+                     (unsigned long long)ms.in_use, (unsigned long long)ms.free);
   if (rc) api_error(req, 500, rc, "could not render metrics", NULL);
   else http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", out.data, out.len);
   buf_free(&out);
@@ -168,6 +177,31 @@ static void diag_upload(http_req *req, void *ctx) {
   json_decref(body);
 }
 
+/* GET /admin/routes: every registered route (method, pattern, name and its
+ * flags by name), so a tool can walk the whole surface of this build
+ * (bench/hostile.sh sends its hostile requests to each). */
+static void diag_routes(http_req *req, void *ctx) {
+  admin_ctx *a = ctx;
+  static const struct { unsigned bit; const char *name; } FLAGS[] = {
+      {HTTP_ROUTE_PUBLIC, "public"},     {HTTP_BODY_JSON, "json"},       {HTTP_BODY_MULTIPART, "multipart"},
+      {HTTP_BODY_FILE, "file"},          {HTTP_ROUTE_WS, "websocket"},   {HTTP_ROUTE_FALLBACK, "fallback"},
+      {HTTP_BODY_IGNORE, "body_ignored"}, {HTTP_ROUTE_RESERVED, "reserved"}, {HTTP_ROUTE_ADMIN, "admin"},
+  };
+  json_t *list = json_array();
+  for (size_t i = 0; list && i < http_server_n_routes(a->server); i++) {
+    const http_route *rt = http_server_route(a->server, i);
+    json_t *flags = json_array();
+    for (size_t f = 0; flags && f < ARRAY_LEN(FLAGS); f++)
+      if (rt->flags & FLAGS[f].bit) json_array_append_new(flags, json_string(FLAGS[f].name));
+    json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:o*}", "method", rt->method, "pattern", rt->pattern,
+                                          "name", rt->name ? rt->name : rt->pattern, "flags", flags));
+  }
+  json_t *body = list ? json_pack("{s:o}", "routes", list) : NULL;
+  if (body) api_respond_json(req, 200, body);
+  else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+  json_decref(body);
+}
+
 /* ---- WebSocket echo ------------------------------------------------------ */
 
 static void ws_echo_message(ws_conn *c, enum ws_opcode op, const uint8_t *data, size_t len, void *ctx) {
@@ -211,6 +245,7 @@ static http_route ROUTES[] = {
     {"POST", "/admin/multipart", diag_multipart, NULL, HTTP_BODY_MULTIPART | HTTP_ROUTE_ADMIN, "admin_multipart"},
     {"POST", "/admin/upload", diag_upload, NULL, HTTP_BODY_FILE | HTTP_ROUTE_ADMIN, "admin_upload"},
     {"GET", "/admin/ws-echo", ws_echo, NULL, HTTP_ROUTE_WS | HTTP_ROUTE_ADMIN, "admin_ws_echo"},
+    {"GET", "/admin/routes", diag_routes, NULL, HTTP_ROUTE_ADMIN, "admin_routes"},
 };
 
 size_t admin_routes(admin_ctx *actx, const http_route **out) {

@@ -47,6 +47,27 @@ test('GET /metrics is Prometheus text that counts requests', async () => {
   assert.match(text, /parley_http_in_flight \d+/);
   assert.match(text, /parley_http_open_streams \d+/);
   assert.match(text, /parley_ws_sessions \d+/);
+  // The allocator's split (bench/soak.sh fits both): live bytes are some
+  // hundreds of KiB in a server with its routes and store open.
+  const inUse = Number((text.match(/^parley_heap_in_use_bytes (\d+)$/m) || [])[1]);
+  const free = Number((text.match(/^parley_heap_free_bytes (\d+)$/m) || [])[1]);
+  assert.ok(inUse > 65536, `parley_heap_in_use_bytes ${inUse}`);
+  assert.ok(Number.isInteger(free), `parley_heap_free_bytes ${free}`);
+});
+
+test('GET /admin/routes lists every route of every dialect with its flags (--admin)', async () => {
+  const r = await fetch(`${srv.url}/admin/routes`);
+  assert.equal(r.status, 200);
+  const { routes } = await r.json();
+  const find = (m, p) => routes.find((x) => x.method === m && x.pattern === p);
+  for (const [m, p] of [['GET', '/health'], ['POST', '/v1/chat/completions'], ['POST', '/v1/messages'],
+    ['POST', '/api/chat'], ['GET', '/api/v0/models'], ['POST', '/deepgram/v1/listen'], ['GET', '/v1/realtime'],
+    ['GET', '/admin/routes']]) assert.ok(find(m, p), `${m} ${p} listed`);
+  assert.deepEqual(find('GET', '/health').flags, ['public', 'reserved']);
+  assert.ok(find('GET', '/v1/realtime').flags.includes('websocket'));
+  assert.ok(find('POST', '/v1/chat/completions').flags.includes('json'));
+  assert.ok(routes.some((x) => x.flags.includes('fallback')), 'the 501 table is there');
+  assert.ok(routes.length > 300, `${routes.length} routes`);
 });
 
 test('every response carries x-request-id, unique per request', async () => {
