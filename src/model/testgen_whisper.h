@@ -35,7 +35,10 @@ typedef struct whisper_testgen {
 whisper_testgen whisper_testgen_small(void);
 /* A shape by name: "small" (the test shape above), "micro" (n_state 32,
  * one layer each, 2 mels, a few kB: fuzz seeds), or a released model's:
- * "tiny", "base", "base.en", "large-v3", "large-v3-turbo" (no released
+ * "tiny", "base", "base.en", "large-v3", "large-v3-turbo", or "nano.en" /
+ * "nano" (real vocabulary sizes, English-only and multilingual, 30 s
+ * windows, n_state 64 and one layer each: a few MB, for the servers the
+ * API tests start) (no released
  * name collides with "small": whisper small is not offered). 0 and the
  * shape with matrices of type in *out, or ERR_NOT_FOUND. */
 int whisper_testgen_shape(const char *name, uint32_t type, whisper_testgen *out);

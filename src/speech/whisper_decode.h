@@ -87,6 +87,8 @@ whisper_decode_opts whisper_decode_defaults(void);
 typedef struct whisper_result {
   int32_t *tokens;        /* the sampled tokens, EOT not included (malloc'd) */
   float *logprobs;        /* log-probability of each, as sampled */
+  int32_t *ts_tok;        /* per token: the likeliest timestamp token at its step (its time anchor) */
+  float *ts_prob;         /* per token: that timestamp's probability (0 when timestamps were masked) */
   int n_tokens;
   bool ended;             /* an EOT closed the window (else max_tokens) */
   int lang;               /* the language used (detected or given) */
