@@ -220,7 +220,7 @@ int whisper_testgen_write_buf(const whisper_testgen *g, buf *out, size_t *tensor
     char t[24];
     int len = 1;
     if (i < 256) t[0] = (char)i;
-    else len = snprintf(t, sizeof t, "<t%d>", (int)i);
+    else len = snprintf(t, sizeof t, " w%d", (int)i);
     rc = put_i32(out, len);
     if (!rc) rc = buf_append(out, t, (size_t)len);
   }

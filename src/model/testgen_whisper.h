@@ -12,7 +12,8 @@
  * sinusoids; the filter bank is a triangular mel bank over the 201 FFT
  * bins; the other weights are seeded uniform noise scaled to keep
  * activations of order one. Tokens are the 256 single bytes and then
- * "<tN>".
+ * " wN" (a space and a number: each one a word, as Whisper's tokens
+ * for whole words start with a space).
  */
 #ifndef PARLEY_MODEL_TESTGEN_WHISPER_H
 #define PARLEY_MODEL_TESTGEN_WHISPER_H

@@ -38,6 +38,22 @@ static const char *const langs[WHISPER_MAX_LANGS] = {
     "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt",
     "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
+/* Their English names, as the OpenAI API reports a language. */
+static const char *const lang_names[WHISPER_MAX_LANGS] = {
+    "english", "chinese", "german", "spanish", "russian", "korean", "french", "japanese", "portuguese",
+    "turkish", "polish", "catalan", "dutch", "arabic", "swedish", "italian", "indonesian", "hindi", "finnish",
+    "vietnamese", "hebrew", "ukrainian", "greek", "malay", "czech", "romanian", "danish", "hungarian",
+    "tamil", "norwegian", "thai", "urdu", "croatian", "bulgarian", "lithuanian", "latin", "maori",
+    "malayalam", "welsh", "slovak", "telugu", "persian", "latvian", "bengali", "serbian", "azerbaijani",
+    "slovenian", "kannada", "estonian", "macedonian", "breton", "basque", "icelandic", "armenian", "nepali",
+    "mongolian", "bosnian", "kazakh", "albanian", "swahili", "galician", "marathi", "punjabi", "sinhala",
+    "khmer", "shona", "yoruba", "somali", "afrikaans", "occitan", "georgian", "belarusian", "tajik", "sindhi",
+    "gujarati", "amharic", "yiddish", "lao", "uzbek", "faroese", "haitian creole", "pashto", "turkmen",
+    "nynorsk", "maltese", "sanskrit", "luxembourgish", "myanmar", "tibetan", "tagalog", "malagasy",
+    "assamese", "tatar", "hawaiian", "lingala", "hausa", "bashkir", "javanese", "sundanese", "cantonese",};
+
+const char *whisper_lang_name(int index) { return index >= 0 && index < WHISPER_MAX_LANGS ? lang_names[index] : NULL; }
+
 int whisper_lang_index(const char *code) {
   for (int i = 0; code && i < WHISPER_MAX_LANGS; i++)
     if (strcmp(langs[i], code) == 0) return i;

@@ -51,6 +51,8 @@ int whisper_vocab_init(int32_t n_vocab, whisper_token_text_fn text, void *text_c
  * of an index, NULL out of range. */
 int whisper_lang_index(const char *code);
 const char *whisper_lang_code(int index);
+/* The language's English name ("english", "german"), NULL out of range. */
+const char *whisper_lang_name(int index);
 
 /* Logits of toks[n] after the n_past tokens already given (entries from
  * n_past on are replaced): the last row [n_vocab], or [n][n_vocab] when

@@ -100,7 +100,7 @@ void openai_models_list(http_req *req, void *ctx) {
     return;
   }
   if (d == API_DIALECT_DEEPGRAM) { /* same path, a Deepgram SDK at the root */
-    dg_models_list(req, NULL);
+    dg_models_list(req, oc->speech);
     return;
   }
   /* The count is read before the snapshot: a refresh in between only makes
@@ -146,7 +146,7 @@ void openai_models_get(http_req *req, void *ctx) {
     return;
   }
   if (d == API_DIALECT_DEEPGRAM) {
-    dg_models_get(req, NULL);
+    dg_models_get(req, oc->speech);
     return;
   }
   const char *id = http_req_param(req, "model");
