@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "speech/speech_worker.h"
+#include "speech/whisper_file.h"
 
 struct api_speech {
   pthread_mutex_t mu;
@@ -34,9 +35,21 @@ struct api_speech {
   wpool *tts_pool, *stt_pool, *dec_pool;
   speech_limits lim;
   tts *tts;
-  stt *stt;
-  int tts_rc, stt_rc;       /* remembered failure (0 = not tried or fine) */
-  char tts_err[256], stt_err[256];
+  int tts_rc;               /* remembered failure (0 = not tried or fine) */
+  char tts_err[256];
+  /* The installed STT models (stt_models_scan), the default first; each
+   * opened on first use: a Whisper file as an engine in this process (one
+   * pool of decoding states for every front end on it), pocketsphinx in
+   * the recognition workers. */
+  stt_model_info *models;
+  size_t n_models;
+  struct stt_slot {
+    whisper_engine *eng;
+    stt *stt;
+    int rc;                 /* remembered failure */
+    char err[512];
+  } *stt_slots;             /* [n_models] */
+  int stt_threads;          /* threads of one Whisper transcription */
   _Atomic int n_jobs;       /* producer threads alive */
   char *fetch_hosts;        /* allow list for outbound requests; never NULL */
   uint64_t fetch_max;
@@ -52,6 +65,20 @@ int api_speech_new(api_speech **out, const api_speech_config *cfg) {
   sp->fetch_max = 512u << 20;
   api_speech_config c = cfg ? *cfg : (api_speech_config){0};
   sp->lim = (speech_limits){.call_ms = c.call_ms};
+  sp->stt_threads = c.stt_threads;
+  int src = stt_models_scan(c.models_dir, c.stt_model, &sp->models, &sp->n_models);
+  if (!src && c.stt_model && *c.stt_model) {
+    /* a named file is checked now: a bad one stops the server with its reason */
+    whisper_file *wf = NULL;
+    src = whisper_file_open(c.stt_model, &wf);
+    if (src) src = err_set(src, "--stt-model %s: %s", c.stt_model, err_detail());
+    whisper_file_close(wf);
+  }
+  if (!src && !(sp->stt_slots = calloc(sp->n_models, sizeof *sp->stt_slots))) src = err_set(ERR_NOMEM, "speech service");
+  if (src) {
+    api_speech_free(sp);
+    return src;
+  }
   static const char *const args[] = {SPEECH_WORKER_ARG0, SPEECH_WORKER_ARG1, NULL};
   wpool_config tc = {.name = "text-to-speech", .exe = c.worker_exe, .args = args, .n_max = c.n_workers > 0 ? c.n_workers : 4};
   wpool_config sc = tc, dc = tc;
@@ -78,7 +105,12 @@ void api_speech_free(api_speech *sp) {
     return;
   }
   if (sp->tts) tts_close(sp->tts);
-  if (sp->stt) stt_close(sp->stt);
+  for (size_t i = 0; sp->stt_slots && i < sp->n_models; i++) {
+    stt_close(sp->stt_slots[i].stt);
+    whisper_engine_close(sp->stt_slots[i].eng);
+  }
+  free(sp->stt_slots);
+  stt_models_free(sp->models, sp->n_models);
   wpool_free(sp->tts_pool);
   wpool_free(sp->stt_pool);
   wpool_free(sp->dec_pool);
@@ -92,8 +124,65 @@ void api_speech_free(api_speech *sp) {
 static bool transient(int rc) { return rc == ERR_WORKER || rc == ERR_TIMEOUT || rc == ERR_OVERLOADED; }
 
 int api_speech_open_tts(api_speech *sp, tts **out) { return tts_open_remote(out, sp->tts_pool, &sp->lim); }
+
+/* Opens model i's engine (caller holds mu); 0, or the failure, remembered. */
+static int stt_slot_open(api_speech *sp, size_t i) {
+  struct stt_slot *sl = &sp->stt_slots[i];
+  const stt_model_info *m = &sp->models[i];
+  if (sl->stt || sl->rc) return sl->rc ? err_set(ERR_UNAVAILABLE, "%s", sl->err) : 0;
+  int rc;
+  if (m->path) {
+    whisper_engine_config wc = {.path = m->path, .name = m->name, .n_threads = sp->stt_threads};
+    rc = whisper_engine_open(&wc, &sl->eng);
+    if (!rc) rc = stt_open_whisper(&sl->stt, sl->eng, NULL);
+  } else {
+    rc = stt_open_remote(&sl->stt, NULL, sp->stt_pool, &sp->lim);
+  }
+  if (rc) {
+    if (transient(rc)) return rc;
+    sl->rc = rc;
+    snprintf(sl->err, sizeof sl->err, "speech to text is unavailable: %s (install %s)", err_detail(),
+             m->path ? "a working whisper.cpp model file" : "pocketsphinx-en-us");
+    LOG_WARN("speech", "%s", sl->err);
+    return err_set(ERR_UNAVAILABLE, "%s", sl->err);
+  }
+  LOG_INFO("speech", "speech to text: %s (%s)", m->name, m->path ? m->path : m->backend);
+  return 0;
+}
+
+/* Index of the model a request names: an installed model's name, else the
+ * default (vendor names such as whisper-1, gpt-4o-transcribe, nova-3 and
+ * anything else). The default is the first model that opens. */
+static int stt_pick(api_speech *sp, const char *name, size_t *at) {
+  for (size_t i = 0; name && i < sp->n_models; i++)
+    if (strcasecmp(sp->models[i].name, name) == 0 ||
+        (!strcasecmp(name, "pocketsphinx") && !strcmp(sp->models[i].backend, "pocketsphinx"))) {
+      *at = i;
+      return stt_slot_open(sp, i);
+    }
+  int rc = ERR_UNAVAILABLE;
+  for (size_t i = 0; i < sp->n_models; i++) {
+    *at = i;
+    if (!(rc = stt_slot_open(sp, i)) || transient(rc)) return rc;
+  }
+  return rc;
+}
+
 int api_speech_open_stt(api_speech *sp, const stt_config *cfg, stt **out) {
-  return stt_open_remote(out, cfg, sp->stt_pool, &sp->lim);
+  *out = NULL;
+  pthread_mutex_lock(&sp->mu);
+  size_t i = 0;
+  int rc = stt_pick(sp, NULL, &i);
+  whisper_engine *e = rc ? NULL : sp->stt_slots[i].eng;
+  pthread_mutex_unlock(&sp->mu);
+  if (rc) return rc;
+  /* a Whisper engine is shared: the caller's front end draws on its pool */
+  return e ? stt_open_whisper(out, e, cfg) : stt_open_remote(out, cfg, sp->stt_pool, &sp->lim);
+}
+
+size_t api_speech_stt_models(const api_speech *sp, const stt_model_info **out) {
+  *out = sp->models;
+  return sp->n_models;
 }
 
 int api_speech_decode(api_speech *sp, const void *bytes, size_t len, const audio_decode_opts *opts, audio_pcm *out) {
@@ -179,23 +268,16 @@ int api_speech_tts(api_speech *sp, tts **out) {
   return rc;
 }
 
-int api_speech_stt(api_speech *sp, stt **out) {
+int api_speech_stt_named(api_speech *sp, const char *model, stt **out) {
   pthread_mutex_lock(&sp->mu);
-  int rc = 0;
-  if (!sp->stt && !sp->stt_rc) {
-    rc = stt_open_remote(&sp->stt, NULL, sp->stt_pool, &sp->lim);
-    if (rc) {
-      sp->stt_rc = rc;
-      snprintf(sp->stt_err, sizeof sp->stt_err,
-               "speech to text is unavailable: %s (install pocketsphinx-en-us)", err_detail());
-      LOG_WARN("speech", "%s", sp->stt_err);
-    }
-  }
-  if (sp->stt_rc) rc = err_set(ERR_UNAVAILABLE, "%s", sp->stt_err);
-  *out = sp->stt;
+  size_t i = 0;
+  int rc = stt_pick(sp, model, &i);
+  *out = rc ? NULL : sp->stt_slots[i].stt;
   pthread_mutex_unlock(&sp->mu);
   return rc;
 }
+
+int api_speech_stt(api_speech *sp, stt **out) { return api_speech_stt_named(sp, NULL, out); }
 
 int api_speech_spawn(api_speech *sp, void *(*fn)(void *), void *arg) {
   pthread_t t;

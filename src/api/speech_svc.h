@@ -37,9 +37,14 @@ typedef struct api_speech_config {
   const char *worker_exe; /* program started as a worker; NULL = this program */
   int n_workers;          /* per pool (synthesis, recognition, decoding); 0 = 4 */
   int call_ms;            /* time limit of one worker call before the audio share; 0 = 60000 */
+  const char *models_dir; /* where ggml-*.bin Whisper files are found; NULL = none */
+  const char *stt_model;  /* --stt-model: a Whisper file, the default STT model; NULL = none */
+  int stt_threads;        /* threads of one Whisper transcription; 0 = 2 */
 } api_speech_config;
 
-/* cfg NULL = defaults. Starts no worker: the first speech request does. */
+/* cfg NULL = defaults. Starts no worker: the first speech request does.
+ * Lists the installed STT models; a cfg->stt_model that does not open as
+ * a Whisper file is an error naming the file and what is wrong with it. */
 int api_speech_new(api_speech **out, const api_speech_config *cfg);
 /* Waits up to 5 s for producer threads, then closes the engines. */
 void api_speech_free(api_speech *sp);
@@ -48,10 +53,17 @@ void api_speech_free(api_speech *sp);
  * what is missing) when the engine cannot start. */
 int api_speech_tts(api_speech *sp, tts **out);
 int api_speech_stt(api_speech *sp, stt **out);
+/* The STT front end of the model a request names: an installed model
+ * (api_speech_stt_models) by name, anything else the default: the first
+ * installed Whisper file, else pocketsphinx. */
+int api_speech_stt_named(api_speech *sp, const char *model, stt **out);
+/* The installed STT models, the default first (borrowed). */
+size_t api_speech_stt_models(const api_speech *sp, const stt_model_info **out);
 
-/* A TTS / STT front end of the caller's own over the same workers (the
- * realtime sessions keep their own, with their own decoder limits); close
- * it with tts_close / stt_close before api_speech_free. */
+/* A TTS / STT front end of the caller's own over the same engines (the
+ * realtime sessions keep their own, with their own waiting limits: the
+ * default STT model's, sharing its workers or its Whisper decoder pool);
+ * close it with tts_close / stt_close before api_speech_free. */
 int api_speech_open_tts(api_speech *sp, tts **out);
 int api_speech_open_stt(api_speech *sp, const stt_config *cfg, stt **out);
 

@@ -511,8 +511,9 @@ int cmd_gen_model(int argc, char **argv) {
   if (!out) {
     fprintf(stderr,
             "usage: parley gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b|lfm2-1.2b (--arch lfm2)] [--type F32|F16|Q8_0|Q4_0|Q4_K_M|...] "
-            "(--shape qwen3.5-4b with --arch qwen35) [--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch llama|qwen2|qwen3|bert|gemma2|gemma3|phi3|granite|smollm3|qwen3moe|mixtral|lfm2|olmo2|glm4|nomic-bert|mistral3|gpt-oss|gemma-embedding|exaone4|whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
-            "       (--arch whisper: --shape small|micro|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
+            "(--shape qwen3.5-4b with --arch qwen35) [--seed S] [--vocab VOCAB.gguf] [--chat-template FILE] [--name GENERAL_NAME] [--arch ARCH: any general.architecture parley runs, mixtral (llama with experts) or whisper] [--ctx N] [--pooling none|mean|cls|last]\n"
+            "       (--arch whisper: --shape small|micro|nano|nano.en|tiny|base|base.en|large-v3|large-v3-turbo, --type F32|F16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0)\n"
+            "       (--arch mamba2|granitehybrid|nemotron_h: --shape small, granitehybrid also small-moe, --type F32|F16)\n"
             "       (--arch gpt-oss --shape gpt-oss-20b, --arch qwen3moe --shape qwen3-30b-a3b: the released shape in its\n"
             "        released types, [--layers N] of its layers)\n"
             "       (--arch gemma3 --shape gemma-3-1b, --arch phi3 --shape phi-4-mini: the released shape, any --type)\n");

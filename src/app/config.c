@@ -73,6 +73,9 @@ static const struct opt OPTS[] = {
    "HTTP connection threads (0 = automatic)"},
   {"speech-workers", "PARLEY_SPEECH_WORKERS", OPT_KIND_INT, "4", 1, 64, OFF(speech_workers),
    "worker processes per speech pool (synthesis, recognition, decoding of client audio)"},
+  {"stt-model", "PARLEY_STT_MODEL", OPT_KIND_STR, "", 0, 0, OFF(stt_model),
+   "a whisper.cpp model file (ggml-base.en.bin, ...) for speech to text; without it the first ggml-*.bin in the "
+   "models directory, else pocketsphinx"},
   {"speech-timeout", "PARLEY_SPEECH_TIMEOUT", OPT_KIND_INT, "60", 1, 86400, OFF(speech_timeout_s),
    "seconds one speech worker call may take (plus 2 s per second of audio) before the worker is killed"},
   {"max-body", "PARLEY_MAX_BODY", OPT_KIND_SIZE, "32M", 1024, INT64_C(1) << 40, OFF(max_body),

@@ -33,6 +33,7 @@ typedef struct config {
   int64_t http_threads;    /* connection pool size; 0 = automatic */
   int64_t speech_workers;  /* worker processes per speech pool */
   int64_t speech_timeout_s; /* base time limit of one speech worker call */
+  char *stt_model;         /* --stt-model: a Whisper file; "" = discover in models_dir */
   int64_t max_body;        /* bytes, JSON request bodies */
   int64_t max_upload;      /* bytes, multipart and binary uploads */
   int64_t sse_keepalive_s; /* idle seconds between SSE keep-alive comments */

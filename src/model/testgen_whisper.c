@@ -37,6 +37,8 @@ int whisper_testgen_shape(const char *name, uint32_t type, whisper_testgen *out)
   } shapes[] = {
       {"tiny", 51865, 384, 6, 4, 4, 80},        {"base", 51865, 512, 8, 6, 6, 80},
       {"base.en", 51864, 512, 8, 6, 6, 80},
+      /* real vocabularies and windows, a few MB: the API tests' models */
+      {"nano.en", 51864, 64, 2, 1, 1, 80},       {"nano", 51865, 64, 2, 1, 1, 80},
       {"large-v3", 51866, 1280, 20, 32, 32, 128}, {"large-v3-turbo", 51866, 1280, 20, 32, 4, 128},
   };
   if (strcmp(name, "small") == 0 || strcmp(name, "micro") == 0) {
@@ -57,8 +59,8 @@ int whisper_testgen_shape(const char *name, uint32_t type, whisper_testgen *out)
     *out = g;
     return 0;
   }
-  return err_set(ERR_NOT_FOUND, "whisper testgen: unknown shape '%s' (small, micro, tiny, base, base.en, "
-                 "large-v3, large-v3-turbo)", name);
+  return err_set(ERR_NOT_FOUND, "whisper testgen: unknown shape '%s' (small, micro, nano, nano.en, tiny, "
+                 "base, base.en, large-v3, large-v3-turbo)", name);
 }
 
 typedef struct wgen {
@@ -218,7 +220,7 @@ int whisper_testgen_write_buf(const whisper_testgen *g, buf *out, size_t *tensor
     char t[24];
     int len = 1;
     if (i < 256) t[0] = (char)i;
-    else len = snprintf(t, sizeof t, "<t%d>", (int)i);
+    else len = snprintf(t, sizeof t, " w%d", (int)i);
     rc = put_i32(out, len);
     if (!rc) rc = buf_append(out, t, (size_t)len);
   }

@@ -12,7 +12,8 @@
  * sinusoids; the filter bank is a triangular mel bank over the 201 FFT
  * bins; the other weights are seeded uniform noise scaled to keep
  * activations of order one. Tokens are the 256 single bytes and then
- * "<tN>".
+ * " wN" (a space and a number: each one a word, as Whisper's tokens
+ * for whole words start with a space).
  */
 #ifndef PARLEY_MODEL_TESTGEN_WHISPER_H
 #define PARLEY_MODEL_TESTGEN_WHISPER_H
@@ -35,7 +36,10 @@ typedef struct whisper_testgen {
 whisper_testgen whisper_testgen_small(void);
 /* A shape by name: "small" (the test shape above), "micro" (n_state 32,
  * one layer each, 2 mels, a few kB: fuzz seeds), or a released model's:
- * "tiny", "base", "base.en", "large-v3", "large-v3-turbo" (no released
+ * "tiny", "base", "base.en", "large-v3", "large-v3-turbo", or "nano.en" /
+ * "nano" (real vocabulary sizes, English-only and multilingual, 30 s
+ * windows, n_state 64 and one layer each: a few MB, for the servers the
+ * API tests start) (no released
  * name collides with "small": whisper small is not offered). 0 and the
  * shape with matrices of type in *out, or ERR_NOT_FOUND. */
 int whisper_testgen_shape(const char *name, uint32_t type, whisper_testgen *out);

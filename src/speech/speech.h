@@ -11,7 +11,9 @@
  * espeak-ng (every language it ships, "espeak:<lang>[+variant]"). Vendor
  * names (OpenAI alloy...cedar, Deepgram aura-* / aura-2-*) map onto local
  * voices by the table in speech_voices.c, documented in docs/speech.md.
- * STT backend: pocketsphinx with Debian's en-us model, 16 kHz mono int16.
+ * STT backends: pocketsphinx with Debian's en-us model, and Whisper files
+ * (whisper.cpp's ggml format) on parley's kernels; both 16 kHz mono int16.
+ * The table of them is stt_backends() (stt.c).
  *
  * Threads: every function may be called from any thread. Backends with
  * global state (flite, espeak-ng) serialize synthesis with a mutex, so one
@@ -111,21 +113,57 @@ const char *tts_vendor_lookup(const char *name, char *scratch, size_t cap);
 /* ======================= speech to text ======================= */
 
 typedef struct stt_word {
-  char *word;              /* lower case, no pronunciation marks */
+  char *word;              /* lower case, no pronunciation marks or punctuation */
   double start, end;       /* seconds from the start of the audio */
   double confidence;       /* posterior probability in [0, 1] */
+  char *punctuated;        /* as the model wrote it (casing, punctuation); NULL = the backend writes none */
 } stt_word;
 
+/* A stretch of the transcript as a backend that segments (Whisper) cut it:
+ * its text as written and its words [first_word, first_word + n_words). */
+typedef struct stt_segment {
+  double start, end;       /* seconds */
+  char *text;              /* cased and punctuated, no leading space */
+  int32_t *tokens;         /* the model's token ids [n_tokens] */
+  size_t n_tokens;
+  size_t first_word, n_words;
+  int64_t seek;            /* start of the window it was decoded in, 10 ms frames */
+  double temperature, avg_logprob, compression_ratio, no_speech_prob;
+} stt_segment;
+
 typedef struct stt_result {
-  char *text;              /* words joined by single spaces; "" when silent */
+  char *text;              /* words joined by single spaces, or the segments' text; "" when silent */
   stt_word *words;
   size_t n_words;
   double confidence;       /* mean word confidence, 0 with no words */
   double audio_seconds;    /* audio fed */
   double decode_seconds;   /* wall time spent decoding */
   int parts;               /* whole-buffer decoding: decoders it ran on (2 = split) */
+  stt_segment *segments;   /* NULL for backends that do not segment (pocketsphinx) */
+  size_t n_segments;
+  char language[16];       /* ISO 639-1 code of the language heard ("en"); "" = not said */
+  double language_prob;    /* its probability when detected, 1 when given */
+  bool punctuated;         /* text and words carry the model's own casing and punctuation */
 } stt_result;
 void stt_result_free(stt_result *r);
+
+/* What a request asks of a transcription beyond the audio. */
+typedef struct stt_options {
+  const char *language;    /* ISO 639-1 code; NULL or "" = detect (multilingual models) or English */
+  const char *prompt;      /* text the audio continues (Whisper's initial prompt); NULL = none */
+  bool translate;          /* into English (Whisper's translate task) */
+  double temperature;      /* > 0: sample at this temperature only; 0 = greedy with fallback */
+} stt_options;
+
+/* What a backend can do, for the adapters' checks and model lists. */
+typedef struct stt_info {
+  const char *backend;     /* "pocketsphinx", "whisper" */
+  const char *model;       /* the model's name: "pocketsphinx-en-us", "whisper-base.en" */
+  bool multilingual;       /* languages besides English, and detection */
+  bool translates;         /* the translate task */
+  bool prompts;            /* stt_options.prompt is used */
+  bool punctuates;         /* results are cased and punctuated by the model */
+} stt_info;
 
 typedef struct stt_config {
   const char *model_dir;   /* acoustic model dir; NULL = /usr/share/pocketsphinx/model/en-us/en-us */
@@ -166,9 +204,15 @@ typedef struct stt_backend_ops {
    * is idle (and, unless may_create, none is made either: making one costs
    * about a second). NULL = the front end never splits. */
   int (*stream_try_begin)(void *ctx, void **st, bool may_create);
+  /* Options for the stream's next transcription (before any feed); NULL =
+   * the backend takes none (the front end refuses what it cannot honour). */
+  int (*stream_options)(void *st, const stt_options *o);
+  /* What the backend can do; NULL = pocketsphinx-en-us's (English only). */
+  void (*info)(void *ctx, stt_info *out);
 } stt_backend_ops;
 
 extern const stt_backend_ops stt_backend_pocketsphinx;
+extern const stt_backend_ops stt_backend_whisper;
 
 typedef struct stt stt;
 /* cfg NULL = defaults. ERR_NOT_FOUND naming the file when the model is missing. */
@@ -176,6 +220,50 @@ int stt_open(stt **out, const stt_config *cfg);
 void stt_close(stt *s);
 const char *stt_name(const stt *s);
 int stt_sample_rate(const stt *s);
+void stt_get_info(const stt *s, stt_info *out);
+
+/* The table of STT backends (stt_catalog.c), in order of preference: a
+ * Whisper file when one is installed, else pocketsphinx. */
+typedef struct stt_backend_row {
+  const char *name;        /* "whisper", "pocketsphinx" */
+  const char *file_prefix, *file_suffix; /* its model files ("ggml-", ".bin"); NULL = a system package */
+  const char *model_prefix; /* of the names given to its files ("whisper-") */
+  const char *model;       /* the one model of a package backend ("pocketsphinx-en-us") */
+  const char *package;     /* what to install when it is missing */
+} stt_backend_row;
+const stt_backend_row *stt_backends(size_t *n);
+
+/* An installed STT model. */
+typedef struct stt_model_info {
+  char *name;              /* "whisper-base.en", "pocketsphinx-en-us" */
+  char *path;              /* its file; NULL for a package backend */
+  const char *backend;     /* the row's name */
+  int64_t size, mtime;     /* of the file (0 for a package) */
+} stt_model_info;
+/* Every installed model, by the table's order: stt_model (--stt-model; may
+ * be NULL) first, then ggml-*.bin in models_dir by name, then pocketsphinx.
+ * ERR_NOT_FOUND naming stt_model when it does not exist. */
+int stt_models_scan(const char *models_dir, const char *stt_model, stt_model_info **out, size_t *n);
+void stt_models_free(stt_model_info *m, size_t n);
+
+/* A Whisper engine: one model file, loaded once, and a pool of decoding
+ * states that every front end opened on it shares (stt_open_whisper), so
+ * the server's requests and its realtime sessions draw from one pool.
+ * n_states 0 = 2, n_threads 0 = 2 per state. ERR_* of whisper_file_open
+ * (naming the field) for a bad file. The engine must outlive its front ends. */
+typedef struct whisper_engine whisper_engine;
+typedef struct whisper_engine_config {
+  const char *path;        /* a ggml-*.bin file */
+  const char *name;        /* the model's name ("whisper-base.en"); NULL = from the file name */
+  int n_states;            /* transcriptions at once */
+  int n_threads;           /* threads of one transcription */
+} whisper_engine_config;
+int whisper_engine_open(const whisper_engine_config *cfg, whisper_engine **out);
+void whisper_engine_close(whisper_engine *e);
+/* A front end on e; cfg's wait_ms bounds how long a stream waits for a state. */
+int stt_open_whisper(stt **out, whisper_engine *e, const stt_config *cfg);
+/* The backend context of such a front end (stt.c wraps it). */
+int whisper_engine_context(whisper_engine *e, const stt_config *cfg, void **ctx);
 /* Whole-buffer transcription of mono int16 at stt_sample_rate(). */
 int stt_transcribe(stt *s, const int16_t *pcm, size_t n, stt_result *out);
 /* Incremental: begin takes a pooled decoder (waits up to wait_ms, then
@@ -192,5 +280,10 @@ void stt_stream_free(stt_stream *st);
  * it (and answer "busy") on one thread and decode on another. Ends the
  * stream; free it as usual. */
 int stt_stream_transcribe(stt_stream *st, const int16_t *pcm, size_t n, stt_result *out);
+/* Sets the options of a stream's transcription, before anything is fed.
+ * ERR_UNSUPPORTED naming the option when the backend cannot honour it (a
+ * language other than English, translation, on pocketsphinx); ERR_INVALID
+ * for a language code the model does not know. */
+int stt_stream_set_options(stt_stream *st, const stt_options *o);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -76,15 +77,46 @@ void stt_close(stt *s) {
   free(s);
 }
 
+int stt_open_whisper(stt **out, whisper_engine *e, const stt_config *cfg) {
+  *out = NULL;
+  void *ctx;
+  int rc = whisper_engine_context(e, cfg, &ctx);
+  return rc ? rc : stt_wrap(out, &stt_backend_whisper, ctx, cfg);
+}
+
 const char *stt_name(const stt *s) { return s->ops->name; }
 int stt_sample_rate(const stt *s) { return s->ops->sample_rate; }
 
+void stt_get_info(const stt *s, stt_info *out) {
+  *out = (stt_info){.backend = s->ops->name, .model = "pocketsphinx-en-us"};
+  if (s->ops->info) s->ops->info(s->ctx, out);
+}
+
 void stt_result_free(stt_result *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->n_words; i++) free(r->words[i].word);
+  for (size_t i = 0; i < r->n_words; i++) {
+    free(r->words[i].word);
+    free(r->words[i].punctuated);
+  }
   free(r->words);
+  for (size_t i = 0; i < r->n_segments; i++) {
+    free(r->segments[i].text);
+    free(r->segments[i].tokens);
+  }
+  free(r->segments);
   free(r->text);
   memset(r, 0, sizeof *r);
+}
+
+int stt_stream_set_options(stt_stream *st, const stt_options *o) {
+  if (st->ended) return err_set(ERR_INVALID, "stt: options after end");
+  if (st->s->ops->stream_options) return st->s->ops->stream_options(st->st, o);
+  /* a backend without options: English transcription, prompts unused */
+  if (o->translate) return err_set(ERR_UNSUPPORTED, "translate: the %s model does not translate", st->s->ops->name);
+  if (o->language && *o->language && strncasecmp(o->language, "en", 2) != 0)
+    return err_set(ERR_UNSUPPORTED, "language: '%.32s' is not available; the %s model knows only English ('en')",
+                   o->language, st->s->ops->name);
+  return 0;
 }
 
 int stt_transcribe(stt *s, const int16_t *pcm, size_t n, stt_result *out) {

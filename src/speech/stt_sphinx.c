@@ -297,6 +297,7 @@ static int collect_result(sphinx_stream *s, stt_result *out) {
     }
     size_t wl = strcspn(w, "(");
     stt_word *sw = &out->words[out->n_words];
+    *sw = (stt_word){0};
     sw->word = str_ndup(w, wl);
     if (!sw->word) {
       rc = err_set(ERR_NOMEM, "stt: word");

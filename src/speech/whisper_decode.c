@@ -38,6 +38,22 @@ static const char *const langs[WHISPER_MAX_LANGS] = {
     "af", "oc", "ka", "be", "tg", "sd", "gu", "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt",
     "sa", "lb", "my", "bo", "tl", "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
+/* Their English names, as the OpenAI API reports a language. */
+static const char *const lang_names[WHISPER_MAX_LANGS] = {
+    "english", "chinese", "german", "spanish", "russian", "korean", "french", "japanese", "portuguese",
+    "turkish", "polish", "catalan", "dutch", "arabic", "swedish", "italian", "indonesian", "hindi", "finnish",
+    "vietnamese", "hebrew", "ukrainian", "greek", "malay", "czech", "romanian", "danish", "hungarian",
+    "tamil", "norwegian", "thai", "urdu", "croatian", "bulgarian", "lithuanian", "latin", "maori",
+    "malayalam", "welsh", "slovak", "telugu", "persian", "latvian", "bengali", "serbian", "azerbaijani",
+    "slovenian", "kannada", "estonian", "macedonian", "breton", "basque", "icelandic", "armenian", "nepali",
+    "mongolian", "bosnian", "kazakh", "albanian", "swahili", "galician", "marathi", "punjabi", "sinhala",
+    "khmer", "shona", "yoruba", "somali", "afrikaans", "occitan", "georgian", "belarusian", "tajik", "sindhi",
+    "gujarati", "amharic", "yiddish", "lao", "uzbek", "faroese", "haitian creole", "pashto", "turkmen",
+    "nynorsk", "maltese", "sanskrit", "luxembourgish", "myanmar", "tibetan", "tagalog", "malagasy",
+    "assamese", "tatar", "hawaiian", "lingala", "hausa", "bashkir", "javanese", "sundanese", "cantonese",};
+
+const char *whisper_lang_name(int index) { return index >= 0 && index < WHISPER_MAX_LANGS ? lang_names[index] : NULL; }
+
 int whisper_lang_index(const char *code) {
   for (int i = 0; code && i < WHISPER_MAX_LANGS; i++)
     if (strcmp(langs[i], code) == 0) return i;
@@ -87,8 +103,12 @@ void whisper_result_free(whisper_result *r) {
   if (!r) return;
   free(r->tokens);
   free(r->logprobs);
+  free(r->ts_tok);
+  free(r->ts_prob);
   r->tokens = NULL;
   r->logprobs = NULL;
+  r->ts_tok = NULL;
+  r->ts_prob = NULL;
   r->n_tokens = 0;
 }
 
@@ -102,6 +122,18 @@ static void log_softmax(const float *x, int32_t n, double *lp) {
   for (int32_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
   double lse = mx + log(sum);
   for (int32_t i = 0; i < n; i++) lp[i] = (double)x[i] - lse;
+}
+
+/* log(sum(exp(x))) over x[n], exponentials in float (summed in double);
+ * -inf when every entry is. */
+static double log_sum_exp(const float *x, int32_t n) {
+  float mx = -INFINITY;
+  for (int32_t i = 0; i < n; i++)
+    if (x[i] > mx) mx = x[i];
+  if (mx == -INFINITY) return -INFINITY;
+  double sum = 0;
+  for (int32_t i = 0; i < n; i++) sum += expf(x[i] - mx);
+  return (double)mx + log(sum);
 }
 
 static void mask(float *x, int32_t lo, int32_t hi) {
@@ -243,11 +275,12 @@ static int32_t pick(const float *x, int32_t n, float t, uint64_t *rng) {
   for (int32_t i = 1; i < n; i++)
     if (x[i] > x[best]) best = i;
   if (t <= 0) return best;
-  double sum = 0, mx = x[best];
-  for (int32_t i = 0; i < n; i++) sum += exp(((double)x[i] - mx) / t);
+  double sum = 0;
+  float mx = x[best], it = 1.0f / t;
+  for (int32_t i = 0; i < n; i++) sum += expf((x[i] - mx) * it);
   double u = uniform(rng) * sum, c = 0;
   for (int32_t i = 0; i < n; i++) {
-    c += exp(((double)x[i] - mx) / t);
+    c += expf((x[i] - mx) * it);
     if (u < c && x[i] > -INFINITY) return i;
   }
   return best;
@@ -261,7 +294,10 @@ static int attempt(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, cons
   double *lp = malloc((size_t)V * sizeof *lp);
   r->tokens = malloc((size_t)(o->max_tokens + 1) * sizeof *r->tokens);
   r->logprobs = malloc((size_t)(o->max_tokens + 1) * sizeof *r->logprobs);
-  int rc = x && lp && r->tokens && r->logprobs ? 0 : err_set(ERR_NOMEM, "whisper: out of memory");
+  r->ts_tok = malloc((size_t)(o->max_tokens + 1) * sizeof *r->ts_tok);
+  r->ts_prob = malloc((size_t)(o->max_tokens + 1) * sizeof *r->ts_prob);
+  int rc = x && lp && r->tokens && r->logprobs && r->ts_tok && r->ts_prob ? 0
+                                                                          : err_set(ERR_NOMEM, "whisper: out of memory");
   if (!rc) rc = fn(ctx, prompt, sot_at + 1, 0, x, false);
   if (!rc) {
     log_softmax(x, V, lp);
@@ -271,15 +307,25 @@ static int attempt(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, cons
   double sum = 0;
   for (int k = 0; !rc && k < o->max_tokens; k++) {
     whisper_filter_logits(v, o, r->tokens, r->n_tokens, x);
-    log_softmax(x, V, lp);
+    /* only the normalizer is needed per step: one pass of expf (the full
+     * log-softmax in double was most of a step's time on small models) */
+    double lse = log_sum_exp(x, V);
     int32_t tok = pick(x, V, t, rng);
-    sum += lp[tok];
+    double lp_tok = (double)x[tok] - lse;
+    sum += lp_tok;
     if (tok == v->eot) {
       r->ended = true;
       break;
     }
+    /* the timestamp this step found likeliest: where in time the token sits
+     * (whisper.cpp's token-level timestamps read the same distribution) */
+    int32_t best_ts = v->ts_begin;
+    for (int32_t i = v->ts_begin + 1; i < V; i++)
+      if (x[i] > x[best_ts]) best_ts = i;
+    r->ts_tok[r->n_tokens] = best_ts;
+    r->ts_prob[r->n_tokens] = (float)exp((double)x[best_ts] - lse);
     r->tokens[r->n_tokens] = tok;
-    r->logprobs[r->n_tokens++] = (float)lp[tok];
+    r->logprobs[r->n_tokens++] = (float)lp_tok;
     if (np + r->n_tokens >= o->n_text_ctx || k + 1 == o->max_tokens) break; /* no room for another */
     rc = fn(ctx, &tok, 1, np + r->n_tokens - 1, x, false);
   }

@@ -51,6 +51,8 @@ int whisper_vocab_init(int32_t n_vocab, whisper_token_text_fn text, void *text_c
  * of an index, NULL out of range. */
 int whisper_lang_index(const char *code);
 const char *whisper_lang_code(int index);
+/* The language's English name ("english", "german"), NULL out of range. */
+const char *whisper_lang_name(int index);
 
 /* Logits of toks[n] after the n_past tokens already given (entries from
  * n_past on are replaced): the last row [n_vocab], or [n][n_vocab] when
@@ -87,6 +89,8 @@ whisper_decode_opts whisper_decode_defaults(void);
 typedef struct whisper_result {
   int32_t *tokens;        /* the sampled tokens, EOT not included (malloc'd) */
   float *logprobs;        /* log-probability of each, as sampled */
+  int32_t *ts_tok;        /* per token: the likeliest timestamp token at its step (its time anchor) */
+  float *ts_prob;         /* per token: that timestamp's probability (0 when timestamps were masked) */
   int n_tokens;
   bool ended;             /* an EOT closed the window (else max_tokens) */
   int lang;               /* the language used (detected or given) */

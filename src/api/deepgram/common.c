@@ -11,6 +11,7 @@
  */
 #include "api/deepgram/deepgram.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "api/api.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "speech/whisper_decode.h"
 
 void dg_request_uuid(const http_req *req, char out[37]) {
   const char *id = http_req_id(req);
@@ -35,9 +37,25 @@ void dg_request_uuid(const http_req *req, char out[37]) {
 
 void dg_model_uuid(const char *name, char out[37]) { api_speech_name_uuid(name, out); }
 
-json_t *dg_stt_model_info(void) {
-  return json_pack("{s:s, s:s, s:s}", "name", DG_STT_MODEL_NAME, "version", DG_STT_MODEL_VERSION, "arch",
-                   DG_STT_MODEL_ARCH);
+json_t *dg_stt_model_info(const stt_info *info) {
+  bool ps = !info || !strcmp(info->backend, "pocketsphinx");
+  return json_pack("{s:s, s:s, s:s}", "name", ps ? DG_STT_MODEL_NAME : info->model, "version",
+                   ps ? DG_STT_MODEL_VERSION : "ggml", "arch", ps ? DG_STT_MODEL_ARCH : info->backend);
+}
+
+int dg_check_language(const stt_info *info, const char *lang) {
+  char code[16];
+  size_t k = 0;
+  for (; lang[k] && lang[k] != '-' && lang[k] != '_' && k + 1 < sizeof code; k++)
+    code[k] = (char)tolower((unsigned char)lang[k]);
+  code[k] = 0;
+  if (!strcmp(code, "en")) return 0;
+  if (!info->multilingual)
+    return err_set(ERR_UNSUPPORTED, "language: '%.32s' is not available; the local model (%s) knows only English",
+                   lang, info->model);
+  if (whisper_lang_index(code) < 0)
+    return err_set(ERR_INVALID, "language: '%.32s' is not a language the local model (%s) knows", lang, info->model);
+  return 0;
 }
 
 void dg_bad_request(http_req *req, const char *param, const char *fmt, ...) {
@@ -119,7 +137,8 @@ json_t *dg_alternative(const stt_result *r, size_t first, size_t n, double offse
     const stt_word *w = &r->words[i];
     char pw[160];
     char end = !mark || !(mark[i] & 2) ? 0 : (mark[i] & 4) ? '?' : '.';
-    api_speech_punctuate(w->word, mark && (mark[i] & 1), end, pw, sizeof pw);
+    if (w->punctuated) snprintf(pw, sizeof pw, "%s", w->punctuated); /* the model's own casing and punctuation */
+    else api_speech_punctuate(w->word, mark && (mark[i] & 1), end, pw, sizeof pw);
     json_t *jw = json_pack("{s:s, s:f, s:f, s:f}", "word", w->word, "start", w->start + offset, "end",
                            w->end + offset, "confidence", w->confidence);
     if (jw && f->punctuate) json_object_set_new(jw, "punctuated_word", json_string(pw));
@@ -137,12 +156,16 @@ json_t *dg_alternative(const stt_result *r, size_t first, size_t n, double offse
 
 /* ---- models ------------------------------------------------------------------ */
 
-static json_t *stt_model_json(void) {
+/* An installed STT model in Deepgram's shape. */
+static json_t *stt_model_json(const stt_model_info *m) {
   char uuid[37];
-  dg_model_uuid(DG_STT_MODEL_NAME, uuid);
-  return json_pack("{s:s, s:s, s:s, s:[s, s], s:s, s:s, s:b, s:b, s:b}", "name", DG_STT_MODEL_NAME, "canonical_name",
-                   DG_STT_MODEL_NAME, "architecture", DG_STT_MODEL_ARCH, "languages", "en", "en-US", "version",
-                   DG_STT_MODEL_VERSION, "uuid", uuid, "batch", true, "streaming", true, "formatted_output", false);
+  bool ps = !m || !strcmp(m->backend, "pocketsphinx");
+  const char *name = ps ? DG_STT_MODEL_NAME : m->name;
+  dg_model_uuid(name, uuid);
+  return json_pack("{s:s, s:s, s:s, s:[s, s], s:s, s:s, s:b, s:b, s:b}", "name", name, "canonical_name", name,
+                   "architecture", ps ? DG_STT_MODEL_ARCH : m->backend, "languages", "en", "en-US", "version",
+                   ps ? DG_STT_MODEL_VERSION : "ggml", "uuid", uuid, "batch", true, "streaming", true,
+                   "formatted_output", !ps);
 }
 
 /* The language suffix of an aura name: "aura-2-celeste-es" -> "es". */
@@ -164,28 +187,42 @@ static json_t *tts_model_json(const tts_vendor_voice *v) {
                    "description", v->note ? v->note : "");
 }
 
+/* The installed STT models of sp (NULL: pocketsphinx alone). */
+static json_t *stt_models_json(const api_speech *sp) {
+  const stt_model_info *m = NULL;
+  size_t n = sp ? api_speech_stt_models(sp, &m) : 0;
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, stt_model_json(&m[i]));
+  if (a && !n) json_array_append_new(a, stt_model_json(NULL));
+  return a;
+}
+
 void dg_models_list(http_req *req, void *ctx) {
-  (void)ctx;
   json_t *tts_list = json_array();
   for (size_t i = 0; i < tts_vendor_n(); i++) {
     const tts_vendor_voice *v = tts_vendor_at(i);
     if (str_starts_with(v->vendor_name, "aura-")) json_array_append_new(tts_list, tts_model_json(v));
   }
-  json_t *body = json_pack("{s:[o], s:o}", "stt", stt_model_json(), "tts", tts_list);
+  json_t *body = json_pack("{s:o, s:o}", "stt", stt_models_json(ctx), "tts", tts_list);
   if (body) api_speech_respond_json(req, 200, body);
   else api_error(req, 500, ERR_NOMEM, "building the model list", NULL);
   json_decref(body);
 }
 
 void dg_models_get(http_req *req, void *ctx) {
-  (void)ctx;
   const char *id = http_req_param(req, "model_id");
   if (!id) id = http_req_param(req, "model"); /* reached through OpenAI's /v1/models/{model...} */
   if (!id) id = "";
   char uuid[37];
   json_t *found = NULL;
-  dg_model_uuid(DG_STT_MODEL_NAME, uuid);
-  if (!strcasecmp(id, uuid) || !strcasecmp(id, DG_STT_MODEL_NAME)) found = stt_model_json();
+  json_t *stts = stt_models_json(ctx);
+  for (size_t i = 0; !found && i < json_array_size(stts); i++) {
+    json_t *m = json_array_get(stts, i);
+    if (!strcasecmp(id, json_string_value(json_object_get(m, "uuid"))) ||
+        !strcasecmp(id, json_string_value(json_object_get(m, "name"))))
+      found = json_incref(m);
+  }
+  json_decref(stts);
   for (size_t i = 0; !found && i < tts_vendor_n(); i++) {
     const tts_vendor_voice *v = tts_vendor_at(i);
     if (!str_starts_with(v->vendor_name, "aura-")) continue;

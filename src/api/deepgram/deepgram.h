@@ -43,7 +43,11 @@ void dg_request_uuid(const http_req *req, char out[37]);
 /* The uuid of a model name (stable across runs). */
 void dg_model_uuid(const char *name, char out[37]);
 /* {name, version, arch} of the STT model (new reference). */
-json_t *dg_stt_model_info(void);
+/* metadata.model_info of the model info describes (NULL: pocketsphinx). */
+json_t *dg_stt_model_info(const stt_info *info);
+/* 0 when the model info describes can transcribe lang (a Deepgram
+ * language tag: "en", "en-US", "de"); else an error naming it. */
+int dg_check_language(const stt_info *info, const char *lang);
 
 /* Lenient query boolean (true/false/1/0, any case; a bare key is true).
  * Returns 0 with *out set (def when absent), or answers 400 naming the
@@ -77,7 +81,7 @@ void dg_listen_post(http_req *req, void *ctx);  /* listen.c */
 void dg_listen_ws(http_req *req, void *ctx);    /* live.c */
 void dg_speak_post(http_req *req, void *ctx);   /* speak.c */
 void dg_speak_ws(http_req *req, void *ctx);     /* speak_ws.c */
-void dg_models_list(http_req *req, void *ctx);  /* common.c; ctx unused */
+void dg_models_list(http_req *req, void *ctx);  /* common.c; ctx the api_speech (NULL: pocketsphinx only) */
 void dg_models_get(http_req *req, void *ctx);   /* {model_id} or {model} */
 void dg_read_post(http_req *req, void *ctx);    /* read.c */
 

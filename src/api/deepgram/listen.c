@@ -61,6 +61,11 @@ typedef struct listen_opts {
   char *callback_method;  /* POST or PUT */
   dg_intel intel;    /* summarize, topics, intents, sentiment (read.c) */
   json_t *warnings; /* owned array */
+  stt *stt;          /* the model the request names (borrowed) */
+  stt_info info;     /* what it can do */
+  char *language;    /* ISO code asked for, or NULL */
+  char *prompt;      /* keyterm / keywords as Whisper's initial prompt, or NULL */
+  bool detect_language;
 } listen_opts;
 
 static void listen_opts_free(listen_opts *o) {
@@ -71,6 +76,8 @@ static void listen_opts_free(listen_opts *o) {
   free(o->callback);
   free(o->callback_method);
   dg_intel_free(&o->intel);
+  free(o->language);
+  free(o->prompt);
   json_decref(o->warnings);
   memset(o, 0, sizeof *o);
 }
@@ -92,22 +99,25 @@ static bool query_on(http_req *req, const char *name) {
 
 /* Options the local backend cannot honour, and why; reported in
  * metadata.warnings when the request turns them on. */
+/* `needs`: 'p' honoured by a backend that takes prompts, 'm' by a
+ * multilingual one; 0 = never honoured here. */
 static const struct {
   const char *name, *why;
+  char needs;
 } UNHONOURED[] = {
-    {"measurements", "no local unit formatter"},
-    {"dictation", "spoken punctuation is not converted"},
-    {"profanity_filter", "no profanity filter is applied"},
-    {"redact", "no redaction is applied"},
-    {"keywords", "the local recognizer takes no keyword boosts"},
-    {"keyterm", "the local recognizer takes no key terms"},
-    {"detect_language", "the local model knows only English; no language detection is done"},
-    {"detect_entities", "no entity detection is done"},
-    {"filler_words", "the local recognizer drops filler words"},
+    {"measurements", "no local unit formatter", 0},
+    {"dictation", "spoken punctuation is not converted", 0},
+    {"profanity_filter", "no profanity filter is applied", 0},
+    {"redact", "no redaction is applied", 0},
+    {"keywords", "the local recognizer takes no keyword boosts", 'p'},
+    {"keyterm", "the local recognizer takes no key terms", 'p'},
+    {"detect_language", "the local model knows only English; no language detection is done", 'm'},
+    {"detect_entities", "no entity detection is done", 0},
+    {"filler_words", "the local recognizer drops filler words", 0},
 };
 
 /* Parses and checks the query; answers 400 itself on a bad value. */
-static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
+static int listen_parse(http_req *req, api_speech *sp, listen_opts *o) {
   memset(o, 0, sizeof *o);
   o->warnings = json_array();
   if (!o->warnings) return ERR_NOMEM;
@@ -130,13 +140,18 @@ static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
   o->numerals = num || smart;
   if (http_req_query(req, "diarize_model")) o->fmt.diarize = true;
 
+  int rc = api_speech_stt_named(sp, http_req_query(req, "model"), &o->stt);
+  if (rc) {
+    api_error_last(req, rc, NULL);
+    return rc;
+  }
+  stt_get_info(o->stt, &o->info);
   const char *lang = http_req_query(req, "language");
-  if (lang && *lang && strncasecmp(lang, "en", 2) != 0) {
-    dg_bad_request(req, "language",
-                   "language: '%.32s' is not available; the local model (" DG_STT_MODEL_NAME ") knows only English",
-                   lang);
+  if (lang && *lang && strcasecmp(lang, "multi") && (rc = dg_check_language(&o->info, lang))) {
+    dg_bad_request(req, "language", "%s", err_detail());
     return ERR_INVALID;
   }
+  if (lang && *lang && strcasecmp(lang, "multi") && !(o->language = str_dup(lang))) return ERR_NOMEM;
   const char *cb = http_req_query(req, "callback");
   if (cb) {
     if (dg_url_check(api_speech_fetch_hosts(sp), cb, "callback")) {
@@ -176,9 +191,37 @@ static int listen_parse(http_req *req, const api_speech *sp, listen_opts *o) {
   o->n_search = query_copies(req, "search", o->search);
   o->n_replace = query_copies(req, "replace", o->replace);
 
-  for (size_t i = 0; i < ARRAY_LEN(UNHONOURED); i++)
+  for (size_t i = 0; i < ARRAY_LEN(UNHONOURED); i++) {
+    char nd = UNHONOURED[i].needs;
+    if ((nd == 'p' && o->info.prompts) || (nd == 'm' && o->info.multilingual)) continue;
     if (query_on(req, UNHONOURED[i].name))
       dg_warn(o->warnings, UNHONOURED[i].name, "unsupported_feature", UNHONOURED[i].why);
+  }
+  /* key terms (and keywords without their ":boost") become the prompt of a
+   * backend that takes one: Whisper then favours their spelling */
+  if (o->info.prompts) {
+    buf pr = BUF_INIT;
+    static const char *const keys[] = {"keyterm", "keywords"};
+    for (size_t k = 0; k < ARRAY_LEN(keys); k++) {
+      const char *v[MAX_LIST];
+      size_t n = http_req_query_all(req, keys[k], v, MAX_LIST);
+      for (size_t i = 0; i < n; i++) {
+        const char *colon = k == 1 ? strrchr(v[i], ':') : NULL;
+        size_t len = colon ? (size_t)(colon - v[i]) : strlen(v[i]);
+        if (!len) continue;
+        if ((pr.len && buf_append_str(&pr, ", ")) || buf_append(&pr, v[i], len)) {
+          buf_free(&pr);
+          return ERR_NOMEM;
+        }
+      }
+    }
+    if (pr.len && (buf_append_byte(&pr, 0) || !(o->prompt = str_dup((char *)pr.data)))) {
+      buf_free(&pr);
+      return ERR_NOMEM;
+    }
+    buf_free(&pr);
+  }
+  if (dg_query_bool(req, "detect_language", false, &o->detect_language)) return ERR_INVALID;
   if (n_alt > 1) dg_warn(o->warnings, "alternatives", "unsupported_value", "only one alternative is returned");
   if (o->fmt.diarize)
     dg_warn(o->warnings, "diarize", "partial_support", "no local diarizer: every word is attributed to speaker 0");
@@ -253,7 +296,12 @@ static void apply_numerals(stt_result *r) {
     if (d) {
       free(w.word);
       w.word = d;
-      for (size_t k = i + 1; k < j; k++) free(r->words[k].word);
+      free(w.punctuated); /* the digits are the word as written now */
+      w.punctuated = NULL;
+      for (size_t k = i + 1; k < j; k++) {
+        free(r->words[k].word);
+        free(r->words[k].punctuated);
+      }
     } else {
       j = i + 1; /* keep the word as it was */
     }
@@ -282,6 +330,8 @@ static void apply_replace(stt_result *r, const listen_opts *o, bool *warned_mult
     for (size_t i = 0; i < r->n_words; i++) {
       stt_word *w = &r->words[i];
       if (strlen(w->word) == flen && !strncasecmp(w->word, spec, flen)) {
+        free(w->punctuated); /* the replacement is written as given */
+        w->punctuated = NULL;
         if (!*to) {
           free(w->word);
           continue;
@@ -404,13 +454,17 @@ static int listen_run(stt *s, stt_stream **first, struct manager *mgr, const lis
   for (int c = 0; c < n_ch && !rc; c++) {
     stt_result r = {0};
     const int16_t *data = (const int16_t *)pcm->data + (size_t)c * pcm->n_frames;
+    stt_stream *st = NULL;
     if (c == 0 && *first) {
-      rc = stt_stream_transcribe(*first, data, pcm->n_frames, &r);
-      stt_stream_free(*first);
+      st = *first;
       *first = NULL;
     } else {
-      rc = stt_transcribe(s, data, pcm->n_frames, &r);
+      rc = stt_stream_begin(s, &st);
     }
+    stt_options so = {.language = o->language, .prompt = o->prompt};
+    if (!rc) rc = stt_stream_set_options(st, &so);
+    if (!rc) rc = stt_stream_transcribe(st, data, pcm->n_frames, &r);
+    stt_stream_free(st);
     if (rc) break;
     if (o->numerals) apply_numerals(&r);
     apply_replace(&r, o, &warned_multi);
@@ -419,6 +473,10 @@ static int listen_run(stt *s, stt_stream **first, struct manager *mgr, const lis
     if (tr && *tr) buf_appendf(&text, "%s%s", text.len ? " " : "", tr);
     if (alt && o->paragraphs) json_object_set_new(alt, "paragraphs", paragraphs_json(&r, o));
     json_t *ch = json_pack("{s:[o]}", "alternatives", alt);
+    if (ch && o->detect_language && o->info.multilingual && r.language[0]) {
+      json_object_set_new(ch, "detected_language", json_string(r.language));
+      json_object_set_new(ch, "language_confidence", json_real(r.language_prob));
+    }
     if (ch && o->n_search) json_object_set_new(ch, "search", search_json(&r, o, 0));
     json_array_append_new(channels, ch);
     if (utts) utterances_json(&r, o, c, utts);
@@ -432,11 +490,11 @@ static int listen_run(stt *s, stt_stream **first, struct manager *mgr, const lis
   }
   char created[40], uuid[37];
   api_speech_rfc3339_now(created, sizeof created);
-  dg_model_uuid(DG_STT_MODEL_NAME, uuid);
+  dg_model_uuid(o->info.model, uuid);
   json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:[s], s:{s:o}}", "transaction_key", "deprecated",
                            "request_id", request_id, "sha256", sha, "created", created, "duration",
                            audio_pcm_seconds(pcm), "channels", n_ch, "models", uuid, "model_info", uuid,
-                           dg_stt_model_info());
+                           dg_stt_model_info(&o->info));
   if (meta && o->n_tags) {
     json_t *tags = json_array();
     for (size_t i = 0; i < o->n_tags; i++) json_array_append_new(tags, json_string(o->tags[i]));
@@ -582,11 +640,7 @@ void dg_listen_post(http_req *req, void *ctx) {
     dg_bad_request(req, NULL, "the request body is empty: send the audio bytes (or JSON {\"url\": ...})");
     goto out;
   }
-  stt *s = NULL;
-  if ((rc = api_speech_stt(sp, &s))) {
-    api_error_last(req, rc, NULL);
-    goto out;
-  }
+  stt *s = o.stt;
   audio_decode_opts d = {.hint = http_req_header(req, "Content-Type"), .raw = o.raw, .raw_rate = (int)o.sample_rate,
                          .raw_channels = (int)o.channels, .target_rate = stt_sample_rate(s),
                          .target_channels = o.multichannel ? 0 : 1, .split_channels = o.multichannel,

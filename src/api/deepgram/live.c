@@ -102,6 +102,8 @@ typedef struct lchan {
 } lchan;
 
 typedef struct live {
+  stt_info info;            /* the model's (set before the session starts) */
+  char language[16];        /* asked for, "" = the model's default */
   /* shared with the loop thread, under mu */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -172,7 +174,7 @@ static void close_with(live *L, int code, const char *reason) {
 }
 
 static json_t *results_meta(const live *L) {
-  return json_pack("{s:s, s:o, s:s}", "request_id", L->request_id, "model_info", dg_stt_model_info(), "model_uuid",
+  return json_pack("{s:s, s:o, s:s}", "request_id", L->request_id, "model_info", dg_stt_model_info(&L->info), "model_uuid",
                    L->model_uuid);
 }
 
@@ -219,6 +221,11 @@ static void interim(live *L, lchan *C) {
 
 static int begin_utterance(live *L, lchan *C) {
   int rc = stt_stream_begin(L->stt, &C->st);
+  stt_options so = {.language = L->language};
+  if (!rc && (rc = stt_stream_set_options(C->st, &so))) {
+    stt_stream_free(C->st);
+    C->st = NULL;
+  }
   if (rc) {
     LOG_WARN("deepgram", "live: no free decoder: %s", err_detail());
     close_with(L, WS_CLOSE_INTERNAL, "NET-0000: no speech decoder is free");
@@ -454,7 +461,7 @@ static void send_metadata(live *L) {
   send_json(L, json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:i, s:[s], s:{s:o}}", "type", "Metadata", "transaction_key",
                          "deprecated", "request_id", L->request_id, "sha256", hex, "created", created, "duration",
                          (double)L->ch[0].t / RATE, "channels", L->n_out, "models", L->model_uuid, "model_info", L->model_uuid,
-                         dg_stt_model_info()));
+                         dg_stt_model_info(&L->info)));
 }
 
 static void *live_main(void *arg) {
@@ -619,11 +626,6 @@ static int live_parse(http_req *req, live_cfg *o) {
     if (dg_query_int(req, "endpointing", 1, 60000, 10, &v)) return ERR_INVALID;
     o->endpoint_ms = (int)v;
   }
-  const char *lang = http_req_query(req, "language");
-  if (lang && *lang && strncasecmp(lang, "en", 2) != 0) {
-    dg_bad_request(req, "language", "language: '%.32s' is not available; the local model knows only English", lang);
-    return ERR_INVALID;
-  }
   const char *enc = http_req_query(req, "encoding");
   if (enc && *enc) {
     if (!strcmp(enc, "linear16")) o->raw = AUDIO_RAW_LINEAR16;
@@ -647,9 +649,17 @@ void dg_listen_ws(http_req *req, void *ctx) {
   live_cfg cfg;
   if (live_parse(req, &cfg)) return;
   stt *s = NULL;
-  int rc = api_speech_stt(sp, &s);
+  int rc = api_speech_stt_named(sp, http_req_query(req, "model"), &s);
   if (rc) {
     api_error_last(req, rc, NULL);
+    return;
+  }
+  stt_info info;
+  stt_get_info(s, &info);
+  const char *lang = http_req_query(req, "language");
+  if (lang && !strcasecmp(lang, "multi")) lang = NULL;
+  if (lang && *lang && dg_check_language(&info, lang)) {
+    dg_bad_request(req, "language", "%s", err_detail());
     return;
   }
   live *L = calloc(1, sizeof *L);
@@ -664,6 +674,8 @@ void dg_listen_ws(http_req *req, void *ctx) {
   L->refs = 2; /* the loop's and the worker's */
   L->sp = sp;
   L->stt = s;
+  L->info = info;
+  snprintf(L->language, sizeof L->language, "%s", lang ? lang : "");
   L->cfg = cfg;
   L->ch = calloc(AUDIO_CHANNELS_MAX, sizeof *L->ch);
   if (!L->ch) {
@@ -680,7 +692,7 @@ void dg_listen_ws(http_req *req, void *ctx) {
   L->n_out = 1;
   L->last_activity_ns = time_mono_ns();
   dg_request_uuid(req, L->request_id);
-  dg_model_uuid(DG_STT_MODEL_NAME, L->model_uuid);
+  dg_model_uuid(!strcmp(info.backend, "pocketsphinx") ? DG_STT_MODEL_NAME : info.model, L->model_uuid);
   if (cfg.raw != AUDIO_RAW_NONE) {
     L->mode = IN_RAW;
     L->src_raw = cfg.raw;

@@ -2,18 +2,27 @@
  * audio.c - OpenAI audio endpoints on the local speech engines
  * (../shared/specs/openai.md section 6; docs/speech.md "HTTP side").
  *
- * Transcriptions: the multipart `file` part arrives spooled to disk; it is
- * read, decoded by audio/ to 16 kHz mono int16 (a decoding failure is a 400
- * naming the problem), transcribed whole by pocketsphinx, and shaped into
- * json / text / srt / vtt / verbose_json. Sentences (segments) come from the
- * word timings: a pause of 0.6 s or 10 s of speech ends one. pocketsphinx
- * writes lower-case words without punctuation; we capitalise sentence starts
- * and end each sentence with a period, as Whisper-style output reads.
- * stream=true answers with data-only SSE: one `transcript.text.delta` per
- * word (the deltas concatenate to the final text) and `transcript.text.done`.
- * The handler checks the fields, decodes the audio (400s) and takes a pooled
- * decoder (429 when all stay busy); a producer thread then transcribes and
- * writes the body, so no HTTP thread waits for the recognizer.
+ * Transcriptions and translations: the request's `model` picks an
+ * installed STT model by name, any other name (whisper-1,
+ * gpt-4o-transcribe, ...) the default: a Whisper file when one is
+ * installed, else pocketsphinx (api_speech_stt_named). The multipart
+ * `file` part arrives spooled to disk; it is read, decoded by audio/ to
+ * 16 kHz mono int16 (a decoding failure is a 400 naming the problem),
+ * transcribed whole (`language`, `prompt`, `temperature` and the
+ * translate task passed as stt_options; what the backend cannot do is a
+ * 400 naming the field, translation without a model that translates the
+ * 501 of every operation without a local equivalent), and shaped into
+ * json / text / srt / vtt / verbose_json. Segments are the backend's own
+ * (Whisper: its timestamps, tokens, temperature, log-probability,
+ * compression ratio, no-speech probability, text as the model cased and
+ * punctuated it), or for pocketsphinx sentences from the word timings (a
+ * pause of 0.6 s or 10 s of speech ends one), capitalised and ended with a
+ * period here. stream=true answers with data-only SSE: one
+ * `transcript.text.delta` per word (the deltas concatenate to the final
+ * text) and `transcript.text.done`. The handler checks the fields, takes
+ * a pooled decoder (429 when all stay busy) and decodes the audio (400s);
+ * a producer thread then transcribes and writes the body, so no HTTP
+ * thread waits for the recognizer.
  *
  * Speech: the JSON body is checked on the handler thread (every error is a
  * 400 naming the field), then a producer thread synthesizes sentence by
@@ -22,13 +31,11 @@
  * `speech.audio.delta` events with base64 chunks and `speech.audio.done`.
  * Output is 24 kHz mono like OpenAI's (pcm = raw s16le at 24 kHz).
  *
- * Translations: no local backend translates, so POST /v1/audio/translations
- * has no route here and gets the 501 not_implemented_local of every
- * unimplemented operation (unimplemented.c).
  * Voices: GET /v1/audio/voices lists local voices and the vendor names.
  */
 #include "api/openai/audio.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -38,9 +45,11 @@
 #include <strings.h>
 
 #include "api/api.h"
+#include "api/openai/unimplemented.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "speech/whisper_decode.h"
 
 #define SPEECH_INPUT_MAX_CHARS 4096
 #define SPEECH_OUT_RATE 24000
@@ -80,7 +89,7 @@ static void bad_request(http_req *req, const char *param, const char *fmt, ...) 
   api_error(req, 400, ERR_INVALID, msg, param);
 }
 
-/* ---- transcriptions ------------------------------------------------------ */
+/* ---- transcriptions and translations -------------------------------------- */
 
 enum tr_format { TR_JSON, TR_TEXT, TR_SRT, TR_VERBOSE, TR_VTT };
 static const char *const TR_FORMATS[] = {"json", "text", "srt", "verbose_json", "vtt"};
@@ -90,20 +99,23 @@ typedef struct tr_opts {
   bool words, segments;   /* timestamp_granularities[] */
   bool logprobs;          /* include[]=logprobs */
   bool stream;
+  bool translate;         /* /v1/audio/translations */
   double temperature;
+  const char *model, *language, *prompt; /* borrowed from the request's parts */
 } tr_opts;
 
-/* Checks the form fields of a transcription; answers 400 and
- * returns nonzero on a bad one. */
-static int tr_parse(http_req *req, tr_opts *o) {
+/* Checks the form fields of a transcription or translation; answers 400
+ * and returns nonzero on a bad one. */
+static int tr_parse(http_req *req, bool translate, tr_opts *o) {
   memset(o, 0, sizeof *o);
+  o->translate = translate;
   const http_part *file = http_req_part_named(req, "file");
   if (!file || (!file->filename && !file->value_len)) {
     bad_request(req, "file", "file: required; send the audio as a multipart file part named 'file'");
     return -1;
   }
-  const char *model = form_field(req, "model");
-  if (!model || !*model) {
+  o->model = form_field(req, "model");
+  if (!o->model || !*o->model) {
     bad_request(req, "model", "model: required field is missing");
     return -1;
   }
@@ -120,14 +132,8 @@ static int tr_parse(http_req *req, tr_opts *o) {
     }
     o->format = (enum tr_format)i;
   }
-  const char *lang = form_field(req, "language");
-  if (lang && *lang && strncasecmp(lang, "en", 2) != 0) {
-    bad_request(req, "language",
-                "language: '%.32s' is not available; the local speech-to-text model (pocketsphinx en-us) "
-                "knows only English ('en')",
-                lang);
-    return -1;
-  }
+  o->language = translate ? NULL : form_field(req, "language");
+  o->prompt = form_field(req, "prompt");
   const char *temp = form_field(req, "temperature");
   if (temp && *temp) {
     char *end = NULL;
@@ -143,7 +149,7 @@ static int tr_parse(http_req *req, tr_opts *o) {
     bad_request(req, "stream", "stream: expected true or false");
     return -1;
   }
-  o->stream = sb == 1;
+  o->stream = sb == 1 && !translate; /* translations do not stream */
   for (size_t i = 0; i < http_req_n_parts(req); i++) {
     const http_part *p = http_req_part(req, i);
     if (p->filename) continue;
@@ -210,29 +216,76 @@ static int tr_decode(http_req *req, api_speech *sp, stt *s, audio_pcm *pcm) {
 
 static double word_logprob(const stt_word *w) { return log(w->confidence > 1e-6 ? w->confidence : 1e-6); }
 
-/* Builds the transcript text (punctuated sentences) and the sentence spans. */
-static int tr_text(const stt_result *r, api_span **spans, int *n_spans, buf *text) {
-  int n = api_speech_spans(r, SEG_GAP_S, SEG_MAX_S, spans);
+/* One segment of the answer: a backend's own segment (Whisper), or a
+ * sentence found from word timings and punctuated here (pocketsphinx). */
+typedef struct tr_seg {
+  double start, end;
+  char *text;                 /* malloc'd */
+  size_t first, n;            /* its words */
+  const stt_segment *src;     /* the backend's, or NULL */
+} tr_seg;
+
+static void tr_segs_free(tr_seg *s, int n) {
+  for (int i = 0; s && i < n; i++) free(s[i].text);
+  free(s);
+}
+
+/* The segments of r and the transcript text (segments joined by a space). */
+static int tr_segments(const stt_result *r, tr_seg **out, int *n_out, buf *text) {
+  *out = NULL;
+  *n_out = 0;
+  api_span *spans = NULL;
+  int n = r->n_segments ? (int)r->n_segments : api_speech_spans(r, SEG_GAP_S, SEG_MAX_S, &spans);
   if (n < 0) return n;
-  *n_spans = n;
-  for (int i = 0; i < n; i++) {
-    if (i && buf_append_byte(text, ' ')) return ERR_NOMEM;
-    int rc = api_speech_span_text(r, &(*spans)[i], true, text);
-    if (rc) return rc;
+  tr_seg *s = n ? calloc((size_t)n, sizeof *s) : NULL;
+  int rc = n && !s ? err_set(ERR_NOMEM, "building the transcript") : 0;
+  for (int i = 0; !rc && i < n; i++) {
+    if (r->n_segments) {
+      const stt_segment *g = &r->segments[i];
+      s[i] = (tr_seg){g->start, g->end, str_dup(g->text), g->first_word, g->n_words, g};
+    } else {
+      buf t = BUF_INIT;
+      rc = api_speech_span_text(r, &spans[i], true, &t);
+      if (!rc && buf_append_byte(&t, 0)) rc = ERR_NOMEM;
+      s[i] = (tr_seg){spans[i].start, spans[i].end, rc ? NULL : str_dup((char *)t.data), spans[i].first, spans[i].n,
+                      NULL};
+      buf_free(&t);
+    }
+    if (!rc && !s[i].text) rc = err_set(ERR_NOMEM, "building the transcript");
+    if (!rc && *s[i].text && text->len && buf_append_byte(text, ' ')) rc = ERR_NOMEM;
+    if (!rc && buf_append_str(text, s[i].text)) rc = ERR_NOMEM;
   }
+  free(spans);
+  if (rc) {
+    tr_segs_free(s, n);
+    return rc;
+  }
+  *out = s;
+  *n_out = n;
   return 0;
 }
 
-/* logprobs array for include[]=logprobs: one entry per word (our tokens are
- * words), logprob = ln(word posterior), bytes = its UTF-8 bytes. */
+/* A word as OpenAI's verbose_json lists it: the model's casing without
+ * the punctuation around it, or the recognizer's word. */
+static void tr_word(const stt_word *w, char *out, size_t cap) {
+  const char *p = w->punctuated ? w->punctuated : w->word;
+  size_t a = 0, b = strlen(p);
+  while (a < b && (unsigned char)p[a] < 0x80 && ispunct((unsigned char)p[a])) a++;
+  while (b > a && (unsigned char)p[b - 1] < 0x80 && ispunct((unsigned char)p[b - 1])) b--;
+  if (a == b) a = 0, b = strlen(p);
+  snprintf(out, cap, "%.*s", (int)(b - a), p + a);
+}
+
+/* logprobs array for include[]=logprobs: one entry per word, logprob =
+ * ln(word confidence), bytes = its UTF-8 bytes. */
 static json_t *tr_logprobs(const stt_result *r) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < r->n_words; i++) {
+    const char *t = r->words[i].punctuated ? r->words[i].punctuated : r->words[i].word;
     json_t *bytes = json_array();
-    for (const unsigned char *p = (const unsigned char *)r->words[i].word; *p; p++)
-      json_array_append_new(bytes, json_integer(*p));
-    json_array_append_new(a, json_pack("{s:s, s:f, s:o}", "token", r->words[i].word, "logprob",
-                                       word_logprob(&r->words[i]), "bytes", bytes));
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) json_array_append_new(bytes, json_integer(*p));
+    json_array_append_new(a, json_pack("{s:s, s:f, s:o}", "token", t, "logprob", word_logprob(&r->words[i]), "bytes",
+                                       bytes));
   }
   return a;
 }
@@ -241,10 +294,10 @@ static json_t *tr_usage(double seconds) {
   return json_pack("{s:s, s:I}", "type", "duration", "seconds", (json_int_t)ceil(seconds));
 }
 
-/* Repetition measure standing in for Whisper's zlib compression ratio:
- * characters of the text over characters of its distinct words (1.0 when
- * no word repeats; a decoder stuck in a loop scores high). */
-static double tr_compression(const stt_result *r, const api_span *s) {
+/* Repetition measure for segments the backend did not score (Whisper's
+ * own is zlib's): characters of the text over characters of its distinct
+ * words (1.0 when no word repeats). */
+static double tr_compression(const stt_result *r, const tr_seg *s) {
   size_t all = 0, distinct = 0;
   for (size_t k = 0; k < s->n; k++) {
     const char *w = r->words[s->first + k].word;
@@ -257,50 +310,62 @@ static double tr_compression(const stt_result *r, const api_span *s) {
   return distinct ? (double)all / (double)distinct : 1.0;
 }
 
-static json_t *tr_verbose(const stt_result *r, const api_span *spans, int n_spans, const char *text,
-                          const tr_opts *o) {
-  json_t *segs = json_array();
-  for (int i = 0; i < n_spans; i++) {
-    const api_span *s = &spans[i];
-    buf t = {0};
-    api_speech_span_text(r, s, true, &t);
-    json_t *tokens = json_array();
-    double lp = 0;
-    for (size_t k = 0; k < s->n; k++) {
-      json_array_append_new(tokens, json_integer((json_int_t)(s->first + k)));
-      lp += word_logprob(&r->words[s->first + k]);
+/* The language's name for verbose_json ("english"). */
+static const char *tr_language(const stt_result *r, const tr_opts *o) {
+  if (o->translate || !r->language[0]) return "english";
+  const char *n = whisper_lang_name(whisper_lang_index(r->language));
+  return n ? n : "english";
+}
+
+static json_t *tr_verbose(const stt_result *r, const tr_seg *segs, int n_segs, const char *text, const tr_opts *o) {
+  json_t *arr = json_array();
+  for (int i = 0; arr && i < n_segs; i++) {
+    const tr_seg *s = &segs[i];
+    json_t *tokens = json_array(), *seg;
+    if (s->src) {
+      for (size_t k = 0; k < s->src->n_tokens; k++) json_array_append_new(tokens, json_integer(s->src->tokens[k]));
+      seg = json_pack("{s:i, s:I, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f}", "id", i, "seek", (json_int_t)s->src->seek,
+                      "start", s->start, "end", s->end, "text", s->text, "tokens", tokens, "temperature",
+                      s->src->temperature, "avg_logprob", s->src->avg_logprob, "compression_ratio",
+                      s->src->compression_ratio, "no_speech_prob", s->src->no_speech_prob);
+    } else {
+      double lp = 0;
+      for (size_t k = 0; k < s->n; k++) {
+        json_array_append_new(tokens, json_integer((json_int_t)(s->first + k)));
+        lp += word_logprob(&r->words[s->first + k]);
+      }
+      seg = json_pack("{s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f}", "id", i, "seek", 0, "start", s->start,
+                      "end", s->end, "text", s->text, "tokens", tokens, "temperature", o->temperature, "avg_logprob",
+                      s->n ? lp / (double)s->n : 0.0, "compression_ratio", tr_compression(r, s), "no_speech_prob",
+                      0.0);
     }
-    json_array_append_new(
-        segs, json_pack("{s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f}", "id", i, "seek", 0, "start", s->start,
-                        "end", s->end, "text", t.data ? t.data : "", "tokens", tokens, "temperature",
-                        o->temperature, "avg_logprob", s->n ? lp / (double)s->n : 0.0, "compression_ratio",
-                        tr_compression(r, s), "no_speech_prob", 0.0));
-    buf_free(&t);
+    json_array_append_new(arr, seg);
   }
-  json_t *v = json_pack("{s:s, s:s, s:f, s:s, s:o}", "task", "transcribe", "language", "english", "duration",
-                        r->audio_seconds, "text", text, "segments", segs);
+  json_t *v = json_pack("{s:s, s:s, s:f, s:s, s:o}", "task", o->translate ? "translate" : "transcribe", "language",
+                        tr_language(r, o), "duration", r->audio_seconds, "text", text, "segments", arr);
   if (v && o->words) {
     json_t *words = json_array();
-    for (size_t i = 0; i < r->n_words; i++)
-      json_array_append_new(words, json_pack("{s:s, s:f, s:f}", "word", r->words[i].word, "start",
-                                             r->words[i].start, "end", r->words[i].end));
+    for (size_t i = 0; i < r->n_words; i++) {
+      char w[256];
+      tr_word(&r->words[i], w, sizeof w);
+      json_array_append_new(words, json_pack("{s:s, s:f, s:f}", "word", w, "start", r->words[i].start, "end",
+                                             r->words[i].end));
+    }
     json_object_set_new(v, "words", words);
   }
   if (v) json_object_set_new(v, "usage", tr_usage(r->audio_seconds));
   return v;
 }
 
-/* SRT or WebVTT cues, one per sentence. */
-static void tr_cues(const stt_result *r, const api_span *spans, int n_spans, bool vtt, buf *out) {
+/* SRT or WebVTT cues, one per segment. */
+static void tr_cues(const tr_seg *segs, int n_segs, bool vtt, buf *out) {
   if (vtt) buf_append_str(out, "WEBVTT\n\n");
-  for (int i = 0; i < n_spans; i++) {
+  for (int i = 0; i < n_segs; i++) {
     char a[16], b[16];
-    api_speech_timestamp(spans[i].start, vtt ? '.' : ',', a);
-    api_speech_timestamp(spans[i].end, vtt ? '.' : ',', b);
+    api_speech_timestamp(segs[i].start, vtt ? '.' : ',', a);
+    api_speech_timestamp(segs[i].end, vtt ? '.' : ',', b);
     if (!vtt) buf_appendf(out, "%d\n", i + 1);
-    buf_appendf(out, "%s --> %s\n", a, b);
-    api_speech_span_text(r, &spans[i], true, out);
-    buf_append_str(out, "\n\n");
+    buf_appendf(out, "%s --> %s\n%s\n\n", a, b, segs[i].text);
   }
 }
 
@@ -315,11 +380,12 @@ static const char *tr_content_type(enum tr_format f) {
 
 /* Renders a finished transcription in the requested format into out. */
 static int tr_render(const stt_result *r, const tr_opts *o, buf *out) {
-  api_span *spans = NULL;
-  int n_spans = 0;
-  buf text = {0};
-  int rc = tr_text(r, &spans, &n_spans, &text);
-  const char *t = text.data ? text.data : "";
+  tr_seg *segs = NULL;
+  int n_segs = 0;
+  buf text = BUF_INIT;
+  int rc = tr_segments(r, &segs, &n_segs, &text);
+  if (!rc && buf_append_byte(&text, 0)) rc = ERR_NOMEM;
+  const char *t = !rc ? (const char *)text.data : "";
   json_t *v = NULL;
   if (!rc) {
     switch (o->format) {
@@ -329,14 +395,14 @@ static int tr_render(const stt_result *r, const tr_opts *o, buf *out) {
         if (v) json_object_set_new(v, "usage", tr_usage(r->audio_seconds));
         break;
       case TR_VERBOSE:
-        v = tr_verbose(r, spans, n_spans, t, o);
+        v = tr_verbose(r, segs, n_segs, t, o);
         break;
       case TR_TEXT:
         rc = buf_appendf(out, "%s\n", t);
         break;
       case TR_SRT:
       case TR_VTT:
-        tr_cues(r, spans, n_spans, o->format == TR_VTT, out);
+        tr_cues(segs, n_segs, o->format == TR_VTT, out);
         break;
     }
   }
@@ -347,14 +413,14 @@ static int tr_render(const stt_result *r, const tr_opts *o, buf *out) {
   }
   json_decref(v);
   buf_free(&text);
-  free(spans);
+  tr_segs_free(segs, n_segs);
   return rc;
 }
 
 /* A transcription in flight: the handler decoded the audio and took a
  * pooled decoder (so "busy" is still a 429), then a producer thread
- * transcribes and writes the answer: the whole body, or one SSE delta per
- * word and the done event. */
+ * transcribes and writes the answer: the whole body, or SSE deltas and
+ * the done event. */
 typedef struct tr_job {
   api_speech *sp;
   stt_stream *st;
@@ -363,32 +429,45 @@ typedef struct tr_job {
   tr_opts o;
 } tr_job;
 
-/* SSE deltas (one per word, punctuated as in the final text) and done. */
+/* SSE deltas and done: one delta per word (the words with the model's
+ * punctuation, or punctuated here as in the final text), the first of a
+ * segment after a space; the deltas concatenate to the done text. */
 static void tr_send_events(tr_job *j, const stt_result *r) {
-  api_span *spans = NULL;
-  int n_spans = 0;
-  buf text = {0};
-  int rc = tr_text(r, &spans, &n_spans, &text);
-  for (int i = 0; !rc && i < n_spans; i++) {
-    for (size_t k = 0; !rc && k < spans[i].n; k++) {
-      char w[170], d[176];
-      const stt_word *sw = &r->words[spans[i].first + k];
-      char end = k + 1 == spans[i].n ? api_speech_sentence_end(&r->words[spans[i].first], spans[i].n) : 0;
-      api_speech_punctuate(sw->word, k == 0, end, w, sizeof w);
-      snprintf(d, sizeof d, "%s%s", (i || k) ? " " : "", w);
-      json_t *ev = json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", d);
-      if (ev && j->o.logprobs) {
-        json_t *lp = json_pack("[{s:s, s:f, s:[]}]", "token", sw->word, "logprob", word_logprob(sw), "bytes");
+  tr_seg *segs = NULL;
+  int n_segs = 0;
+  buf text = BUF_INIT;
+  int rc = tr_segments(r, &segs, &n_segs, &text);
+  if (!rc) rc = buf_append_byte(&text, 0);
+  for (int i = 0; !rc && i < n_segs; i++) {
+    /* a segment's text split at its spaces: the deltas then rebuild it exactly */
+    const char *p = segs[i].text;
+    for (size_t k = 0; !rc && *p; k++) {
+      const char *sp = strchr(p + 1, ' ');
+      size_t len = sp ? (size_t)(sp - p) : strlen(p);
+      buf d = BUF_INIT;
+      if ((i && k == 0 && buf_append_byte(&d, ' ')) || buf_append(&d, p, len) || buf_append_byte(&d, 0)) {
+        buf_free(&d);
+        rc = ERR_NOMEM;
+        break;
+      }
+      json_t *ev = json_pack("{s:s, s:s}", "type", "transcript.text.delta", "delta", (char *)d.data);
+      size_t wi = segs[i].first + k;
+      if (ev && j->o.logprobs && k < segs[i].n && wi < r->n_words) {
+        const stt_word *sw = &r->words[wi];
+        const char *tok = sw->punctuated ? sw->punctuated : sw->word;
+        json_t *lp = json_pack("[{s:s, s:f, s:[]}]", "token", tok, "logprob", word_logprob(sw), "bytes");
         json_t *bytes = lp ? json_object_get(json_array_get(lp, 0), "bytes") : NULL;
-        for (const unsigned char *p = (const unsigned char *)sw->word; bytes && *p; p++)
-          json_array_append_new(bytes, json_integer(*p));
+        for (const unsigned char *q = (const unsigned char *)tok; bytes && *q; q++)
+          json_array_append_new(bytes, json_integer(*q));
         json_object_set_new(ev, "logprobs", lp);
       }
+      buf_free(&d);
       rc = api_speech_sse_json(j->s, ev);
+      p += len;
     }
   }
   if (!rc) {
-    json_t *done = json_pack("{s:s, s:s}", "type", "transcript.text.done", "text", text.data ? text.data : "");
+    json_t *done = json_pack("{s:s, s:s}", "type", "transcript.text.done", "text", (const char *)text.data);
     if (done && j->o.logprobs) json_object_set_new(done, "logprobs", tr_logprobs(r));
     /* No usage here: the event's schema allows only token usage, and the
      * local recognizers count seconds of audio, not tokens (the plain
@@ -396,7 +475,7 @@ static void tr_send_events(tr_job *j, const stt_result *r) {
     api_speech_sse_json(j->s, done);
   }
   buf_free(&text);
-  free(spans);
+  tr_segs_free(segs, n_segs);
 }
 
 static void *tr_main(void *arg) {
@@ -430,14 +509,35 @@ static void *tr_main(void *arg) {
   return NULL;
 }
 
-static void audio_transcriptions(http_req *req, void *ctx) {
-  api_speech *sp = ctx;
+/* Both endpoints: the model the request names (an installed one, or the
+ * default for whisper-1, gpt-4o-transcribe, ...), its options checked
+ * against what the backend can do (400 naming the field), the audio
+ * decoded and a decoder taken here, the work on a producer thread. */
+static void tr_handle(http_req *req, api_speech *sp, bool translate) {
   tr_opts o;
-  if (tr_parse(req, &o)) return;
+  if (tr_parse(req, translate, &o)) return;
   stt *s = NULL;
-  int rc = api_speech_stt(sp, &s);
+  int rc = api_speech_stt_named(sp, o.model, &s);
   if (rc) {
     api_error_last(req, rc, NULL);
+    return;
+  }
+  stt_info info;
+  stt_get_info(s, &info);
+  if (translate && !info.translates) {
+    /* as every operation without a local equivalent: 501, do not retry */
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "createTranslation (POST /v1/audio/translations) needs a multilingual Whisper model (a whisper.cpp "
+             "file such as ggml-base.bin in the models directory or --stt-model); the speech-to-text model %s "
+             "does not translate.",
+             info.model);
+    json_t *body = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", "server_error", "param",
+                             "code", OPENAI_NOT_IMPLEMENTED_CODE);
+    http_resp_header(req, "x-should-retry", "false");
+    if (body) api_respond_json(req, 501, body);
+    else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    json_decref(body);
     return;
   }
   tr_job *j = calloc(1, sizeof *j);
@@ -447,11 +547,18 @@ static void audio_transcriptions(http_req *req, void *ctx) {
   }
   j->sp = sp;
   j->o = o;
-  if (tr_decode(req, sp, s, &j->pcm)) goto fail;
   if ((rc = stt_stream_begin(s, &j->st))) { /* all decoders busy past the wait: 429 */
     api_error_last(req, rc, NULL);
     goto fail;
   }
+  stt_options so = {.language = o.language, .prompt = o.prompt, .translate = translate, .temperature = o.temperature};
+  if ((rc = stt_stream_set_options(j->st, &so))) {
+    const char *d = err_detail();
+    bad_request(req, translate && rc == ERR_UNSUPPORTED ? "model" : !strncmp(d, "language", 8) ? "language" : "model",
+                "%s", d);
+    goto fail;
+  }
+  if (tr_decode(req, sp, s, &j->pcm)) goto fail;
   j->s = o.stream ? http_stream_open(req, 200, NULL, HTTP_STREAM_SSE)
                   : http_stream_open(req, 200, tr_content_type(o.format), HTTP_STREAM_RAW);
   if (!j->s) {
@@ -468,6 +575,9 @@ fail:
   audio_pcm_free(&j->pcm);
   free(j);
 }
+
+static void audio_transcriptions(http_req *req, void *ctx) { tr_handle(req, ctx, false); }
+static void audio_translations(http_req *req, void *ctx) { tr_handle(req, ctx, true); }
 
 /* ---- speech ----------------------------------------------------------------- */
 
@@ -699,6 +809,7 @@ static void audio_voices(http_req *req, void *ctx) {
 
 static http_route ROUTES[] = {
     {"POST", "/v1/audio/transcriptions", audio_transcriptions, NULL, HTTP_BODY_MULTIPART, "openai_audio_transcriptions"},
+    {"POST", "/v1/audio/translations", audio_translations, NULL, HTTP_BODY_MULTIPART, "openai_audio_translations"},
     {"POST", "/v1/audio/speech", audio_speech, NULL, HTTP_BODY_JSON, "openai_audio_speech"},
     {"GET", "/v1/audio/voices", audio_voices, NULL, 0, "openai_audio_voices"},
 };

@@ -25,6 +25,7 @@
 #include "api/api.h"
 #include "api/deepgram/deepgram.h"
 #include "api/openai/openai.h"
+#include "api/speech_svc.h"
 #include "base/err.h"
 #include "base/util.h"
 
@@ -33,8 +34,29 @@ static json_t *model_object(const registry_entry *e) {
                    "owned_by", "parley");
 }
 
-/* The list body of the current snapshot, compact JSON (malloc'd). */
-static char *models_list_json(registry *reg) {
+/* An installed speech-to-text model (api/speech_svc.h) as a model object;
+ * parley's fields say what it is. */
+static json_t *stt_model_object(const stt_model_info *m, bool is_default) {
+  return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:b}", "id", m->name, "object", "model", "created",
+                   (json_int_t)m->mtime, "owned_by", "parley", "kind", "speech-to-text", "backend", m->backend,
+                   "default_transcription_model", is_default);
+}
+
+/* The installed STT model named id, or NULL. */
+static const stt_model_info *stt_model_named(const openai_ctx *oc, const char *id, bool *is_default) {
+  const stt_model_info *m = NULL;
+  size_t n = oc->speech && id ? api_speech_stt_models(oc->speech, &m) : 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(m[i].name, id) == 0) {
+      *is_default = i == 0;
+      return &m[i];
+    }
+  return NULL;
+}
+
+/* The list body of the current snapshot and the STT models, compact JSON (malloc'd). */
+static char *models_list_json(const openai_ctx *oc) {
+  registry *reg = oc->reg;
   registry_snapshot *snap = registry_snapshot_acquire(reg);
   json_t *data = json_array();
   size_t n = registry_snapshot_count(snap);
@@ -46,6 +68,15 @@ static char *models_list_json(registry *reg) {
     }
   }
   registry_snapshot_release(snap);
+  const stt_model_info *sm = NULL;
+  size_t n_stt = oc->speech ? api_speech_stt_models(oc->speech, &sm) : 0;
+  for (size_t i = 0; data && i < n_stt; i++) {
+    json_t *m = stt_model_object(&sm[i], i == 0);
+    if (!m || json_array_append_new(data, m)) {
+      json_decref(data);
+      data = NULL;
+    }
+  }
   json_t *body = data ? json_pack("{s:s, s:o}", "object", "list", "data", data) : NULL;
   char *s = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(body);
@@ -69,7 +100,7 @@ void openai_models_list(http_req *req, void *ctx) {
     return;
   }
   if (d == API_DIALECT_DEEPGRAM) { /* same path, a Deepgram SDK at the root */
-    dg_models_list(req, NULL);
+    dg_models_list(req, oc->speech);
     return;
   }
   /* The count is read before the snapshot: a refresh in between only makes
@@ -87,7 +118,7 @@ void openai_models_list(http_req *req, void *ctx) {
   }
   pthread_mutex_unlock(&g_list_cache.mu);
   if (!copy) {
-    char *fresh = models_list_json(oc->reg);
+    char *fresh = models_list_json(oc);
     if (!fresh) {
       api_error(req, 500, ERR_NOMEM, "out of memory listing models", NULL);
       return;
@@ -115,11 +146,20 @@ void openai_models_get(http_req *req, void *ctx) {
     return;
   }
   if (d == API_DIALECT_DEEPGRAM) {
-    dg_models_get(req, NULL);
+    dg_models_get(req, oc->speech);
     return;
   }
   const char *id = http_req_param(req, "model");
   registry_entry *e = NULL;
+  bool stt_default = false;
+  const stt_model_info *sm = stt_model_named(oc, id, &stt_default);
+  if (sm) {
+    json_t *m = stt_model_object(sm, stt_default);
+    if (m) api_respond_json(req, 200, m);
+    else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
+    json_decref(m);
+    return;
+  }
   if (!id || !*id || registry_lookup(oc->reg, id, &e)) {
     char msg[512];
     json_t *valid = id ? json_string(id) : NULL; /* NULL for invalid UTF-8 */

@@ -34,6 +34,7 @@ typedef struct openai_ctx {
   manager *mgr;
   struct store *st;          /* responses and conversations */
   puller *pull;              /* DELETE /v1/models/{id} removes pulled models; may be NULL */
+  struct api_speech *speech; /* its installed STT models join /v1/models; may be NULL */
 } openai_ctx;
 
 /* The route table; every entry's ctx points at octx. */
