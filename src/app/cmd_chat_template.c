@@ -7,7 +7,7 @@
  *                        [--bos TOKEN] [--eos TOKEN] [-v]
  *
  * For users debugging a template and for tests. The request is read as
- * POST /v1/chat/completions reads it (openai_chat_request: roles checked,
+ * POST /v1/chat/completions reads it (openai_chat_body: roles checked,
  * text parts joined, developer as system, tool_choice, reasoning_effort,
  * chat_template_kwargs, add_generation_prompt, continue_final_message) and
  * rendered by the server's own conversion (gen_chat_render: tool-call
@@ -147,6 +147,8 @@ int cmd_chat_template(int argc, char **argv) {
   tmpl *t = NULL;
   gen_chat_template ct = {0};
   buf out = BUF_INIT;
+  gen_request creq;
+  gen_request_init(&creq);
 
   /* the request */
   if ((rc = ct_read_file(request, "request file", &req_text, &req_len))) goto fail;
@@ -161,14 +163,13 @@ int cmd_chat_template(int argc, char **argv) {
     rc = err_set(ERR_INVALID, "request file '%s' must hold a JSON object (a chat request body)", request);
     goto fail;
   }
-  gen_chat chat;
-  char param[OPENAI_PARAM_MAX];
-  if ((rc = openai_chat_request(req, &chat, param))) {
+  if ((rc = openai_chat_body(req, &creq))) {
     char d[512];
     snprintf(d, sizeof d, "%s", err_detail());
     rc = err_set(rc, "request file '%s': %s", request, d);
     goto fail;
   }
+  gen_chat chat = creq.chat;
   bool has_tools = json_array_size(chat.tools) > 0;
   bool measured = true; /* the template's facts: measured here, or family detection's */
 
@@ -242,6 +243,7 @@ int cmd_chat_template(int argc, char **argv) {
 fail:
   if (rc) fprintf(stderr, "parley chat-template: %s\n", err_detail());
   buf_free(&out);
+  gen_request_free(&creq);
   tmpl_free(t);
   gguf_close(gf);
   json_decref(req);

@@ -298,7 +298,7 @@ TEST(cmd_chat_template_usage) {
 }
 
 /* What the server renders for request file `req` on the mpath file `path`:
- * the mpath loaded by the manager, the body read by openai_chat_request and
+ * the mpath loaded by the manager, the body read by openai_chat_body and
  * rendered by gen_chat_prompt, as POST /v1/chat/completions does. */
 static char *ct_server_render(const char *path, const char *req) {
   registry *r = NULL;
@@ -309,10 +309,11 @@ static char *ct_server_render(const char *path, const char *req) {
   registry_set_models_dir(r, NULL);
   for (int s = REGISTRY_SOURCE_OLLAMA; s < REGISTRY_SOURCE_COUNT; s++) registry_set_source_dir(r, s, "");
   json_t *body = json_load_file(req, 0, NULL);
-  gen_chat chat;
-  char param[OPENAI_PARAM_MAX];
+  gen_request creq;
+  gen_request_init(&creq);
   if (body && !registry_add_model(r, path, "m") && (registry_refresh(r), !manager_new(r, NULL, &mg)) &&
-      !manager_get(mg, "m", &mm) && !openai_chat_request(body, &chat, param)) {
+      !manager_get(mg, "m", &mm) && !openai_chat_body(body, &creq)) {
+    gen_chat chat = creq.chat;
     buf b = BUF_INIT;
     tok_ids ids = TOK_IDS_INIT;
     outparse_config pc;
@@ -321,6 +322,7 @@ static char *ct_server_render(const char *path, const char *req) {
     tok_ids_free(&ids);
   }
   if (!text) fprintf(stderr, "server path: %s\n", err_detail());
+  gen_request_free(&creq);
   json_decref(body);
   manager_release(mm);
   manager_free(mg);

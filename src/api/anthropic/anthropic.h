@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "api/gen.h"
+#include "api/request.h"
 #include "engine/manager.h"
 #include "http/http.h"
 #include "model/registry.h"
@@ -49,19 +50,11 @@ bool anthropic_cloud_answer(http_req *req);
 
 /* ---- request translation (request.c) ------------------------------------ */
 
-/* One Messages request, translated. */
-typedef struct anthropic_req {
-  const char *model;     /* borrowed from the body */
-  json_t *messages;      /* canonical messages (owned) */
-  json_t *tools;         /* OpenAI-shaped tools (owned), or NULL */
-  gen_chat chat;         /* points at messages/tools */
-  gen_params p;          /* sampling, max_tokens, stop_sequences, format */
-  bool stream;
-  bool one_call;         /* tool_choice.disable_parallel_tool_use: answer
-                            at most one tool_use block */
-  const char *tool_name; /* tool_choice {"type":"tool"}'s name (borrowed
-                            from the body), or NULL */
-} anthropic_req;
+/* One Messages request, translated: the canonical request (api/request.h;
+ * model, messages, tools, chat, p, stream, one_call from
+ * tool_choice.disable_parallel_tool_use, tool_name from tool_choice
+ * {"type":"tool"}). */
+typedef gen_request anthropic_req;
 
 /* Translates body (an Anthropic Messages or count_tokens request; count
  * selects the latter: no max_tokens, no sampling fields read) into *out.

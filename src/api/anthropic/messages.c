@@ -2,11 +2,11 @@
  * messages.c - POST /v1/messages and POST /v1/messages/count_tokens, and the
  * Anthropic renderer of the canonical generation layer.
  *
- * Request path: parse the body (request.c), load the model through the
- * manager, render and tokenize the canonical messages with gen_chat_prompt
- * (the same template and tokenizer count_tokens uses, so the two agree),
- * force a tool call for tool_choice any/tool (gen_chat_force_tools), and
- * hand the job to gen_run with the sink below.
+ * Request path: the pure parser (request.c) fills the canonical request;
+ * the shared driver (api/request.h: gen_handle) loads the model, renders
+ * and tokenizes the messages (count_tokens stops there, through
+ * gen_prepare, so the two agree), forces a tool call for tool_choice
+ * any/tool, and hands the job to gen_run with the sink below.
  *
  * Response path, not streaming: one Message whose content is a thinking
  * block (when the model reasoned), a text block, then one tool_use block
@@ -314,96 +314,60 @@ static const gen_sink an_sink = {
 
 /* ---- handlers ------------------------------------------------------------------------------ */
 
-/* Loads the request's model and renders its prompt; answers the error and
- * returns nonzero on failure. */
-static int prepare(http_req *req, anthropic_ctx *ac, anthropic_req *ar, manager_model **mm, tok_ids *ids,
-                   outparse_config *pc) {
-  int rc = manager_get(ac->mgr, ar->model, mm);
-  if (rc == ERR_NOT_FOUND) {
-    char msg[320];
-    snprintf(msg, sizeof msg, "model: %.256s", ar->model);
-    api_error(req, 404, rc, msg, "model");
-    return rc;
+/* The driver's errors in Anthropic's words (api_error gives the shape). */
+static const gen_front AN_FRONT = {
+    .not_found_fmt = "model: %.256s",
+    .no_chat_fmt = "model: this model has no chat template (it cannot answer messages)",
+    .template_prefix = "messages: the chat template failed: ",
+    .stream_kind = HTTP_STREAM_SSE,
+};
+
+/* The renderer's context (gen_make_ctx). */
+static void *an_make(void *arg, const gen_request *r, const gen_ready *g) {
+  (void)arg;
+  struct an *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->model = str_dup(r->model);
+  o->n_prompt = (int64_t)g->ids.n;
+  o->one_call = r->one_call;
+  if (id_make(o->id, sizeof o->id, "msg_", 12))
+    snprintf(o->id, sizeof o->id, "msg_%016llx", (unsigned long long)time_mono_ns());
+  if (!o->model) {
+    an_free(o);
+    return NULL;
   }
-  if (rc) {
-    api_error(req, rc == ERR_UNSUPPORTED ? 400 : 0, rc, err_detail(), "model");
-    return rc;
-  }
-  if (!(*mm)->chat) {
-    api_error(req, 400, ERR_UNSUPPORTED, "model: this model has no chat template (it cannot answer messages)", "model");
-    return ERR_UNSUPPORTED;
-  }
-  if ((rc = gen_chat_prompt(*mm, &ar->chat, NULL, ids, pc))) {
-    char msg[600];
-    snprintf(msg, sizeof msg, "messages: the chat template failed: %s", err_detail());
-    api_error(req, 400, rc, msg, "messages");
-    return rc;
-  }
-  /* tool_choice any/tool: a grammar makes the model write the call */
-  if ((rc = gen_chat_force_tools(*mm, &ar->chat, ar->tool_name, &ar->p)))
-    api_error(req, 400, rc, err_detail(), "tool_choice");
-  return rc;
+  return o;
 }
 
 static void messages_create(http_req *req, void *ctx) {
+  anthropic_ctx *ac = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
   anthropic_req ar;
-  tok_ids ids = TOK_IDS_INIT;
-  manager_model *mm = NULL;
-  outparse_config pc;
   int rc = anthropic_req_parse(body, false, &ar);
-  if (rc) {
-    api_error(req, 400, rc, err_detail(), NULL);
-    json_decref(body);
-    return;
-  }
-  if (prepare(req, ctx, &ar, &mm, &ids, &pc)) goto done;
-  struct an *o = calloc(1, sizeof *o);
-  if (o) {
-    o->model = str_dup(ar.model);
-    o->n_prompt = (int64_t)ids.n;
-    o->one_call = ar.one_call;
-    if (id_make(o->id, sizeof o->id, "msg_", 12))
-      snprintf(o->id, sizeof o->id, "msg_%016llx", (unsigned long long)time_mono_ns());
-  }
-  if (!o || !o->model) {
-    an_free(o);
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-    goto done;
-  }
-  gen_opts opts = {.stream = ar.stream, .stream_kind = HTTP_STREAM_SSE, .prompt_param = "messages"};
-  gen_run(req, mm, &ar.p, &ids, &pc, &opts, &an_sink, o);
-  mm = NULL; /* the job holds the reference now */
-done:
-  manager_release(mm);
-  tok_ids_free(&ids);
+  if (rc) gen_front_parse_error(&AN_FRONT, req, &ar, rc);
+  else gen_handle(req, ac->mgr, &AN_FRONT, &ar, &an_sink, an_make, NULL);
   anthropic_req_free(&ar);
   json_decref(body);
 }
 
 /* Exact: the same translation, template and tokenizer as messages_create. */
 static void messages_count_tokens(http_req *req, void *ctx) {
+  anthropic_ctx *ac = ctx;
   json_t *body = api_parse_body(req);
   if (!body) return;
   anthropic_req ar;
-  tok_ids ids = TOK_IDS_INIT;
-  manager_model *mm = NULL;
-  outparse_config pc;
+  gen_ready g;
   int rc = anthropic_req_parse(body, true, &ar);
   if (rc) {
-    api_error(req, 400, rc, err_detail(), NULL);
-    json_decref(body);
-    return;
-  }
-  if (!prepare(req, ctx, &ar, &mm, &ids, &pc)) {
-    json_t *out = json_pack("{s:I}", "input_tokens", (json_int_t)ids.n);
+    gen_front_parse_error(&AN_FRONT, req, &ar, rc);
+  } else if (!gen_prepare(req, ac->mgr, &AN_FRONT, &ar, &g)) {
+    json_t *out = json_pack("{s:I}", "input_tokens", (json_int_t)g.ids.n);
     if (out) api_respond_json(req, 200, out);
     else api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
     json_decref(out);
+    gen_ready_free(&g);
   }
-  manager_release(mm);
-  tok_ids_free(&ids);
   anthropic_req_free(&ar);
   json_decref(body);
 }

@@ -525,8 +525,7 @@ static int parse_output_config(const json_t *body, anthropic_req *r) {
 /* ---- entry ------------------------------------------------------------------------ */
 
 int anthropic_req_parse(const json_t *body, bool count, anthropic_req *r) {
-  memset(r, 0, sizeof *r);
-  gen_params_init(&r->p);
+  gen_request_init(r);
   int rc = api_json_str(body, "", "model", true, &r->model);
   if (!rc && !(r->messages = json_array())) rc = err_set(ERR_NOMEM, "out of memory");
   const json_t *sys = json_object_get(body, "system");
@@ -554,9 +553,4 @@ int anthropic_req_parse(const json_t *body, bool count, anthropic_req *r) {
   return 0;
 }
 
-void anthropic_req_free(anthropic_req *r) {
-  json_decref(r->messages);
-  json_decref(r->tools);
-  gen_params_free(&r->p);
-  memset(r, 0, sizeof *r);
-}
+void anthropic_req_free(anthropic_req *r) { gen_request_free(r); }

@@ -98,6 +98,12 @@ void lms_greeting(http_req *req, void *ctx);
 void lms_v0_models_list(http_req *req, void *ctx);
 void lms_v0_models_get(http_req *req, void *ctx);
 void lms_v0_chat(http_req *req, void *ctx);
+struct gen_request;
+/* The canonical requests of /api/v0/chat/completions and
+ * /api/v0/completions bodies (api/request.h): the OpenAI parsers plus
+ * LM Studio's fields. Pure; errors as request.h says. */
+int lms_v0_chat_parse(const json_t *body, struct gen_request *r);
+int lms_v0_completion_parse(const json_t *body, struct gen_request *r);
 void lms_v0_completions(http_req *req, void *ctx);
 void lms_v0_embeddings(http_req *req, void *ctx);
 void lms_v1_models(http_req *req, void *ctx);

@@ -3,13 +3,15 @@
  * POST /api/v0/chat/completions, POST /api/v0/completions and
  * POST /api/v0/embeddings.
  *
- * Requests are OpenAI-shaped, so the sampling fields go through the OpenAI
- * adapter's checker (openai_gen_parse: ranges and errors naming the JSON
- * path), after the LM Studio spellings it does not know are taken out:
+ * Requests are OpenAI-shaped, so the pure parsers (lms_v0_chat_parse,
+ * lms_v0_completion_parse) are the OpenAI adapter's (openai_chat_body,
+ * openai_sampling_parse: the canonical normalisation and errors naming the
+ * JSON path) after the LM Studio spellings it does not know are taken out:
  * max_tokens -1 (unlimited), top_k, min_p, repeat_penalty, ttl (seconds of
- * idle before a model this request loaded unloads) and draft_model (speculative
- * decoding; accepted, decoding is not speculative here). Embeddings are the
- * OpenAI handler itself: the shapes are the same.
+ * idle before a model this request loaded unloads) and draft_model
+ * (speculative decoding; accepted, decoding is not speculative here). The
+ * shared driver (gen_handle) runs them. Embeddings are the OpenAI handler
+ * itself: the shapes are the same.
  *
  * Answers are the OpenAI bodies plus LM Studio's three objects, rendered
  * by this file's gen_sink:
@@ -30,6 +32,7 @@
 
 #include "api/api.h"
 #include "api/lmstudio/lmstudio.h"
+#include "api/request.h"
 #include "base/err.h"
 #include "base/util.h"
 
@@ -180,268 +183,138 @@ static const gen_sink v0_sink = {
 
 /* ---- request parsing ------------------------------------------------------------ */
 
-/* 400 naming the field; returns ERR_INVALID. */
-static int bad(http_req *req, const char *param, const char *msg) {
-  lms_error(req, 400, "invalid_request", "invalid_value", param, "%s", msg);
-  return ERR_INVALID;
-}
-
-/* LM Studio's sampling extras on top of openai_gen_parse. */
-static int parse_extras(http_req *req, const json_t *body, bool unlimited, manager_model *mm, openai_gen *g) {
+/* LM Studio's sampling extras on top of the OpenAI fields: top_k, min_p,
+ * repeat_penalty, ttl (seconds; -1 none), draft_model (accepted; decoding
+ * is not speculative here). */
+static int parse_extras(const json_t *body, gen_request *r) {
   const json_t *v;
-  if (unlimited) g->p.er.max_tokens = 0;
   if ((v = json_object_get(body, "top_k")) && !json_is_null(v)) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 100000)
-      return bad(req, "top_k", "top_k: expected an integer from 0 to 100000");
-    g->p.er.sample.top_k = (int32_t)json_integer_value(v);
+      return gen_request_fail(r, ERR_INVALID, "top_k", "top_k: expected an integer from 0 to 100000");
+    r->p.er.sample.top_k = (int32_t)json_integer_value(v);
   }
   if ((v = json_object_get(body, "min_p")) && !json_is_null(v)) {
     if (!json_is_number(v) || !(json_number_value(v) >= 0 && json_number_value(v) <= 1))
-      return bad(req, "min_p", "min_p: expected a number from 0 to 1");
-    g->p.er.sample.min_p = (float)json_number_value(v);
+      return gen_request_fail(r, ERR_INVALID, "min_p", "min_p: expected a number from 0 to 1");
+    r->p.er.sample.min_p = (float)json_number_value(v);
   }
   if ((v = json_object_get(body, "repeat_penalty")) && !json_is_null(v)) {
     if (!json_is_number(v) || !(json_number_value(v) > 0 && json_number_value(v) <= 10))
-      return bad(req, "repeat_penalty", "repeat_penalty: expected a number above 0 and at most 10 (1 = none)");
-    g->p.er.sample.repeat_penalty = (float)json_number_value(v);
-    if (g->p.er.sample.penalty_last_n == 0) g->p.er.sample.penalty_last_n = 64;
+      return gen_request_fail(r, ERR_INVALID, "repeat_penalty",
+                              "repeat_penalty: expected a number above 0 and at most 10 (1 = none)");
+    r->p.er.sample.repeat_penalty = (float)json_number_value(v);
+    if (r->p.er.sample.penalty_last_n == 0) r->p.er.sample.penalty_last_n = 64;
   }
-  if ((v = json_object_get(body, "ttl")) && !json_is_null(v) && (!json_is_integer(v) || json_integer_value(v) < -1))
-    return bad(req, "ttl", "ttl: expected an integer number of seconds");
+  if ((v = json_object_get(body, "ttl")) && !json_is_null(v)) {
+    if (!json_is_integer(v) || json_integer_value(v) < -1)
+      return gen_request_fail(r, ERR_INVALID, "ttl", "ttl: expected an integer number of seconds");
+    r->ttl_ms = json_integer_value(v) < 0 ? MANAGER_KEEP_ALIVE_FOREVER : json_integer_value(v) * 1000;
+  }
   if ((v = json_object_get(body, "draft_model")) && !json_is_null(v) && !json_is_string(v))
-    return bad(req, "draft_model", "draft_model: expected string");
-  (void)mm;
+    return gen_request_fail(r, ERR_INVALID, "draft_model", "draft_model: expected string");
   return 0;
 }
 
-/* Takes max_tokens -1 (LM Studio's "unlimited") out of body; sets *unlimited. */
-static int take_unlimited(http_req *req, json_t *body, bool *unlimited) {
+/* The OpenAI parser (chat or legacy completion) on body, with LM Studio's
+ * max_tokens -1 ("unlimited") taken out of a shallow copy first (the
+ * values the request borrows stay the body's), then the extras. */
+static int v0_parse(const json_t *body, bool chat, gen_request *r) {
+  gen_request_init(r);
   const json_t *mt = json_object_get(body, "max_tokens");
-  *unlimited = json_is_integer(mt) && json_integer_value(mt) == -1;
-  if (*unlimited) json_object_del(body, "max_tokens");
-  else if (json_is_integer(mt) && json_integer_value(mt) < 1)
-    return bad(req, "max_tokens", "max_tokens: expected a positive integer, or -1 for no limit");
-  return 0;
+  bool unlimited = json_is_integer(mt) && json_integer_value(mt) == -1;
+  if (!unlimited && json_is_integer(mt) && json_integer_value(mt) < 1)
+    return gen_request_fail(r, ERR_INVALID, "max_tokens", "max_tokens: expected a positive integer, or -1 for no limit");
+  json_t *view = unlimited ? json_copy((json_t *)body) : NULL;
+  if (unlimited && (!view || json_object_del(view, "max_tokens"))) {
+    json_decref(view);
+    return gen_request_fail(r, ERR_NOMEM, NULL, "out of memory");
+  }
+  const json_t *b = view ? view : body;
+  int rc = chat ? openai_chat_body(b, r) : openai_sampling_parse(b, false, r);
+  json_decref(view);
+  if (!rc) rc = parse_extras(body, r);
+  /* LM Studio documents max_tokens as optional with no 16-token default */
+  if (!rc && (unlimited || (!chat && !mt))) r->p.er.max_tokens = 0;
+  if (rc) gen_request_free(r);
+  return rc;
 }
 
-/* Checks messages and rewrites them into canonical ones in place: text
- * parts joined, "developer" as "system". Images cannot be read here. */
-static int normalise_messages(http_req *req, json_t *body) {
-  json_t *msgs = json_object_get(body, "messages");
-  char path[96], msg[256];
-  if (!json_is_array(msgs) || !json_array_size(msgs))
-    return bad(req, "messages", msgs ? "messages: expected a non-empty array" : "messages: required field is missing");
-  static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
-  size_t i;
-  json_t *m;
-  json_array_foreach(msgs, i, m) {
-    const char *role = json_string_value(json_object_get(m, "role"));
-    bool ok = false;
-    for (size_t r = 0; role && r < ARRAY_LEN(roles); r++) ok |= strcmp(role, roles[r]) == 0;
-    if (!ok) {
-      snprintf(path, sizeof path, "messages[%zu].role", i);
-      snprintf(msg, sizeof msg, "%s: expected one of system, developer, user, assistant, tool", path);
-      return bad(req, path, msg);
-    }
-    if (strcmp(role, "developer") == 0) json_object_set_new(m, "role", json_string("system"));
-    json_t *content = json_object_get(m, "content");
-    snprintf(path, sizeof path, "messages[%zu].content", i);
-    if (!content || json_is_null(content)) {
-      if (strcmp(role, "assistant") == 0) continue;
-      snprintf(msg, sizeof msg, "%s: required for role %s", path, role);
-      return bad(req, path, msg);
-    }
-    if (json_is_string(content)) continue;
-    if (!json_is_array(content)) {
-      snprintf(msg, sizeof msg, "%s: expected string or array of content parts", path);
-      return bad(req, path, msg);
-    }
-    buf text = BUF_INIT;
-    size_t k;
-    json_t *part;
-    json_array_foreach(content, k, part) {
-      const char *type = json_string_value(json_object_get(part, "type"));
-      const json_t *t = json_object_get(part, "text");
-      if (!type || strcmp(type, "text") != 0 || !json_is_string(t)) {
-        buf_free(&text);
-        snprintf(path, sizeof path, "messages[%zu].content[%zu]", i, k);
-        if (type && strcmp(type, "image_url") == 0) {
-          lms_error(req, 400, "invalid_request", "unsupported_content", path,
-                    "%s: this model cannot read images (no vision support)", path);
-          return ERR_UNSUPPORTED;
-        }
-        snprintf(msg, sizeof msg, "%s: expected {\"type\":\"text\",\"text\":string}", path);
-        return bad(req, path, msg);
-      }
-      if (k) buf_append_byte(&text, '\n');
-      buf_append(&text, json_string_value(t), json_string_length(t));
-    }
-    json_object_set_new(m, "content", json_stringn(text.data ? text.data : "", text.len));
-    buf_free(&text);
-  }
-  const json_t *tools = json_object_get(body, "tools");
-  if (tools && !json_is_null(tools) && !json_is_array(tools)) return bad(req, "tools", "tools: expected array");
-  json_t *tool;
-  json_array_foreach(tools, i, tool) {
-    if (!json_is_string(json_object_get(json_object_get(tool, "function"), "name"))) {
-      snprintf(path, sizeof path, "tools[%zu].function.name", i);
-      snprintf(msg, sizeof msg, "%s: required string is missing", path);
-      return bad(req, path, msg);
-    }
-  }
-  return 0;
-}
+int lms_v0_chat_parse(const json_t *body, gen_request *r) { return v0_parse(body, true, r); }
 
-static int parse_tool_choice(http_req *req, const json_t *body, gen_chat *c) {
-  const json_t *tc = json_object_get(body, "tool_choice");
-  c->tool_choice = GEN_TOOL_AUTO;
-  if (!tc || json_is_null(tc)) return 0;
-  const char *s = json_string_value(tc);
-  if (s && strcmp(s, "none") == 0) c->tool_choice = GEN_TOOL_NONE;
-  else if (s && strcmp(s, "required") == 0) c->tool_choice = GEN_TOOL_REQUIRED;
-  else if (s && strcmp(s, "auto") == 0) c->tool_choice = GEN_TOOL_AUTO;
-  else if (json_is_object(tc) && json_is_string(json_object_get(json_object_get(tc, "function"), "name")))
-    c->tool_choice = GEN_TOOL_FUNCTION;
-  else return bad(req, "tool_choice", "tool_choice: expected \"auto\", \"none\", \"required\" or a function");
-  if (c->tool_choice == GEN_TOOL_FUNCTION) { /* the named function must be one of the tools */
-    const char *name = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
-    size_t i;
-    const json_t *t;
-    json_array_foreach(c->tools, i, t) {
-      const char *tn = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
-      if (tn && strcmp(tn, name) == 0) return 0;
-    }
-    char msg[300];
-    snprintf(msg, sizeof msg, "tool_choice: no tool named '%.200s' in tools", name);
-    return bad(req, "tool_choice", msg);
-  }
-  return 0;
-}
-
-/* Runs the job with the v0 renderer; takes mm and g's contents. */
-static void v0_generate(http_req *req, manager_model *mm, const char *label, openai_gen *g, const tok_ids *ids,
-                        enum v0_kind kind, const outparse_config *pc) {
-  struct v0 *o = calloc(1, sizeof *o);
-  if (o) {
-    o->kind = kind;
-    o->stream = g->stream;
-    o->include_usage = g->include_usage;
-    o->max_tokens = g->p.er.max_tokens;
-    o->created = time_wall_s();
-    o->key = str_dup(label && *label ? label : mm->name);
-    o->model_info = lms_model_info(mm);
-    openai_make_id(o->id, sizeof o->id, kind == V0_CHAT ? "chatcmpl-" : "cmpl-");
-  }
-  if (!o || !o->key || !o->model_info) {
-    v0_free(o);
-    openai_gen_free(g);
-    manager_release(mm);
-    api_error(req, 500, ERR_NOMEM, "out of memory", NULL);
-    return;
-  }
-  gen_opts opts = {.stream = g->stream, .stream_kind = HTTP_STREAM_SSE,
-                   .prompt_param = kind == V0_CHAT ? "messages" : "prompt"};
-  gen_run(req, mm, &g->p, ids, pc, &opts, &v0_sink, o);
-}
-
-/* The common head of both handlers: model name, unlimited, the model. */
-static int v0_head(http_req *req, lmstudio_ctx *lc, json_t *body, const char **key, bool *unlimited,
-                   manager_model **mm) {
-  *key = NULL;
-  int rc = api_json_str(body, "", "model", false, key);
-  if (rc && rc != ERR_NOT_FOUND) {
-    api_error_last(req, rc, "model");
-    return rc;
-  }
-  if ((rc = take_unlimited(req, body, unlimited))) return rc;
-  const json_t *ttl = json_object_get(body, "ttl");
-  int n_before = manager_n_loaded(lc->mgr);
-  if ((rc = manager_get(lc->mgr, *key, mm))) {
-    lms_error_manager(req, rc);
-    return rc;
-  }
-  /* ttl (seconds; -1 = none) is the idle time of a model this request
-   * loaded just in time; models loaded otherwise keep theirs. */
-  if (json_is_integer(ttl) && json_integer_value(ttl) >= -1 && manager_n_loaded(lc->mgr) > n_before)
-    manager_set_keep_alive(*mm, json_integer_value(ttl) < 0 ? MANAGER_KEEP_ALIVE_FOREVER : json_integer_value(ttl) * 1000);
-  return 0;
-}
-
-void lms_v0_chat(http_req *req, void *ctx) {
-  lmstudio_ctx *lc = ctx;
-  json_t *body = api_parse_body(req);
-  if (!body) return;
-  openai_gen g;
-  memset(&g, 0, sizeof g);
-  tok_ids ids = TOK_IDS_INIT;
-  manager_model *mm = NULL;
-  const char *key = NULL;
-  bool unlimited = false;
-  if (normalise_messages(req, body)) goto done;
-  gen_chat chat = {.messages = json_object_get(body, "messages"), .tools = json_object_get(body, "tools"),
-                   .thinking = -1};
-  if (parse_tool_choice(req, body, &chat)) goto done;
-  if (v0_head(req, lc, body, &key, &unlimited, &mm)) goto done;
-  if (openai_gen_parse(req, body, true, mm, &g) || parse_extras(req, body, unlimited, mm, &g)) goto done;
-  if (!mm->chat) {
-    lms_error(req, 400, "invalid_request", "model_not_supported", "model",
-              "model '%s' has no chat template (use /api/v0/completions or /api/v0/embeddings)", mm->name);
-    goto done;
-  }
-  outparse_config pc;
-  int rc = gen_chat_prompt(mm, &chat, NULL, &ids, &pc);
-  if (rc) {
-    api_error(req, 400, rc, err_detail(), "messages");
-    goto done;
-  }
-  const char *forced =
-      json_string_value(json_object_get(json_object_get(json_object_get(body, "tool_choice"), "function"), "name"));
-  if ((rc = gen_chat_force_tools(mm, &chat, forced, &g.p))) {
-    api_error(req, 400, rc, err_detail(), "tool_choice");
-    goto done;
-  }
-  v0_generate(req, mm, key, &g, &ids, V0_CHAT, &pc);
-  mm = NULL; /* the job holds the reference now */
-done:
-  manager_release(mm);
-  tok_ids_free(&ids);
-  openai_gen_free(&g);
-  json_decref(body);
-}
-
-void lms_v0_completions(http_req *req, void *ctx) {
-  lmstudio_ctx *lc = ctx;
-  json_t *body = api_parse_body(req);
-  if (!body) return;
-  openai_gen g;
-  memset(&g, 0, sizeof g);
-  tok_ids ids = TOK_IDS_INIT;
-  manager_model *mm = NULL;
-  const char *key = NULL;
-  bool unlimited = false;
+int lms_v0_completion_parse(const json_t *body, gen_request *r) {
   const json_t *p = json_object_get(body, "prompt");
   if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
   if (!json_is_string(p)) {
-    bad(req, "prompt", p ? "prompt: expected string" : "prompt: required field is missing");
-    goto done;
+    gen_request_init(r);
+    return gen_request_fail(r, ERR_INVALID, "prompt", p ? "prompt: expected string" : "prompt: required field is missing");
   }
-  if (v0_head(req, lc, body, &key, &unlimited, &mm)) goto done;
-  if (openai_gen_parse(req, body, false, mm, &g) || parse_extras(req, body, unlimited, mm, &g)) goto done;
-  /* LM Studio documents max_tokens as optional with no 16-token default. */
-  if (!json_object_get(body, "max_tokens")) g.p.er.max_tokens = 0;
-  int rc = gen_tokenize(mm->t, json_string_value(p), json_string_length(p), false, &ids);
-  if (rc || !ids.n) {
-    api_error(req, 400, rc ? rc : ERR_INVALID, rc ? err_detail() : "prompt: empty", "prompt");
-    goto done;
+  int rc = v0_parse(body, false, r);
+  if (rc) return rc;
+  rc = api_json_str(body, "", "model", false, &r->model);
+  if (rc && rc != ERR_NOT_FOUND) {
+    rc = gen_request_fail(r, rc, "model", "%s", err_detail());
+    gen_request_free(r);
+    return rc;
   }
-  v0_generate(req, mm, key, &g, &ids, V0_COMPLETION, NULL);
-  mm = NULL;
-done:
-  manager_release(mm);
-  tok_ids_free(&ids);
-  openai_gen_free(&g);
+  r->prompt = json_string_value(p);
+  r->prompt_len = json_string_length(p);
+  r->prompt_param = "prompt";
+  return 0;
+}
+
+/* The driver's errors in LM Studio's error object: an unknown model is
+ * model_not_found, a model that cannot chat model_not_supported, content it
+ * cannot read unsupported_content, other 400s invalid_value. */
+static void v0_error(http_req *req, int status, int code, const char *message, const char *param) {
+  bool on_model = param && strcmp(param, "model") == 0;
+  if (status == 404 && code == ERR_NOT_FOUND && on_model)
+    lms_error(req, 404, "model_not_found", "model_not_found", param, "%s", message);
+  else if (status == 400 && code == ERR_UNSUPPORTED)
+    lms_error(req, 400, "invalid_request", on_model ? "model_not_supported" : "unsupported_content", param, "%s", message);
+  else if (status == 400)
+    lms_error(req, 400, "invalid_request", "invalid_value", param, "%s", message);
+  else api_error(req, status, code, message, param);
+}
+
+static const gen_front V0_FRONT = {
+    .error = v0_error,
+    .no_chat_fmt = "model '%s' has no chat template (use /api/v0/completions or /api/v0/embeddings)",
+    .stream_kind = HTTP_STREAM_SSE,
+};
+
+/* The v0 renderer's context (gen_make_ctx; arg: the enum v0_kind). */
+static void *v0_make(void *arg, const gen_request *r, const gen_ready *g) {
+  struct v0 *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->kind = *(const enum v0_kind *)arg;
+  o->stream = r->stream;
+  o->include_usage = r->include_usage;
+  o->max_tokens = r->p.er.max_tokens;
+  o->created = time_wall_s();
+  o->key = str_dup(r->model && *r->model ? r->model : g->mm->name);
+  o->model_info = lms_model_info(g->mm);
+  openai_make_id(o->id, sizeof o->id, o->kind == V0_CHAT ? "chatcmpl-" : "cmpl-");
+  if (!o->key || !o->model_info) {
+    v0_free(o);
+    return NULL;
+  }
+  return o;
+}
+
+static void v0_handle(http_req *req, lmstudio_ctx *lc, enum v0_kind kind) {
+  json_t *body = api_parse_body(req);
+  if (!body) return;
+  gen_request r;
+  int rc = kind == V0_CHAT ? lms_v0_chat_parse(body, &r) : lms_v0_completion_parse(body, &r);
+  if (rc) gen_front_parse_error(&V0_FRONT, req, &r, rc);
+  else gen_handle(req, lc->mgr, &V0_FRONT, &r, &v0_sink, v0_make, &kind);
+  gen_request_free(&r);
   json_decref(body);
 }
+
+void lms_v0_chat(http_req *req, void *ctx) { v0_handle(req, ctx, V0_CHAT); }
+
+void lms_v0_completions(http_req *req, void *ctx) { v0_handle(req, ctx, V0_COMPLETION); }
 
 void lms_v0_embeddings(http_req *req, void *ctx) {
   lmstudio_ctx *lc = ctx;

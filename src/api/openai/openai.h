@@ -21,6 +21,7 @@
 
 #include "api/api.h"
 #include "api/gen.h"
+#include "api/request.h"
 #include "engine/engine.h"
 #include "engine/manager.h"
 #include "http/http.h"
@@ -87,27 +88,27 @@ json_t *openai_logprob_entry(const tok *t, const sample_result *r, int32_t n_top
 /* Writes one SSE data event of v (compact JSON); ERR_CANCELLED when gone. */
 int openai_sse_json(http_stream *s, const json_t *v);
 
-/* Runs a chat completion through the canonical layer (gen_run) with the
- * OpenAI renderer (chat.c): a chat.completion body or its chunk SSE events.
- * Takes the caller's manager reference and g's contents. parse (NULL: plain
- * text) configures the output parser. */
-void openai_generate(http_req *req, manager_model *mm, const char *model_label, openai_gen *g, const tok_ids *ids,
-                     const outparse_config *parse);
-
 /* ---- handlers ------------------------------------------------------------ */
 void openai_models_list(http_req *req, void *ctx);
 void openai_models_get(http_req *req, void *ctx);
 void openai_models_delete(http_req *req, void *ctx);
 void openai_chat_completions(http_req *req, void *ctx);
-/* The canonical chat of a /v1/chat/completions body, checked and normalised
- * in place (roles, text parts joined, developer -> system): messages and
- * tools borrowed from body, tool_choice, thinking (reasoning_effort,
- * chat_template_kwargs), the generation prompt (add_generation_prompt,
- * continue_final_message). The server and `parley chat-template` both
- * read a request through it. 0, or an error (err_detail names it) and
- * param the JSON path of the field at fault. */
-#define OPENAI_PARAM_MAX 128
-int openai_chat_request(json_t *body, gen_chat *c, char param[OPENAI_PARAM_MAX]);
+/* The canonical request of a /v1/chat/completions body (request.h): field
+ * types (fields.c), messages and tools copied into canonical form, tool
+ * choice, thinking (reasoning_effort, chat_template_kwargs), the generation
+ * prompt (add_generation_prompt, continue_final_message), sampling. Pure;
+ * the server and `parley chat-template` both read a request through it. 0,
+ * or an error (err_detail names it, out->param the JSON path at fault). */
+int openai_chat_parse(const json_t *body, gen_request *out);
+/* openai_chat_parse without the field-type table, on an initialised r: for
+ * dialects whose chat bodies are OpenAI's plus their own fields (LM Studio
+ * v0). */
+int openai_chat_body(const json_t *body, gen_request *r);
+/* The sampling fields (chat: the chat spellings max_completion_tokens,
+ * logprobs bool + top_logprobs, response_format; else the legacy ones) into
+ * r. Pure; n and logit_bias are checked against the model by
+ * gen_request_bind. */
+int openai_sampling_parse(const json_t *body, bool chat, gen_request *r);
 void openai_completions(http_req *req, void *ctx);
 void openai_embeddings(http_req *req, void *ctx);
 
