@@ -131,7 +131,11 @@ TEST(speech_remote_worker_killed_mid_synthesis) {
   /* espeak-ng sends many chunks per sentence; flite one: either way the
    * workers die at the first, while the call still waits for DONE. */
   killer k = {0};
-  rc = tts_synthesize(t, &c, "One sentence. And a second one that never comes.", 1.0, on_chunk_kill, &k);
+  /* long enough that a busy machine cannot let the worker finish (and send
+   * DONE) between its first chunk and the kill */
+  char text[4096] = "One sentence.";
+  for (int i = 0; i < 40; i++) strcat(text, " And another one that never comes, because the worker dies first.");
+  rc = tts_synthesize(t, &c, text, 1.0, on_chunk_kill, &k);
   EXPECT_INT_GE(k.n_killed, 1);
   EXPECT_INT_EQ(rc, ERR_WORKER);
   EXPECT_STR_CONTAINS(err_detail(), "the speech worker process was killed by signal 9");
