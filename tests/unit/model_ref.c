@@ -122,6 +122,57 @@ float *ref_c_logits(const char *path, const int32_t *toks, int n, enum model_kv_
   return lg;
 }
 
+model_ctx *ref_new_ctx(model *m, int32_t n_seq, int64_t n_batch, enum model_kv_type kv) {
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = n_seq;
+  p.n_batch = n_batch;
+  p.kv_type = kv;
+  p.n_threads = 2;
+  model_ctx *c = NULL;
+  if (model_ctx_new(m, &p, &c)) test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
+  return c;
+}
+
+float *ref_one_token_logits(model *m, const int32_t *toks, int n, enum model_kv_type kv) {
+  model_ctx *c = ref_new_ctx(m, 1, 0, kv);
+  if (!c) return NULL;
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  float *lg = malloc((size_t)n * (size_t)V * sizeof *lg);
+  for (int i = 0; i < n; i++) {
+    model_batch b = {.n = 1, .tokens = toks + i};
+    if (model_decode(c, &b, lg + (size_t)i * (size_t)V)) {
+      test_fail_at(__FILE__, __LINE__, "model_decode: %s", err_detail());
+      free(lg);
+      lg = NULL;
+      break;
+    }
+  }
+  model_ctx_free(c);
+  return lg;
+}
+
+void ref_check_one_token(const char *script, const char *path, const char *name, const int32_t *toks, int n,
+                         double tol) {
+  model *m = NULL;
+  if (model_open(path, &m)) {
+    test_fail_at(__FILE__, __LINE__, "model_open %s: %s", path, err_detail());
+    return;
+  }
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  float *one = ref_one_token_logits(m, toks, n, MODEL_KV_F32);
+  float *ref = ref_logits(script, path, toks, n, V, false);
+  if (one && ref) {
+    double e = ref_nmse(one, ref, (size_t)n * (size_t)V);
+    printf("    %s one token at a time: nmse %.3g\n", name, e);
+    if (!(e < tol)) test_fail_at(__FILE__, __LINE__, "%s one token at a time: nmse %.3g, bound %.3g", name, e, tol);
+  } else {
+    test_fail_at(__FILE__, __LINE__, "%s: no logits", name);
+  }
+  free(one);
+  free(ref);
+  model_free(m);
+}
+
 double ref_nmse(const float *a, const float *b, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; i++) {

@@ -69,6 +69,20 @@ int ref_greedy(const char *script, const char *model_path, const int32_t *toks, 
 float *ref_c_logits(const char *path, const int32_t *toks, int n, enum model_kv_type kv, int n_threads,
                     int64_t n_batch, int64_t *n_vocab_out);
 
+/* A context on m with n_seq sequences, n_batch (0 = default), cache type
+ * kv, two threads; NULL (a failure recorded) on error. */
+model_ctx *ref_new_ctx(model *m, int32_t n_seq, int64_t n_batch, enum model_kv_type kv);
+
+/* The C logits [n][n_vocab] of toks fed one token per model_decode call
+ * through a fresh one-sequence context (the decode path: the recurrent
+ * families' one-step state updates), malloc'd; NULL (a failure recorded). */
+float *ref_one_token_logits(model *m, const int32_t *toks, int n, enum model_kv_type kv);
+
+/* The one-token path of the model at path (F32 cache) against script's
+ * logits of toks: prints the NMSE under name and expects it below tol. */
+void ref_check_one_token(const char *script, const char *path, const char *name, const int32_t *toks, int n,
+                         double tol);
+
 /* sum((a-b)^2) / sum(b^2) (the plain sum when b is all zero). */
 double ref_nmse(const float *a, const float *b, size_t n);
 

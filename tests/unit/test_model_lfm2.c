@@ -44,37 +44,6 @@ static model_testgen_arch shape_b(void) {
   return g;
 }
 
-static model_ctx *new_ctx(model *m, int32_t n_seq, int64_t n_batch, enum model_kv_type kv) {
-  model_ctx_params p = model_ctx_default_params();
-  p.n_seq = n_seq;
-  p.n_batch = n_batch;
-  p.kv_type = kv;
-  p.n_threads = 2;
-  model_ctx *c = NULL;
-  if (model_ctx_new(m, &p, &c)) test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  return c;
-}
-
-/* Logits [n][V] of toks fed one token per model_decode call (the decode
- * path: every convolution a run of one token through the state). */
-static float *one_token_logits(model *m, const int32_t *toks, int n, enum model_kv_type kv) {
-  model_ctx *c = new_ctx(m, 1, 0, kv);
-  if (!c) return NULL;
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-  for (int i = 0; i < n; i++) {
-    model_batch b = {.n = 1, .tokens = toks + i};
-    if (model_decode(c, &b, lg + (size_t)i * (size_t)V)) {
-      test_fail_at(__FILE__, __LINE__, "model_decode: %s", err_detail());
-      free(lg);
-      lg = NULL;
-      break;
-    }
-  }
-  model_ctx_free(c);
-  return lg;
-}
-
 /* F32 weights and cache: f32 rounding only; the issue's bar is 1e-4, held
  * at 1e-8 so that a tap off by one or a state not carried (both ~1e-1)
  * cannot hide. The F16 cache: numpy rounds the same keys and values. */
@@ -85,21 +54,7 @@ static void check_shape(model_testgen_arch g, const char *name) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = ref_compare(REF, path, PROMPT, N_PROMPT, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-7);
-  model *m = NULL;
-  ASSERT_INT_EQ(model_open(path, &m), 0);
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *one = one_token_logits(m, PROMPT, N_PROMPT, MODEL_KV_F32);
-  float *ref = ref_logits(REF, path, PROMPT, N_PROMPT, V, false);
-  if (one && ref) {
-    e = ref_nmse(one, ref, (size_t)N_PROMPT * (size_t)V);
-    printf("    %s one token at a time: nmse %.3g\n", name, e);
-    EXPECT_TRUE(e < 1e-8);
-  } else {
-    test_fail_at(__FILE__, __LINE__, "%s: no logits", name);
-  }
-  free(one);
-  free(ref);
-  model_free(m);
+  ref_check_one_token(REF, path, name, PROMPT, N_PROMPT, 1e-8);
 }
 
 TEST(model_lfm2_matches_numpy) {
@@ -116,7 +71,7 @@ TEST(model_lfm2_matches_numpy) {
   EXPECT_INT_EQ(hp->n_layer_rs, 3);
   EXPECT_INT_EQ(hp->rs_floats, 2 * 64); /* (taps - 1) x n_embd */
   EXPECT_INT_EQ(hp->n_head_kv, 2);
-  model_ctx *c = new_ctx(m, 3, 0, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 3, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   /* one attention layer's cache: 3 sequences x k and v x 2 kv heads x 128
    * positions x 16 floats; the state: 3 x 3 layers x 128 floats */
@@ -143,7 +98,7 @@ TEST(model_lfm2_greedy_matches_numpy) {
     ASSERT_INT_EQ(ref_greedy(REF, path, PROMPT, N_P, N_GEN, false, want), N_GEN);
     model *m = NULL;
     ASSERT_INT_EQ(model_open(path, &m), 0);
-    model_ctx *c = new_ctx(m, 1, 0, MODEL_KV_F32);
+    model_ctx *c = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
     ASSERT_TRUE(c != NULL);
     const int64_t V = model_get_hparams(m)->n_vocab;
     float *lg = malloc((size_t)V * sizeof *lg);
@@ -177,9 +132,9 @@ TEST(model_lfm2_sequences_never_share_state) {
   const int64_t V = model_get_hparams(m)->n_vocab;
   enum { NA = 20, NB = 14 };
   const int32_t *A = PROMPT, *B = PROMPT + 23;
-  float *solo_a = one_token_logits(m, A, NA, MODEL_KV_F32), *solo_b = one_token_logits(m, B, NB, MODEL_KV_F32);
+  float *solo_a = ref_one_token_logits(m, A, NA, MODEL_KV_F32), *solo_b = ref_one_token_logits(m, B, NB, MODEL_KV_F32);
   ASSERT_TRUE(solo_a && solo_b);
-  model_ctx *c = new_ctx(m, 2, 5, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 2, 5, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *lg = malloc((size_t)(NA + NB) * (size_t)V * sizeof *lg);
   /* batch 1: A[0..8) alone */
@@ -241,7 +196,7 @@ TEST(model_lfm2_state_rules) {
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const int64_t V = model_get_hparams(m)->n_vocab;
-  model_ctx *c = new_ctx(m, 2, 0, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 2, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *fresh = malloc((size_t)V * sizeof *fresh), *lg = malloc((size_t)V * sizeof *lg),
         *lg2 = malloc((size_t)V * sizeof *lg2);
@@ -277,7 +232,7 @@ TEST(model_lfm2_state_rules) {
   ASSERT_INT_EQ(model_decode(c, &b1b, lg2), 0);
   model_batch b0b = {.n = 1, .tokens = PROMPT + 11, .seq = &s0};
   ASSERT_INT_EQ(model_decode(c, &b0b, lg), 0);
-  float *alone = one_token_logits(m, PROMPT, 12, MODEL_KV_F32);
+  float *alone = ref_one_token_logits(m, PROMPT, 12, MODEL_KV_F32);
   ASSERT_TRUE(alone != NULL);
   EXPECT_TRUE(ref_nmse(lg, alone + 11 * (size_t)V, (size_t)V) < 1e-12);
   free(alone);
@@ -343,7 +298,7 @@ TEST(model_lfm2_checkpoint_resume_matches_fresh) {
   int32_t full[P + NX];
   memcpy(full, PROMPT, P * sizeof *full);
   memcpy(full + P, X, NX * sizeof *full);
-  model_ctx *c = new_ctx(m, 2, 0, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 2, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *lg = malloc((size_t)(P + NX) * (size_t)V * sizeof *lg);
   float *fresh = malloc((size_t)(P + NX) * (size_t)V * sizeof *fresh);
@@ -378,7 +333,7 @@ TEST(model_lfm2_checkpoint_resume_matches_fresh) {
   EXPECT_MEM_EQ(other, ck1, per);
   EXPECT_INT_EQ(model_ctx_seq_n_past(c, 1), 9);
   /* the same chunks in a fresh context */
-  model_ctx *f = new_ctx(m, 1, 0, MODEL_KV_F32);
+  model_ctx *f = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(f != NULL);
   ASSERT_INT_EQ(model_forward(f, PROMPT, 7, 0, fresh, MODEL_LOGITS_ALL), 0);
   ASSERT_INT_EQ(model_forward(f, PROMPT + 7, 7, 7, fresh + 7 * (size_t)V, MODEL_LOGITS_ALL), 0);
@@ -405,7 +360,7 @@ TEST(model_lfm2_checkpoint_resume_matches_fresh) {
   model_testgen_arch q = model_testgen_arch_small(MODEL_ARCH_QWEN3);
   ASSERT_TRUE(ref_write_arch(&q, "lfm2_ckpt_qwen3", path, sizeof path));
   ASSERT_INT_EQ(model_open(path, &m), 0);
-  c = new_ctx(m, 1, 0, MODEL_KV_F32);
+  c = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   char dummy[16];
   EXPECT_INT_EQ(model_ctx_seq_state_save(c, 0, dummy), ERR_UNSUPPORTED);

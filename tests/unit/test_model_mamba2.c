@@ -65,37 +65,6 @@ static int ssm_open(const model_testgen_ssm *g, const char *name) {
   return rc;
 }
 
-static model_ctx *new_ctx(model *m, int32_t n_seq, int64_t n_batch) {
-  model_ctx_params p = model_ctx_default_params();
-  p.n_seq = n_seq;
-  p.n_batch = n_batch;
-  p.kv_type = MODEL_KV_F32;
-  p.n_threads = 2;
-  model_ctx *c = NULL;
-  if (model_ctx_new(m, &p, &c)) test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  return c;
-}
-
-/* Logits [n][V] of toks fed one token per model_decode call (the decode
- * path: every scan a run of one token through the recurrence). */
-static float *one_token_logits(model *m, const int32_t *toks, int n) {
-  model_ctx *c = new_ctx(m, 1, 0);
-  if (!c) return NULL;
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-  for (int i = 0; i < n; i++) {
-    model_batch b = {.n = 1, .tokens = toks + i};
-    if (model_decode(c, &b, lg + (size_t)i * (size_t)V)) {
-      test_fail_at(__FILE__, __LINE__, "model_decode: %s", err_detail());
-      free(lg);
-      lg = NULL;
-      break;
-    }
-  }
-  model_ctx_free(c);
-  return lg;
-}
-
 /* F32 weights: f32 rounding only; the issue's bar is 1e-4, held at 1e-8 so
  * that a state not carried, a tap off by one or a wrong group (all > 1e-3)
  * cannot hide. The prompt of 88 tokens is one chunk of 64 and one of 24. */
@@ -104,21 +73,7 @@ static void check_shape(const model_testgen_ssm *g, const char *name) {
   if (!ssm_write(g, name, path, sizeof path)) return;
   double e = ref_compare(REF, path, PROMPT, N_PROMPT, MODEL_KV_F32, 2);
   EXPECT_TRUE(e >= 0 && e < 1e-8);
-  model *m = NULL;
-  ASSERT_INT_EQ(model_open(path, &m), 0);
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *one = one_token_logits(m, PROMPT, N_PROMPT);
-  float *ref = ref_logits(REF, path, PROMPT, N_PROMPT, V, false);
-  if (one && ref) {
-    e = ref_nmse(one, ref, (size_t)N_PROMPT * (size_t)V);
-    printf("    %s one token at a time: nmse %.3g\n", name, e);
-    EXPECT_TRUE(e < 1e-8);
-  } else {
-    test_fail_at(__FILE__, __LINE__, "%s: no logits", name);
-  }
-  free(one);
-  free(ref);
-  model_free(m);
+  ref_check_one_token(REF, path, name, PROMPT, N_PROMPT, 1e-8);
 }
 
 /* 32 greedy tokens after the prompt, C (one decode call per token) and
@@ -148,7 +103,7 @@ TEST(model_mamba2_matches_numpy) {
   EXPECT_INT_EQ(hp->n_layer_rs, 3);
   /* (taps - 1) x (d_inner + 2 groups x 16) + 8 heads x 16 x 16 */
   EXPECT_INT_EQ(hp->rs_floats, 3 * (128 + 64) + 8 * 16 * 16);
-  model_ctx *c = new_ctx(m, 2, 0);
+  model_ctx *c = ref_new_ctx(m, 2, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   EXPECT_INT_EQ(model_ctx_rs_bytes(c), 2 * 3 * (3 * (128 + 64) + 8 * 16 * 16) * 4);
   model_ctx_free(c);
@@ -174,9 +129,9 @@ static void check_interleaved(const model_testgen_ssm *g, const char *name) {
   const int64_t V = model_get_hparams(m)->n_vocab;
   enum { NA = 20, NB = 14 };
   const int32_t *A = PROMPT, *B = PROMPT + 23;
-  float *solo_a = one_token_logits(m, A, NA), *solo_b = one_token_logits(m, B, NB);
+  float *solo_a = ref_one_token_logits(m, A, NA, MODEL_KV_F32), *solo_b = ref_one_token_logits(m, B, NB, MODEL_KV_F32);
   ASSERT_TRUE(solo_a && solo_b);
-  model_ctx *c = new_ctx(m, 2, 5);
+  model_ctx *c = ref_new_ctx(m, 2, 5, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *lg = malloc((size_t)(NA + NB) * (size_t)V * sizeof *lg);
   float *ra = malloc((size_t)NA * (size_t)V * sizeof *ra), *rb = malloc((size_t)NB * (size_t)V * sizeof *rb);
@@ -234,7 +189,7 @@ static void check_resume(const model_testgen_ssm *g, const char *name) {
   int32_t full[P + NX];
   memcpy(full, PROMPT, P * sizeof *full);
   memcpy(full + P, X, NX * sizeof *full);
-  model_ctx *c = new_ctx(m, 1, 0);
+  model_ctx *c = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *lg = malloc((size_t)(P + NX) * (size_t)V * sizeof *lg);
   float *fresh = malloc((size_t)(P + NX) * (size_t)V * sizeof *fresh);
@@ -249,7 +204,7 @@ static void check_resume(const model_testgen_ssm *g, const char *name) {
     int k = NX - i < 5 ? NX - i : 5;
     ASSERT_INT_EQ(model_forward(c, X + i, k, P + i, lg + (size_t)(P + i) * (size_t)V, MODEL_LOGITS_ALL), 0);
   }
-  model_ctx *f = new_ctx(m, 1, 0);
+  model_ctx *f = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(f != NULL);
   ASSERT_INT_EQ(model_forward(f, PROMPT, 7, 0, NULL, MODEL_LOGITS_NONE), 0);
   ASSERT_INT_EQ(model_forward(f, PROMPT + 7, 7, 7, NULL, MODEL_LOGITS_NONE), 0);
@@ -367,7 +322,7 @@ TEST(model_granitehybrid_features_matter) {
   model *m = NULL;
   ASSERT_INT_EQ(model_open(path, &m), 0);
   const int64_t V = model_get_hparams(m)->n_vocab;
-  float *base = one_token_logits(m, PROMPT, 16);
+  float *base = ref_one_token_logits(m, PROMPT, 16, MODEL_KV_F32);
   model_free(m);
   ASSERT_TRUE(base != NULL);
   for (int f = 0; f < 3; f++) {
@@ -377,7 +332,7 @@ TEST(model_granitehybrid_features_matter) {
     if (f == 2) h.attn_scale = 0;
     ASSERT_TRUE(ssm_write(&h, "granitehybrid_feat2", p2, sizeof p2));
     ASSERT_INT_EQ(model_open(p2, &m), 0);
-    float *lg = one_token_logits(m, PROMPT, 16);
+    float *lg = ref_one_token_logits(m, PROMPT, 16, MODEL_KV_F32);
     model_free(m);
     ASSERT_TRUE(lg != NULL);
     double e = ref_nmse(lg, base, 16 * (size_t)V);
@@ -429,7 +384,7 @@ TEST(model_nemotron_h_matches_numpy) {
   EXPECT_INT_EQ(hp->n_layer_kv, 1); /* "M-*M-": one attention layer */
   EXPECT_INT_EQ(hp->n_layer_rs, 2);
   EXPECT_INT_EQ(hp->n_ff, 96);
-  model_ctx *c = new_ctx(m, 1, 0);
+  model_ctx *c = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   EXPECT_INT_EQ(model_ctx_kv_bytes(c), 2 * 2 * 128 * 16 * 4); /* k and v, 2 kv heads, 128 positions */
   model_ctx_free(c);

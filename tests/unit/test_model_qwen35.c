@@ -64,37 +64,6 @@ static model_testgen_arch shape_b(enum model_arch a) {
   return g;
 }
 
-static model_ctx *new_ctx(model *m, int32_t n_seq, int64_t n_batch, enum model_kv_type kv) {
-  model_ctx_params p = model_ctx_default_params();
-  p.n_seq = n_seq;
-  p.n_batch = n_batch;
-  p.kv_type = kv;
-  p.n_threads = 2;
-  model_ctx *c = NULL;
-  if (model_ctx_new(m, &p, &c)) test_fail_at(__FILE__, __LINE__, "model_ctx_new: %s", err_detail());
-  return c;
-}
-
-/* Logits [n][V] of toks fed one token per model_decode call (the decode
- * path: the recurrent delta rule, one convolution step). */
-static float *one_token_logits(model *m, const int32_t *toks, int n) {
-  model_ctx *c = new_ctx(m, 1, 0, MODEL_KV_F32);
-  if (!c) return NULL;
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *lg = malloc((size_t)n * (size_t)V * sizeof *lg);
-  for (int i = 0; i < n; i++) {
-    model_batch b = {.n = 1, .tokens = toks + i};
-    if (model_decode(c, &b, lg + (size_t)i * (size_t)V)) {
-      test_fail_at(__FILE__, __LINE__, "model_decode: %s", err_detail());
-      free(lg);
-      lg = NULL;
-      break;
-    }
-  }
-  model_ctx_free(c);
-  return lg;
-}
-
 /* F32 weights and cache: the issue's bar is 1e-4 NMSE; held at 1e-8 so a
  * head mapped to the wrong key head, a gate or a state off by one (all
  * ~1e-1) cannot hide. The whole prompt in one call (chunks of 64 and a
@@ -108,21 +77,7 @@ static void check_shape(model_testgen_arch g, const char *name) {
   EXPECT_TRUE(e >= 0 && e < 1e-8);
   e = ref_compare(REF, path, toks, N_PROMPT, MODEL_KV_F16, 1);
   EXPECT_TRUE(e >= 0 && e < 1e-7);
-  model *m = NULL;
-  ASSERT_INT_EQ(model_open(path, &m), 0);
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *one = one_token_logits(m, toks, N_PROMPT);
-  float *ref = ref_logits(REF, path, toks, N_PROMPT, V, false);
-  if (one && ref) {
-    e = ref_nmse(one, ref, (size_t)N_PROMPT * (size_t)V);
-    printf("    %s one token at a time: nmse %.3g\n", name, e);
-    EXPECT_TRUE(e < 1e-8);
-  } else {
-    test_fail_at(__FILE__, __LINE__, "%s: no logits", name);
-  }
-  free(one);
-  free(ref);
-  model_free(m);
+  ref_check_one_token(REF, path, name, toks, N_PROMPT, 1e-8);
 }
 
 TEST(model_qwen35_matches_numpy) {
@@ -139,7 +94,7 @@ TEST(model_qwen35_matches_numpy) {
   EXPECT_INT_EQ(hp->n_layer_rs, 3);
   /* convolution tail 3 x (2 x 32 + 64) and 4 value heads of 16 x 16 */
   EXPECT_INT_EQ(hp->rs_floats, 3 * 128 + 4 * 16 * 16);
-  model_ctx *c = new_ctx(m, 2, 0, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 2, 0, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   EXPECT_INT_EQ(model_ctx_rs_bytes(c), 2 * 3 * (3 * 128 + 4 * 256) * 4);
   model_ctx_free(c);
@@ -189,9 +144,9 @@ TEST(model_qwen35_sequences_never_share_state) {
   const int64_t V = model_get_hparams(m)->n_vocab;
   enum { NA = 20, NB = 14 };
   const int32_t *A = prompt(), *B = prompt() + 23;
-  float *solo_a = one_token_logits(m, A, NA), *solo_b = one_token_logits(m, B, NB);
+  float *solo_a = ref_one_token_logits(m, A, NA, MODEL_KV_F32), *solo_b = ref_one_token_logits(m, B, NB, MODEL_KV_F32);
   ASSERT_TRUE(solo_a && solo_b);
-  model_ctx *c = new_ctx(m, 2, 5, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 2, 5, MODEL_KV_F32);
   ASSERT_TRUE(c != NULL);
   float *lg = malloc((size_t)(NA + NB) * (size_t)V * sizeof *lg);
   float *ra = malloc((size_t)NA * (size_t)V * sizeof *ra), *rb = malloc((size_t)NB * (size_t)V * sizeof *rb);
@@ -249,7 +204,7 @@ TEST(model_qwen35_checkpoint_resume_matches_fresh) {
   int32_t full[P + NX];
   memcpy(full, T, P * sizeof *full);
   memcpy(full + P, X, NX * sizeof *full);
-  model_ctx *c = new_ctx(m, 1, 0, MODEL_KV_F32), *f = new_ctx(m, 1, 0, MODEL_KV_F32);
+  model_ctx *c = ref_new_ctx(m, 1, 0, MODEL_KV_F32), *f = ref_new_ctx(m, 1, 0, MODEL_KV_F32);
   ASSERT_TRUE(c && f);
   float *lg = malloc((size_t)(P + NX) * (size_t)V * sizeof *lg), *fresh = malloc((size_t)(P + NX) * (size_t)V * sizeof *fresh);
   void *ck = malloc(per), *other = malloc(per);
