@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "model/model.h"
 #include "tmpl/tmpl.h"
 
 typedef struct family_row {
@@ -212,14 +213,6 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                            FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, THINK, false, NULL},
 };
 
-/* Architectures the runtime executes (model/ implements their graphs). */
-static const char *const EXECUTABLE_ARCHS[] = {"llama",    "qwen2",  "qwen3",    "bert",       "gemma2",
-                                                "gemma3",   "phi3",   "granite",  "smollm3",    "qwen3moe",
-                                                "olmo2",    "glm4",   "nomic-bert", "mistral3", "gpt-oss",
-                                                "qwen2moe", "olmoe",  "granitemoe", "lfm2",
-                                                "gemma-embedding", "exaone4", "qwen35", "qwen35moe", "qwen3next",
-                                                "mamba2", "granitehybrid", "nemotron_h"};
-
 /* Vocabulary tokens that mean fill-in-the-middle. */
 static const char *const FIM_TOKENS[] = {"<|fim_prefix|>", "<fim_prefix>", "<PRE>",
                                          "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>"};
@@ -273,11 +266,9 @@ size_t family_caps_str(uint32_t caps, char *out, size_t cap) {
   return n;
 }
 
-bool family_arch_executable(const char *arch) {
-  for (size_t i = 0; arch && i < sizeof EXECUTABLE_ARCHS / sizeof *EXECUTABLE_ARCHS; i++)
-    if (strcmp(arch, EXECUTABLE_ARCHS[i]) == 0) return true;
-  return false;
-}
+/* What the runtime executes is model.c's architecture table itself (a new
+ * architecture is one row there, and the family table follows). */
+bool family_arch_executable(const char *arch) { return model_arch_runs(arch); }
 
 const char *family_missing(const family_info *info) {
   return info && info->missing[0] ? info->missing : NULL;
@@ -546,13 +537,16 @@ int family_detect(const gguf_file *f, family_info *out) {
              "'%.60s' alone", row->display, (row->caps & C_STT) ? "transcription-only" : "non-text", ev->arch);
     append_missing(out, text);
   } else if (!out->executable) {
-    /* the list is EXECUTABLE_ARCHS itself, so a new row cannot leave it stale */
+    /* the list is the runtime's architecture table itself, each name once
+     * (llama's dense and MoE rows share theirs) */
     int n = snprintf(text, sizeof text, "architecture '%.60s' (%s) is not implemented yet; the runtime executes ",
                      ev->arch, row->display);
-    const size_t n_exec = sizeof EXECUTABLE_ARCHS / sizeof *EXECUTABLE_ARCHS;
-    for (size_t i = 0; i < n_exec && n > 0 && (size_t)n < sizeof text; i++)
-      n += snprintf(text + n, sizeof text - (size_t)n, "%s%s", i == 0 ? "" : i + 1 == n_exec ? " and " : ", ",
-                    EXECUTABLE_ARCHS[i]);
+    for (int a = 0; a < MODEL_ARCH_COUNT && n > 0 && (size_t)n < sizeof text; a++) {
+      const char *name = model_arch_name((enum model_arch)a);
+      bool seen = false;
+      for (int b = 0; b < a; b++) seen |= strcmp(name, model_arch_name((enum model_arch)b)) == 0;
+      if (!seen) n += snprintf(text + n, sizeof text - (size_t)n, "%s%s", a == 0 ? "" : ", ", name);
+    }
     append_missing(out, text);
   }
   if (row->needs) append_missing(out, row->needs);

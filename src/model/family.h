@@ -122,7 +122,7 @@ typedef struct family_info {
                               whether it renders the tools */
   tmpl_default_id default_template; /* when the file has none */
   bool executable;         /* the runtime implements this architecture */
-  char missing[320];       /* what is missing to run it fully; "" when nothing */
+  char missing[1024];      /* what is missing to run it fully; "" when nothing (the refusal lists every architecture that runs) */
 } family_info;
 
 /* Detects the family of f. 0, or ERR_INVALID for NULL arguments. */

@@ -91,6 +91,12 @@ const char *model_arch_name(enum model_arch a) {
   return (unsigned)a < MODEL_ARCH_COUNT ? arch_table[a]->name : "unknown";
 }
 
+bool model_arch_runs(const char *name) {
+  for (int a = 0; name && a < MODEL_ARCH_COUNT; a++)
+    if (strcmp(arch_table[a]->name, name) == 0) return true;
+  return false;
+}
+
 /* ---- open / free ---------------------------------------------------------- */
 
 static void release_copied(model *m);

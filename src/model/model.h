@@ -166,6 +166,9 @@ void model_free(model *m);
 
 enum model_arch model_arch_of(const model *m);
 const char *model_arch_name(enum model_arch a);
+/* Whether some architecture row runs files whose general.architecture is
+ * name (the one list of what the runtime executes). */
+bool model_arch_runs(const char *name);
 const model_hparams *model_get_hparams(const model *m);
 const gguf_file *model_gguf(const model *m);
 /* Bytes of all weight tensors the forward pass reads (for bandwidth

@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "gguf/gguf.h"
 #include "model/family.h"
+#include "model/model.h"
 #include "test.h"
 #include "tmpl/default_templates.h"
 
@@ -397,6 +398,20 @@ TEST(family_gemma) {
   EXPECT_INT_EQ(fi.id, FAMILY_GEMMA3);
   EXPECT_FALSE(fi.executable); /* gemma3n is its own architecture */
   EXPECT_STR_CONTAINS(family_missing(&fi), "'gemma3n' (Gemma 3) is not implemented yet");
+  /* the refusal lists what does run, from the runtime's own table */
+  EXPECT_STR_CONTAINS(family_missing(&fi), "the runtime executes llama, qwen2, qwen3, bert");
+  EXPECT_STR_CONTAINS(family_missing(&fi), ", nemotron_h");
+  EXPECT_TRUE(strstr(family_missing(&fi), "llama, llama") == NULL);
+}
+
+/* Executable means "model.c has a row of that name": every row's name, and
+ * nothing else. */
+TEST(family_executable_is_the_runtime_table) {
+  for (int a = 0; a < MODEL_ARCH_COUNT; a++) EXPECT_TRUE(family_arch_executable(model_arch_name((enum model_arch)a)));
+  EXPECT_FALSE(family_arch_executable("gemma3n"));
+  EXPECT_FALSE(family_arch_executable("llama4"));
+  EXPECT_FALSE(family_arch_executable(""));
+  EXPECT_FALSE(family_arch_executable(NULL));
 }
 
 TEST(family_phi) {
