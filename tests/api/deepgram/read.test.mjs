@@ -146,7 +146,8 @@ test('listen: a long transcript is summarised by the model; strict custom labels
   const r = await dg.listen.v1.media.transcribeFile(wav, { model: 'nova-3', summarize: true, topics: true,
     custom_topic: ['Navigation', 'Cooking'], custom_topic_mode: 'strict' });
   assert.ok(r.results.channels[0].alternatives[0].transcript.split(/\s+/).length >= 50);
-  assert.equal(r.results.summary.result, 'success');
+  // a failed analysis is a warning in the answer: name it when this fails
+  assert.equal(r.results.summary?.result, 'success', JSON.stringify(r.metadata.warnings));
   assert.equal(typeof r.results.summary.short, 'string');
   assert.ok(r.metadata.summary_info.output_tokens > 0);
   for (const x of r.results.topics.segments[0].topics) assert.ok(['Navigation', 'Cooking'].includes(x.topic), x.topic);
