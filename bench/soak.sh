@@ -18,22 +18,10 @@ cd "$(dirname "$0")/.."
 SECS=${1:-1800}
 BIN=${PARLEY_BIN:-./build/parley}
 SHARED=${PARLEY_SHARED:-../shared}
-VOCAB=$SHARED/vocab/ggml-vocab-llama-spm.gguf
-BERT=$SHARED/vocab/ggml-vocab-bert-bge.gguf
-for f in "$VOCAB" "$BERT"; do [ -f "$f" ] || { echo "soak: needs $f (the shared folder)"; exit 1; }; done
 [ -x "$BIN" ] || { echo "soak: no $BIN (make all)"; exit 1; }
-
+. bench/tiny_models.sh
 models=build/bench-models/soak
-mkdir -p "$models/org"
-tmpl=$(mktemp)
-# The same Zephyr-like template as the API tests' tiny model.
-printf '%s' "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>
-{{ m.content }}</s>
-{% endfor %}{% if add_generation_prompt %}<|assistant|>
-{% endif %}" >"$tmpl"
-[ -f "$models/org/tiny.gguf" ] || "$BIN" gen-model "$models/org/tiny.gguf" --vocab "$VOCAB" --chat-template "$tmpl" --ctx 1024 >/dev/null
-[ -f "$models/embed.gguf" ] || "$BIN" gen-model "$models/embed.gguf" --arch bert --vocab "$BERT" >/dev/null
-rm -f "$tmpl"
+tiny_models "$BIN" "$models"
 
 data=$(mktemp -d)
 pid=

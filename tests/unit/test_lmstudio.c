@@ -1,6 +1,7 @@
 /* test_lmstudio.c - the LM Studio dialect's pure helpers: publisher and
  * type of a registry entry, the SDK's stop_reason vocabulary, the v1 error
- * object (optional keys left out). */
+ * object (optional keys left out, client bytes that are not UTF-8 kept as
+ * U+FFFD instead of failing the answer). */
 #include "test.h"
 
 #include <string.h>
@@ -75,4 +76,15 @@ TEST(lmstudio_error_object_leaves_out_absent_keys) {
   json_decref(e);
   EXPECT_TRUE(lms_seconds(0, 5) == 0.0);
   EXPECT_TRUE(lms_seconds(1000000000ull, 3000000000ull) == 2.0);
+}
+
+/* GET /api/v1/models/download/status/%ff%fe quoted the raw job id in its
+ * 404: the object could not be made and the client got a 500. */
+TEST(lmstudio_error_object_takes_bytes_that_are_not_utf8) {
+  json_t *e = lms_error_object("job_not_found", "job_not_found", "job\xc3", "no download job '\xff\xfe'");
+  ASSERT_TRUE(e != NULL);
+  EXPECT_STR_EQ(json_string_value(json_object_get(e, "message")), "no download job '\xEF\xBF\xBD\xEF\xBF\xBD'");
+  EXPECT_STR_EQ(json_string_value(json_object_get(e, "param")), "job\xEF\xBF\xBD");
+  EXPECT_STR_EQ(json_string_value(json_object_get(e, "type")), "job_not_found");
+  json_decref(e);
 }

@@ -10,6 +10,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -18,10 +19,18 @@
 #include "base/util.h"
 #include "base/version.h"
 
+/* message and param may quote client bytes (a job id of %ff%fe) or be cut
+ * inside a character by a '%.200s'; jansson refuses such strings, which
+ * turned a 404 into a 500, so bytes that are not UTF-8 become U+FFFD. */
 json_t *lms_error_object(const char *type, const char *code, const char *param, const char *message) {
-  json_t *e = json_pack("{s:s, s:s}", "type", type, "message", message ? message : "error");
+  if (!message) message = "error";
+  char *clean_msg = utf8_valid(message, strlen(message)) ? NULL : str_utf8_lossy(message);
+  char *clean_param = !param || utf8_valid(param, strlen(param)) ? NULL : str_utf8_lossy(param);
+  json_t *e = json_pack("{s:s, s:s}", "type", type, "message", clean_msg ? clean_msg : message);
   if (e && code) json_object_set_new(e, "code", json_string(code));
-  if (e && param) json_object_set_new(e, "param", json_string(param));
+  if (e && param) json_object_set_new(e, "param", json_string(clean_param ? clean_param : param));
+  free(clean_msg);
+  free(clean_param);
   return e;
 }
 
