@@ -136,11 +136,17 @@ static json_t *json_str_or_null(const char *s) { return s ? json_string(s) : jso
 
 /* Each dialect's error body for a status's type names t, an internal code,
  * the message and the JSON path (or NULL). */
+/* OpenAI's error object, with the type name of the dialect's column. */
+static json_t *openai_shaped(const char *type, const struct status_types *t, int code, const char *msg,
+                             const char *param) {
+  return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", type, "param",
+                   json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+}
+
 static json_t *openai_body(const http_req *req, const struct status_types *t, int code, const char *msg,
                            const char *param) {
   (void)req;
-  return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", t->openai, "param",
-                   json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+  return openai_shaped(t->openai, t, code, msg, param);
 }
 
 static json_t *anthropic_body(const http_req *req, const struct status_types *t, int code, const char *msg,
@@ -159,8 +165,7 @@ static json_t *ollama_body(const http_req *req, const struct status_types *t, in
 static json_t *lmstudio_body(const http_req *req, const struct status_types *t, int code, const char *msg,
                              const char *param) {
   (void)req;
-  return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", t->lmstudio, "param",
-                   json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+  return openai_shaped(t->lmstudio, t, code, msg, param);
 }
 
 static json_t *deepgram_body(const http_req *req, const struct status_types *t, int code, const char *msg,
