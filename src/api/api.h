@@ -24,9 +24,9 @@ enum api_dialect {
   API_DIALECT_COUNT
 };
 
-/* Decides the dialect from the path prefix and, for /v1 paths shared by
- * OpenAI and Anthropic, the anthropic-version header (/v1/messages is
- * always Anthropic). */
+/* Decides the dialect from the path prefixes in errors.c's dialect table
+ * and, for /v1 paths shared by OpenAI, Anthropic and Deepgram, the headers
+ * their SDKs send (/v1/messages is always Anthropic); OpenAI takes the rest. */
 enum api_dialect api_dialect_of(const http_req *req);
 const char *api_dialect_name(enum api_dialect d);
 

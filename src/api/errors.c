@@ -1,5 +1,8 @@
 /*
- * errors.c - one table maps (dialect, status) to each vendor's error body.
+ * errors.c - the dialect table (one row per dialect: the path prefixes it
+ * owns, the headers that claim a request for it elsewhere, its error body
+ * writer, its per-response headers, its overloaded status) and one table
+ * that maps (dialect, status) to each vendor's error type names.
  *
  * Shapes come from ../shared/specs: OpenAI {"error":{message,type,param,code}};
  * Anthropic {"type":"error","error":{type,message},"request_id"}; Ollama
@@ -20,38 +23,20 @@
 #include "base/log.h"
 #include "base/util.h"
 
-static const char *const DIALECT_NAMES[API_DIALECT_COUNT] = {"openai", "anthropic", "ollama",
-                                                             "lmstudio", "deepgram", "admin"};
-
-const char *api_dialect_name(enum api_dialect d) {
-  return (unsigned)d < API_DIALECT_COUNT ? DIALECT_NAMES[d] : "unknown";
-}
-
 static bool path_has_prefix(const char *path, const char *prefix) {
   size_t n = strlen(prefix);
   return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-enum api_dialect api_dialect_of(const http_req *req) {
-  const char *p = http_req_path(req);
-  while (p[0] == '/' && p[1] == '/') p++; /* tolerate repeated leading slashes */
-  if (path_has_prefix(p, "/deepgram") || path_has_prefix(p, "/v1/listen") || path_has_prefix(p, "/v1/speak") ||
-      path_has_prefix(p, "/v1/read"))
-    return API_DIALECT_DEEPGRAM;
-  if (path_has_prefix(p, "/api/v0") || path_has_prefix(p, "/api/v1") || path_has_prefix(p, "/lmstudio") ||
-      path_has_prefix(p, "/lmstudio-greeting"))
-    return API_DIALECT_LMSTUDIO;
-  if (path_has_prefix(p, "/api") || strcmp(p, "/") == 0) return API_DIALECT_OLLAMA;
-  if (path_has_prefix(p, "/admin") || path_has_prefix(p, "/health") || path_has_prefix(p, "/metrics"))
-    return API_DIALECT_ADMIN;
-  if (http_req_header(req, "anthropic-version") || path_has_prefix(p, "/v1/messages")) return API_DIALECT_ANTHROPIC;
-  /* The Deepgram SDKs, based at the server root, share /v1/models with
-   * OpenAI: every request of theirs carries a session id, and a key in
-   * Deepgram's own scheme (no other dialect's SDK sends "Token"). */
+/* Requests a dialect's clients send to paths another dialect owns, known by
+ * their headers. */
+static bool anthropic_sniff(const http_req *req) { return http_req_header(req, "anthropic-version") != NULL; }
+/* The Deepgram SDKs, based at the server root, share /v1/models with
+ * OpenAI: every request of theirs carries a session id, and a key in
+ * Deepgram's own scheme (no other dialect's SDK sends "Token"). */
+static bool deepgram_sniff(const http_req *req) {
   const char *authz = http_req_header(req, "Authorization");
-  if (http_req_header(req, "x-deepgram-session-id") || (authz && strncasecmp(authz, "token ", 6) == 0))
-    return API_DIALECT_DEEPGRAM;
-  return API_DIALECT_OPENAI;
+  return http_req_header(req, "x-deepgram-session-id") || (authz && strncasecmp(authz, "token ", 6) == 0);
 }
 
 int api_status_for(int code) {
@@ -146,15 +131,171 @@ static json_t *json_str_or_null(const char *s) { return s ? json_string(s) : jso
  * Every one carries retry-after: 1 and retry-after-ms: 1000 (read first by
  * the OpenAI and Anthropic SDKs). */
 #define OLLAMA_BUSY "server busy, please try again.  maximum pending requests exceeded"
-int api_overloaded_status(enum api_dialect d) { return d == API_DIALECT_OLLAMA ? 503 : 429; }
+
+/* ---- the dialect table ------------------------------------------------------ */
+
+/* Each dialect's error body for a status's type names t, an internal code,
+ * the message and the JSON path (or NULL). */
+/* OpenAI's error object, with the type name of the dialect's column. */
+static json_t *openai_shaped(const char *type, const struct status_types *t, int code, const char *msg,
+                             const char *param) {
+  return json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", type, "param",
+                   json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
+}
+
+static json_t *openai_body(const http_req *req, const struct status_types *t, int code, const char *msg,
+                           const char *param) {
+  (void)req;
+  return openai_shaped(t->openai, t, code, msg, param);
+}
+
+static json_t *anthropic_body(const http_req *req, const struct status_types *t, int code, const char *msg,
+                              const char *param) {
+  (void)code, (void)param;
+  return json_pack("{s:s, s:{s:s, s:s}, s:s}", "type", "error", "error", "type", t->anthropic, "message", msg,
+                   "request_id", http_req_id(req));
+}
+
+static json_t *ollama_body(const http_req *req, const struct status_types *t, int code, const char *msg,
+                           const char *param) {
+  (void)req, (void)t, (void)code, (void)param;
+  return json_pack("{s:s}", "error", msg);
+}
+
+static json_t *lmstudio_body(const http_req *req, const struct status_types *t, int code, const char *msg,
+                             const char *param) {
+  (void)req;
+  return openai_shaped(t->lmstudio, t, code, msg, param);
+}
+
+static json_t *deepgram_body(const http_req *req, const struct status_types *t, int code, const char *msg,
+                             const char *param) {
+  (void)code, (void)param;
+  char uuid[37];
+  deepgram_request_uuid(req, uuid);
+  return json_pack("{s:s, s:s, s:s, s:s, s:s}", "err_code", t->deepgram, "err_msg", msg, "category", t->deepgram,
+                   "message", msg, "request_id", uuid);
+}
+
+/* Each dialect's own headers on every response. */
+static void anthropic_decorate(http_req *req) { http_resp_header(req, "request-id", http_req_id(req)); }
+
+static void deepgram_decorate(http_req *req) {
+  char uuid[37];
+  deepgram_request_uuid(req, uuid);
+  http_resp_header(req, "dg-request-id", uuid);
+}
+
+static void openai_decorate(http_req *req) {
+  http_resp_header(req, "openai-version", "2020-10-01");
+  http_resp_timing_header(req, "openai-processing-ms");
+}
+
+/* A prompt that does not fit the context, in each vendor's own words
+ * (clients match them: Claude Code recognises only Anthropic's and then
+ * compacts the conversation instead of retrying):
+ *   Anthropic  "prompt is too long: N tokens > M maximum" (M the most the
+ *              prompt may hold: the context less the one token a reply needs);
+ *   Ollama     "the input length exceeds the context length" (its runner's
+ *              words, specs/ollama.md 2.12);
+ *   OpenAI and the OpenAI-shaped dialects: the Chat Completions sentence
+ *              with the model's context and the prompt's size, or for a
+ *              Responses "input" the Responses one; the code is
+ *              context_length_exceeded either way (openai_code_for). */
+static void anthropic_context(const char *param, int64_t n_prompt, int64_t n_ctx, char *out, size_t cap) {
+  (void)param;
+  snprintf(out, cap, "prompt is too long: %lld tokens > %lld maximum", (long long)n_prompt, (long long)(n_ctx - 1));
+}
+
+static void ollama_context(const char *param, int64_t n_prompt, int64_t n_ctx, char *out, size_t cap) {
+  (void)param, (void)n_prompt, (void)n_ctx;
+  snprintf(out, cap, "the input length exceeds the context length");
+}
+
+static void openai_context(const char *param, int64_t n_prompt, int64_t n_ctx, char *out, size_t cap) {
+  if (param && strcmp(param, "input") == 0)
+    snprintf(out, cap, "Your input exceeds the context window of this model. Please adjust your input and try "
+             "again. (The input is %lld tokens; the model's context holds %lld.)", (long long)n_prompt,
+             (long long)n_ctx);
+  else
+    snprintf(out, cap, "This model's maximum context length is %lld tokens. However, your %s resulted in %lld "
+             "tokens. Please reduce the length of the %s.", (long long)n_ctx,
+             param && strcmp(param, "prompt") == 0 ? "prompt" : "messages", (long long)n_prompt,
+             param && strcmp(param, "prompt") == 0 ? "prompt" : "messages");
+}
+
+/* One row per dialect: what api_dialect_of, api_error, api_context_message
+ * and api_http_decorate read. A new dialect is one row (and its enum value). */
+struct dialect_row {
+  const char *name;
+  const char *const *prefixes; /* path prefixes it owns, NULL-terminated ("/": the root alone) */
+  bool (*sniff)(const http_req *req); /* or a request its clients send elsewhere, by header; may be NULL */
+  json_t *(*error_body)(const http_req *req, const struct status_types *t, int code, const char *msg,
+                        const char *param);
+  void (*decorate)(http_req *req); /* may be NULL */
+  /* a prompt past the context, in its own words (param: the request field) */
+  void (*context_message)(const char *param, int64_t n_prompt, int64_t n_ctx, char *out, size_t cap);
+  int overloaded_status;           /* ERR_OVERLOADED's status */
+  const char *overloaded_message;  /* ... and its own words, or NULL (a
+                                      message that starts with its first
+                                      11 bytes, "server busy", is kept) */
+  bool plain_unknown_route;        /* unknown routes answer gin's plain text */
+};
+
+static const char *const DEEPGRAM_PREFIXES[] = {"/deepgram", "/v1/listen", "/v1/speak", "/v1/read", NULL};
+static const char *const LMSTUDIO_PREFIXES[] = {"/api/v0", "/api/v1", "/lmstudio", "/lmstudio-greeting", NULL};
+static const char *const OLLAMA_PREFIXES[] = {"/api", "/", NULL};
+static const char *const ADMIN_PREFIXES[] = {"/admin", "/health", "/metrics", NULL};
+static const char *const ANTHROPIC_PREFIXES[] = {"/v1/messages", NULL};
+static const char *const NO_PREFIXES[] = {NULL};
+
+static const struct dialect_row ROWS[API_DIALECT_COUNT] = {
+    [API_DIALECT_OPENAI] = {"openai", NO_PREFIXES, NULL, openai_body, openai_decorate, openai_context, 429, NULL,
+                            false},
+    [API_DIALECT_ANTHROPIC] = {"anthropic", ANTHROPIC_PREFIXES, anthropic_sniff, anthropic_body, anthropic_decorate,
+                               anthropic_context, 429, NULL, false},
+    [API_DIALECT_OLLAMA] = {"ollama", OLLAMA_PREFIXES, NULL, ollama_body, NULL, ollama_context, 503, OLLAMA_BUSY,
+                            true},
+    [API_DIALECT_LMSTUDIO] = {"lmstudio", LMSTUDIO_PREFIXES, NULL, lmstudio_body, NULL, openai_context, 429, NULL,
+                              false},
+    [API_DIALECT_DEEPGRAM] = {"deepgram", DEEPGRAM_PREFIXES, deepgram_sniff, deepgram_body, deepgram_decorate,
+                              openai_context, 429, NULL, false},
+    [API_DIALECT_ADMIN] = {"admin", ADMIN_PREFIXES, NULL, openai_body, NULL, openai_context, 429, NULL, false},
+};
+
+/* Prefixes are tried first, in this order (LM Studio's /api/v0 before
+ * Ollama's /api), then the header sniffs; OpenAI takes the rest. */
+static const enum api_dialect BY_PREFIX[] = {API_DIALECT_DEEPGRAM, API_DIALECT_LMSTUDIO, API_DIALECT_OLLAMA,
+                                             API_DIALECT_ADMIN, API_DIALECT_ANTHROPIC};
+static const enum api_dialect BY_SNIFF[] = {API_DIALECT_ANTHROPIC, API_DIALECT_DEEPGRAM};
+
+const char *api_dialect_name(enum api_dialect d) {
+  return (unsigned)d < API_DIALECT_COUNT ? ROWS[d].name : "unknown";
+}
+
+enum api_dialect api_dialect_of(const http_req *req) {
+  const char *p = http_req_path(req);
+  while (p[0] == '/' && p[1] == '/') p++; /* tolerate repeated leading slashes */
+  for (size_t i = 0; i < ARRAY_LEN(BY_PREFIX); i++)
+    for (const char *const *pre = ROWS[BY_PREFIX[i]].prefixes; *pre; pre++)
+      if (path_has_prefix(p, *pre)) return BY_PREFIX[i];
+  for (size_t i = 0; i < ARRAY_LEN(BY_SNIFF); i++)
+    if (ROWS[BY_SNIFF[i]].sniff(req)) return BY_SNIFF[i];
+  return API_DIALECT_OPENAI;
+}
+
+int api_overloaded_status(enum api_dialect d) {
+  return (unsigned)d < API_DIALECT_COUNT ? ROWS[d].overloaded_status : 429;
+}
 
 void api_error(http_req *req, int status, int code, const char *message, const char *param) {
   enum api_dialect d = api_dialect_of(req);
   if (code == ERR_OVERLOADED && (status == 0 || status == 429 || status == 503)) {
     status = api_overloaded_status(d);
-    if (d == API_DIALECT_OLLAMA && (!message || strncmp(message, "server busy", 11) != 0)) {
+    const char *own = ROWS[d].overloaded_message;
+    if (own && (!message || strncmp(message, own, 11) != 0)) {
       if (message) LOG_INFO("api", "overloaded: %s", message);
-      message = OLLAMA_BUSY;
+      message = own;
     }
   }
   if (status == 0) status = api_status_for(code);
@@ -174,39 +315,14 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   }
 
   /* Ollama's router answers unknown routes in plain text, as gin does. */
-  if (d == API_DIALECT_OLLAMA && (status == 404 || status == 405) && http_req_route_name(req) == NULL) {
+  if (ROWS[d].plain_unknown_route && (status == 404 || status == 405) && http_req_route_name(req) == NULL) {
     const char *text = status == 404 ? "404 page not found" : "405 method not allowed";
     http_respond(req, status, "text/plain", text, strlen(text));
     free(clean_msg);
     free(clean_param);
     return;
   }
-  json_t *body = NULL;
-  char uuid[37];
-  switch (d) {
-    case API_DIALECT_ANTHROPIC:
-      body = json_pack("{s:s, s:{s:s, s:s}, s:s}", "type", "error", "error", "type", t->anthropic, "message", message,
-                       "request_id", http_req_id(req));
-      break;
-    case API_DIALECT_OLLAMA:
-      body = json_pack("{s:s}", "error", message);
-      break;
-    case API_DIALECT_LMSTUDIO:
-      body = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", message, "type", t->lmstudio, "param",
-                       json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
-      break;
-    case API_DIALECT_DEEPGRAM:
-      deepgram_request_uuid(req, uuid);
-      body = json_pack("{s:s, s:s, s:s, s:s, s:s}", "err_code", t->deepgram, "err_msg", message, "category",
-                       t->deepgram, "message", message, "request_id", uuid);
-      break;
-    case API_DIALECT_OPENAI:
-    case API_DIALECT_ADMIN:
-    default:
-      body = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", message, "type", t->openai, "param",
-                       json_str_or_null(param), "code", json_str_or_null(openai_code_for(code, t)));
-      break;
-  }
+  json_t *body = ROWS[d].error_body(req, t, code, message, param);
   free(clean_msg);
   free(clean_param);
   if (!body) {
@@ -218,38 +334,9 @@ void api_error(http_req *req, int status, int code, const char *message, const c
   json_decref(body);
 }
 
-/* A prompt that does not fit the context, in each vendor's own words
- * (clients match them: Claude Code recognises only Anthropic's and then
- * compacts the conversation instead of retrying):
- *   Anthropic  "prompt is too long: N tokens > M maximum" (M the most the
- *              prompt may hold: the context less the one token a reply needs);
- *   Ollama     "the input length exceeds the context length" (its runner's
- *              words, specs/ollama.md 2.12);
- *   OpenAI and the OpenAI-shaped dialects: the Chat Completions sentence
- *              with the model's context and the prompt's size, or for a
- *              Responses "input" the Responses one; the code is
- *              context_length_exceeded either way (openai_code_for). */
 void api_context_message(enum api_dialect d, const char *param, int64_t n_prompt, int64_t n_ctx, char *out,
                          size_t cap) {
-  switch (d) {
-    case API_DIALECT_ANTHROPIC:
-      snprintf(out, cap, "prompt is too long: %lld tokens > %lld maximum", (long long)n_prompt, (long long)(n_ctx - 1));
-      return;
-    case API_DIALECT_OLLAMA:
-      snprintf(out, cap, "the input length exceeds the context length");
-      return;
-    default:
-      if (param && strcmp(param, "input") == 0)
-        snprintf(out, cap, "Your input exceeds the context window of this model. Please adjust your input and try "
-                 "again. (The input is %lld tokens; the model's context holds %lld.)", (long long)n_prompt,
-                 (long long)n_ctx);
-      else
-        snprintf(out, cap, "This model's maximum context length is %lld tokens. However, your %s resulted in %lld "
-                 "tokens. Please reduce the length of the %s.", (long long)n_ctx,
-                 param && strcmp(param, "prompt") == 0 ? "prompt" : "messages", (long long)n_prompt,
-                 param && strcmp(param, "prompt") == 0 ? "prompt" : "messages");
-      return;
-  }
+  ROWS[(unsigned)d < API_DIALECT_COUNT ? d : API_DIALECT_OPENAI].context_message(param, n_prompt, n_ctx, out, cap);
 }
 
 void api_error_last(http_req *req, int code, const char *param) { api_error(req, 0, code, err_detail(), param); }
@@ -263,23 +350,8 @@ void api_http_on_error(http_req *req, int status, int code, const char *message,
 
 void api_http_decorate(http_req *req, void *ctx) {
   (void)ctx;
-  switch (api_dialect_of(req)) {
-    case API_DIALECT_ANTHROPIC:
-      http_resp_header(req, "request-id", http_req_id(req));
-      break;
-    case API_DIALECT_DEEPGRAM: {
-      char uuid[37];
-      deepgram_request_uuid(req, uuid);
-      http_resp_header(req, "dg-request-id", uuid);
-      break;
-    }
-    case API_DIALECT_OPENAI:
-      http_resp_header(req, "openai-version", "2020-10-01");
-      http_resp_timing_header(req, "openai-processing-ms");
-      break;
-    default:
-      break;
-  }
+  const struct dialect_row *row = &ROWS[api_dialect_of(req)];
+  if (row->decorate) row->decorate(req);
 }
 
 int api_respond_json(http_req *req, int status, const json_t *v) {

@@ -55,6 +55,8 @@ typedef struct gen_request {
   bool logprobs;
   int32_t top_logprobs;
   bool one_call;              /* answer at most one tool call */
+  bool images;                /* a message carries images (refused by the
+                                 handler: the runtime reads none yet) */
   const json_t *logit_bias;   /* borrowed {"token id": bias} object, checked
                                  against the model's vocabulary and moved
                                  into p by the driver; NULL: none */

@@ -3,6 +3,7 @@
  * FIPS 180-4 vectors, the Go-template subset, the model-name grammar and
  * the base64 check for images; registry_remove_name, which /api/delete uses.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/ollama/ollama.h"
@@ -108,4 +109,88 @@ TEST(ollama_registry_remove_name) {
   EXPECT_INT_EQ(registry_add_model(r, "/nonexistent/x.gguf", "made:latest"), 0); /* the name is free again */
   EXPECT_INT_EQ(registry_remove_name(r, ""), ERR_INVALID);
   registry_free(r);
+}
+
+/* /api/chat's pure parser: Ollama messages into canonical ones (roles
+ * lower-cased, thinking as reasoning_content, calls with ids and object
+ * arguments, a tool result linked to its call), its fields into the
+ * canonical request, and errors in Ollama's words. */
+static json_t *chat_body(const char *text) {
+  json_t *v = json_loads(text, 0, NULL);
+  if (!v) abort(); /* the test's own JSON */
+  return v;
+}
+
+TEST(ollama_chat_parse_fills_the_canonical_request) {
+  json_t *body = chat_body(
+      "{\"model\":\"m:1b\",\"messages\":[{\"role\":\"User\",\"content\":\"weather?\"},"
+      "{\"role\":\"assistant\",\"content\":\"\",\"thinking\":\"look\",\"tool_calls\":[{\"function\":{\"name\":\"get\","
+      "\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_name\":\"get\",\"content\":\"cold\"}],"
+      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\"}}],\"think\":\"low\",\"keep_alive\":\"2s\","
+      "\"stream\":false,\"top_logprobs\":2,\"options\":{\"temperature\":0.25,\"stop\":[\"END\"]}}");
+  gen_request r;
+  ASSERT_INT_EQ(ollama_chat_parse(body, &r), 0);
+  EXPECT_TRUE(strcmp(r.model, "m:1b") == 0);
+  EXPECT_TRUE(!r.stream && r.logprobs && r.top_logprobs == 2);
+  EXPECT_TRUE(r.ttl_ms == 2000);
+  EXPECT_TRUE(r.chat.thinking == 1 && r.chat.effort == GEN_EFFORT_LOW);
+  EXPECT_TRUE(r.p.er.sample.temperature == 0.25f && r.p.n_stop == 1 && strcmp(r.p.stop[0], "END") == 0);
+  EXPECT_TRUE(r.chat.messages == r.messages && r.chat.tools == r.tools && json_array_size(r.tools) == 1);
+  EXPECT_TRUE(json_array_size(r.messages) == 3);
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(json_array_get(r.messages, 0), "role")), "user") == 0);
+  const json_t *a = json_array_get(r.messages, 1);
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(a, "reasoning_content")), "look") == 0);
+  const json_t *call = json_array_get(json_object_get(a, "tool_calls"), 0);
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(call, "id")), "call_1_0") == 0);
+  const json_t *args = json_object_get(json_object_get(call, "function"), "arguments");
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(args, "city")), "Oslo") == 0);
+  const json_t *t = json_array_get(r.messages, 2);
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(t, "tool_call_id")), "call_1_0") == 0);
+  EXPECT_TRUE(strcmp(json_string_value(json_object_get(t, "name")), "get") == 0);
+  EXPECT_TRUE(!r.images);
+  gen_request_free(&r);
+  json_decref(body);
+
+  body = chat_body("{\"model\":\"m\",\"keep_alive\":0}"); /* an unload: no messages */
+  ASSERT_INT_EQ(ollama_chat_parse(body, &r), 0);
+  EXPECT_TRUE(r.messages == NULL && r.ttl_ms == 0 && r.stream);
+  gen_request_free(&r);
+  json_decref(body);
+}
+
+TEST(ollama_chat_parse_errors_in_ollamas_words) {
+  static const struct {
+    const char *body;
+    int code;
+    const char *detail;
+  } cases[] = {
+      {"{\"messages\":[]}", ERR_INVALID, "model is required"},
+      {"{\"model\":\"a b\"}", ERR_INVALID, "invalid model name"},
+      {"{\"model\":\"m\",\"top_logprobs\":21}", ERR_RANGE, "top_logprobs must be between 0 and 20"},
+      {"{\"model\":\"m\",\"messages\":{}}", ERR_TYPE, "messages: expected array, got object"},
+      {"{\"model\":\"m\",\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", ERR_INVALID,
+       "messages[0].role: expected one of system, user, assistant, tool"},
+      {"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"images\":[\"@@\"]}]}", ERR_INVALID,
+       "messages[0].images[0]: illegal base64 data"},
+      {"{\"model\":\"m\",\"think\":\"sometimes\"}", ERR_INVALID, "invalid think value: \"sometimes\""},
+      {"{\"model\":\"m\",\"keep_alive\":true}", ERR_TYPE, "Unsupported type: 'bool'"},
+      {"{\"model\":\"m\",\"options\":{\"top_k\":\"x\"}}", ERR_TYPE, "option \"top_k\" must be of type integer"},
+      {"{\"model\":\"m\",\"tools\":[{\"function\":{}}]}", ERR_INVALID,
+       "tools[0].function.name: required string is missing"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *body = chat_body(cases[i].body);
+    gen_request r;
+    int rc = ollama_chat_parse(body, &r);
+    TEST_CHECK_(rc == cases[i].code, 0, "%s: rc %d", cases[i].body, rc);
+    TEST_CHECK_(strncmp(err_detail(), cases[i].detail, strlen(cases[i].detail)) == 0, 0, "%s: %s", cases[i].body,
+                err_detail());
+    gen_request_free(&r);
+    json_decref(body);
+  }
+  json_t *body = chat_body("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"aGk=\"]}]}");
+  gen_request r;
+  EXPECT_TRUE(ollama_chat_parse(body, &r) == 0 && r.images);
+  gen_request_free(&r);
+  json_decref(body);
 }

@@ -35,6 +35,11 @@ void ollama_json(http_req *req, int status, const json_t *v) {
   free(s);
 }
 
+int ollama_answer(http_req *req, int rc) {
+  ollama_err(req, rc == ERR_NOMEM ? 500 : 400, rc, "%s", err_detail());
+  return rc;
+}
+
 void ollama_err(http_req *req, int status, int code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -145,11 +150,10 @@ static const char *type_word(enum opt_type t) {
   }
 }
 
-int ollama_options(http_req *req, const json_t *options, gen_params *g) {
+int ollama_options(const json_t *options, gen_params *g) {
   if (!options || json_is_null(options)) return 0;
   if (!json_is_object(options)) {
-    ollama_err(req, 400, ERR_TYPE, "options: expected object, got %s", api_json_type_name(options));
-    return ERR_TYPE;
+    return err_set(ERR_TYPE, "options: expected object, got %s", api_json_type_name(options));
   }
   for (size_t i = 0; i < ARRAY_LEN(OPTIONS); i++) {
     const json_t *v = json_object_get(options, OPTIONS[i].key);
@@ -160,14 +164,12 @@ int ollama_options(http_req *req, const json_t *options, gen_params *g) {
               : t == OPT_STRING              ? json_is_string(v)
                                              : json_is_array(v) || json_is_string(v);
     if (!ok) {
-      ollama_err(req, 400, ERR_TYPE, "option \"%s\" must be of type %s", OPTIONS[i].key, type_word(t));
-      return ERR_TYPE;
+      return err_set(ERR_TYPE, "option \"%s\" must be of type %s", OPTIONS[i].key, type_word(t));
     }
     double d = json_number_value(v);
     if (OPTIONS[i].lo < OPTIONS[i].hi && json_is_number(v) && !(d >= OPTIONS[i].lo && d <= OPTIONS[i].hi)) {
-      ollama_err(req, 400, ERR_RANGE, "option \"%s\": %g is out of range (expected %g to %g)", OPTIONS[i].key, d,
+      return err_set(ERR_RANGE, "option \"%s\": %g is out of range (expected %g to %g)", OPTIONS[i].key, d,
                  OPTIONS[i].lo, OPTIONS[i].hi);
-      return ERR_RANGE;
     }
   }
   const char *key;
@@ -196,13 +198,11 @@ int ollama_options(http_req *req, const json_t *options, gen_params *g) {
       for (size_t k = 0; k < n; k++) {
         const json_t *sv = json_is_string(v) ? v : json_array_get(v, k);
         if (!json_is_string(sv)) {
-          ollama_err(req, 400, ERR_TYPE, "option \"stop\" must be of type array of strings (options.stop[%zu] is %s)",
+          return err_set(ERR_TYPE, "option \"stop\" must be of type array of strings (options.stop[%zu] is %s)",
                      k, api_json_type_name(sv));
-          return ERR_TYPE;
         }
         if (gen_params_add_stop(g, json_string_value(sv), json_string_length(sv))) {
-          ollama_err(req, 500, ERR_NOMEM, "out of memory");
-          return ERR_NOMEM;
+          return err_set(ERR_NOMEM, "out of memory");
         }
       }
     }
@@ -210,7 +210,7 @@ int ollama_options(http_req *req, const json_t *options, gen_params *g) {
   return 0;
 }
 
-int ollama_format(http_req *req, const json_t *format, gen_params *g) {
+int ollama_format(const json_t *format, gen_params *g) {
   if (!format || json_is_null(format)) return 0;
   if (json_is_string(format)) {
     const char *s = json_string_value(format);
@@ -224,13 +224,13 @@ int ollama_format(http_req *req, const json_t *format, gen_params *g) {
     return 0;
   }
   char *text = json_dumps(format, JSON_COMPACT | JSON_ENCODE_ANY);
-  ollama_err(req, 400, ERR_INVALID, "invalid format: %.200s; expected \"json\" or a valid JSON Schema object",
-             text ? text : "?");
+  int rc = err_set(ERR_INVALID, "invalid format: %.200s; expected \"json\" or a valid JSON Schema object",
+                   text ? text : "?");
   free(text);
-  return ERR_INVALID;
+  return rc;
 }
 
-int ollama_think(http_req *req, const json_t *think, int *out, enum gen_effort *effort) {
+int ollama_think(const json_t *think, int *out, enum gen_effort *effort) {
   *out = -1;
   *effort = GEN_EFFORT_DEFAULT;
   if (!think || json_is_null(think)) return 0;
@@ -245,13 +245,13 @@ int ollama_think(http_req *req, const json_t *think, int *out, enum gen_effort *
     return 0;
   }
   char *text = json_dumps(think, JSON_COMPACT | JSON_ENCODE_ANY);
-  ollama_err(req, 400, ERR_INVALID, "invalid think value: %.100s (must be \"high\", \"medium\", \"low\", \"max\", true, or false)",
-             text ? text : "?");
+  int rc = err_set(ERR_INVALID, "invalid think value: %.100s (must be \"high\", \"medium\", \"low\", \"max\", true, or false)",
+                   text ? text : "?");
   free(text);
-  return ERR_INVALID;
+  return rc;
 }
 
-int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms) {
+int ollama_keep_alive(const json_t *v, bool *set, int64_t *ms) {
   *set = false;
   *ms = 0;
   if (!v || json_is_null(v)) return 0;
@@ -264,23 +264,20 @@ int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms) {
   if (json_is_string(v)) {
     const char *s = json_string_value(v);
     if (manager_parse_keep_alive(s, ms)) { /* seconds, or a Go duration */
-      ollama_err(req, 400, ERR_INVALID, "keep_alive: time: invalid duration \"%.64s\"", s);
-      return ERR_INVALID;
+      return err_set(ERR_INVALID, "keep_alive: time: invalid duration \"%.64s\"", s);
     }
     *set = true;
     return 0;
   }
-  ollama_err(req, 400, ERR_TYPE, "Unsupported type: '%s'", json_is_boolean(v) ? "bool" : api_json_type_name(v));
-  return ERR_TYPE;
+  return err_set(ERR_TYPE, "Unsupported type: '%s'", json_is_boolean(v) ? "bool" : api_json_type_name(v));
 }
 
-int ollama_stream(http_req *req, const json_t *body, bool *stream) {
+int ollama_stream(const json_t *body, bool *stream) {
   const json_t *v = json_object_get(body, "stream");
   *stream = true;
   if (!v || json_is_null(v)) return 0;
   if (!json_is_boolean(v)) {
-    ollama_err(req, 400, ERR_TYPE, "stream: expected boolean, got %s", api_json_type_name(v));
-    return ERR_TYPE;
+    return err_set(ERR_TYPE, "stream: expected boolean, got %s", api_json_type_name(v));
   }
   *stream = json_is_true(v);
   return 0;

@@ -131,9 +131,12 @@ void ollama_embed(http_req *req, void *ctx) {
   }
   gen_params scratch;
   ollama_params_init(&scratch);
-  rc = ollama_options(req, json_object_get(body, "options"), &scratch);
+  rc = ollama_options(json_object_get(body, "options"), &scratch);
   gen_params_free(&scratch);
-  if (rc || ollama_keep_alive(req, json_object_get(body, "keep_alive"), &ka_set, &ka_ms)) goto done;
+  if (rc || (rc = ollama_keep_alive(json_object_get(body, "keep_alive"), &ka_set, &ka_ms))) {
+    ollama_answer(req, rc);
+    goto done;
+  }
   uint64_t tl = time_mono_ns();
   if ((rc = ollama_model_get(oc, mname, ka_set, ka_ms, &mm))) {
     if (rc == ERR_NOT_FOUND) ollama_err(req, 404, rc, "model \"%s\" not found, try pulling it first", mname);
@@ -229,7 +232,10 @@ void ollama_embeddings(http_req *req, void *ctx) {
     api_error_last(req, rc, "prompt");
     goto done;
   }
-  if (ollama_keep_alive(req, json_object_get(body, "keep_alive"), &ka_set, &ka_ms)) goto done;
+  if ((rc = ollama_keep_alive(json_object_get(body, "keep_alive"), &ka_set, &ka_ms))) {
+    ollama_answer(req, rc);
+    goto done;
+  }
   if ((rc = ollama_model_get(oc, mname, ka_set, ka_ms, &mm))) {
     if (rc == ERR_NOT_FOUND) ollama_err(req, 404, rc, "model \"%s\" not found, try pulling it first", mname);
     else ollama_error_manager(req, rc, mname);

@@ -345,22 +345,17 @@ static int opt_str(http_req *req, const json_t *body, const char *key, const cha
   return rc;
 }
 
-int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top) {
+int ollama_logprobs_fields(const json_t *body, bool *lp, int32_t *top) {
   *lp = false;
   *top = 0;
   const json_t *t = json_object_get(body, "top_logprobs");
   if (t && !json_is_null(t)) {
-    if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > 20) {
-      ollama_err(req, 400, ERR_RANGE, "top_logprobs must be between 0 and 20");
-      return ERR_RANGE;
-    }
+    if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > 20)
+      return err_set(ERR_RANGE, "top_logprobs must be between 0 and 20");
     *top = (int32_t)json_integer_value(t);
   }
   int rc = api_json_bool(body, "", "logprobs", false, lp);
-  if (rc && rc != ERR_NOT_FOUND) {
-    api_error_last(req, rc, "logprobs");
-    return rc;
-  }
+  if (rc && rc != ERR_NOT_FOUND) return rc;
   if (*top > 0) *lp = true;
   return 0;
 }
@@ -387,7 +382,10 @@ void ollama_generate(http_req *req, void *ctx) {
     api_error_last(req, rc, "model");
     goto done;
   }
-  if (ollama_logprobs_fields(req, body, &lp, &top)) goto done;
+  if ((rc = ollama_logprobs_fields(body, &lp, &top))) {
+    ollama_answer(req, rc);
+    goto done;
+  }
   if (!mname || !*mname) {
     ollama_err(req, 404, ERR_NOT_FOUND, "model '' not found");
     goto done;
@@ -426,13 +424,18 @@ void ollama_generate(http_req *req, void *ctx) {
       goto done;
     }
   }
-  if (ollama_stream(req, body, &stream) || ollama_think(req, json_object_get(body, "think"), &think, &effort) ||
-      ollama_keep_alive(req, json_object_get(body, "keep_alive"), &ka_set, &ka_ms) ||
-      ollama_format(req, json_object_get(body, "format"), &g))
+  if ((rc = ollama_stream(body, &stream)) || (rc = ollama_think(json_object_get(body, "think"), &think, &effort)) ||
+      (rc = ollama_keep_alive(json_object_get(body, "keep_alive"), &ka_set, &ka_ms)) ||
+      (rc = ollama_format(json_object_get(body, "format"), &g))) {
+    ollama_answer(req, rc);
     goto done;
+  }
   over = ollama_overlay_get(oc, mname);
-  if (over && ollama_options(req, json_object_get(over, "parameters"), &g)) goto done;
-  if (ollama_options(req, json_object_get(body, "options"), &g)) goto done;
+  if ((over && (rc = ollama_options(json_object_get(over, "parameters"), &g))) ||
+      (rc = ollama_options(json_object_get(body, "options"), &g))) {
+    ollama_answer(req, rc);
+    goto done;
+  }
 
   /* keep_alive 0 with nothing to generate: unload without loading */
   if (!*prompt && !*suffix && ka_set && ka_ms == 0) {

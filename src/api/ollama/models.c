@@ -670,14 +670,20 @@ void ollama_create(http_req *req, void *ctx) {
     ollama_err(req, 400, ERR_UNSUPPORTED, "adapters: LoRA adapters are not supported");
     goto done;
   }
-  if (ollama_stream(req, body, &stream)) goto done;
+  if (ollama_stream(body, &stream)) {
+    ollama_answer(req, ERR_TYPE);
+    goto done;
+  }
   const json_t *params = json_object_get(body, "parameters");
   if (params && !json_is_null(params)) {
     gen_params scratch;
     ollama_params_init(&scratch);
-    int rc = ollama_options(req, params, &scratch);
+    int rc = ollama_options(params, &scratch);
     gen_params_free(&scratch);
-    if (rc) goto done;
+    if (rc) {
+      ollama_answer(req, rc);
+      goto done;
+    }
   }
   const json_t *msgs = json_object_get(body, "messages");
   if (msgs && !json_is_null(msgs) && !json_is_array(msgs)) {

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "api/gen.h"
+#include "api/request.h"
 #include "engine/manager.h"
 #include "http/http.h"
 #include "model/pull.h"
@@ -93,22 +94,25 @@ void ollama_full_name(const char *name, char *out, size_t cap);
  * tried), or NULL. */
 json_t *ollama_overlay_get(ollama_ctx *c, const char *name);
 
+/* The field readers below are pure: they return 0 or an ERR_* code with
+ * err_detail() in Ollama's words, and the handler answers it once with
+ * ollama_answer (400, or 500 out of memory; returns rc). */
+int ollama_answer(http_req *req, int rc);
 /* Sampling options into g (already initialised with Ollama's defaults by
  * ollama_params_init). Unknown keys are ignored; a known key of the wrong
- * type is a 400 `option "k" must be of type T`. Answers the error itself
- * and returns nonzero. */
+ * type is `option "k" must be of type T`. */
 void ollama_params_init(gen_params *g);
-int ollama_options(http_req *req, const json_t *options, gen_params *g);
+int ollama_options(const json_t *options, gen_params *g);
 /* format: null/"" none, "json", or a schema object. */
-int ollama_format(http_req *req, const json_t *format, gen_params *g);
+int ollama_format(const json_t *format, gen_params *g);
 /* think: absent -1, false 0, true or a level 1, the level ("max" is
- * high, as Ollama maps it for gpt-oss) in *effort; else 400. */
-int ollama_think(http_req *req, const json_t *think, int *out, enum gen_effort *effort);
+ * high, as Ollama maps it for gpt-oss) in *effort. */
+int ollama_think(const json_t *think, int *out, enum gen_effort *effort);
 /* keep_alive: absent false; number seconds / duration string; -1 forever
- * (ms < 0). Other types 400. */
-int ollama_keep_alive(http_req *req, const json_t *v, bool *set, int64_t *ms);
+ * (ms < 0). */
+int ollama_keep_alive(const json_t *v, bool *set, int64_t *ms);
 /* stream: absent/null true (Ollama's default). */
-int ollama_stream(http_req *req, const json_t *body, bool *stream);
+int ollama_stream(const json_t *body, bool *stream);
 
 /* Capability names of an entry's caps, Ollama spelling. */
 json_t *ollama_capabilities(uint32_t caps, bool executable);
@@ -157,8 +161,20 @@ bool ollama_debug_render(http_req *req, const json_t *body, const manager_model 
 /* 404 `model 'NAME' not found` (or a manager error). */
 void ollama_error_manager(http_req *req, int rc, const char *name);
 /* logprobs / top_logprobs (0..20, checked before the model is looked up,
- * as Ollama does). Answers 400 itself and returns nonzero. */
-int ollama_logprobs_fields(http_req *req, const json_t *body, bool *lp, int32_t *top);
+ * as Ollama does). Pure, as the readers above. */
+int ollama_logprobs_fields(const json_t *body, bool *lp, int32_t *top);
+
+/* ---- chat (chat.c) ------------------------------------------------------- */
+
+/* POST /api/chat's body into the canonical request (api/request.h), pure:
+ * model (required, Ollama's name grammar), messages (canonical: roles
+ * lower-cased, thinking as reasoning_content, tool calls OpenAI-shaped with
+ * ids, tool results linked to their call), tools, stream, think,
+ * keep_alive (into ttl_ms: GEN_TTL_NONE absent, -1 forever), format,
+ * options, logprobs. An empty or absent messages array leaves
+ * out->messages NULL (a load or unload). Errors in Ollama's words, which
+ * name their field. */
+int ollama_chat_parse(const json_t *body, gen_request *out);
 
 /* ---- Go template subset (gotmpl.c) --------------------------------------- */
 

@@ -125,7 +125,9 @@ void ollama_pull(http_req *req, void *ctx) {
     ollama_err(req, 400, ERR_INVALID, "invalid model name");
   } else if (!c->puller) {
     ollama_err(req, 501, ERR_UNSUPPORTED, "pull %s: this server has no model downloader", name);
-  } else if (!ollama_stream(req, body, &stream)) {
+  } else if (ollama_stream(body, &stream)) {
+    ollama_answer(req, ERR_TYPE);
+  } else {
     int rc = pull_start(c->puller, name, NULL, id, sizeof id, NULL);
     if (rc) {
       ollama_err(req, rc == ERR_INVALID ? 400 : 500, rc, "%s", err_detail());
