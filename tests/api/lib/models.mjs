@@ -27,10 +27,11 @@ function genVocab(kind) {
   if (!m) throw new Error(`gen-vocab ${kind}: unexpected output ${out}`);
   return { file, tokens: Number(m[1]) };
 }
-const spm = genVocab('spm'), wpm = genVocab('wpm');
+const spm = genVocab('spm'), wpm = genVocab('wpm'), fim = genVocab('fim');
 export const LLAMA_VOCAB = spm.file;
 export const LLAMA_VOCAB_TOKENS = spm.tokens; // the output head's rows of a model using it
 export const BERT_VOCAB = wpm.file;
+export const FIM_VOCAB = fim.file; // spm plus <fim_prefix> <fim_suffix> <fim_middle>
 
 // A Hermes-style ChatML template (Qwen2.5's prompt format: the tools as JSON
 // lines in <tools>, calls in <tool_call> blocks, results in <tool_response>)
