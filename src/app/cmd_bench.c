@@ -528,11 +528,11 @@ int cmd_gen_model(int argc, char **argv) {
   return rc;
 }
 
-/* gen-vocab OUT.gguf spm|wpm: a vocabulary file for --vocab (testgen_vocab.c);
+/* gen-vocab OUT.gguf spm|wpm|fim: a vocabulary file for --vocab (testgen_vocab.c);
  * prints its token count. */
 int cmd_gen_vocab(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: parley gen-vocab OUT.gguf spm|wpm\n");
+    fprintf(stderr, "usage: parley gen-vocab OUT.gguf spm|wpm|fim\n");
     return 2;
   }
   int64_t n = 0;

@@ -60,7 +60,7 @@ static const struct command {
     {"run", cmd_run, "raw completion: run MODEL.gguf (-p TEXT | --tokens 1,2,3) [-n N] [--temp T] [--seed S] [-t N]"},
     {"bench", cmd_bench, "tokens/s: bench MODEL.gguf [-p 512] [-n 128] [-t 2] [-r 3] [--json]"},
     {"gen-model", cmd_gen_model, "random-weight llama for benchmarks: gen-model OUT.gguf [--shape small|tinyllama|qwen2.5-0.5b] [--type T]"},
-    {"gen-vocab", cmd_gen_vocab, "a tokenizer-only GGUF of the project's own, for tests: gen-vocab OUT.gguf spm|wpm"},
+    {"gen-vocab", cmd_gen_vocab, "a tokenizer-only GGUF of the project's own, for tests: gen-vocab OUT.gguf spm|wpm|fim"},
     {"chat-template", cmd_chat_template,
      "print the prompt a chat request renders to: (--model M | --template F) --request R.json"},
 };

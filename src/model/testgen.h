@@ -58,7 +58,8 @@ int model_testgen_mark_no_vocab(struct gguf_writer *w, const char *arch, int64_t
 
 /* Writes a vocabulary-only GGUF of the project's own (testgen_vocab.c):
  * kind "spm" (a SentencePiece "llama" tokenizer with byte fallback) or "wpm"
- * (an uncased BERT WordPiece one), for --vocab where ../shared/vocab is
+ * (an uncased BERT WordPiece one) or "fim" (spm with StarCoder's
+ * fill-in-the-middle tokens), for --vocab where ../shared/vocab is
  * absent; *n_tokens (if not NULL) gets its token count. ERR_INVALID for
  * another kind. */
 int model_testgen_vocab_write(const char *path, const char *kind, int64_t *n_tokens);

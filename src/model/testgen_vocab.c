@@ -18,6 +18,9 @@
  *        word-initial piece is "▁word" and a continuation ("##ing") is bare:
  *        every printable character both ways, the words, the suffixes,
  *        two-letter strings both ways and three-letter continuations.
+ *   fim  spm plus StarCoder's fill-in-the-middle control tokens
+ *        <fim_prefix> <fim_suffix> <fim_middle> (type 3) at its end, for
+ *        the suffix / infill tests of a code model.
  * The pieces are fixed tables, so the same command writes the same bytes.
  */
 #include "model/testgen.h"
@@ -209,11 +212,14 @@ static int build_wpm(piece_list *l) {
 }
 
 int model_testgen_vocab_write(const char *path, const char *kind, int64_t *n_tokens) {
-  bool spm = strcmp(kind, "spm") == 0;
-  if (!spm && strcmp(kind, "wpm") != 0) return err_set(ERR_INVALID, "gen-vocab: kind is spm or wpm, not '%s'", kind);
+  bool fim = strcmp(kind, "fim") == 0, spm = fim || strcmp(kind, "spm") == 0;
+  if (!spm && strcmp(kind, "wpm") != 0)
+    return err_set(ERR_INVALID, "gen-vocab: kind is spm, wpm or fim, not '%s'", kind);
   piece_list l = {0};
   gguf_writer *w = NULL;
   int rc = spm ? build_spm(&l) : build_wpm(&l);
+  static const char *const FIM[] = {"<fim_prefix>", "<fim_suffix>", "<fim_middle>"};
+  for (size_t i = 0; fim && !rc && i < sizeof FIM / sizeof *FIM; i++) rc = add_piece(&l, FIM[i], 3);
   if (!rc) rc = gguf_writer_new(&w);
   const char *arch = spm ? "llama" : "bert";
   if (!rc) rc = gguf_writer_add_str(w, "general.architecture", arch);

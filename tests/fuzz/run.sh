@@ -33,10 +33,10 @@
 #      -runs=10000 build-fuzz/crashes/<name>/crash-...
 #   3. Turn it into unit tests in tests/unit/test_<module>.c:
 #      a. copy the input into tests/fuzz/seeds/<name>/ (named for the bug, e.g.
-#         cr-before-split-delimiter): the fuzzer keeps covering it, and a
-#         replay test feeds every seed the way the harness does (see
-#         multipart_fuzz_seeds_replay in tests/unit/test_multipart.c; write
-#         one like it for a new harness);
+#         cr-before-split-delimiter): the fuzzer keeps covering it, and the
+#         unit run's fuzz_seeds_replay (tests/unit/test_fuzz_replay.c) feeds
+#         every seed folder through its harness (nothing to write for a new
+#         one);
 #      b. add a TEST with the bytes inline (xxd -i crash-... gives a C array)
 #         that expects the clean error or the exact result you decided is
 #         right, written by hand, not copied from the parser's output.

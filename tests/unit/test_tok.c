@@ -837,6 +837,30 @@ TEST(tok_generated_spm_vocabulary) {
   gguf_close(f);
 }
 
+/* fim: the spm vocabulary with StarCoder's three FIM tokens after it, whole
+ * as control tokens in special-aware encoding and never reached by text. */
+TEST(tok_generated_fim_vocabulary) {
+  gguf_file *f = NULL, *fs = NULL;
+  tok *t = load_generated_vocab("fim", &f), *s = load_generated_vocab("spm", &fs);
+  ASSERT_TRUE(t != NULL && s != NULL);
+  int32_t n = tok_n_vocab(s);
+  EXPECT_INT_EQ(tok_n_vocab(t), n + 3);
+  EXPECT_INT_EQ(tok_lookup(t, "<fim_prefix>", 12), n);
+  EXPECT_INT_EQ(tok_lookup(t, "<fim_suffix>", 12), n + 1);
+  EXPECT_INT_EQ(tok_lookup(t, "<fim_middle>", 12), n + 2);
+  EXPECT_INT_EQ(tok_lookup(s, "<fim_prefix>", 12), -1);
+  buf p = BUF_INIT;
+  pieces_of(t, "<fim_prefix>hello", TOK_ENCODE_PARSE_SPECIAL, &p);
+  EXPECT_STR_EQ(p.data, "<fim_prefix>| hello");
+  pieces_of(t, "hello world", TOK_ENCODE_ADD_SPECIAL, &p);
+  EXPECT_STR_EQ(p.data, "<s>| hello| world");
+  buf_free(&p);
+  tok_free(t);
+  tok_free(s);
+  gguf_close(f);
+  gguf_close(fs);
+}
+
 TEST(tok_generated_wpm_vocabulary) {
   gguf_file *f = NULL;
   tok *t = load_generated_vocab("wpm", &f);

@@ -1,7 +1,8 @@
 // llamalike.test.mjs - the phi3, granite and smollm3 architectures
 // (src/model/llamalike.c) served end to end: random-weight files of each,
 // phi3 and granite with their families' real chat templates
-// (../shared/templates), smollm3 with its family's default, listed as
+// (../shared/templates; without it, like smollm3, with their families'
+// defaults), listed as
 // models and answering one chat request through every chat dialect with
 // the vendors' own SDKs: OpenAI /v1/chat/completions (openai), Anthropic
 // /v1/messages (@anthropic-ai/sdk), Ollama /api/chat (ollama) and LM

@@ -2,9 +2,11 @@
 // (`parley gen-model`): tiny random-weight models with tokenizers the binary
 // also writes (`parley gen-vocab`: a SentencePiece vocabulary with byte
 // fallback, an uncased WordPiece one), so every dialect is covered on a fresh
-// clone without ../shared; and a small chat template of our own. Tests of a
-// real family's chat template still read it from ../shared/templates and
-// skip that part when it is absent.
+// clone without ../shared; and a small chat template of our own. Real
+// families' chat templates come from ../shared/templates when it is there
+// (sharedTemplate); without it a model is generated with no template, so its
+// family's default (src/tmpl/default_templates.c) renders the chat, and only
+// a check of the vendor template's own text skips (noTemplate).
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -25,10 +27,46 @@ function genVocab(kind) {
   if (!m) throw new Error(`gen-vocab ${kind}: unexpected output ${out}`);
   return { file, tokens: Number(m[1]) };
 }
-const spm = genVocab('spm'), wpm = genVocab('wpm');
+const spm = genVocab('spm'), wpm = genVocab('wpm'), fim = genVocab('fim');
 export const LLAMA_VOCAB = spm.file;
 export const LLAMA_VOCAB_TOKENS = spm.tokens; // the output head's rows of a model using it
 export const BERT_VOCAB = wpm.file;
+export const FIM_VOCAB = fim.file; // spm plus <fim_prefix> <fim_suffix> <fim_middle>
+
+// A Hermes-style ChatML template (Qwen2.5's prompt format: the tools as JSON
+// lines in <tools>, calls in <tool_call> blocks, results in <tool_response>)
+// for org/hermes on a fresh clone. Its marks make the family Hermes as the
+// real template's do, and it is longer than CHAT_TEMPLATE, so org/hermes
+// stays the larger file as with the real one (deepgram/read.test.mjs picks
+// the smallest chat model).
+const NL = "{{ '\\n' }}"; // a newline next to a tag (trim_blocks would eat a raw one)
+export const HERMES_TEMPLATE =
+  `{%- if tools %}<|im_start|>system${NL}{% if messages[0].role == 'system' %}{{ messages[0].content }}${NL}${NL}` +
+  '{% endif %}# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+  `You are provided with function signatures within <tools></tools> XML tags:\n<tools>{% for t in tools %}${NL}` +
+  `{{ t | tojson }}{% endfor %}${NL}</tools>\n\nFor each function call, return a json object with function name ` +
+  'and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n' +
+  `{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>${NL}` +
+  `{% elif messages[0].role == 'system' %}<|im_start|>system${NL}{{ messages[0].content }}<|im_end|>${NL}{% endif %}` +
+  "{% for m in messages %}{% if m.role == 'system' and loop.first %}" +
+  `{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>${NL}{{ m.content }}${NL}</tool_response><|im_end|>${NL}` +
+  `{% else %}<|im_start|>{{ m.role }}${NL}{% if m.content %}{{ m.content }}{% endif %}` +
+  `{% for c in m.tool_calls or [] %}{% if m.content or not loop.first %}${NL}{% endif %}<tool_call>\n{"name": "{{ c.function.name }}", ` +
+  `"arguments": {{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>${NL}{% endif %}{% endfor %}` +
+  `{% if add_generation_prompt %}<|im_start|>assistant${NL}{% endif %}`;
+
+// The path of ../shared/templates/NAME, or null when it is absent (a fresh
+// clone).
+export function sharedTemplate(name) {
+  const f = path.join(SHARED, 'templates', name);
+  return existsSync(f) ? f : null;
+}
+// gen-model's flags for a template from sharedTemplate: none when it is
+// absent, so the family default applies.
+export const templateArgs = (file) => (file ? ['--chat-template', file] : []);
+// Why a test of a vendor template's own text (a mark it writes, a capability
+// only it declares) skips on a fresh clone.
+export const noTemplate = (name) => `needs the real chat template ${name}, not in ${path.join(SHARED, 'templates')}`;
 
 // A Zephyr-like template: easy to read in a failure message.
 export const CHAT_TEMPLATE =
@@ -38,11 +76,11 @@ export const CHAT_TEMPLATE =
   "{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
 
 // Generates models into a fresh directory laid out as a models dir:
-// <dir>/org/tiny.gguf (listed as "org/tiny"). Returns { dir, skip } where skip
-// is a reason string when the shared vocabulary is missing.
-// With hermes: also <dir>/org/hermes.gguf carrying the real Qwen2.5 chat
-// template from ../shared/templates (a Hermes-style tool-call family), or
-// hermesSkip saying why not.
+// <dir>/org/tiny.gguf (listed as "org/tiny"). Returns { dir, cleanup } and,
+// per optional model, a reason string when generating it failed.
+// With hermes: also <dir>/org/hermes.gguf, a Hermes-family model (Hermes-
+// style tool calls): with the real Qwen2.5 chat template from
+// ../shared/templates, or without ../shared with HERMES_TEMPLATE.
 // With gemma: also <dir>/google/gemma3.gguf, a random-weight gemma3 (five
 // sliding layers of window 8, one global) with the llama vocabulary and no
 // chat template of its own, so the Gemma family's default template renders
@@ -51,10 +89,10 @@ export const CHAT_TEMPLATE =
 // <dir>/hf/smollm3.gguf (src/model/llamalike.c: phi3 with its sliding window
 // and LongRoPE factors, granite's multipliers, smollm3's NoPE layers) with
 // the llama vocabulary; phi3 and granite carry their families' real chat
-// templates from ../shared/templates, smollm3 renders its family's default
-// (llamalikeSkip says why not).
+// templates from ../shared/templates when it is there, smollm3 (and the
+// others without ../shared) render their families' defaults
+// (llamalikeSkip says why generating one failed).
 export async function makeModelsDir({ bert = false, hermes = false, gemma = false, llamalike = false } = {}) {
-  if (!existsSync(LLAMA_VOCAB)) return { skip: `shared vocabulary not found at ${LLAMA_VOCAB}` };
   const dir = mkdtempSync(path.join(tmpdir(), 'parley-models-'));
   mkdirSync(path.join(dir, 'org'));
   const tmpl = path.join(dir, 'chat.jinja.txt');
@@ -65,21 +103,17 @@ export async function makeModelsDir({ bert = false, hermes = false, gemma = fals
   rmSync(tmpl);
   let bertSkip = null;
   if (bert) {
-    if (!existsSync(BERT_VOCAB)) bertSkip = `shared vocabulary not found at ${BERT_VOCAB}`;
-    else {
-      const b = await runCli(['gen-model', path.join(dir, 'embed.gguf'), '--arch', 'bert', '--vocab', BERT_VOCAB]);
-      if (b.code !== 0) bertSkip = `gen-model --arch bert failed: ${b.stderr.trim()}`;
-    }
+    const b = await runCli(['gen-model', path.join(dir, 'embed.gguf'), '--arch', 'bert', '--vocab', BERT_VOCAB]);
+    if (b.code !== 0) bertSkip = `gen-model --arch bert failed: ${b.stderr.trim()}`;
   }
   let hermesSkip = null;
   if (hermes) {
-    const qwen = path.join(SHARED, 'templates/Qwen-Qwen2.5-7B-Instruct.jinja');
-    if (!existsSync(qwen)) hermesSkip = `shared template not found at ${qwen}`;
-    else {
-      const h = await runCli(['gen-model', path.join(dir, 'org/hermes.gguf'), '--vocab', LLAMA_VOCAB,
-        '--chat-template', qwen, '--ctx', '1024']);
-      if (h.code !== 0) hermesSkip = `gen-model (hermes) failed: ${h.stderr.trim()}`;
-    }
+    let qwen = sharedTemplate('Qwen-Qwen2.5-7B-Instruct.jinja');
+    if (!qwen) writeFileSync(qwen = path.join(dir, 'hermes.jinja.txt'), HERMES_TEMPLATE);
+    const h = await runCli(['gen-model', path.join(dir, 'org/hermes.gguf'), '--vocab', LLAMA_VOCAB,
+      '--chat-template', qwen, '--ctx', '1024']);
+    if (h.code !== 0) hermesSkip = `gen-model (hermes) failed: ${h.stderr.trim()}`;
+    if (qwen.startsWith(dir)) rmSync(qwen);
   }
   let gemmaSkip = null;
   if (gemma) {
@@ -98,11 +132,7 @@ export async function makeModelsDir({ bert = false, hermes = false, gemma = fals
     for (const [file, arch, tmplName] of rows) {
       mkdirSync(path.join(dir, path.dirname(file)), { recursive: true });
       const args = ['gen-model', path.join(dir, file), '--arch', arch, '--vocab', LLAMA_VOCAB, '--ctx', '512'];
-      if (tmplName) {
-        const t = path.join(SHARED, 'templates', tmplName);
-        if (!existsSync(t)) { llamalikeSkip = `shared template not found at ${t}`; break; }
-        args.push('--chat-template', t);
-      }
+      if (tmplName) args.push(...templateArgs(sharedTemplate(tmplName)));
       const g = await runCli(args);
       if (g.code !== 0) { llamalikeSkip = `gen-model --arch ${arch} failed: ${g.stderr.trim()}`; break; }
     }

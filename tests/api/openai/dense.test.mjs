@@ -25,10 +25,12 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB, BERT_VOCAB } from '../lib/models.mjs';
+import { LLAMA_VOCAB, BERT_VOCAB, sharedTemplate, templateArgs, noTemplate } from '../lib/models.mjs';
 
-const GLM_TEMPLATE = path.join(SHARED, 'templates/GLM-4.7-Flash.jinja');
-const MINISTRAL_TEMPLATE = path.join(SHARED, 'templates/mistralai-Ministral-3-14B-Reasoning-2512.jinja');
+// without ../shared: the families' default templates
+const GLM_TEMPLATE = sharedTemplate('GLM-4.7-Flash.jinja');
+const MINISTRAL_NAME = 'mistralai-Ministral-3-14B-Reasoning-2512.jinja';
+const MINISTRAL_TEMPLATE = sharedTemplate(MINISTRAL_NAME);
 const CHAT_MODELS = ['dense/olmo2', 'dense/glm4', 'dense/mistral3', 'dense/exaone4'];
 const EMBED_MODEL = 'dense/nomic';
 const GEMB_MODEL = 'dense/embeddinggemma';
@@ -37,14 +39,12 @@ const TOOLS = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, BERT_VOCAB, GLM_TEMPLATE, MINISTRAL_TEMPLATE])
-    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-dense-'));
   mkdirSync(path.join(dir, 'dense'));
   const gen = [
     ['dense/olmo2.gguf', '--arch', 'olmo2', '--vocab', LLAMA_VOCAB, '--ctx', '1024'],
-    ['dense/glm4.gguf', '--arch', 'glm4', '--vocab', LLAMA_VOCAB, '--chat-template', GLM_TEMPLATE, '--ctx', '1024'],
-    ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, '--chat-template', MINISTRAL_TEMPLATE,
+    ['dense/glm4.gguf', '--arch', 'glm4', '--vocab', LLAMA_VOCAB, ...templateArgs(GLM_TEMPLATE), '--ctx', '1024'],
+    ['dense/mistral3.gguf', '--arch', 'mistral3', '--vocab', LLAMA_VOCAB, ...templateArgs(MINISTRAL_TEMPLATE),
       '--ctx', '1024'],
     ['dense/exaone4.gguf', '--arch', 'exaone4', '--vocab', LLAMA_VOCAB, '--ctx', '1024'],
     ['dense/nomic.gguf', '--arch', 'nomic-bert', '--vocab', BERT_VOCAB],
@@ -83,6 +83,7 @@ test('the models are listed as runnable on /v1/models', async (t) => {
 
 test('dense/mistral3: /api/show reports it runnable, with thinking from the [THINK] template', async (t) => {
   if (skip) return t.skip(skip);
+  if (!MINISTRAL_TEMPLATE) return t.skip(noTemplate(MINISTRAL_NAME));
   const r = await new Ollama({ host: srv.url }).show({ model: 'dense/mistral3' });
   assert.equal(r.details.family, 'mistral3'); // Ollama's family is the architecture
   assert.ok(r.capabilities.includes('completion'), JSON.stringify(r.capabilities));

@@ -10,27 +10,26 @@
 // the family's template, parser and model, not what it says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB } from '../lib/models.mjs';
+import { LLAMA_VOCAB, sharedTemplate, templateArgs } from '../lib/models.mjs';
 
-const TEMPLATE = path.join(SHARED, 'templates/LFM2.5-Instruct.jinja');
+// without ../shared: the LFM2 family's default template
+const TEMPLATE = sharedTemplate('LFM2.5-Instruct.jinja');
 const MODEL = 'liquid/lfm2';
 const CTX = 2048;
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, TEMPLATE])
-    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-hybrid-'));
   mkdirSync(path.join(dir, 'liquid'));
   const r = await runCli(['gen-model', path.join(dir, 'liquid/lfm2.gguf'), '--arch', 'lfm2', '--vocab', LLAMA_VOCAB,
-    '--chat-template', TEMPLATE, '--ctx', String(CTX), '--name', 'LFM2.5 1.2B Instruct']);
+    ...templateArgs(TEMPLATE), '--ctx', String(CTX), '--name', 'LFM2.5 1.2B Instruct']);
   if (r.code !== 0) throw new Error(`gen-model lfm2 failed: ${r.stderr}`);
   srv = await startServer({ args: ['--models-dir', dir, '--parallel', '2'], env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
 });

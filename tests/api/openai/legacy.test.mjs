@@ -7,28 +7,27 @@
 //
 // Models: the llama SPM test model (no FIM tokens), a llama model carrying
 // the StarCoder vocabulary (<fim_prefix>/<fim_suffix>/<fim_middle>), and
-// the bert embedding model; all generated from ../shared/vocab.
+// the bert embedding model. Without ../shared the FIM model carries the
+// project's own vocabulary with StarCoder's FIM tokens (gen-vocab fim).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer, runCli } from '../lib/server.mjs';
-import { makeModelsDir, SHARED } from '../lib/models.mjs';
+import { makeModelsDir, SHARED, FIM_VOCAB } from '../lib/models.mjs';
 
 const MODEL = 'org/tiny';
 const FIM = 'fim';
-const STARCODER_VOCAB = path.join(SHARED, 'vocab/ggml-vocab-starcoder.gguf');
+const STARCODER_VOCAB = existsSync(path.join(SHARED, 'vocab/ggml-vocab-starcoder.gguf'))
+  ? path.join(SHARED, 'vocab/ggml-vocab-starcoder.gguf') : FIM_VOCAB;
 let srv, client, models, skip, fimSkip;
 
 before(async () => {
   models = await makeModelsDir({ bert: true });
   if (models.skip) { skip = models.skip; return; }
-  if (!existsSync(STARCODER_VOCAB)) fimSkip = `shared vocabulary not found at ${STARCODER_VOCAB}`;
-  else {
-    const r = await runCli(['gen-model', path.join(models.dir, 'fim.gguf'), '--vocab', STARCODER_VOCAB, '--ctx', '512']);
-    if (r.code !== 0) fimSkip = `gen-model (starcoder vocab) failed: ${r.stderr.trim()}`;
-  }
+  const r = await runCli(['gen-model', path.join(models.dir, 'fim.gguf'), '--vocab', STARCODER_VOCAB, '--ctx', '512']);
+  if (r.code !== 0) fimSkip = `gen-model (FIM vocabulary) failed: ${r.stderr.trim()}`;
   srv = await startServer({
     args: ['--models-dir', models.dir, '--default-model', MODEL, '--parallel', '4'],
     env: { PARLEY_NO_EXTERNAL_MODELS: '1' },

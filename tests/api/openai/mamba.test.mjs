@@ -11,35 +11,34 @@
 // request runs end to end, not what it says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB } from '../lib/models.mjs';
+import { LLAMA_VOCAB, sharedTemplate, templateArgs } from '../lib/models.mjs';
 
 const CTX = 1024;
+// without ../shared: the families' default templates
 const MODELS = [
   { id: 'ibm/granite-4-h', arch: 'granitehybrid', shape: 'small-moe',
-    template: path.join(SHARED, 'templates/ibm-granite-granite-4.1.jinja') },
+    template: sharedTemplate('ibm-granite-granite-4.1.jinja') },
   { id: 'nvidia/nemotron-h', arch: 'nemotron_h', shape: 'small',
-    template: path.join(SHARED, 'templates/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja') },
+    template: sharedTemplate('NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja') },
   { id: 'state-spaces/mamba2', arch: 'mamba2', shape: 'small' },
 ];
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, ...MODELS.map((m) => m.template).filter(Boolean)])
-    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-mamba-'));
   for (const m of MODELS) {
     const [org] = m.id.split('/');
     mkdirSync(path.join(dir, org), { recursive: true });
     const args = ['gen-model', path.join(dir, `${m.id}.gguf`), '--arch', m.arch, '--shape', m.shape, '--vocab',
       LLAMA_VOCAB, '--ctx', String(CTX)];
-    if (m.template) args.push('--chat-template', m.template);
+    args.push(...templateArgs(m.template));
     const r = await runCli(args);
     if (r.code !== 0) throw new Error(`gen-model ${m.arch} failed: ${r.stderr}`);
   }

@@ -12,29 +12,28 @@
 // end to end, not what it says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB, LLAMA_VOCAB_TOKENS } from '../lib/models.mjs';
+import { LLAMA_VOCAB, LLAMA_VOCAB_TOKENS, sharedTemplate, templateArgs } from '../lib/models.mjs';
 
-const QWEN_TEMPLATE = path.join(SHARED, 'templates/Qwen-Qwen2.5-7B-Instruct.jinja');
-const GRANITE_TEMPLATE = path.join(SHARED, 'templates/ibm-granite-granite-3.3-2B-Instruct.jinja');
+// without ../shared: the families' default templates
+const QWEN_TEMPLATE = sharedTemplate('Qwen-Qwen2.5-7B-Instruct.jinja');
+const GRANITE_TEMPLATE = sharedTemplate('ibm-granite-granite-3.3-2B-Instruct.jinja');
 const MODELS = ['moe/qwen2moe', 'moe/olmoe', 'moe/granitemoe'];
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, QWEN_TEMPLATE, GRANITE_TEMPLATE])
-    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-moe-'));
   mkdirSync(path.join(dir, 'moe'));
   const gen = [
-    ['moe/qwen2moe.gguf', '--arch', 'qwen2moe', '--chat-template', QWEN_TEMPLATE],
+    ['moe/qwen2moe.gguf', '--arch', 'qwen2moe', ...templateArgs(QWEN_TEMPLATE)],
     ['moe/olmoe.gguf', '--arch', 'olmoe'],
-    ['moe/granitemoe.gguf', '--arch', 'granitemoe', '--chat-template', GRANITE_TEMPLATE],
+    ['moe/granitemoe.gguf', '--arch', 'granitemoe', ...templateArgs(GRANITE_TEMPLATE)],
   ];
   for (const [out, ...args] of gen) {
     const r = await runCli(['gen-model', path.join(dir, out), ...args, '--vocab', LLAMA_VOCAB, '--ctx', '1024']);

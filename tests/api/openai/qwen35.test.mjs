@@ -11,29 +11,28 @@
 // template, parser and model, not what it says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import { startServer, runCli } from '../lib/server.mjs';
-import { SHARED, LLAMA_VOCAB } from '../lib/models.mjs';
+import { LLAMA_VOCAB, sharedTemplate, templateArgs, noTemplate } from '../lib/models.mjs';
 
-const TEMPLATE = path.join(SHARED, 'templates/Qwen3.5-4B.jinja');
+// without ../shared: the Qwen3.5 family's default template
+const TEMPLATE = sharedTemplate('Qwen3.5-4B.jinja');
 const ARCHS = ['qwen35', 'qwen35moe', 'qwen3next'];
 const MODEL = 'qwen/qwen35';
 const CTX = 2048;
 let srv, dir, skip;
 
 before(async () => {
-  for (const f of [LLAMA_VOCAB, TEMPLATE])
-    if (!existsSync(f)) { skip = `shared file not found: ${f}`; return; }
   dir = mkdtempSync(path.join(tmpdir(), 'parley-qwen35-'));
   mkdirSync(path.join(dir, 'qwen'));
   for (const a of ARCHS) {
     const r = await runCli(['gen-model', path.join(dir, `qwen/${a}.gguf`), '--arch', a, '--vocab', LLAMA_VOCAB,
-      '--chat-template', TEMPLATE, '--ctx', String(CTX), '--name', a === 'qwen3next' ? 'Qwen3 Next' : 'Qwen3.5 4B']);
+      ...templateArgs(TEMPLATE), '--ctx', String(CTX), '--name', a === 'qwen3next' ? 'Qwen3 Next' : 'Qwen3.5 4B']);
     if (r.code !== 0) throw new Error(`gen-model ${a} failed: ${r.stderr}`);
   }
   srv = await startServer({ args: ['--models-dir', dir, '--parallel', '2'], env: { PARLEY_NO_EXTERNAL_MODELS: '1' } });
@@ -149,6 +148,9 @@ test('qwen35: a four-turn conversation, every turn answered from the right state
 
 test('qwen3next: a forced tool call comes back parsed', async (t) => {
   if (skip) return t.skip(skip);
+  // the real template's XML call form: the default's Hermes JSON lets the
+  // random model spend the 60 tokens on whitespace
+  if (!TEMPLATE) return t.skip(noTemplate('Qwen3.5-4B.jinja'));
   const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'x', maxRetries: 0 });
   const tools = [{
     type: 'function',

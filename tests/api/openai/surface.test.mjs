@@ -17,7 +17,12 @@ import OpenAI, { toFile } from 'openai';
 import { startServer } from '../lib/server.mjs';
 import { makeModelsDir, SHARED } from '../lib/models.mjs';
 
-const TSV = path.join(SHARED, 'specs/openai-paths.tsv');
+// ../shared/specs' list when it is there, else the copy beside this file
+// (a fresh clone): method, path, operationId and group of every operation
+// of OpenAI's API reference, one a line.
+const SHARED_TSV = path.join(SHARED, 'specs/openai-paths.tsv');
+const TSV = existsSync(SHARED_TSV) ? SHARED_TSV
+  : path.join(path.dirname(new URL(import.meta.url).pathname), 'openai-paths.tsv');
 const MODEL = 'org/tiny';
 const EMBED = 'embed';
 let srv, models, skip = null, ops = [];
