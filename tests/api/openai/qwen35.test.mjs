@@ -161,7 +161,7 @@ test('qwen3next: a forced tool call comes back parsed', async (t) => {
     },
   }];
   const r = await client.chat.completions.create({
-    model: 'qwen/qwen3next', max_tokens: 60, temperature: 0, tools, tool_choice: 'required',
+    model: 'qwen/qwen3next', max_tokens: 400, temperature: 0, tools, tool_choice: 'required',
     messages: [{ role: 'user', content: 'Weather in Paris?' }],
   });
   assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
