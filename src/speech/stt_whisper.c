@@ -323,7 +323,9 @@ static int build_result(whisper_engine *e, const whisper_transcript *t, stt_resu
   for (int i = 0; !rc && i < t->n_segs; i++) {
     const whisper_segment *ws = &t->segs[i];
     stt_segment *ss = &out->segments[out->n_segments++];
-    *ss = (stt_segment){.start = ws->start, .end = ws->end, .seek = ws->seek, .temperature = ws->temperature,
+    /* the temperature is a float in the decoder: 0.2f, not 0.200000003 */
+    *ss = (stt_segment){.start = ws->start, .end = ws->end, .seek = ws->seek,
+                        .temperature = round((double)ws->temperature * 1e6) / 1e6,
                         .avg_logprob = ws->avg_logprob, .compression_ratio = ws->compression_ratio,
                         .no_speech_prob = ws->no_speech_prob, .first_word = out->n_words};
     char *raw = whisper_tokens_text(&e->v, ws->tokens, ws->n_tokens);
