@@ -194,6 +194,23 @@ test('audio longer than a window: windows follow each other by seeking', async (
   assert.ok(v.segments.at(-1).end > 30, 'nothing after the first window');
 });
 
+test('--stt-beam-size 5: beam search at temperature 0 serves the same shapes; 9 is refused at start', async (t) => {
+  if (skip) return t.skip(skip);
+  const beam = await startServer({ args: ['--models-dir', dir, '--stt-beam-size', '5'] });
+  try {
+    const bc = new OpenAI({ baseURL: `${beam.url}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+    const v = await bc.audio.transcriptions.create({ file: await toFile(clip, 'a.wav'), model: 'whisper-1',
+      response_format: 'verbose_json', temperature: 0 });
+    assert.ok(v.segments.length >= 1 && v.duration > 0);
+    for (const s of v.segments) assert.ok(s.tokens.length >= 1 && s.avg_logprob <= 0 && s.start <= s.end && s.end <= v.duration + 1e-9);
+  } finally {
+    assert.equal(await beam.stop(), 0);
+  }
+  const bad = await runCli(['serve', '--port', '0', '--data-dir', path.join(dir, 'data-beam'), '--stt-beam-size', '9']);
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.stderr, /stt-beam-size/);
+});
+
 test('pocketsphinx by name beside a Whisper default', async (t) => {
   if (skip) return t.skip(skip);
   const v = await transcribe({ model: 'pocketsphinx-en-us', response_format: 'verbose_json' });
