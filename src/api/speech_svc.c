@@ -50,6 +50,7 @@ struct api_speech {
     char err[512];
   } *stt_slots;             /* [n_models] */
   int stt_threads;          /* threads of one Whisper transcription */
+  int stt_beam_size;        /* of Whisper's temperature-0 attempts; 0/1 = greedy */
   _Atomic int n_jobs;       /* producer threads alive */
   char *fetch_hosts;        /* allow list for outbound requests; never NULL */
   uint64_t fetch_max;
@@ -66,6 +67,7 @@ int api_speech_new(api_speech **out, const api_speech_config *cfg) {
   api_speech_config c = cfg ? *cfg : (api_speech_config){0};
   sp->lim = (speech_limits){.call_ms = c.call_ms};
   sp->stt_threads = c.stt_threads;
+  sp->stt_beam_size = c.stt_beam_size;
   int src = stt_models_scan(c.models_dir, c.stt_model, &sp->models, &sp->n_models);
   if (!src && c.stt_model && *c.stt_model) {
     /* a named file is checked now: a bad one stops the server with its reason */
@@ -132,7 +134,8 @@ static int stt_slot_open(api_speech *sp, size_t i) {
   if (sl->stt || sl->rc) return sl->rc ? err_set(ERR_UNAVAILABLE, "%s", sl->err) : 0;
   int rc;
   if (m->path) {
-    whisper_engine_config wc = {.path = m->path, .name = m->name, .n_threads = sp->stt_threads};
+    whisper_engine_config wc = {.path = m->path, .name = m->name, .n_threads = sp->stt_threads,
+                              .beam_size = sp->stt_beam_size};
     rc = whisper_engine_open(&wc, &sl->eng);
     if (!rc) rc = stt_open_whisper(&sl->stt, sl->eng, NULL);
   } else {

@@ -40,6 +40,7 @@ typedef struct api_speech_config {
   const char *models_dir; /* where ggml-*.bin Whisper files are found; NULL = none */
   const char *stt_model;  /* --stt-model: a Whisper file, the default STT model; NULL = none */
   int stt_threads;        /* threads of one Whisper transcription; 0 = 2 */
+  int stt_beam_size;      /* Whisper beam search at temperature 0; 0/1 = greedy */
 } api_speech_config;
 
 /* cfg NULL = defaults. Starts no worker: the first speech request does.

@@ -76,6 +76,8 @@ static const struct opt OPTS[] = {
   {"stt-model", "PARLEY_STT_MODEL", OPT_KIND_STR, "", 0, 0, OFF(stt_model),
    "a whisper.cpp model file (ggml-base.en.bin, ...) for speech to text; without it the first ggml-*.bin in the "
    "models directory, else pocketsphinx"},
+  {"stt-beam-size", "PARLEY_STT_BEAM_SIZE", OPT_KIND_INT, "0", 0, 8, OFF(stt_beam_size),
+   "Whisper: beam search of this many hypotheses at temperature 0 (Whisper's option: 5); 0 or 1 = greedy"},
   {"speech-timeout", "PARLEY_SPEECH_TIMEOUT", OPT_KIND_INT, "60", 1, 86400, OFF(speech_timeout_s),
    "seconds one speech worker call may take (plus 2 s per second of audio) before the worker is killed"},
   {"max-body", "PARLEY_MAX_BODY", OPT_KIND_SIZE, "32M", 1024, INT64_C(1) << 40, OFF(max_body),

@@ -33,6 +33,7 @@ typedef struct config {
   int64_t http_threads;    /* connection pool size; 0 = automatic */
   int64_t speech_workers;  /* worker processes per speech pool */
   int64_t speech_timeout_s; /* base time limit of one speech worker call */
+  int64_t stt_beam_size;   /* --stt-beam-size: Whisper beam search at temperature 0; 0/1 = greedy */
   char *stt_model;         /* --stt-model: a Whisper file; "" = discover in models_dir */
   int64_t max_body;        /* bytes, JSON request bodies */
   int64_t max_upload;      /* bytes, multipart and binary uploads */

@@ -276,7 +276,7 @@ static int cmd_serve(int argc, char **argv) {
   }
   api_speech *speech = NULL; /* speech engines start in worker processes on first use */
   api_speech_config spc = {.n_workers = (int)cfg.speech_workers, .call_ms = (int)(cfg.speech_timeout_s * 1000),
-                           .models_dir = cfg.models_dir, .stt_model = cfg.stt_model};
+                           .models_dir = cfg.models_dir, .stt_model = cfg.stt_model, .stt_beam_size = (int)cfg.stt_beam_size};
   if (!rc) rc = api_speech_new(&speech, &spc);
   octx.speech = speech; /* /v1/models lists the STT models too */
   openai_realtime_ctx rctx = {.reg = reg, .mgr = mgr, .st = st, .api_keys = (const char *const *)cfg.api_keys,

@@ -257,6 +257,7 @@ typedef struct whisper_engine_config {
   const char *name;        /* the model's name ("whisper-base.en"); NULL = from the file name */
   int n_states;            /* transcriptions at once */
   int n_threads;           /* threads of one transcription */
+  int beam_size;           /* > 1: beam search at temperature 0; else greedy */
 } whisper_engine_config;
 int whisper_engine_open(const whisper_engine_config *cfg, whisper_engine **out);
 void whisper_engine_close(whisper_engine *e);

@@ -68,6 +68,7 @@ struct whisper_engine {
   int32_t nonspeech[MAX_NONSPEECH];
   int n_nonspeech;
   int n_threads;
+  int beam_size;          /* of temperature-0 attempts; 0/1 = greedy */
   pthread_mutex_t mu;
   pthread_cond_t freed;
   wslot *slots;           /* [n_slots] */
@@ -117,6 +118,7 @@ int whisper_engine_open(const whisper_engine_config *cfg, whisper_engine **out) 
   pthread_cond_init(&e->freed, NULL);
   e->n_slots = cfg->n_states > 0 ? cfg->n_states : 2;
   e->n_threads = cfg->n_threads > 0 ? cfg->n_threads : 2;
+  e->beam_size = cfg->beam_size;
   e->name = cfg->name ? str_dup(cfg->name) : name_from_path(cfg->path);
   e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
   int rc = e->name && e->slots ? 0 : err_set(ERR_NOMEM, "whisper engine");
@@ -262,6 +264,7 @@ static int stream_decode_opts(wstream *s, whisper_decode_opts *o, int32_t *promp
   o->n_suppress = e->n_nonspeech;
   o->n_text_ctx = hp->n_text_ctx;
   o->max_tokens = hp->n_text_ctx / 2;
+  o->beam_size = e->beam_size;
   if (s->o.temperature > 0) {
     o->temps[0] = (float)s->o.temperature;
     o->n_temps = 1;
@@ -323,7 +326,9 @@ static int build_result(whisper_engine *e, const whisper_transcript *t, stt_resu
   for (int i = 0; !rc && i < t->n_segs; i++) {
     const whisper_segment *ws = &t->segs[i];
     stt_segment *ss = &out->segments[out->n_segments++];
-    *ss = (stt_segment){.start = ws->start, .end = ws->end, .seek = ws->seek, .temperature = ws->temperature,
+    /* the temperature is a float in the decoder: 0.2f, not 0.200000003 */
+    *ss = (stt_segment){.start = ws->start, .end = ws->end, .seek = ws->seek,
+                        .temperature = round((double)ws->temperature * 1e6) / 1e6,
                         .avg_logprob = ws->avg_logprob, .compression_ratio = ws->compression_ratio,
                         .no_speech_prob = ws->no_speech_prob, .first_word = out->n_words};
     char *raw = whisper_tokens_text(&e->v, ws->tokens, ws->n_tokens);
@@ -498,6 +503,7 @@ static int w_stream_partial(void *st, char **text) {
   if (!rc) {
     o.timestamps = false;
     o.n_temps = 1;
+    o.beam_size = 0; /* a partial is a quick look: greedy */
     o.temps[0] = 0;
     rc = encode_window(&w, seek, frames - seek);
   }

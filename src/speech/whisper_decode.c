@@ -286,6 +286,149 @@ static int32_t pick(const float *x, int32_t n, float t, uint64_t *rng) {
   return best;
 }
 
+/* ---- beam search ------------------------------------------------------------- */
+
+#define BEAM_MAX 8
+
+/* One hypothesis: its sampled tokens (EOT not included) with what the
+ * greedy path records per token, and its summed log-probability. */
+typedef struct beam {
+  int32_t *tok, *ts_tok;  /* [cap] */
+  float *lp, *ts_prob;    /* [cap] */
+  int n;
+  double sum;
+  bool ended;
+} beam;
+
+typedef struct cand {
+  int parent;
+  int32_t tok, ts_tok;
+  float lp, ts_prob;
+  double score;
+} cand;
+
+static void beam_copy(beam *d, const beam *s) {
+  memcpy(d->tok, s->tok, (size_t)s->n * sizeof *d->tok);
+  memcpy(d->ts_tok, s->ts_tok, (size_t)s->n * sizeof *d->ts_tok);
+  memcpy(d->lp, s->lp, (size_t)s->n * sizeof *d->lp);
+  memcpy(d->ts_prob, s->ts_prob, (size_t)s->n * sizeof *d->ts_prob);
+  d->n = s->n;
+  d->sum = s->sum;
+  d->ended = s->ended;
+}
+
+/* Beam search of B hypotheses after the prompt (np tokens; x0 the logits
+ * after it), as Whisper's BeamSearchDecoder: per live beam its B + 1 best
+ * next tokens, the B best continuations by summed log-probability live
+ * on, those ending in EOT are finished until B are; at the length limit
+ * the live ones count as finished. The winner is the best sum / length.
+ * The logits source holds one sequence: a beam's logits re-feed its tokens
+ * from where it parts from the source's (cached[n_cached]). */
+static int beam_search(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, const whisper_decode_opts *o, int np,
+                       const float *x0, float *x, whisper_result *r, double *sum_out) {
+  const int32_t V = v->n_vocab;
+  const int B = o->beam_size > BEAM_MAX ? BEAM_MAX : o->beam_size, cap = o->max_tokens + 1;
+  beam cur[BEAM_MAX], nxt[BEAM_MAX], fin[BEAM_MAX];
+  beam *all[3] = {cur, nxt, fin};
+  size_t per = (size_t)cap * (2 * sizeof(int32_t) + 2 * sizeof(float));
+  char *mem = malloc(per * 3 * (size_t)B + (size_t)cap * sizeof(int32_t));
+  cand cs[BEAM_MAX * (BEAM_MAX + 1)];
+  if (!mem) return err_set(ERR_NOMEM, "whisper: out of memory");
+  for (int k = 0; k < 3; k++)
+    for (int b = 0; b < B; b++) {
+      char *p = mem + per * (size_t)(k * B + b);
+      all[k][b] = (beam){.tok = (int32_t *)(void *)p, .ts_tok = (int32_t *)(void *)(p + (size_t)cap * 4),
+                         .lp = (float *)(void *)(p + (size_t)cap * 8), .ts_prob = (float *)(void *)(p + (size_t)cap * 12)};
+    }
+  int32_t *cached = (int32_t *)(void *)(mem + per * 3 * (size_t)B);
+  int n_cached = 0, n_live = 1, n_fin = 0, rc = 0;
+  for (int step = 0; !rc && n_live > 0 && n_fin < B; step++) {
+    int n_c = 0;
+    for (int b = 0; !rc && b < n_live; b++) {
+      beam *h = &cur[b];
+      if (h->n == 0) {
+        memcpy(x, x0, (size_t)V * sizeof *x);
+      } else {
+        int p = 0;
+        while (p < h->n && p < n_cached && cached[p] == h->tok[p]) p++;
+        if (p == h->n) p--; /* the same sequence: its last token's row again */
+        if ((rc = fn(ctx, h->tok + p, h->n - p, np + p, x, false))) break;
+        memcpy(cached, h->tok, (size_t)h->n * sizeof *cached);
+        n_cached = h->n;
+      }
+      whisper_filter_logits(v, o, h->tok, h->n, x);
+      double lse = log_sum_exp(x, V);
+      int32_t best_ts = v->ts_begin;
+      for (int32_t i = v->ts_begin + 1; i < V; i++)
+        if (x[i] > x[best_ts]) best_ts = i;
+      float ts_prob = (float)exp((double)x[best_ts] - lse);
+      /* the B + 1 likeliest tokens, best first */
+      int32_t top[BEAM_MAX + 1];
+      int n_top = 0;
+      for (int32_t i = 0; i < V; i++) {
+        if (x[i] == -INFINITY || (n_top == B + 1 && x[i] <= x[top[n_top - 1]])) continue;
+        int at = n_top < B + 1 ? n_top++ : B;
+        while (at > 0 && x[top[at - 1]] < x[i]) top[at] = top[at - 1], at--;
+        top[at] = i;
+      }
+      for (int i = 0; i < n_top; i++) {
+        float lp = (float)((double)x[top[i]] - lse);
+        cs[n_c++] = (cand){.parent = b, .tok = top[i], .ts_tok = best_ts, .lp = lp, .ts_prob = ts_prob,
+                           .score = h->sum + lp};
+      }
+    }
+    if (rc) break;
+    for (int i = 1; i < n_c; i++) /* by score, best first; ties keep their order */
+      for (int j = i; j > 0 && cs[j].score > cs[j - 1].score; j--) {
+        cand t = cs[j];
+        cs[j] = cs[j - 1];
+        cs[j - 1] = t;
+      }
+    int n_next = 0;
+    for (int i = 0; i < n_c && (n_next < B || n_fin < B); i++) {
+      const beam *pa = &cur[cs[i].parent];
+      if (cs[i].tok == v->eot) {
+        if (n_fin == B) continue;
+        beam_copy(&fin[n_fin], pa);
+        fin[n_fin].sum = cs[i].score;
+        fin[n_fin++].ended = true;
+      } else if (n_next < B) {
+        beam *d = &nxt[n_next++];
+        beam_copy(d, pa);
+        d->tok[d->n] = cs[i].tok;
+        d->ts_tok[d->n] = cs[i].ts_tok;
+        d->lp[d->n] = cs[i].lp;
+        d->ts_prob[d->n] = cs[i].ts_prob;
+        d->n++;
+        d->sum = cs[i].score;
+      }
+    }
+    for (int b = 0; b < n_next; b++) beam_copy(&cur[b], &nxt[b]);
+    n_live = n_next;
+    /* the length limit: what is still live is finished as it stands */
+    if (n_live && (step + 1 == o->max_tokens || np + cur[0].n >= o->n_text_ctx)) {
+      for (int b = 0; b < n_live && n_fin < B; b++) beam_copy(&fin[n_fin++], &cur[b]);
+      n_live = 0;
+    }
+  }
+  if (!rc && n_fin == 0) rc = err_set(ERR_INTERNAL, "whisper: beam search finished no hypothesis");
+  if (!rc) {
+    int best = 0;
+    for (int b = 1; b < n_fin; b++)
+      if (fin[b].sum / (fin[b].n ? fin[b].n : 1) > fin[best].sum / (fin[best].n ? fin[best].n : 1)) best = b;
+    const beam *h = &fin[best];
+    memcpy(r->tokens, h->tok, (size_t)h->n * sizeof *r->tokens);
+    memcpy(r->ts_tok, h->ts_tok, (size_t)h->n * sizeof *r->ts_tok);
+    memcpy(r->logprobs, h->lp, (size_t)h->n * sizeof *r->logprobs);
+    memcpy(r->ts_prob, h->ts_prob, (size_t)h->n * sizeof *r->ts_prob);
+    r->n_tokens = h->n;
+    r->ended = h->ended;
+    *sum_out = h->sum;
+  }
+  free(mem);
+  return rc;
+}
+
 /* One attempt at temperature t with prompt[np] (SOT at sot_at). */
 static int attempt(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, const whisper_decode_opts *o,
                    const int32_t *prompt, int np, int sot_at, float t, uint64_t *rng, whisper_result *r) {
@@ -305,7 +448,17 @@ static int attempt(const whisper_vocab *v, whisper_logits_fn fn, void *ctx, cons
   }
   if (!rc && np > sot_at + 1) rc = fn(ctx, prompt + sot_at + 1, np - sot_at - 1, sot_at + 1, x, false);
   double sum = 0;
-  for (int k = 0; !rc && k < o->max_tokens; k++) {
+  const bool beamed = t <= 0 && o->beam_size > 1;
+  if (!rc && beamed) {
+    float *x0 = malloc((size_t)V * sizeof *x0);
+    if (!x0) rc = err_set(ERR_NOMEM, "whisper: out of memory");
+    if (!rc) {
+      memcpy(x0, x, (size_t)V * sizeof *x0);
+      rc = beam_search(v, fn, ctx, o, np, x0, x, r, &sum);
+    }
+    free(x0);
+  }
+  for (int k = 0; !rc && !beamed && k < o->max_tokens; k++) {
     whisper_filter_logits(v, o, r->tokens, r->n_tokens, x);
     /* only the normalizer is needed per step: one pass of expf (the full
      * log-softmax in double was most of a step's time on small models) */
@@ -343,9 +496,10 @@ int whisper_decode_window(const whisper_vocab *v, whisper_logits_fn fn, void *ct
                           whisper_result *out) {
   memset(out, 0, sizeof *out);
   if (o->n_temps < 1 || o->n_temps > WHISPER_MAX_TEMPS || o->max_tokens < 1 || o->n_text_ctx < 8 ||
+      o->beam_size < 0 || o->beam_size > BEAM_MAX ||
       (o->n_prompt > 0 && !o->prompt) || (o->n_suppress > 0 && !o->suppress))
-    return err_set(ERR_INVALID, "whisper decode: bad options (%d temperatures, %d max tokens, context %d)",
-                   o->n_temps, o->max_tokens, o->n_text_ctx);
+    return err_set(ERR_INVALID, "whisper decode: bad options (%d temperatures, %d max tokens, context %d, beam %d)",
+                   o->n_temps, o->max_tokens, o->n_text_ctx, o->beam_size);
   int lang = o->lang;
   float lang_prob = 1.0f;
   if (v->multilingual && (lang < -1 || lang >= v->n_langs))

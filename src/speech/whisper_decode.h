@@ -9,7 +9,8 @@
  * The rules are those of OpenAI's whisper/decoding.py and transcribe.py;
  * token ids follow whisper.cpp's layout by vocabulary size. Differences:
  * one sample per temperature above 0 (Whisper's best_of 5 is a later
- * option), all special tokens but EOT are suppressed (Whisper suppresses
+ * option), beam search re-feeds each beam's tokens since it parted from
+ * what the logits source last saw (the source keeps one sequence), all special tokens but EOT are suppressed (Whisper suppresses
  * the task, SOT, previous-text and no-speech tokens, not the language
  * tokens), and without timestamps the timestamp tokens are suppressed too
  * (as whisper.cpp does).
@@ -79,6 +80,7 @@ typedef struct whisper_decode_opts {
   int max_tokens;                 /* sampled tokens per window (n_text_ctx / 2 = 224) */
   int n_text_ctx;                 /* the model's (448) */
   uint64_t seed;                  /* of the sampler above temperature 0 */
+  int beam_size;                  /* > 1: beam search at temperature 0 (Whisper's option: 5); else greedy */
 } whisper_decode_opts;
 
 /* Whisper's defaults: transcribe, detect, timestamps, blank suppressed,

@@ -64,7 +64,7 @@ static int toklist_add(toklist *l, const int32_t *t, int n) {
 /* Appends the segment of r's tokens [a, b) (timestamps included, they
  * give the times) to out; windows start at seek. */
 static int add_segment(whisper_transcript *out, const whisper_transcribe_cfg *c, const whisper_result *r, int a,
-                       int b, int64_t seek, double start, double end) {
+                       int b, int64_t seek, double start, double end, double audio_end) {
   const int32_t tb = c->v->ts_begin;
   int n_text = 0;
   for (int i = a; i < b; i++) n_text += r->tokens[i] < c->v->eot;
@@ -86,12 +86,19 @@ static int add_segment(whisper_transcript *out, const whisper_transcribe_cfg *c,
   double offset = (double)seek * FRAME_S;
   for (int i = a; i < b; i++) {
     if (r->tokens[i] >= c->v->eot) continue;
+    double at = -1;
+    if (r->ts_prob && r->ts_prob[i] > c->anchor_min && r->ts_tok[i] >= tb) {
+      at = offset + (r->ts_tok[i] - tb) * TS_STEP;
+      if (at > audio_end) at = audio_end;
+    }
     s->tokens[s->n_tokens] = r->tokens[i];
     s->logprobs[s->n_tokens] = r->logprobs[i];
-    s->tok_time[s->n_tokens++] = r->ts_prob && r->ts_prob[i] > c->anchor_min && r->ts_tok[i] >= tb
-                                     ? offset + (r->ts_tok[i] - tb) * TS_STEP
-                                     : -1;
+    s->tok_time[s->n_tokens++] = at;
   }
+  /* a timestamp past the end of the audio (the window is zero-padded to
+   * 30 s) means its end */
+  if (start > audio_end) start = audio_end;
+  if (end > audio_end) end = audio_end;
   s->seek = seek;
   s->start = start;
   s->end = end > start ? end : start;
@@ -109,7 +116,7 @@ static int64_t cut_window(whisper_transcript *out, const whisper_transcribe_cfg 
                           int64_t seek, int64_t size) {
   const int32_t tb = c->v->ts_begin;
   const int n = r->n_tokens;
-  const double offset = (double)seek * FRAME_S;
+  const double offset = (double)seek * FRAME_S, ae = (double)(seek + size) * FRAME_S;
 #define IS_TS(i) (r->tokens[(i)] >= tb)
   bool single_end = n >= 2 && !IS_TS(n - 2) && IS_TS(n - 1);
   int last = 0, rc;
@@ -121,7 +128,7 @@ static int64_t cut_window(whisper_transcript *out, const whisper_transcribe_cfg 
     if (k > last) {
       double t0 = offset + (r->tokens[last] >= tb ? r->tokens[last] - tb : 0) * TS_STEP;
       double t1 = offset + (r->tokens[k - 1] - tb) * TS_STEP;
-      if ((rc = add_segment(out, c, r, last, k, seek, t0, t1))) return rc;
+      if ((rc = add_segment(out, c, r, last, k, seek, t0, t1, ae))) return rc;
     }
     last = k;
   }
@@ -130,7 +137,7 @@ static int64_t cut_window(whisper_transcript *out, const whisper_transcribe_cfg 
       if (n > last) {
         double t0 = offset + (IS_TS(last) ? r->tokens[last] - tb : 0) * TS_STEP;
         double t1 = offset + (r->tokens[n - 1] - tb) * TS_STEP;
-        if ((rc = add_segment(out, c, r, last, n, seek, t0, t1))) return rc;
+        if ((rc = add_segment(out, c, r, last, n, seek, t0, t1, ae))) return rc;
       }
       return size;
     }
@@ -145,7 +152,7 @@ static int64_t cut_window(whisper_transcript *out, const whisper_transcribe_cfg 
       break;
     }
 #undef IS_TS
-  if ((rc = add_segment(out, c, r, 0, n, seek, offset, offset + dur))) return rc;
+  if ((rc = add_segment(out, c, r, 0, n, seek, offset, offset + dur, ae))) return rc;
   return size;
 }
 

@@ -587,7 +587,87 @@ TEST(whisper_decode_on_the_model) {
   printf("    random model: lang %s (p %.3f), %d tokens, %d attempt(s), avg logprob %.2f\n",
          whisper_lang_code(r.lang), r.lang_prob, r.n_tokens, r.n_attempts, r.avg_logprob);
   whisper_result_free(&r);
+  /* beam search on the model: its beams re-feed the one cache from where
+   * they part, so the winner's recorded log-probabilities must be those a
+   * fresh decode of the winner's tokens gives, step by step */
+  o.beam_size = 5;
+  o.temps[0] = 0;
+  o.n_temps = 1;
+  o.lang = 0;
+  ASSERT_INT_EQ(whisper_decode_window(&v, whisper_state_logits, st, &o, &r), 0);
+  ASSERT_TRUE(r.n_tokens >= 1);
+  int32_t seq[128];
+  int np = 0, sot_at = 0;
+  ASSERT_INT_EQ(whisper_build_prompt(&v, &o, 0, seq, 128, &np, &sot_at), 0);
+  float *x = malloc((size_t)v.n_vocab * sizeof *x);
+  ASSERT_TRUE(x != NULL);
+  ASSERT_INT_EQ(whisper_state_logits(st, seq, np, 0, x, false), 0);
+  double worst = 0, sum = 0;
+  for (int i = 0; i <= r.n_tokens; i++) {
+    whisper_filter_logits(&v, &o, r.tokens, i, x);
+    double mx = -INFINITY, z = 0;
+    for (int32_t t = 0; t < v.n_vocab; t++) mx = x[t] > mx ? x[t] : mx;
+    for (int32_t t = 0; t < v.n_vocab; t++) z += exp((double)x[t] - mx);
+    int32_t tok = i < r.n_tokens ? r.tokens[i] : v.eot;
+    double lp = (double)x[tok] - mx - log(z);
+    sum += lp;
+    if (i < r.n_tokens) {
+      worst = fmax(worst, fabs(lp - r.logprobs[i]));
+      ASSERT_INT_EQ(whisper_state_logits(st, &tok, 1, np + i, x, false), 0);
+    }
+  }
+  printf("    beam 5: %d tokens, avg logprob %.2f, worst step difference %.2g\n", r.n_tokens, r.avg_logprob, worst);
+  EXPECT_TRUE(worst < 1e-4);
+  if (r.ended) EXPECT_NEAR(r.avg_logprob, sum / (r.n_tokens + 1), 1e-4);
+  free(x);
+  whisper_result_free(&r);
   whisper_state_free(st);
   whisper_model_free(m);
   whisper_file_close(f);
+}
+
+/* A garden path: 'a' leads 'b' by 0.1 at the first step, but after 'a'
+ * nothing is likely, while after 'b' a 'c' is certain; then EOT. */
+static void rule_garden(script *s, const int32_t *seq, int n, int k, float *x) {
+  if (k == 0) {
+    x['a'] = 2.0f, x['b'] = 1.9f;
+  } else if (k == 1) {
+    if (seq[n - 1] == 'b') x['c'] = s->peak;
+  } else {
+    x[s->v.eot] = s->peak;
+  }
+}
+
+TEST(whisper_decode_beam_search) {
+  script s;
+  script_init(&s, rule_garden);
+  whisper_decode_opts o = opts_en();
+  o.timestamps = false;
+  o.n_temps = 1;
+  s.np = prompt_len(&s, &o, 0);
+  whisper_result g, b;
+  ASSERT_INT_EQ(whisper_decode_window(&s.v, script_fn, &s, &o, &g), 0);
+  ASSERT_INT_EQ(g.n_tokens, 2);
+  EXPECT_INT_EQ(g.tokens[0], 'a'); /* greedy takes the lead and is stuck with a flat step */
+  o.beam_size = 5;
+  ASSERT_INT_EQ(whisper_decode_window(&s.v, script_fn, &s, &o, &b), 0);
+  ASSERT_INT_EQ(b.n_tokens, 2);
+  EXPECT_INT_EQ(b.tokens[0], 'b');
+  EXPECT_INT_EQ(b.tokens[1], 'c');
+  EXPECT_TRUE(b.ended);
+  EXPECT_TRUE(b.avg_logprob > g.avg_logprob);
+  /* the log-probabilities are those of the beam's own steps: 'b' at the
+   * first (1.9 against 2.0 and 50256 zeros), 'c' certain, EOT certain */
+  double z = exp(2.0) + exp(1.9) + (s.v.eot + 1 - 2);
+  EXPECT_NEAR(b.logprobs[0], 1.9 - log(z), 1e-4);
+  EXPECT_NEAR(b.logprobs[1], 0.0, 1e-4);
+  EXPECT_NEAR(b.avg_logprob, (1.9 - log(z)) / 3, 1e-4);
+  /* the source saw each beam's tokens at their own positions: the last
+   * sequence fed ends with the winner's */
+  whisper_result_free(&g);
+  whisper_result_free(&b);
+  /* above the maximum, refused */
+  o.beam_size = 9;
+  EXPECT_INT_EQ(whisper_decode_window(&s.v, script_fn, &s, &o, &b), ERR_INVALID);
+  whisper_result_free(&b);
 }
