@@ -89,10 +89,8 @@ typedef struct gemma4_layer {
 } gemma4_layer;
 
 typedef struct gemma4_weights {
-  model_tensor tok_embd;     /* [n_vocab][n_embd] */
+  model_io io;               /* token_embd, output_norm, output (tied when absent) */
   gemma4_layer *layers;      /* [n_layer] */
-  const float *output_norm;  /* [n_embd] */
-  model_tensor output;       /* [n_vocab][n_embd]; tok_embd when tied */
   float embd_scale;          /* sqrt(n_embd) */
   int64_t hd_full, hd_swa;   /* head widths of full and sliding layers */
   int64_t n_pl;              /* P: per-layer embedding width, 0 = none */
@@ -214,25 +212,15 @@ static int gemma4_load(model *m) {
   model_hparams *hp = &m->hp;
   int rc = model_load_common_hparams(m, OPS_ROPE_NEOX);
   if (rc) return rc;
-  const gguf_tensor *te = gguf_find_tensor(m->f, "token_embd.weight");
-  if (!te) return err_set(ERR_NOT_FOUND, "tensor 'token_embd.weight' is missing");
-  if (te->n_dims != 2 || te->dims[1] > (uint64_t)INT32_MAX)
-    return err_set(ERR_RANGE, "tensor 'token_embd.weight' has %u dims and %llu rows, expected 2 dims and < 2^31 rows",
-                   te->n_dims, (unsigned long long)te->dims[1]);
-  hp->n_vocab = (int64_t)te->dims[1];
-
   gemma4_weights *w = calloc(1, sizeof *w);
   if (!w) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
   m->arch_data = w;
   w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
   if (!w->layers) return err_set(ERR_NOMEM, "%s: out of memory", m->ops->name);
-  if ((rc = gemma4_load_hparams(m, w))) return rc;
+  if ((rc = gemma4_load_hparams(m, w)) || (rc = model_io_bind(m, &w->io))) return rc; /* io sets n_vocab */
   const int64_t E = hp->n_embd, P = w->n_pl;
   w->embd_scale = sqrtf((float)E);
 
-  const bool tied = gguf_find_tensor(m->f, "output.weight") == NULL;
-  if ((rc = model_bind_matrix(m, &w->tok_embd, E, hp->n_vocab, tied ? 0 : MODEL_BIND_ROWS, "token_embd.weight")))
-    return rc;
   if (P > 0 && ((rc = model_bind_matrix(m, &w->pl_tok_embd, hp->n_layer * P, hp->n_vocab, MODEL_BIND_ROWS,
                                         "per_layer_token_embd.weight")) ||
                 (rc = model_bind_matrix(m, &w->pl_proj, E, hp->n_layer * P, 0, "per_layer_model_proj.weight")) ||
@@ -240,9 +228,6 @@ static int gemma4_load(model *m) {
     return rc;
   for (int64_t l = 0; l < hp->n_layer; l++)
     if ((rc = gemma4_bind_layer(m, w, (int)l))) return rc;
-  if ((rc = model_bind_vector(m, &w->output_norm, E, 0, "output_norm.weight"))) return rc;
-  if ((rc = model_bind_matrix(m, &w->output, E, hp->n_vocab, MODEL_BIND_OPTIONAL, "output.weight"))) return rc;
-  if (!w->output.data) w->output = w->tok_embd;
   return 0;
 }
 
@@ -400,7 +385,7 @@ static int gemma4_forward(model_ctx *c, const model_step *st, float *logits) {
   const float eps = hp->norm_eps;
   int rc;
 
-  if ((rc = model_dense_embed(c, st, &w->tok_embd, b))) return rc;
+  if ((rc = model_dense_embed(c, st, &w->io.tok_embd, b))) return rc;
   for (int64_t i = 0; i < n * E; i++) b->x[i] *= w->embd_scale;
   for (int64_t t = 0; t < n; t++)
     ops_rope_cache(&hp->rope_swa, st->pos[t], gb->rope_swa_cs + t * hp->rope_swa.n_rot);
@@ -419,12 +404,9 @@ static int gemma4_forward(model_ctx *c, const model_step *st, float *logits) {
     if (L->out_scale) model_scale_rows(b->x, n * E, L->out_scale[0]);
   }
 
-  if (st->n_out == 0) return 0;
-  model_dense_out_norm(c, st, b, w->output_norm);
-  rc = model_matmul(c, &w->output, b->xn, st->n_out, logits);
-  if (rc == 0) model_logit_softcap(logits, st->n_out * hp->n_vocab, hp->final_softcap);
-  model_prof_mark(c, MODEL_PROF_LOGITS);
-  return rc;
+  if ((rc = model_io_logits(c, st, &w->io, b, logits))) return rc;
+  model_logit_softcap(logits, st->n_out * hp->n_vocab, hp->final_softcap);
+  return 0;
 }
 
 const model_arch_ops model_arch_gemma4 = {
