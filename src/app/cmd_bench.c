@@ -26,7 +26,7 @@
  *                    (tokenizer.* keys; n_vocab follows it) and embed a chat template;
  *                    [--arch NAME]: testgen_arch's small shape of that general.architecture
  *                    (qwen2, qwen3, bert, gemma2, gemma3, phi3, granite, smollm3, qwen3moe, lfm2, olmo2,
- *                    glm4, nomic-bert, mistral3, gpt-oss, gemma-embedding, exaone4; mixtral: a llama file with experts;
+ *                    glm4, nomic-bert, mistral3, gpt-oss, gemma-embedding, exaone4, gemma4; mixtral: a llama file with experts;
  *                    whisper: a whisper.cpp file) instead, [--pooling none|mean|cls|last] written as its
  *                    ARCH.pooling_type;
  *                    [--shape gpt-oss-20b|qwen3-30b-a3b] with --arch gpt-oss|qwen3moe: a released

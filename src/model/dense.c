@@ -122,7 +122,8 @@ int model_dense_ffn(model_ctx *c, const model_tensor *gate, const model_tensor *
 
 int model_dense_ffn_act(model_ctx *c, enum model_ffn_act act, const model_tensor *gate, const model_tensor *up,
                         const model_tensor *down, model_dense_bufs *b, int64_t n) {
-  const int64_t E = c->m->hp.n_embd, F = c->m->hp.n_ff, FR = model_ffn_rows(c);
+  /* the gate's rows, not hp.n_ff: a layer may be narrower (per-layer widths) */
+  const int64_t E = c->m->hp.n_embd, F = gate->n_rows, FR = model_ffn_rows(c);
   for (int64_t t0 = 0; t0 < n; t0 += FR) {
     const int64_t m = n - t0 < FR ? n - t0 : FR;
     float *xn = b->xn + t0 * E; /* this sub-batch's input, then its output */

@@ -211,6 +211,11 @@ static const family_row FAMILIES[FAMILY_COUNT] = {
                            {"nemotronh", "nemotronnano", "nemotron3"}, {"truncate_history_thinking"}, "gpt2",
                            {NULL}, {"<|im_start|>", "<think>"}, false, C_CHAT | C_TOOLS | C_REASON,
                            FAMILY_PARSER_HERMES, TMPL_DEFAULT_CHATML, THINK, false, NULL},
+    [FAMILY_GEMMA4] = {"gemma4", "Gemma 4", {"gemma4"}, {NULL}, {"gemma4", "gemma+4"}, {"<|turn>"}, NULL, {NULL},
+                       {"<|turn>", "<turn|>"}, false, C_CHAT | C_VISION, FAMILY_PARSER_PLAIN, TMPL_DEFAULT_GEMMA,
+                       NO_THINK, false,
+                       "image and audio input need Gemma 4's encoders, tool calls (<|tool_call>) and its thought "
+                       "channel are not parsed yet, and the mixture-of-experts 26B-A4B does not run yet"},
 };
 
 /* Vocabulary tokens that mean fill-in-the-middle. */

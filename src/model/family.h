@@ -66,6 +66,7 @@ typedef enum family_id {
   FAMILY_QWEN35,           /* Qwen3.5, Qwen3.5-MoE, Qwen3-Next (hybrid: gated delta net + attention) */
   FAMILY_MAMBA2,           /* Mamba-2 / Mamba-Codestral (state-space layers only) */
   FAMILY_NEMOTRON_H,       /* NVIDIA Nemotron-H, Nemotron Nano 2 / 3 (Mamba-2 + attention) */
+  FAMILY_GEMMA4,           /* Gemma 4 (text: E2B, E4B, 31B) */
   FAMILY_COUNT
 } family_id;
 

@@ -83,6 +83,7 @@ static const model_arch_ops *const arch_table[MODEL_ARCH_COUNT] = {
     [MODEL_ARCH_MAMBA2] = &model_arch_mamba2,
     [MODEL_ARCH_GRANITEHYBRID] = &model_arch_granitehybrid,
     [MODEL_ARCH_NEMOTRON_H] = &model_arch_nemotron_h,
+    [MODEL_ARCH_GEMMA4] = &model_arch_gemma4,
 };
 
 bool model_is_encoder(const model *m) { return m->ops->encoder; }

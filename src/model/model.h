@@ -67,6 +67,7 @@ enum model_arch {
   MODEL_ARCH_MAMBA2,    /* mamba2.c: Mamba-2 state-space layers only */
   MODEL_ARCH_GRANITEHYBRID, /* mamba2.c: Granite 4.0 H (Mamba-2 + attention, experts) */
   MODEL_ARCH_NEMOTRON_H, /* mamba2.c: Nemotron-H (Mamba-2, attention, MLP layers) */
+  MODEL_ARCH_GEMMA4,    /* gemma4.c: Gemma 4 text (per-layer embeddings, shared KV) */
   MODEL_ARCH_COUNT
 };
 

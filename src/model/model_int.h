@@ -336,6 +336,7 @@ extern const model_arch_ops model_arch_qwen3next;  /* qwen35.c */
 extern const model_arch_ops model_arch_mamba2;        /* mamba2.c */
 extern const model_arch_ops model_arch_granitehybrid; /* mamba2.c */
 extern const model_arch_ops model_arch_nemotron_h;    /* mamba2.c */
+extern const model_arch_ops model_arch_gemma4;        /* gemma4.c */
 
 /* ---- dense decoder blocks: llama, qwen2, qwen3 (dense.c) ----------------- */
 

@@ -13,6 +13,7 @@
 #include "model/testgen.h"
 #include "model/testgen_dense.h"
 #include "model/testgen_qwen35.h"
+#include "model/testgen_gemma4.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +64,21 @@ model_testgen_arch model_testgen_arch_small(enum model_arch arch) {
     g.attn_softcap = g3 ? 0.0f : 5.0f;
     g.final_softcap = g3 ? 0.0f : 8.0f;
     g.rope_freq_base = g3 ? 1000000.0f : 10000.0f;
+  }
+  if (arch == MODEL_ARCH_GEMMA4) {
+    static const uint8_t swa[6] = {1, 1, 0, 1, 1, 0};
+    g.tied = true;
+    g.n_layer = 6;
+    g.head_dim = 32;
+    g.swa_layers = swa;
+    g.sliding_window = 8;
+    g.final_softcap = 8.0f;
+    g.rope_freq_base = 1000000.0f;
+    g.g4.head_dim_swa = 16;
+    g.g4.n_shared = 3;
+    g.g4.n_pl = 16;
+    g.g4.n_ff_shared = 320;
+    g.g4.out_scale = true;
   }
   if (arch == MODEL_ARCH_GEMMA_EMBEDDING) {
     g.pooling_type = MODEL_POOLING_MEAN;
@@ -348,7 +364,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
                    : g->arch == MODEL_ARCH_PHI3 || g->arch == MODEL_ARCH_GRANITE || g->arch == MODEL_ARCH_SMOLLM3 ||
                            g->arch == MODEL_ARCH_MISTRAL3 || testgen_dense_arch(g->arch) ||
                            g->arch == MODEL_ARCH_QWEN2MOE || g->arch == MODEL_ARCH_OLMOE ||
-                           g->arch == MODEL_ARCH_GRANITEMOE || testgen_qwen35_arch(g->arch)
+                           g->arch == MODEL_ARCH_GRANITEMOE || testgen_qwen35_arch(g->arch) ||
+                           g->arch == MODEL_ARCH_GEMMA4
                        ? model_arch_name(g->arch)
                    : g->arch == MODEL_ARCH_QWEN3MOE ? "qwen3moe"
                    : g->arch == MODEL_ARCH_LLAMA_MOE ? "llama"
@@ -399,7 +416,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
   CK(gguf_writer_add_u32(s.w, KEY("context_length"), (uint32_t)g->n_ctx));
   CK(gguf_writer_add_u32(s.w, KEY("embedding_length"), (uint32_t)E));
   CK(gguf_writer_add_u32(s.w, KEY("block_count"), (uint32_t)g->n_layer));
-  CK(gguf_writer_add_u32(s.w, KEY("feed_forward_length"), (uint32_t)F));
+  if (!(g->arch == MODEL_ARCH_GEMMA4 && g->g4.n_ff_shared > 0)) /* else per layer: testgen_gemma4.c */
+    CK(gguf_writer_add_u32(s.w, KEY("feed_forward_length"), (uint32_t)F));
   CK(gguf_writer_add_u32(s.w, KEY("attention.head_count"), (uint32_t)g->n_head));
   const bool lfm2 = g->arch == MODEL_ARCH_LFM2;
   if (lfm2) { /* one count per layer, 0 for the convolution layers */
@@ -493,6 +511,8 @@ int model_testgen_arch_write(const model_testgen_arch *g_in, const char *path) {
     CK(testgen_dense_write(&s, g));
   } else if (testgen_qwen35_arch(g->arch)) {
     CK(testgen_qwen35_write(&s, g));
+  } else if (g->arch == MODEL_ARCH_GEMMA4) {
+    CK(testgen_gemma4_write(&s, g));
   } else if (bert) {
     int i;
     T0("token_embd.weight", g->type_embd, E, g->n_vocab, 0.0f, 1.0f);

@@ -130,6 +130,16 @@ typedef struct model_testgen_arch {
                               larger than the tensor (tests); 0 = no keys */
   uint32_t type_exps;      /* MoE: the expert matrices' type (gpt-oss ships
                               them MXFP4, the rest not); 0 (F32) = type */
+  /* gemma4 (testgen_gemma4.c): the sliding layers' head width
+   * (attention.key_length_swa; head_dim is the full layers'), the shared
+   * KV layers at the end, the per-layer embedding width (0: none), the
+   * shared layers' feed-forward width (> 0: feed_forward_length written
+   * per layer, n_ff elsewhere), layer_output_scale tensors, and attn_v on
+   * the full layers (false: their v is k's projection) */
+  struct {
+    int64_t head_dim_swa, n_shared, n_pl, n_ff_shared;
+    bool out_scale, v_full;
+  } g4;
   uint64_t seed;
   const char *vocab_path; /* NULL, or a GGUF whose tokenizer.* keys are
                              copied (n_vocab then becomes its token count) */
@@ -165,7 +175,13 @@ typedef struct model_testgen_arch {
  * granitemoe with n_ff 32; granitemoe with granite's multipliers.
  * gemma-embedding: gemma3's shape and window 8 (symmetric: 4 positions
  * on each side), mean pooling, dense projections through 96 features with
- * their keys. */
+ * their keys.
+ * gemma4: 6 layers (sliding, sliding, full, repeated), 4 heads on 2 KV
+ * heads of 32 (full) and 16 (sliding), window 8, rope bases 1e6 / 10000
+ * with proportional factors on the full layers, the last 3 layers sharing
+ * the KV of layers 1 and 2 with n_ff 320 (160 elsewhere), per-layer
+ * embeddings of 16, layer output scales, no attn_v on the full layers,
+ * final soft cap 8, tied. */
 model_testgen_arch model_testgen_arch_small(enum model_arch arch);
 
 /* Qwen2.5-0.5B's shape (qwen2: n_embd 896, 24 layers, 14 heads, 2 KV
