@@ -135,7 +135,17 @@ TEST(speech_remote_worker_killed_mid_synthesis) {
    * DONE) between its first chunk and the kill */
   char text[4096] = "One sentence.";
   for (int i = 0; i < 40; i++) strcat(text, " And another one that never comes, because the worker dies first.");
-  rc = tts_synthesize(t, &c, text, 1.0, on_chunk_kill, &k);
+  /* a worker that sent its last chunk and DONE before the signal landed
+   * finished honestly: try again (a loaded machine), at most five times */
+  int attempt = 0;
+  for (; attempt < 5; attempt++) {
+    k = (killer){0};
+    rc = tts_synthesize(t, &c, text, 1.0, on_chunk_kill, &k);
+    if (rc != 0) break;
+    wpool_stats s0;
+    wpool_get_stats(p, &s0);
+    if (s0.n_died) break;
+  }
   EXPECT_INT_GE(k.n_killed, 1);
   EXPECT_INT_EQ(rc, ERR_WORKER);
   EXPECT_STR_CONTAINS(err_detail(), "the speech worker process was killed by signal 9");
@@ -143,12 +153,15 @@ TEST(speech_remote_worker_killed_mid_synthesis) {
   wpool_get_stats(p, &st);
   EXPECT_INT_EQ(st.n_live, 0); /* reaped */
   EXPECT_INT_EQ(st.n_died, 1);
-  /* The next synthesis starts a fresh worker and speaks. */
+  /* The next synthesis starts a fresh worker and speaks (one more per
+   * attempt the worker finished before it was killed). */
+  const int n_before = (int)st.n_started;
   size_t n = 0;
   EXPECT_INT_EQ(tts_synthesize(t, &c, "Hello again.", 1.0, count_samples, &n), 0);
   EXPECT_INT_GT(n, 4000);
   wpool_get_stats(p, &st);
-  EXPECT_INT_EQ(st.n_started, 2);
+  EXPECT_INT_EQ(st.n_started, n_before + 1);
+  EXPECT_INT_LE(n_before, 1 + attempt);
   tts_close(t);
   wpool_free(p);
 }
