@@ -173,6 +173,54 @@ void ref_check_one_token(const char *script, const char *path, const char *name,
   model_free(m);
 }
 
+void ref_check_interleaved(const char *script, const char *path, const char *name, const int32_t *A, int na,
+                           const int32_t *B, int nb, int64_t n_ctx) {
+  model *m = NULL;
+  model_ctx *c = NULL;
+  model_ctx_params p = model_ctx_default_params();
+  p.n_seq = 2;
+  p.n_ctx = n_ctx;
+  p.n_batch = 5;
+  p.n_threads = 2;
+  p.kv_type = MODEL_KV_F32;
+  if (model_open(path, &m) || model_ctx_new(m, &p, &c)) {
+    test_fail_at(__FILE__, __LINE__, "%s: %s", name, err_detail());
+    model_free(m);
+    return;
+  }
+  const int64_t V = model_get_hparams(m)->n_vocab;
+  const int n_all = na + nb;
+  float *ra = ref_logits(script, path, A, na, V, false), *rb = ref_logits(script, path, B, nb, V, false);
+  float *lg = malloc((size_t)n_all * (size_t)V * sizeof *lg);
+  int32_t *toks = malloc((size_t)n_all * sizeof *toks), *seq = malloc((size_t)n_all * sizeof *seq);
+  int64_t *pos = malloc((size_t)n_all * sizeof *pos);
+  int n = 0;
+  for (int i = 0; toks && seq && pos && i < na; i++) {
+    toks[n] = A[i], seq[n] = 0, pos[n] = i, n++;
+    if (i < nb) toks[n] = B[i], seq[n] = 1, pos[n] = i, n++;
+  }
+  model_batch b = {.n = n, .tokens = toks, .seq = seq, .pos = pos, .logits = MODEL_LOGITS_ALL};
+  if (!ra || !rb || !lg || !toks || !seq || !pos || model_decode(c, &b, lg)) {
+    test_fail_at(__FILE__, __LINE__, "%s: decode or reference failed: %s", name, err_detail());
+  } else {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+      double e = ref_nmse(lg + (size_t)i * (size_t)V, (seq[i] ? rb : ra) + (size_t)pos[i] * (size_t)V, (size_t)V);
+      if (e > worst) worst = e;
+    }
+    printf("    %s: 2 interleaved sequences vs numpy: worst row nmse %.3g\n", name, worst);
+    if (!(worst < 1e-8)) test_fail_at(__FILE__, __LINE__, "%s: worst row nmse %.3g, bound 1e-8", name, worst);
+  }
+  free(ra);
+  free(rb);
+  free(lg);
+  free(toks);
+  free(seq);
+  free(pos);
+  model_ctx_free(c);
+  model_free(m);
+}
+
 double ref_nmse(const float *a, const float *b, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; i++) {

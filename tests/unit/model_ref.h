@@ -83,6 +83,13 @@ float *ref_one_token_logits(model *m, const int32_t *toks, int n, enum model_kv_
 void ref_check_one_token(const char *script, const char *path, const char *name, const int32_t *toks, int n,
                          double tol);
 
+/* The model at path runs A (na tokens) as sequence 0 and B (nb <= na) as
+ * sequence 1 interleaved token by token in one model_decode, batches of 5,
+ * context n_ctx, F32 cache; every row is held to script's logits of its
+ * sequence alone (worst row NMSE below 1e-8), printed under name. */
+void ref_check_interleaved(const char *script, const char *path, const char *name, const int32_t *A, int na,
+                           const int32_t *B, int nb, int64_t n_ctx);
+
 /* sum((a-b)^2) / sum(b^2) (the plain sum when b is all zero). */
 double ref_nmse(const float *a, const float *b, size_t n);
 

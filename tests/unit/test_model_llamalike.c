@@ -241,43 +241,7 @@ TEST(model_phi3_sequences_match_numpy) {
   model_testgen_arch g = model_testgen_arch_small(MODEL_ARCH_PHI3);
   g.seed = 60;
   if (!ref_write_arch(&g, "phi3_seqs", path, sizeof path)) return;
-  model *m = NULL;
-  model_ctx *c = NULL;
-  model_ctx_params p = model_ctx_default_params();
-  p.n_seq = 2;
-  p.n_ctx = 64;
-  p.n_batch = 5;
-  p.n_threads = 2;
-  p.kv_type = MODEL_KV_F32;
-  ASSERT_INT_EQ(model_open(path, &m), 0);
-  ASSERT_INT_EQ(model_ctx_new(m, &p, &c), 0);
-  const int64_t V = model_get_hparams(m)->n_vocab;
-  float *ra = ref_logits(REF, path, A, NA, V, false), *rb = ref_logits(REF, path, B, NB, V, false);
-  float *lg = malloc((size_t)(NA + NB) * (size_t)V * sizeof *lg);
-  int32_t toks[NA + NB], seq[NA + NB];
-  int64_t pos[NA + NB];
-  int n = 0;
-  for (int i = 0; i < NA; i++) {
-    toks[n] = A[i], seq[n] = 0, pos[n] = i, n++;
-    if (i < NB) toks[n] = B[i], seq[n] = 1, pos[n] = i, n++;
-  }
-  model_batch bt = {.n = n, .tokens = toks, .seq = seq, .pos = pos, .logits = MODEL_LOGITS_ALL};
-  if (!ra || !rb || !lg || model_decode(c, &bt, lg)) {
-    test_fail_at(__FILE__, __LINE__, "decode or reference failed: %s", err_detail());
-  } else {
-    double worst = 0;
-    for (int i = 0; i < n; i++) {
-      double e = ref_nmse(lg + (size_t)i * V, (seq[i] ? rb : ra) + (size_t)pos[i] * V, (size_t)V);
-      if (e > worst) worst = e;
-    }
-    printf("    phi3: 2 interleaved sequences vs numpy: worst row nmse %.3g\n", worst);
-    EXPECT_TRUE(worst < 1e-8);
-  }
-  free(ra);
-  free(rb);
-  free(lg);
-  model_ctx_free(c);
-  model_free(m);
+  ref_check_interleaved(REF, path, "phi3", A, NA, B, NB, 64);
 }
 
 /* ---- malformed files -------------------------------------------------------- */
